@@ -1,0 +1,234 @@
+/*
+ * dsops — fused inference operators of the DeepSeek sparse-attention models, for CPUs.
+ *
+ * The whole public API is in this header. Semantics of every operator are those of the
+ * specification (spec/OPS.md); this header repeats what a caller needs to use them.
+ *
+ * Conventions
+ *  - Every call returns a dsops_status. On error, dsops_last_error() returns a message for the
+ *    calling thread that names the offending field and value. An operator that fails has written
+ *    nothing and read nothing outside the extents its tensors declare.
+ *  - Tensors are views (dsops_tensor): data pointer, dtype, rank, shape and strides in elements.
+ *    A tensor whose data pointer is NULL is "absent" (allowed only for optional tensors).
+ *    Unless an operator says otherwise, the innermost dimension must have stride 1; the outer
+ *    strides are free (so q_nope / q_rope may be views into one [T, N, Dc+Dr] tensor, and
+ *    key_nope / key_rope views into one [NB, BS, Dc+Dr] cache).
+ *  - A context carries the thread count, the instruction-set cap and a reusable scratch arena.
+ *    One context must not be used by two calls at the same time; use one context per caller thread.
+ *    Passing NULL as context uses a temporary context with the environment defaults.
+ *  - Results are bitwise identical for identical inputs, instruction-set tier and any thread count.
+ */
+#ifndef DSOPS_H
+#define DSOPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define DSOPS_API
+#else
+#define DSOPS_API __attribute__((visibility("default")))
+#endif
+
+#define DSOPS_VERSION_MAJOR 0
+#define DSOPS_VERSION_MINOR 1
+#define DSOPS_VERSION_PATCH 0
+
+/* "MAJOR.MINOR.PATCH" of the library actually linked. */
+DSOPS_API const char *dsops_version(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Status and errors
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum dsops_status {
+    DSOPS_OK = 0,
+    DSOPS_ERR_NULL = 1,        /* a required tensor or pointer is NULL */
+    DSOPS_ERR_SHAPE = 2,       /* wrong rank, mismatched extents, zero extent, overflow, stride */
+    DSOPS_ERR_DTYPE = 3,       /* dtype not allowed for this tensor */
+    DSOPS_ERR_PARAM = 4,       /* scalar parameter out of range (non-finite scale, bad enum...) */
+    DSOPS_ERR_INDEX = 5,       /* sequence descriptor, block table or slot out of range */
+    DSOPS_ERR_ALIAS = 6,       /* an output overlaps another output or an input */
+    DSOPS_ERR_NOMEM = 7,       /* scratch allocation failed */
+    DSOPS_ERR_UNSUPPORTED = 8  /* valid request this build cannot serve */
+} dsops_status;
+
+/* Upper-case name of a status ("DSOPS_ERR_INDEX"); "DSOPS_UNKNOWN_STATUS" for other values. */
+DSOPS_API const char *dsops_status_name(dsops_status status);
+
+/* Message of the last failed call on this thread ("" after a successful call). */
+DSOPS_API const char *dsops_last_error(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Data types and tensor views
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum dsops_dtype {
+    DSOPS_DTYPE_INVALID = 0,
+    DSOPS_BF16 = 1,
+    DSOPS_FP16 = 2,
+    DSOPS_FP32 = 3,
+    DSOPS_INT8 = 4,
+    DSOPS_INT32 = 5,
+    DSOPS_INT64 = 6,
+    DSOPS_UINT8 = 7
+} dsops_dtype;
+
+/* Bytes per element (0 for an invalid dtype). */
+DSOPS_API size_t dsops_dtype_size(dsops_dtype dtype);
+/* Lower-case name ("bf16", "int8", ...); "invalid" otherwise. */
+DSOPS_API const char *dsops_dtype_name(dsops_dtype dtype);
+
+#define DSOPS_MAX_DIMS 6
+
+typedef struct dsops_tensor {
+    void *data;                      /* first element; NULL = absent */
+    dsops_dtype dtype;
+    int ndim;                        /* 0 ... DSOPS_MAX_DIMS */
+    int64_t shape[DSOPS_MAX_DIMS];
+    int64_t stride[DSOPS_MAX_DIMS];  /* in elements, may be any value >= 0 */
+} dsops_tensor;
+
+/* A dense row-major view of `data` with the given shape (strides filled in). */
+DSOPS_API dsops_tensor dsops_tensor_make(void *data, dsops_dtype dtype, int ndim, const int64_t *shape);
+
+/* ---------------------------------------------------------------------------------------------
+ * Number conversions (round to nearest, ties to even; NaN stays a quiet NaN with its sign;
+ * fp16 keeps subnormals, |v| >= 65520 gives +-Inf)
+ * ------------------------------------------------------------------------------------------- */
+
+DSOPS_API void dsops_fp32_to_bf16(const float *src, uint16_t *dst, size_t n);
+DSOPS_API void dsops_bf16_to_fp32(const uint16_t *src, float *dst, size_t n);
+DSOPS_API void dsops_fp32_to_fp16(const float *src, uint16_t *dst, size_t n);
+DSOPS_API void dsops_fp16_to_fp32(const uint16_t *src, float *dst, size_t n);
+
+/* ---------------------------------------------------------------------------------------------
+ * Instruction-set tiers and the context
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum dsops_isa {
+    DSOPS_ISA_SCALAR = 0,      /* portable C */
+    DSOPS_ISA_AVX2 = 1,        /* AVX2 + FMA + F16C */
+    DSOPS_ISA_AVX512 = 2,      /* AVX-512 F + BW + DQ + VL */
+    DSOPS_ISA_AVX512BF16 = 3   /* + AVX512_BF16 + AVX512_VNNI */
+} dsops_isa;
+
+#define DSOPS_ISA_COUNT 4
+
+/* Highest tier this CPU and OS support (CPUID + XGETBV), detected once. */
+DSOPS_API dsops_isa dsops_isa_detected(void);
+/* "scalar", "avx2", "avx512", "avx512bf16". */
+DSOPS_API const char *dsops_isa_name(dsops_isa isa);
+/* Parses a tier name; DSOPS_ERR_PARAM for an unknown name. */
+DSOPS_API dsops_status dsops_isa_from_name(const char *name, dsops_isa *isa);
+
+typedef struct dsops_context dsops_context;
+
+/* New context: threads from DSOPS_NUM_THREADS (else the OpenMP default), ISA cap from DSOPS_ISA
+ * (else the detected tier). A bad environment value is an error (DSOPS_ERR_PARAM). */
+DSOPS_API dsops_status dsops_context_create(dsops_context **ctx);
+DSOPS_API void dsops_context_destroy(dsops_context *ctx);
+/* threads >= 1. */
+DSOPS_API dsops_status dsops_context_set_threads(dsops_context *ctx, int threads);
+DSOPS_API int dsops_context_threads(const dsops_context *ctx);
+/* Caps the tier used by this context; a cap above the detected tier is lowered to it. */
+DSOPS_API dsops_status dsops_context_set_isa(dsops_context *ctx, dsops_isa cap);
+/* The tier calls on this context actually use. */
+DSOPS_API dsops_isa dsops_context_isa(const dsops_context *ctx);
+
+/* ---------------------------------------------------------------------------------------------
+ * Presets and shared enums
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum dsops_preset {
+    DSOPS_PRESET_V32 = 0,       /* DeepSeek-V3.2-Exp */
+    DSOPS_PRESET_V4_FLASH = 1,
+    DSOPS_PRESET_V4_PRO = 2
+} dsops_preset;
+
+/* How attention probabilities are rounded (spec §2.10). */
+typedef enum dsops_p_mode {
+    DSOPS_P_NORMALISED = 0,  /* P = bf16(w / den) after the full softmax of the row (default) */
+    DSOPS_P_TILED = 1,       /* flash-style: un-normalised bf16(w) per tile of p_tile entries */
+    DSOPS_P_FP32 = 2         /* P = w / den kept in fp32 */
+} dsops_p_mode;
+
+/* Byte layout of the V3.2 latent cache (spec §4.1, §4.4). */
+typedef enum dsops_kv_layout {
+    DSOPS_KV_SPLIT_BF16 = 0,  /* key_nope [NB,BS,Dc] bf16 + key_rope [NB,BS,Dr] bf16 */
+    DSOPS_KV_SPLIT_INT8 = 1,  /* key_nope [NB,BS,Dc] int8 + key_nope_scale [NB,BS,Dc/128] fp32 + key_rope bf16 */
+    DSOPS_KV_PACKED656 = 2    /* kv_packed [NB,BS,656] uint8: 512 int8 | 64 bf16 rope | 4 fp32 scales */
+} dsops_kv_layout;
+
+/* ---------------------------------------------------------------------------------------------
+ * sparse_flash_attention_v32 (spec §4.4)
+ *
+ * V3.2 sparse MLA attention in absorbed (MQA) form. Token t of sequence b (index i inside the
+ * sequence, S_b tokens in this call) sees L = seqused_kv[b] - (S_b - 1 - i) cached tokens. It
+ * attends to its top-k cached latents:
+ *     cnt = min(K, max(L, 0), topk_length[t] if given)
+ *     for j < cnt: idx = topk_indices[t][j] is used iff 0 <= idx < seqused_kv[b] (else skipped;
+ *     duplicates count as often as they occur); its cache row is
+ *     r = block_table[b][idx / BS] * BS + idx % BS
+ *     key  K = [nope(r) ; rope(r)]  (Dqk = Dc + Dr), value V = nope(r)  (Dv = Dc), where an int8
+ *     latent is dequantised as bf16(int8 * scale[group of 128]).
+ * Per head h: s_e = fp32(dot(q_h, K_e) * softmax_scale); softmax in the chosen p_mode;
+ * out[t,h] = bf16(sum_e P_e V_e); lse[t,h] = max_e s_e + ln(sum_e exp(s_e - max)).
+ * A token with no used index is "lonely": out = 0, lse = +Inf.
+ *
+ * Errors: DSOPS_ERR_NULL (required tensor absent), _SHAPE (rank/extent; Dc % 128 for int8 layouts;
+ * packed656 needs Dc = 512, Dr = 64), _DTYPE, _PARAM (non-finite softmax_scale, bad enum, p_tile < 1),
+ * _INDEX (cu_seqlens_q not a valid partition of T, seqused_kv < 0, topk_length < 0, a used index whose
+ * block-table column is >= MB or whose block is outside [0, NB)), _ALIAS (out / lse overlap an input
+ * or each other), _NOMEM.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct dsops_sparse_flash_attention_v32_args {
+    dsops_tensor q_nope;          /* [T, N, Dc] bf16 */
+    dsops_tensor q_rope;          /* [T, N, Dr] bf16 */
+    dsops_tensor key_nope;        /* [NB, BS, Dc] bf16 (split_bf16) or int8 (split_int8) */
+    dsops_tensor key_nope_scale;  /* [NB, BS, Dc/128] fp32 (split_int8 only) */
+    dsops_tensor key_rope;        /* [NB, BS, Dr] bf16 (split layouts) */
+    dsops_tensor kv_packed;       /* [NB, BS, 656] uint8 (packed656 only) */
+    dsops_tensor topk_indices;    /* [T, K] int32, logical token positions of the sequence */
+    dsops_tensor topk_length;     /* [T] int32, optional */
+    dsops_tensor block_table;     /* [B, MB] int32 */
+    dsops_tensor cu_seqlens_q;    /* [B+1] int32 */
+    dsops_tensor seqused_kv;      /* [B] int32 */
+    dsops_tensor out;             /* [T, N, Dc] bf16, out */
+    dsops_tensor lse;             /* [T, N] fp32, out, optional */
+    float softmax_scale;          /* finite; V3.2: 192^-0.5 * (0.1 ln 40 + 1)^2; vendor: 576^-0.5 */
+    dsops_p_mode p_mode;          /* default normalised (vendor DIA golden: fp32) */
+    int p_tile;                   /* tile length for DSOPS_P_TILED (>= 1), default 128 */
+    dsops_kv_layout kv_layout;    /* default split_bf16 */
+} dsops_sparse_flash_attention_v32_args;
+
+/* Clears every tensor and fills the parameters with the preset's defaults. The V4 presets have no
+ * such operator: DSOPS_ERR_PARAM (the struct is still filled with the V3.2 values). */
+DSOPS_API dsops_status dsops_sparse_flash_attention_v32_init(dsops_sparse_flash_attention_v32_args *args,
+                                                             dsops_preset preset);
+DSOPS_API dsops_status dsops_sparse_flash_attention_v32(dsops_context *ctx,
+                                                        const dsops_sparse_flash_attention_v32_args *args);
+
+/* ---------------------------------------------------------------------------------------------
+ * Machine peaks (used by the benchmark tool as the 100 % mark)
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum dsops_peak_kind {
+    DSOPS_PEAK_BF16_DOT = 0,  /* bf16 dot products with fp32 accumulation, FLOP/s (2 per product) */
+    DSOPS_PEAK_INT8_DOT = 1   /* u8 x s8 dot products with int32 accumulation, OP/s (2 per product) */
+} dsops_peak_kind;
+
+/* Runs a register-resident dot-product loop on the calling thread for about `seconds` with the
+ * best kernel of tier `isa` (capped to the detected tier) and returns the rate in GFLOP/s or GOP/s. */
+DSOPS_API dsops_status dsops_measure_peak(dsops_isa isa, dsops_peak_kind kind, double seconds, double *giga_per_s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DSOPS_H */

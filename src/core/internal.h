@@ -1,0 +1,97 @@
+/* Internal helpers shared by the library's sources: errors, number formats, tensor checks, scratch. */
+#ifndef DSOPS_INTERNAL_H
+#define DSOPS_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "dsops.h"
+
+/* ---- errors ---------------------------------------------------------------------------------- */
+
+/* Records a formatted message for this thread and returns `status`. */
+dsops_status dsops_fail(dsops_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void dsops_clear_error(void);
+
+#define DSOPS_TRY(expr)                       \
+    do {                                      \
+        dsops_status dsops_try_s_ = (expr);   \
+        if (dsops_try_s_ != DSOPS_OK)         \
+            return dsops_try_s_;              \
+    } while (0)
+
+/* ---- number formats (spec §2.1) -------------------------------------------------------------- */
+
+static inline float dsops_f32_from_bits(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static inline uint32_t dsops_bits_from_f32(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+
+static inline float dsops_bf16_to_f32(uint16_t h) { return dsops_f32_from_bits((uint32_t)h << 16); }
+
+/* Round to nearest even; NaN becomes a quiet NaN with its sign; overflow gives +-Inf. */
+static inline uint16_t dsops_f32_to_bf16(float f)
+{
+    uint32_t u = dsops_bits_from_f32(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x0040u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static inline float dsops_round_bf16(float f) { return dsops_bf16_to_f32(dsops_f32_to_bf16(f)); }
+
+float dsops_fp16_to_f32(uint16_t h);
+uint16_t dsops_f32_to_fp16(float f);
+
+/* ---- tensors --------------------------------------------------------------------------------- */
+
+static inline bool dsops_tensor_present(const dsops_tensor *t) { return t->data != NULL; }
+
+/* Checks presence, rank, dtype (one of `dtypes`, a bit mask of 1u << dtype), non-negative extents,
+ * innermost stride 1 when `need_unit_inner`, and that the element count fits in int64.
+ * `name` is the argument name used in messages. */
+dsops_status dsops_check_tensor(const dsops_tensor *t, const char *name, int ndim, unsigned dtypes,
+                                bool need_unit_inner);
+/* Checks t->shape[dim] == want ("name.shape[dim] = X, expected WANT (what)"). */
+dsops_status dsops_check_dim(const dsops_tensor *t, const char *name, int dim, int64_t want, const char *what);
+/* Bytes [lo, hi) spanned by a tensor (hi == lo for an empty one). */
+void dsops_tensor_byte_range(const dsops_tensor *t, uintptr_t *lo, uintptr_t *hi);
+/* ERR_ALIAS if the byte ranges of `a` and `b` overlap (empty or absent tensors never overlap). */
+dsops_status dsops_check_no_overlap(const dsops_tensor *a, const char *an, const dsops_tensor *b, const char *bn);
+
+#define DSOPS_DT(x) (1u << (x))
+
+/* Element pointer helpers (strides in elements). */
+static inline void *dsops_at1(const dsops_tensor *t, int64_t i0)
+{
+    return (char *)t->data + (size_t)(i0 * t->stride[0]) * dsops_dtype_size(t->dtype);
+}
+static inline void *dsops_at2(const dsops_tensor *t, int64_t i0, int64_t i1)
+{
+    return (char *)t->data + (size_t)(i0 * t->stride[0] + i1 * t->stride[1]) * dsops_dtype_size(t->dtype);
+}
+static inline void *dsops_at3(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2)
+{
+    return (char *)t->data +
+           (size_t)(i0 * t->stride[0] + i1 * t->stride[1] + i2 * t->stride[2]) * dsops_dtype_size(t->dtype);
+}
+
+/* ---- context --------------------------------------------------------------------------------- */
+
+struct dsops_context {
+    int threads;
+    dsops_isa isa;
+    void *scratch;        /* 64-byte aligned, grown on demand, reused between calls */
+    size_t scratch_bytes;
+};
+
+/* A context for one call: `ctx` itself, or a temporary one when ctx is NULL (released by
+ * dsops_context_end). */
+dsops_status dsops_context_begin(dsops_context *ctx, dsops_context **use);
+void dsops_context_end(dsops_context *ctx, dsops_context *use);
+/* Returns a 64-byte aligned scratch area of at least `bytes`, or NULL (message set). */
+void *dsops_scratch(dsops_context *ctx, size_t bytes);
+
+static inline size_t dsops_align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+#endif

@@ -1,0 +1,130 @@
+/* Tensor views: construction, validation helpers, byte ranges for alias checks. */
+#include "internal.h"
+
+size_t dsops_dtype_size(dsops_dtype dtype)
+{
+    switch (dtype) {
+    case DSOPS_BF16: case DSOPS_FP16: return 2;
+    case DSOPS_FP32: case DSOPS_INT32: return 4;
+    case DSOPS_INT8: case DSOPS_UINT8: return 1;
+    case DSOPS_INT64: return 8;
+    default: return 0;
+    }
+}
+
+const char *dsops_dtype_name(dsops_dtype dtype)
+{
+    switch (dtype) {
+    case DSOPS_BF16: return "bf16";
+    case DSOPS_FP16: return "fp16";
+    case DSOPS_FP32: return "fp32";
+    case DSOPS_INT8: return "int8";
+    case DSOPS_INT32: return "int32";
+    case DSOPS_INT64: return "int64";
+    case DSOPS_UINT8: return "uint8";
+    default: return "invalid";
+    }
+}
+
+dsops_tensor dsops_tensor_make(void *data, dsops_dtype dtype, int ndim, const int64_t *shape)
+{
+    dsops_tensor t;
+    memset(&t, 0, sizeof t);
+    t.data = data;
+    t.dtype = dtype;
+    t.ndim = ndim < 0 ? 0 : (ndim > DSOPS_MAX_DIMS ? DSOPS_MAX_DIMS : ndim);
+    int64_t stride = 1;
+    for (int d = t.ndim - 1; d >= 0; d--) {
+        t.shape[d] = shape[d];
+        t.stride[d] = stride;
+        stride *= shape[d] > 0 ? shape[d] : 1;
+    }
+    return t;
+}
+
+static void dtype_list(unsigned dtypes, char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int d = DSOPS_BF16; d <= DSOPS_UINT8; d++) {
+        if (!(dtypes & DSOPS_DT(d)))
+            continue;
+        const char *n = dsops_dtype_name((dsops_dtype)d);
+        size_t nl = strlen(n);
+        if (len + nl + 5 >= cap)
+            break;
+        if (len) {
+            memcpy(buf + len, " or ", 4);
+            len += 4;
+        }
+        memcpy(buf + len, n, nl + 1);
+        len += nl;
+    }
+}
+
+dsops_status dsops_check_tensor(const dsops_tensor *t, const char *name, int ndim, unsigned dtypes,
+                                bool need_unit_inner)
+{
+    if (!t->data)
+        return dsops_fail(DSOPS_ERR_NULL, "%s is NULL (required)", name);
+    if (t->ndim != ndim)
+        return dsops_fail(DSOPS_ERR_SHAPE, "%s has rank %d, expected %d", name, t->ndim, ndim);
+    if (t->dtype <= DSOPS_DTYPE_INVALID || t->dtype > DSOPS_UINT8 || !(dtypes & DSOPS_DT(t->dtype))) {
+        char want[64];
+        dtype_list(dtypes, want, sizeof want);
+        return dsops_fail(DSOPS_ERR_DTYPE, "%s has dtype %s, expected %s", name, dsops_dtype_name(t->dtype), want);
+    }
+    int64_t count = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (t->shape[d] < 0)
+            return dsops_fail(DSOPS_ERR_SHAPE, "%s.shape[%d] = %lld is negative", name, d, (long long)t->shape[d]);
+        if (t->stride[d] < 0)
+            return dsops_fail(DSOPS_ERR_SHAPE, "%s.stride[%d] = %lld is negative", name, d, (long long)t->stride[d]);
+        if (t->shape[d] > 0 && count > INT64_MAX / 8 / t->shape[d])
+            return dsops_fail(DSOPS_ERR_SHAPE, "%s has too many elements (int64 overflow)", name);
+        count *= t->shape[d];
+        /* the largest linear offset must fit as well */
+        if (t->shape[d] > 1 && t->stride[d] > (INT64_MAX / 8) / t->shape[d])
+            return dsops_fail(DSOPS_ERR_SHAPE, "%s.stride[%d] = %lld overflows int64 offsets", name, d,
+                              (long long)t->stride[d]);
+    }
+    if (need_unit_inner && ndim > 0 && t->shape[ndim - 1] > 1 && t->stride[ndim - 1] != 1)
+        return dsops_fail(DSOPS_ERR_SHAPE, "%s.stride[%d] = %lld, the innermost stride must be 1", name, ndim - 1,
+                          (long long)t->stride[ndim - 1]);
+    return DSOPS_OK;
+}
+
+dsops_status dsops_check_dim(const dsops_tensor *t, const char *name, int dim, int64_t want, const char *what)
+{
+    if (t->shape[dim] != want)
+        return dsops_fail(DSOPS_ERR_SHAPE, "%s.shape[%d] = %lld, expected %lld (%s)", name, dim,
+                          (long long)t->shape[dim], (long long)want, what);
+    return DSOPS_OK;
+}
+
+void dsops_tensor_byte_range(const dsops_tensor *t, uintptr_t *lo, uintptr_t *hi)
+{
+    uintptr_t base = (uintptr_t)t->data;
+    *lo = *hi = base;
+    if (!t->data)
+        return;
+    int64_t last = 0;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->shape[d] == 0)
+            return;
+        last += (t->shape[d] - 1) * t->stride[d];
+    }
+    *hi = base + (uintptr_t)((last + 1) * (int64_t)dsops_dtype_size(t->dtype));
+}
+
+dsops_status dsops_check_no_overlap(const dsops_tensor *a, const char *an, const dsops_tensor *b, const char *bn)
+{
+    uintptr_t alo, ahi, blo, bhi;
+    dsops_tensor_byte_range(a, &alo, &ahi);
+    dsops_tensor_byte_range(b, &blo, &bhi);
+    if (alo == ahi || blo == bhi)
+        return DSOPS_OK;
+    if (alo < bhi && blo < ahi)
+        return dsops_fail(DSOPS_ERR_ALIAS, "%s overlaps %s in memory", an, bn);
+    return DSOPS_OK;
+}
