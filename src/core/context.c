@@ -32,7 +32,7 @@ dsops_status dsops_context_create(dsops_context **out)
     if (!out)
         return dsops_fail(DSOPS_ERR_NULL, "ctx is NULL");
     *out = NULL;
-    int threads;
+    int threads = 1;
     DSOPS_TRY(parse_env_threads(&threads));
     dsops_isa isa = dsops_isa_detected();
     const char *v = getenv("DSOPS_ISA");

@@ -1,0 +1,345 @@
+/* Attention-core micro-kernels for AVX-512 with AVX512_BF16 (vdpbf16ps): QK with 16 keys per
+ * vector lane group, PV with 16 value dims per vector, and the softmax helpers. */
+#include <immintrin.h>
+#include <math.h>
+
+#include "dispatch.h"
+#include "exp-simd.h"
+#include "internal.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE __m512bh bcst_pair(const uint16_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return (__m512bh)_mm512_set1_epi32(v);
+}
+
+/* ---- QK: register tile of HR heads x ER key tiles (16 keys each) ---------------------------- */
+
+/* Tile shapes measured on Zen 5 (docs/PERFORMANCE.md): 4 heads x 6 tiles for QK (6 key tiles of
+ * one group stay in L2 while every head passes), 6 heads x 4 blocks for PV. Leftover heads use
+ * tiles of 4, 2 and 1, so the register arrays hold at least 4 heads. */
+#ifndef QK_HEADS
+#define QK_HEADS 4
+#endif
+#ifndef QK_TILES
+#define QK_TILES 6
+#endif
+#define QK_ACC_HEADS (QK_HEADS > 4 ? QK_HEADS : 4)
+
+INLINE void qk_block(const uint16_t *q, size_t q_stride, const int HR, const uint16_t *kt, size_t tile_elems,
+                     const int ER, int dpairs, float scale, float *s, size_t s_stride)
+{
+    __m512 acc[QK_ACC_HEADS][QK_TILES];
+#pragma GCC unroll 16
+    for (int h = 0; h < HR; h++)
+#pragma GCC unroll 16
+        for (int e = 0; e < ER; e++)
+            acc[h][e] = _mm512_setzero_ps();
+    for (int dp = 0; dp < dpairs; dp++) {
+        __m512bh k[QK_TILES];
+#pragma GCC unroll 16
+        for (int e = 0; e < ER; e++)
+            k[e] = (__m512bh)_mm512_loadu_si512(kt + (size_t)e * tile_elems + (size_t)dp * 32);
+#pragma GCC unroll 16
+        for (int h = 0; h < HR; h++) {
+            __m512bh qb = bcst_pair(q + (size_t)h * q_stride + 2 * dp);
+#pragma GCC unroll 16
+            for (int e = 0; e < ER; e++)
+                acc[h][e] = _mm512_dpbf16_ps(acc[h][e], qb, k[e]);
+        }
+    }
+    __m512 sc = _mm512_set1_ps(scale);
+#pragma GCC unroll 16
+    for (int h = 0; h < HR; h++)
+#pragma GCC unroll 16
+        for (int e = 0; e < ER; e++)
+            _mm512_storeu_ps(s + (size_t)h * s_stride + (size_t)e * 16, _mm512_mul_ps(acc[h][e], sc));
+}
+
+/* All heads against ER key tiles: the ER tiles (ER * dpairs * 64 bytes) stay close while the query
+ * rows of every head stream past them. Leftover heads go in tiles of 4, 2, 1 (a head's arithmetic
+ * is the same in any tile, so results do not depend on how heads are grouped). */
+INLINE void qk_tiles(const uint16_t *q, size_t q_stride, int nh, const uint16_t *kt, size_t tile_elems, const int ER,
+                     int dpairs, float scale, float *s, size_t s_stride)
+{
+    int h = 0;
+    for (; h + QK_HEADS <= nh; h += QK_HEADS)
+        qk_block(q + h * q_stride, q_stride, QK_HEADS, kt, tile_elems, ER, dpairs, scale, s + h * s_stride, s_stride);
+    for (; h + 4 <= nh; h += 4)
+        qk_block(q + h * q_stride, q_stride, 4, kt, tile_elems, ER, dpairs, scale, s + h * s_stride, s_stride);
+    for (; h + 2 <= nh; h += 2)
+        qk_block(q + h * q_stride, q_stride, 2, kt, tile_elems, ER, dpairs, scale, s + h * s_stride, s_stride);
+    for (; h < nh; h++)
+        qk_block(q + h * q_stride, q_stride, 1, kt, tile_elems, ER, dpairs, scale, s + h * s_stride, s_stride);
+}
+
+static void qk_scores__avx512bf16(const uint16_t *q, size_t q_stride, int nh, const uint16_t *kt, int ntiles,
+                                  int dpairs, float scale, float *s, size_t s_stride)
+{
+    size_t tile_elems = (size_t)dpairs * 32;
+    int t = 0;
+    for (; t + QK_TILES <= ntiles; t += QK_TILES)
+        qk_tiles(q, q_stride, nh, kt + t * tile_elems, tile_elems, QK_TILES, dpairs, scale, s + t * 16, s_stride);
+    for (; t < ntiles; t++)
+        qk_tiles(q, q_stride, nh, kt + t * tile_elems, tile_elems, 1, dpairs, scale, s + t * 16, s_stride);
+}
+
+/* ---- PV: register tile of HR heads x DR value blocks (16 dims each) ------------------------- */
+
+#ifndef PV_HEADS
+#define PV_HEADS 6
+#endif
+#ifndef PV_BLOCKS
+#define PV_BLOCKS 4
+#endif
+#define PV_ACC_HEADS (PV_HEADS > 4 ? PV_HEADS : 4)
+
+INLINE void pv_block(const uint16_t *p, size_t p_stride, const int HR, const uint16_t *vp, size_t vp_block_stride,
+                     const int DR, int npairs, float *o, size_t o_stride)
+{
+    __m512 acc[PV_ACC_HEADS][PV_BLOCKS];
+#pragma GCC unroll 16
+    for (int h = 0; h < HR; h++)
+#pragma GCC unroll 16
+        for (int j = 0; j < DR; j++)
+            acc[h][j] = _mm512_setzero_ps();
+    for (int pr = 0; pr < npairs; pr++) {
+        __m512bh v[PV_BLOCKS];
+#pragma GCC unroll 16
+        for (int j = 0; j < DR; j++)
+            v[j] = (__m512bh)_mm512_loadu_si512(vp + (size_t)j * vp_block_stride + (size_t)pr * 32);
+#pragma GCC unroll 16
+        for (int h = 0; h < HR; h++) {
+            __m512bh pb = bcst_pair(p + (size_t)h * p_stride + 2 * pr);
+#pragma GCC unroll 16
+            for (int j = 0; j < DR; j++)
+                acc[h][j] = _mm512_dpbf16_ps(acc[h][j], pb, v[j]);
+        }
+    }
+#pragma GCC unroll 16
+    for (int h = 0; h < HR; h++)
+#pragma GCC unroll 16
+        for (int j = 0; j < DR; j++)
+            _mm512_storeu_ps(o + (size_t)h * o_stride + (size_t)j * 16, acc[h][j]);
+}
+
+INLINE void pv_heads(const uint16_t *p, size_t p_stride, int nh, const uint16_t *vp, size_t vp_block_stride,
+                     const int DR, int npairs, float *o, size_t o_stride)
+{
+    int h = 0;
+    for (; h + PV_HEADS <= nh; h += PV_HEADS)
+        pv_block(p + h * p_stride, p_stride, PV_HEADS, vp, vp_block_stride, DR, npairs, o + h * o_stride, o_stride);
+    for (; h + 4 <= nh; h += 4)
+        pv_block(p + h * p_stride, p_stride, 4, vp, vp_block_stride, DR, npairs, o + h * o_stride, o_stride);
+    for (; h + 2 <= nh; h += 2)
+        pv_block(p + h * p_stride, p_stride, 2, vp, vp_block_stride, DR, npairs, o + h * o_stride, o_stride);
+    for (; h < nh; h++)
+        pv_block(p + h * p_stride, p_stride, 1, vp, vp_block_stride, DR, npairs, o + h * o_stride, o_stride);
+}
+
+static void pv_bf16__avx512bf16(const uint16_t *p, size_t p_stride, int nh, const uint16_t *vp,
+                                size_t vp_block_stride, int npairs, int dv_blocks, float *o, size_t o_stride)
+{
+    /* value blocks outer: a group of PV_BLOCKS blocks (npairs * 64 * PV_BLOCKS bytes) stays in L2 for all heads */
+    int j = 0;
+    for (; j + PV_BLOCKS <= dv_blocks; j += PV_BLOCKS)
+        pv_heads(p, p_stride, nh, vp + j * vp_block_stride, vp_block_stride, PV_BLOCKS, npairs, o + j * 16, o_stride);
+    for (; j < dv_blocks; j++)
+        pv_heads(p, p_stride, nh, vp + j * vp_block_stride, vp_block_stride, 1, npairs, o + j * 16, o_stride);
+}
+
+/* PV with fp32 probabilities: the bf16 value pairs are widened (even element = low half). */
+static void pv_fp32__avx512bf16(const float *p, size_t p_stride, int nh, const uint16_t *vp, size_t vp_block_stride,
+                                int npairs, int dv_blocks, float *o, size_t o_stride)
+{
+    const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
+    for (int h0 = 0; h0 < nh; h0 += 4) {
+        int hr = nh - h0 < 4 ? nh - h0 : 4;
+        for (int j = 0; j < dv_blocks; j++) {
+            __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+            const uint16_t *vb = vp + (size_t)j * vp_block_stride;
+            for (int pr = 0; pr < npairs; pr++) {
+                __m512i x = _mm512_loadu_si512(vb + (size_t)pr * 32);
+                __m512 v0 = _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
+                __m512 v1 = _mm512_castsi512_ps(_mm512_and_si512(x, hi_mask));
+                for (int h = 0; h < hr; h++) {
+                    const float *ph = p + (size_t)(h0 + h) * p_stride + 2 * pr;
+                    acc[h] = _mm512_fmadd_ps(_mm512_set1_ps(ph[0]), v0, acc[h]);
+                    acc[h] = _mm512_fmadd_ps(_mm512_set1_ps(ph[1]), v1, acc[h]);
+                }
+            }
+            for (int h = 0; h < hr; h++)
+                _mm512_storeu_ps(o + (size_t)(h0 + h) * o_stride + (size_t)j * 16, acc[h]);
+        }
+    }
+}
+
+/* ---- softmax helpers ------------------------------------------------------------------------ */
+
+INLINE __mmask16 tail_mask(int left) { return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u); }
+
+static float row_max__avx512bf16(const float *s, int n)
+{
+    __m512 m = _mm512_set1_ps(-INFINITY);
+    for (int e = 0; e < n; e += 16)
+        m = _mm512_max_ps(m, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail_mask(n - e), s + e));
+    return _mm512_reduce_max_ps(m);
+}
+
+INLINE __m512 exp512(__m512 x)
+{
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(DSOPS_EXP_MIN)), _mm512_set1_ps(DSOPS_EXP_MAX));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(DSOPS_EXP_LOG2E)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(DSOPS_EXP_LN2_HI), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(DSOPS_EXP_LN2_LO), r);
+    __m512 p = _mm512_set1_ps(DSOPS_EXP_C7);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(DSOPS_EXP_C6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(DSOPS_EXP_C5));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(DSOPS_EXP_C4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(DSOPS_EXP_C3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(DSOPS_EXP_C2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    /* 2^n = 2^n1 * 2^n2 with both factors normal */
+    __m512i ni = _mm512_cvtps_epi32(n);
+    __m512i n1 = _mm512_srai_epi32(ni, 1), n2 = _mm512_sub_epi32(ni, n1);
+    __m512 f1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, _mm512_set1_epi32(127)), 23));
+    __m512 f2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, _mm512_set1_epi32(127)), 23));
+    return _mm512_mul_ps(_mm512_mul_ps(p, f1), f2);
+}
+
+static float exp_sum__avx512bf16(const float *s, int n, float m, float *w)
+{
+    __m512 sum = _mm512_setzero_ps(), mv = _mm512_set1_ps(m);
+    for (int e = 0; e < n; e += 16) {
+        __mmask16 k = tail_mask(n - e);
+        __m512 x = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + e), mv));
+        x = _mm512_maskz_mov_ps(k, x);
+        _mm512_mask_storeu_ps(w + e, k, x);
+        sum = _mm512_add_ps(sum, x);
+    }
+    return _mm512_reduce_add_ps(sum);
+}
+
+/* fp32 -> bf16 round to nearest even with quiet NaNs, bit-identical to the scalar conversion. */
+INLINE __m256i bf16_rne(__m512 v)
+{
+    __m512i u = _mm512_castps_si512(v);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
+    __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x00400000));
+    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
+}
+
+static void scale_to_bf16__avx512bf16(const float *w, int n, float r, uint16_t *p)
+{
+    __m512 rv = _mm512_set1_ps(r);
+    for (int e = 0; e < n; e += 16) {
+        __mmask16 k = tail_mask(n - e);
+        __m256i b = bf16_rne(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, w + e), rv));
+        _mm256_mask_storeu_epi16(p + e, k, b);
+    }
+}
+
+static void scale_to_f32__avx512bf16(const float *w, int n, float r, float *p)
+{
+    __m512 rv = _mm512_set1_ps(r);
+    for (int e = 0; e < n; e += 16) {
+        __mmask16 k = tail_mask(n - e);
+        _mm512_mask_storeu_ps(p + e, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, w + e), rv));
+    }
+}
+
+static void store_bf16__avx512bf16(const float *src, int n, float r, uint16_t *dst)
+{
+    scale_to_bf16__avx512bf16(src, n, r, dst);
+}
+
+static void dequant_int8__avx512bf16(const int8_t *q, const float *scales, int n, uint16_t *dst)
+{
+    for (int c = 0; c < n; c += 16) {
+        __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + c))));
+        _mm256_storeu_si256((__m256i *)(dst + c), bf16_rne(_mm512_mul_ps(v, _mm512_set1_ps(scales[c / 128]))));
+    }
+}
+
+/* ---- packing: 16 key rows -> one Kt tile (16x16 dword transposes) and 8 Vp pairs ------------- */
+
+INLINE void transpose16x16_epi32(__m512i r[16])
+{
+    __m512i t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    /* r[4g + k] now holds, in 128-bit lane L, dword k of rows 4g..4g+3 at column 4L + (k-order) */
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88);
+        t[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xdd);
+        t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xdd);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+        r[i + 4] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0x88);
+        r[i + 12] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0xdd);
+    }
+}
+
+static void pack_keys__avx512bf16(const uint16_t *rows, size_t row_stride, int dpairs, int dv, uint16_t *kt_tile,
+                                  uint16_t *vp, size_t vp_block_stride)
+{
+    int dp0 = 0;
+    for (; dp0 + 16 <= dpairs; dp0 += 16) {
+        __m512i r[16];
+        for (int e = 0; e < 16; e++)
+            r[e] = _mm512_loadu_si512(rows + (size_t)e * row_stride + 2 * dp0);
+        transpose16x16_epi32(r);
+        for (int k = 0; k < 16; k++)
+            _mm512_storeu_si512(kt_tile + (size_t)(dp0 + k) * 32, r[k]);
+    }
+    for (int dp = dp0; dp < dpairs; dp++)
+        for (int e = 0; e < 16; e++)
+            memcpy(kt_tile + (size_t)dp * 32 + 2 * e, rows + (size_t)e * row_stride + 2 * dp, 4);
+
+    /* Vp: interleave rows 2pr and 2pr+1, 16 dims per block */
+    const __m512i interleave = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7,
+                                                38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+    int dv_blocks = (dv + 15) / 16;
+    for (int blk = 0; blk < dv_blocks; blk++) {
+        int left = dv - blk * 16;
+        __mmask16 k = tail_mask(left);
+        for (int pr = 0; pr < 8; pr++) {
+            __m256i a = _mm256_maskz_loadu_epi16(k, rows + (size_t)(2 * pr) * row_stride + blk * 16);
+            __m256i b = _mm256_maskz_loadu_epi16(k, rows + (size_t)(2 * pr + 1) * row_stride + blk * 16);
+            __m512i x = _mm512_permutex2var_epi16(_mm512_castsi256_si512(a), interleave, _mm512_castsi256_si512(b));
+            _mm512_storeu_si512(vp + (size_t)blk * vp_block_stride + (size_t)pr * 32, x);
+        }
+    }
+}
+
+void dsops_attention_kernels_init__avx512bf16(dsops_attention_kernels *k)
+{
+    k->qk = qk_scores__avx512bf16;
+    k->pv_bf16 = pv_bf16__avx512bf16;
+    k->pv_fp32 = pv_fp32__avx512bf16;
+    k->row_max = row_max__avx512bf16;
+    k->exp_sum = exp_sum__avx512bf16;
+    k->scale_to_bf16 = scale_to_bf16__avx512bf16;
+    k->scale_to_f32 = scale_to_f32__avx512bf16;
+    k->dequant_int8 = dequant_int8__avx512bf16;
+    k->pack_keys = pack_keys__avx512bf16;
+    k->store_bf16 = store_bf16__avx512bf16;
+}

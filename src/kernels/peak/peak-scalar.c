@@ -1,0 +1,37 @@
+/* Dot-product throughput probes, portable C: independent fp32 / int32 multiply-add chains. */
+#include "dispatch.h"
+
+static double peak_bf16_dot__scalar(long iters)
+{
+    volatile float seed = 1.0f;
+    float a[8], x = seed * 0.999f, y = seed * 1e-7f;
+    for (int i = 0; i < 8; i++)
+        a[i] = (float)i;
+    for (long it = 0; it < iters; it++)
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++)
+            a[i] = a[i] * x + y;
+    volatile float sink = a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
+    (void)sink;
+    return (double)iters * 8.0;
+}
+
+static double peak_int8_dot__scalar(long iters)
+{
+    volatile int seed = 3;
+    int32_t a[8] = {0};
+    int8_t x = (int8_t)seed, y = (int8_t)(seed + 1);
+    for (long it = 0; it < iters; it++)
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++)
+            a[i] += (int32_t)x * (int32_t)(int8_t)(y + i);
+    volatile int32_t sink = a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
+    (void)sink;
+    return (double)iters * 8.0;
+}
+
+void dsops_peak_kernels_init__scalar(dsops_kernel_table *t)
+{
+    t->peak_bf16_dot = peak_bf16_dot__scalar;
+    t->peak_int8_dot = peak_int8_dot__scalar;
+}

@@ -1,0 +1,222 @@
+/* Attention core (spec §2.10): gather -> QK -> softmax in the chosen p_mode -> PV. */
+#include <math.h>
+
+#include "attention_core.h"
+#include "internal.h"
+
+/* Byte offsets of the scratch areas of one dsops_attn_run. */
+typedef struct core_layout {
+    int qw, dpairs, dv_blocks, ntiles_max, npairs_max;
+    size_t stage_stride, s_stride, p_stride, o_stride, pt_stride, vp_block_stride; /* in elements */
+    size_t stage, kt, vp, s, p, o, o_tile, p_tile, head_state, total;              /* byte offsets */
+} core_layout;
+
+static size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
+
+static core_layout make_layout(const dsops_attn_shape *sh)
+{
+    core_layout L;
+    L.qw = dsops_attn_q_width(sh->dqk);
+    L.dpairs = L.qw / 2;
+    L.dv_blocks = (sh->dv + DSOPS_VP_LANES - 1) / DSOPS_VP_LANES;
+    L.ntiles_max = (sh->nmax + DSOPS_KT_LANES - 1) / DSOPS_KT_LANES;
+    if (L.ntiles_max < 1)
+        L.ntiles_max = 1;
+    L.npairs_max = L.ntiles_max * DSOPS_KT_LANES / 2;
+    L.stage_stride = round_up((size_t)L.qw, 32);
+    L.s_stride = (size_t)L.ntiles_max * DSOPS_KT_LANES;
+    L.p_stride = L.s_stride;
+    L.o_stride = (size_t)L.dv_blocks * DSOPS_VP_LANES;
+    L.pt_stride = round_up((size_t)(sh->p_tile > 0 ? sh->p_tile : 1) + 2, 32);
+    L.vp_block_stride = (size_t)L.npairs_max * 32;
+    size_t off = 0, nh = (size_t)sh->nh;
+    L.stage = off; off += dsops_align64(DSOPS_KT_LANES * L.stage_stride * 2);
+    L.kt = off;    off += dsops_align64((size_t)L.ntiles_max * L.dpairs * 64);
+    L.vp = off;    off += dsops_align64((size_t)L.dv_blocks * L.vp_block_stride * 2);
+    L.s = off;     off += dsops_align64(nh * L.s_stride * 4);
+    L.p = off;
+    if (sh->p_mode == DSOPS_P_TILED)
+        off += dsops_align64(nh * L.pt_stride * 2);
+    else
+        off += dsops_align64(nh * L.p_stride * (sh->p_mode == DSOPS_P_FP32 ? 4 : 2));
+    L.o = off;     off += dsops_align64(nh * L.o_stride * 4);
+    L.o_tile = off;
+    if (sh->p_mode == DSOPS_P_TILED)
+        off += dsops_align64(nh * L.o_stride * 4);
+    L.head_state = off; off += dsops_align64(nh * 4 * sizeof(float));
+    L.total = off;
+    return L;
+}
+
+size_t dsops_attn_scratch_bytes(const dsops_attn_shape *shape) { return make_layout(shape).total; }
+
+/* Gathers n keys into Kt and Vp, 16 at a time through a staging block. */
+static void gather_keys(const dsops_attention_kernels *k, const dsops_attn_shape *sh, const core_layout *L,
+                        char *scratch, int n, const dsops_attn_keys *keys)
+{
+    uint16_t *stage = (uint16_t *)(scratch + L->stage); /* [16][stage_stride] */
+    uint16_t *kt = (uint16_t *)(scratch + L->kt);       /* [ntiles][dpairs][16][2] */
+    uint16_t *vp = (uint16_t *)(scratch + L->vp);       /* [dv_blocks][npairs_max][16][2] */
+    if (keys->prefetch)
+        for (int j = 0; j < n && j < DSOPS_KT_LANES; j++)
+            keys->prefetch(keys->src, j);
+    for (int j0 = 0; j0 < n; j0 += DSOPS_KT_LANES) {
+        /* random cache rows: start the next batch's loads before this one is copied */
+        if (keys->prefetch)
+            for (int j = j0 + DSOPS_KT_LANES; j < n && j < j0 + 2 * DSOPS_KT_LANES; j++)
+                keys->prefetch(keys->src, j);
+        for (int r = 0; r < DSOPS_KT_LANES; r++) {
+            uint16_t *dst = stage + (size_t)r * L->stage_stride;
+            if (j0 + r < n) {
+                keys->row(keys->src, j0 + r, dst);
+                if (L->qw > sh->dqk)
+                    dst[sh->dqk] = 0;
+            } else {
+                memset(dst, 0, (size_t)L->qw * 2);
+            }
+        }
+        k->pack_keys(stage, L->stage_stride, L->dpairs, sh->dv, kt + (size_t)(j0 / DSOPS_KT_LANES) * L->dpairs * 32,
+                     vp + (size_t)(j0 / 2) * 32, L->vp_block_stride);
+    }
+}
+
+static void write_lonely(const dsops_attn_shape *sh, const dsops_attn_call *c, int h)
+{
+    memset(c->out + (size_t)h * c->out_stride, 0, (size_t)sh->dv * 2);
+    if (c->lse)
+        c->lse[(size_t)h * c->lse_stride] = INFINITY;
+}
+
+static float sink_term(const dsops_attn_call *c, int h, float m)
+{
+    return c->sinks ? expf(c->sinks[h] - m) : 0.0f;
+}
+
+/* Modes normalised (A4) and fp32 (A6): full-row softmax, then one PV pass. */
+static void attend_whole_rows(const dsops_attention_kernels *k, const dsops_attn_shape *sh, const core_layout *L,
+                              const dsops_attn_call *c, int n, char *scratch)
+{
+    float *s = (float *)(scratch + L->s);       /* [nh][s_stride] scores, then weights */
+    float *o = (float *)(scratch + L->o);       /* [nh][o_stride] */
+    float *lonely = (float *)(scratch + L->head_state);
+    bool fp32 = sh->p_mode == DSOPS_P_FP32;
+    int npairs = (n + 1) / 2;
+    for (int h = 0; h < sh->nh; h++) {
+        float *sr = s + (size_t)h * L->s_stride;
+        float m = k->row_max(sr, n);
+        lonely[h] = m == -INFINITY;
+        if (lonely[h]) {
+            if (fp32)
+                memset((float *)(scratch + L->p) + (size_t)h * L->p_stride, 0, (size_t)npairs * 2 * 4);
+            else
+                memset((uint16_t *)(scratch + L->p) + (size_t)h * L->p_stride, 0, (size_t)npairs * 2 * 2);
+            continue;
+        }
+        float l = k->exp_sum(sr, n, m, sr);
+        float r = 1.0f / (l + sink_term(c, h, m));
+        if (fp32) {
+            float *pr = (float *)(scratch + L->p) + (size_t)h * L->p_stride;
+            k->scale_to_f32(sr, n, r, pr);
+            if (n & 1)
+                pr[n] = 0.0f;
+        } else {
+            uint16_t *pr = (uint16_t *)(scratch + L->p) + (size_t)h * L->p_stride;
+            k->scale_to_bf16(sr, n, r, pr);
+            if (n & 1)
+                pr[n] = 0;
+        }
+        if (c->lse)
+            c->lse[(size_t)h * c->lse_stride] = m + logf(l);
+    }
+    const uint16_t *vp = (const uint16_t *)(scratch + L->vp);
+    if (fp32)
+        k->pv_fp32((const float *)(scratch + L->p), L->p_stride, sh->nh, vp, L->vp_block_stride, npairs, L->dv_blocks,
+                   o, L->o_stride);
+    else
+        k->pv_bf16((const uint16_t *)(scratch + L->p), L->p_stride, sh->nh, vp, L->vp_block_stride, npairs,
+                   L->dv_blocks, o, L->o_stride);
+    for (int h = 0; h < sh->nh; h++) {
+        if (lonely[h])
+            write_lonely(sh, c, h);
+        else
+            k->store_bf16(o + (size_t)h * L->o_stride, sh->dv, 1.0f, c->out + (size_t)h * c->out_stride);
+    }
+}
+
+/* Mode tiled (A5): per tile of p_tile list entries, un-normalised bf16 weights and a rescaled
+ * running sum. A tile reached while the running max is still -Inf contributes nothing. */
+static void attend_tiled(const dsops_attention_kernels *k, const dsops_attn_shape *sh, const core_layout *L,
+                         const dsops_attn_call *c, int n, char *scratch)
+{
+    int nh = sh->nh;
+    float *s = (float *)(scratch + L->s);                  /* [nh][s_stride] */
+    uint16_t *pt = (uint16_t *)(scratch + L->p);           /* [nh][pt_stride] weights of one tile */
+    float *o = (float *)(scratch + L->o);                  /* [nh][o_stride] running output */
+    float *ot = (float *)(scratch + L->o_tile);            /* [nh][o_stride] this tile's PV */
+    float *m = (float *)(scratch + L->head_state);         /* [nh] running max */
+    float *l = m + nh, *alpha = m + 2 * nh, *active = m + 3 * nh;
+    const uint16_t *vp = (const uint16_t *)(scratch + L->vp);
+    for (int h = 0; h < nh; h++) {
+        m[h] = -INFINITY;
+        l[h] = 0.0f;
+    }
+    memset(o, 0, (size_t)nh * L->o_stride * 4);
+    for (int t0 = 0; t0 < n; t0 += sh->p_tile) {
+        int t1 = n - t0 > sh->p_tile ? t0 + sh->p_tile : n;
+        int p0 = t0 / 2, p1 = (t1 + 1) / 2;
+        for (int h = 0; h < nh; h++) {
+            float *sr = s + (size_t)h * L->s_stride + t0;
+            uint16_t *ph = pt + (size_t)h * L->pt_stride;
+            memset(ph, 0, (size_t)(p1 - p0) * 4);
+            float mi = k->row_max(sr, t1 - t0);
+            float mn = mi > m[h] ? mi : m[h];
+            active[h] = mn != -INFINITY;
+            if (!active[h])
+                continue;
+            alpha[h] = expf(m[h] - mn);
+            float lt = k->exp_sum(sr, t1 - t0, mn, sr);
+            l[h] = l[h] * alpha[h] + lt;
+            m[h] = mn;
+            k->scale_to_bf16(sr, t1 - t0, 1.0f, ph + (t0 - 2 * p0));
+        }
+        k->pv_bf16(pt, L->pt_stride, nh, vp + (size_t)p0 * 32, L->vp_block_stride, p1 - p0, L->dv_blocks, ot,
+                   L->o_stride);
+        for (int h = 0; h < nh; h++) {
+            if (!active[h])
+                continue;
+            float *oh = o + (size_t)h * L->o_stride, *oth = ot + (size_t)h * L->o_stride;
+            for (size_t d = 0; d < L->o_stride; d++)
+                oh[d] = oh[d] * alpha[h] + oth[d];
+        }
+    }
+    for (int h = 0; h < nh; h++) {
+        if (m[h] == -INFINITY) {
+            write_lonely(sh, c, h);
+            continue;
+        }
+        float r = 1.0f / (l[h] + sink_term(c, h, m[h]));
+        k->store_bf16(o + (size_t)h * L->o_stride, sh->dv, r, c->out + (size_t)h * c->out_stride);
+        if (c->lse)
+            c->lse[(size_t)h * c->lse_stride] = m[h] + logf(l[h]);
+    }
+}
+
+void dsops_attn_run(const dsops_attention_kernels *k, const dsops_attn_shape *sh, const dsops_attn_call *c, int n,
+                    const dsops_attn_keys *keys, void *scratch_v)
+{
+    char *scratch = scratch_v;
+    if (n <= 0) {
+        for (int h = 0; h < sh->nh; h++)
+            write_lonely(sh, c, h);
+        return;
+    }
+    core_layout L = make_layout(sh);
+    gather_keys(k, sh, &L, scratch, n, keys);
+    int ntiles = (n + DSOPS_KT_LANES - 1) / DSOPS_KT_LANES;
+    k->qk(c->q, c->q_stride, sh->nh, (const uint16_t *)(scratch + L.kt), ntiles, L.dpairs, c->scale,
+          (float *)(scratch + L.s), L.s_stride);
+    if (sh->p_mode == DSOPS_P_TILED)
+        attend_tiled(k, sh, &L, c, n, scratch);
+    else
+        attend_whole_rows(k, sh, &L, c, n, scratch);
+}

@@ -1,0 +1,51 @@
+/* The attention core of spec §2.10 over a gathered key list, shared by the sparse / sliding-window /
+ * compressed attention operators. An operator validates, builds the key list of one query token,
+ * and calls dsops_attn_run for a range of heads; the core gathers the keys once into the two
+ * packed layouts of src/core/dispatch.h and runs QK, softmax and PV with the tier's kernels. */
+#ifndef DSOPS_ATTENTION_CORE_H
+#define DSOPS_ATTENTION_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dispatch.h"
+
+/* The key list of one query token, produced row by row by the operator. */
+typedef struct dsops_attn_keys {
+    /* writes the bf16 key of list entry j (dqk values, already dequantised) to dst */
+    void (*row)(const void *src, int j, uint16_t *dst);
+    /* optional: starts loading the cache bytes of entry j (called one batch of 16 ahead) */
+    void (*prefetch)(const void *src, int j);
+    const void *src;
+} dsops_attn_keys;
+
+typedef struct dsops_attn_shape {
+    int dqk, dv;            /* key / value widths (dv <= dqk, V = K[0:dv]) */
+    int nmax;               /* largest key list the scratch is sized for */
+    int nh;                 /* heads per call */
+    dsops_p_mode p_mode;
+    int p_tile;             /* tile length for DSOPS_P_TILED */
+} dsops_attn_shape;
+
+typedef struct dsops_attn_call {
+    const uint16_t *q;      /* [nh][q_stride] bf16: query rows, dqk values + zero up to an even count */
+    size_t q_stride;
+    const float *sinks;     /* [nh] fp32 or NULL */
+    float scale;            /* softmax_scale */
+    uint16_t *out;          /* out[h * out_stride + d], d < dv, bf16 */
+    size_t out_stride;
+    float *lse;             /* lse[h * lse_stride] or NULL */
+    size_t lse_stride;
+} dsops_attn_call;
+
+/* Scratch bytes one concurrent dsops_attn_run needs (64-byte multiple). */
+size_t dsops_attn_scratch_bytes(const dsops_attn_shape *shape);
+
+/* Length of a packed query row (even, >= dqk). */
+static inline int dsops_attn_q_width(int dqk) { return (dqk + 1) & ~1; }
+
+/* Attends the n keys of `keys` (n <= shape->nmax) for shape->nh heads. */
+void dsops_attn_run(const dsops_attention_kernels *k, const dsops_attn_shape *shape, const dsops_attn_call *call,
+                    int n, const dsops_attn_keys *keys, void *scratch);
+
+#endif
