@@ -68,6 +68,7 @@ dsops_status dsops_context_set_threads(dsops_context *ctx, int threads)
     if (threads < 1)
         return dsops_fail(DSOPS_ERR_PARAM, "threads = %d, expected >= 1", threads);
     ctx->threads = threads;
+    dsops_clear_error();
     return DSOPS_OK;
 }
 
@@ -81,6 +82,7 @@ dsops_status dsops_context_set_isa(dsops_context *ctx, dsops_isa cap)
         return dsops_fail(DSOPS_ERR_PARAM, "isa = %d is not a dsops_isa value", (int)cap);
     dsops_isa det = dsops_isa_detected();
     ctx->isa = cap < det ? cap : det;
+    dsops_clear_error();
     return DSOPS_OK;
 }
 

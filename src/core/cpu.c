@@ -70,6 +70,7 @@ dsops_status dsops_isa_from_name(const char *name, dsops_isa *isa)
     for (int i = 0; name && i < DSOPS_ISA_COUNT; i++) {
         if (strcmp(name, isa_names[i]) == 0) {
             *isa = (dsops_isa)i;
+            dsops_clear_error();
             return DSOPS_OK;
         }
     }

@@ -38,5 +38,6 @@ dsops_status dsops_measure_peak(dsops_isa isa, dsops_peak_kind kind, double seco
             best = rate;
     }
     *giga_per_s = best;
+    dsops_clear_error();
     return DSOPS_OK;
 }

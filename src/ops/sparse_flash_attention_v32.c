@@ -27,6 +27,7 @@ dsops_status dsops_sparse_flash_attention_v32_init(sfa_args *a, dsops_preset pre
     if (preset != DSOPS_PRESET_V32)
         return dsops_fail(DSOPS_ERR_PARAM, "preset = %d: sparse_flash_attention_v32 exists only for DSOPS_PRESET_V32",
                           (int)preset);
+    dsops_clear_error();
     return DSOPS_OK;
 }
 

@@ -1,0 +1,59 @@
+/*
+ * dsops_ref_run: `dsops run` with the reference oracles in place of the library's operators.
+ *
+ *   dsops_ref_run <operator> --in IN --out OUT [--set name=value]... [--threads N] [--isa TIER]
+ *
+ * The oracles assume valid arguments, so each call is first validated by the library's operator (whose
+ * outputs go to scratch memory and are discarded); a rejected call reports the library's status and
+ * message exactly as `dsops run` does. The outputs written to OUT are the oracle's alone.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dsops.h"
+#include "dsops_run.h"
+#include "ref.h"
+
+/* Dense scratch tensor with the shape and dtype of t (NULL data when t is absent). */
+static dsops_tensor scratch_like(const dsops_tensor *t, void **mem)
+{
+    *mem = NULL;
+    if (t->data == NULL)
+        return *t;
+    size_t n = dsops_dtype_size(t->dtype);
+    for (int d = 0; d < t->ndim; d++)
+        n *= (size_t)t->shape[d];
+    *mem = calloc(n ? n : 1, 1);
+    return dsops_tensor_make(*mem, t->dtype, t->ndim, t->shape);
+}
+
+static dsops_status ref_sfa(dsops_context *ctx, const dsops_sparse_flash_attention_v32_args *a)
+{
+    dsops_sparse_flash_attention_v32_args v = *a;
+    void *out_mem, *lse_mem;
+    v.out = scratch_like(&a->out, &out_mem);
+    v.lse = scratch_like(&a->lse, &lse_mem);
+    dsops_status st = DSOPS_ERR_NOMEM;
+    if ((a->out.data == NULL || out_mem != NULL) && (a->lse.data == NULL || lse_mem != NULL))
+        st = dsops_sparse_flash_attention_v32(ctx, &v);
+    free(out_mem);
+    free(lse_mem);
+    if (st == DSOPS_OK)
+        dsops_ref_sparse_flash_attention_v32(a);
+    return st;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s <operator> --in IN --out OUT [--set name=value]...\n", argv[0]);
+        dsops_run_print_usage(stderr);
+        return 2;
+    }
+    dsops_run_impl impl;
+    memset(&impl, 0, sizeof impl);
+    impl.sparse_flash_attention_v32 = ref_sfa;
+    return dsops_cmd_run(argc - 1, argv + 1, &impl);
+}

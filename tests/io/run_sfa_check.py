@@ -1,0 +1,564 @@
+#!/usr/bin/env python3
+"""End-to-end check of `dsops run sparse_flash_attention_v32` against the reference oracle.
+
+For every KV layout (split_bf16, split_int8, packed656) the script builds a problem with numpy (several
+sequences, MTP S=2, a few heads, -1 and out-of-range top-k entries, a lonely token, permuted block tables,
+NaN-poisoned cache rows that no token uses), writes it as a safetensors file by hand, and runs
+
+    dsops run sparse_flash_attention_v32 --in IN --out OUT --set softmax_scale=...
+    dsops_ref_run sparse_flash_attention_v32 --in IN --out REF ...
+
+It compares `out` and `lse` with compare_close of spec/OPS.md section 1.8 (out 1e-4 / 0.005 / 0.005;
+lse 1e-6 / 8.01/65536 / 0.005, non-finite values must coincide), checks lonely tokens exactly (out = 0,
+lse = +Inf), checks the oracle against an independent numpy evaluation of the spec, checks that thread
+counts give identical bytes, and checks that bad invocations exit non-zero without creating or
+touching OUT.
+
+usage: run_sfa_check.py --tool PATH/dsops --ref PATH/dsops_ref_run [--workdir DIR] [--keep] [--verbose]
+Prints "N passed, N failed" last and exits non-zero on failure.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+# ---- bf16 -----------------------------------------------------------------------------------------
+
+
+def bf16_from_f32(x):
+    """float32 array -> uint16 bf16 bits, round to nearest even, NaN -> quiet NaN with its sign."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    nan = (u & 0x7FFFFFFF) > 0x7F800000
+    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF
+    r = np.where(nan, ((u >> 16) | 0x40) & 0xFFFF, r)
+    return r.astype(np.uint16)
+
+
+def f32_from_bf16(h):
+    return (np.asarray(h, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def round_bf16(x):
+    return f32_from_bf16(bf16_from_f32(x))
+
+
+BF16_NAN = np.uint16(0x7FC0)
+
+# ---- safetensors ----------------------------------------------------------------------------------
+
+TAGS = {"BF16": np.uint16, "F16": np.float16, "F32": np.float32, "I8": np.int8, "U8": np.uint8,
+        "I32": np.int32, "I64": np.int64}
+DTYPE_TAG = {np.dtype(np.float16): "F16", np.dtype(np.float32): "F32", np.dtype(np.int8): "I8",
+             np.dtype(np.uint8): "U8", np.dtype(np.int32): "I32", np.dtype(np.int64): "I64"}
+
+
+def write_safetensors(path, tensors, metadata=None):
+    """tensors: name -> ndarray, or name -> ("BF16", uint16 ndarray)."""
+    header = {}
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    blobs = []
+    pos = 0
+    for name, t in tensors.items():
+        if isinstance(t, tuple):
+            tag, arr = t
+        else:
+            arr = t
+            tag = DTYPE_TAG[arr.dtype]
+        arr = np.ascontiguousarray(arr)
+        raw = arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
+        header[name] = {"dtype": tag, "shape": list(arr.shape), "data_offsets": [pos, pos + len(raw)]}
+        blobs.append(raw)
+        pos += len(raw)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * ((8 - (8 + len(text)) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for b in blobs:
+            f.write(b)
+
+
+def read_safetensors(path):
+    """-> (name -> (tag, ndarray), metadata dict)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    body = data[8 + n:]
+    meta = header.pop("__metadata__", {})
+    out = {}
+    for name, e in header.items():
+        b, end = e["data_offsets"]
+        arr = np.frombuffer(body[b:end], dtype=np.dtype(TAGS[e["dtype"]]).newbyteorder("<"))
+        out[name] = (e["dtype"], arr.reshape(e["shape"]))
+    return out, meta
+
+
+# ---- compare_close (spec 1.8) ---------------------------------------------------------------------
+
+
+def compare_close(out, ref, atol, rtol, ratio):
+    """-> (ok, text)."""
+    out = np.asarray(out, dtype=np.float64)
+    ref = np.asarray(ref, dtype=np.float64)
+    if out.shape != ref.shape:
+        return False, "shape %s != %s" % (out.shape, ref.shape)
+    fo, fr = np.isfinite(out), np.isfinite(ref)
+    same_kind = (np.isnan(out) & np.isnan(ref)) | (np.isinf(out) & np.isinf(ref) & (np.sign(out) == np.sign(ref)))
+    both = fo & fr
+    err = np.zeros(out.shape)
+    err[both] = np.abs(out[both] - ref[both])
+    fail = np.where(both, err > atol + rtol * np.abs(np.where(both, ref, 0.0)), ~same_kind)
+    nfail = int(fail.sum())
+    allowed = int(np.floor(ratio * out.size + 0.5))
+    text = "%d of %d elements beyond tolerance (allowed %d)" % (nfail, out.size, allowed)
+    if nfail:
+        excess = np.where(both, err - (atol + rtol * np.abs(np.where(both, ref, 0.0))), np.inf)
+        w = np.unravel_index(int(np.argmax(excess)), out.shape)
+        text += "; worst at %s: out %r ref %r" % (tuple(int(i) for i in w), out[w], ref[w])
+    return nfail <= allowed, text
+
+
+OUT_TOL = (1e-4, 0.005, 0.005)
+OUT_TOL_TILED = (5e-4, 5e-4, 0.005)
+LSE_TOL = (1e-6, 8.01 / 65536, 0.005)
+
+# ---- problems -------------------------------------------------------------------------------------
+
+
+class Problem:
+    pass
+
+
+def build_problem(rng, layout, B, S, seqused, N, Dc, Dr, K, BS, with_topk_length):
+    """A sparse_flash_attention_v32 problem. Returns a Problem with .tensors (file contents) and
+    .used (per token: list of cache rows attended, in order), .keys ([rows, Dc+Dr] float32 values)."""
+    p = Problem()
+    p.layout, p.N, p.Dc, p.Dr, p.K = layout, N, Dc, Dr, K
+    T = sum(S)
+    cu = np.zeros(B + 1, dtype=np.int32)
+    cu[1:] = np.cumsum(S)
+    MB = max(1, max((s + BS - 1) // BS for s in seqused) + 1)  # one spare column per sequence
+    need = [(s + BS - 1) // BS for s in seqused]
+    NB = sum(need) + 3  # spare physical blocks
+    perm = rng.permutation(NB)
+    block_table = np.full((B, MB), -1, dtype=np.int32)
+    k = 0
+    for b in range(B):
+        for j in range(need[b]):
+            block_table[b, j] = perm[k]
+            k += 1
+
+    topk = np.full((T, K), -1, dtype=np.int32)
+    topk_length = np.zeros(T, dtype=np.int32)
+    lonely_all_minus_one = None
+    for b in range(B):
+        for i in range(S[b]):
+            t = int(cu[b]) + i
+            L = seqused[b] - (S[b] - 1 - i)
+            n = min(K, max(L, 0))
+            if n > 0:
+                sel = rng.choice(L, size=n, replace=False).astype(np.int32)
+                # some skipped entries: -1 and values >= seqused_kv
+                for j in range(n):
+                    r = rng.random()
+                    if r < 0.08:
+                        sel[j] = -1
+                    elif r < 0.12:
+                        sel[j] = seqused[b] + int(rng.integers(0, 50))
+                    elif r < 0.16 and j > 0:
+                        sel[j] = sel[j - 1]  # duplicates count as often as they occur
+                topk[t, :n] = sel
+            # entries beyond cnt are never read: put values there that would be invalid if used
+            if n < K:
+                topk[t, n:] = rng.integers(-5, 1 << 30, size=K - n)
+            topk_length[t] = n if not with_topk_length else int(rng.integers(0, K + 1))
+    # one token whose entries are all -1 (lonely even though it sees tokens)
+    t_last = T - 1
+    topk[t_last, :] = -1
+    lonely_all_minus_one = t_last
+
+    # per token: used rows in order
+    used = []
+    for b in range(B):
+        for i in range(S[b]):
+            t = int(cu[b]) + i
+            L = seqused[b] - (S[b] - 1 - i)
+            cnt = min(K, max(L, 0))
+            if with_topk_length:
+                cnt = min(cnt, int(topk_length[t]))
+            rows = []
+            for j in range(cnt):
+                idx = int(topk[t, j])
+                if 0 <= idx < seqused[b]:
+                    rows.append(int(block_table[b, idx // BS]) * BS + idx % BS)
+            used.append(rows)
+    p.used = used
+    p.lonely = [t for t in range(T) if not used[t]]
+    assert lonely_all_minus_one in p.lonely
+    touched = np.zeros(NB * BS, dtype=bool)
+    for rows in used:
+        touched[rows] = True
+
+    q_nope = bf16_from_f32(rng.standard_normal((T, N, Dc)).astype(np.float32))
+    q_rope = bf16_from_f32(rng.standard_normal((T, N, Dr)).astype(np.float32))
+    tensors = {"q_nope": ("BF16", q_nope), "q_rope": ("BF16", q_rope)}
+    rows = NB * BS
+    rope = bf16_from_f32(rng.standard_normal((rows, Dr)).astype(np.float32))
+    rope[~touched] = BF16_NAN
+    if layout == "split_bf16":
+        nope = bf16_from_f32((0.5 * rng.standard_normal((rows, Dc))).astype(np.float32))
+        nope[~touched] = BF16_NAN
+        kn = f32_from_bf16(nope)
+        tensors["key_nope"] = ("BF16", nope.reshape(NB, BS, Dc))
+        tensors["key_rope"] = ("BF16", rope.reshape(NB, BS, Dr))
+    else:
+        q8 = rng.integers(-128, 128, size=(rows, Dc)).astype(np.int8)
+        q8[0, :4] = [-128, 127, 0, -1]
+        scale = (rng.random((rows, Dc // 128)) * 0.02 + 0.001).astype(np.float32)
+        scale[~touched] = np.nan
+        if rows > 1:
+            scale[1, 0] = 0.0  # an all-zero group
+        kn = round_bf16(q8.astype(np.float32) * np.repeat(scale, 128, axis=1))
+        if layout == "split_int8":
+            tensors["key_nope"] = q8.reshape(NB, BS, Dc)
+            tensors["key_nope_scale"] = scale.reshape(NB, BS, Dc // 128)
+            tensors["key_rope"] = ("BF16", rope.reshape(NB, BS, Dr))
+        else:
+            assert Dc == 512 and Dr == 64
+            packed = np.zeros((rows, 656), dtype=np.uint8)
+            packed[:, :512] = q8.view(np.uint8)
+            packed[:, 512:640] = rope.astype("<u2").view(np.uint8).reshape(rows, 128)
+            packed[:, 640:656] = scale.astype("<f4").view(np.uint8).reshape(rows, 16)
+            tensors["kv_packed"] = packed.reshape(NB, BS, 656)
+    p.keys = np.concatenate([kn, f32_from_bf16(rope)], axis=1)  # [rows, Dc+Dr] values of K
+    tensors["topk_indices"] = topk
+    if with_topk_length:
+        tensors["topk_length"] = topk_length
+    tensors["block_table"] = block_table
+    tensors["cu_seqlens_q"] = cu
+    tensors["seqused_kv"] = np.array(seqused, dtype=np.int32)
+    p.tensors = tensors
+    p.q = np.concatenate([f32_from_bf16(q_nope), f32_from_bf16(q_rope)], axis=2)  # [T, N, Dqk]
+    p.T = T
+    return p
+
+
+def numpy_reference(p, scale, p_mode):
+    """Independent evaluation of spec 4.4 / 2.10 for p_mode normalised or fp32 (fp64 dot products,
+    fp32 rounding at the spec's points)."""
+    T, N, Dc = p.T, p.N, p.Dc
+    out = np.zeros((T, N, Dc), dtype=np.float32)
+    lse = np.full((T, N), np.inf, dtype=np.float32)
+    sc = np.float32(scale)
+    for t in range(T):
+        rows = p.used[t]
+        if not rows:
+            continue
+        Kmat = p.keys[rows].astype(np.float64)                       # [n, Dqk]
+        s = (p.q[t].astype(np.float64) @ Kmat.T).astype(np.float32) * sc  # [N, n]
+        m = s.max(axis=1)
+        w = np.exp((s - m[:, None]).astype(np.float32))
+        l = w.astype(np.float64).sum(axis=1).astype(np.float32)
+        P = (w / l[:, None]).astype(np.float32)
+        if p_mode == "normalised":
+            P = round_bf16(P)
+        out[t] = round_bf16((P.astype(np.float64) @ Kmat[:, :Dc]).astype(np.float32))
+        lse[t] = (m + np.log(l)).astype(np.float32)
+    return out, lse
+
+
+# ---- running the tools ----------------------------------------------------------------------------
+
+
+class Checker:
+    def __init__(self, verbose):
+        self.passed = 0
+        self.failed = 0
+        self.verbose = verbose
+
+    def check(self, ok, what, detail=""):
+        if ok:
+            self.passed += 1
+            if self.verbose:
+                print("ok   %s %s" % (what, detail))
+        else:
+            self.failed += 1
+            print("FAIL %s %s" % (what, detail))
+        return ok
+
+
+def run(cmd, verbose):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    if verbose:
+        print("$ " + " ".join(cmd) + "  -> %d %s" % (r.returncode, r.stderr.strip()))
+    return r
+
+
+def outputs(path):
+    t, meta = read_safetensors(path)
+    out = f32_from_bf16(t["out"][1]) if "out" in t else None
+    lse = t["lse"][1].astype(np.float32) if "lse" in t else None
+    return t, meta, out, lse
+
+
+CASES = [
+    # name, layout, B, S, seqused, N, Dc, Dr, K, BS, topk_length, extra --set, layout via
+    dict(name="split_bf16", layout="split_bf16", B=3, S=[2, 2, 2], seqused=[37, 130, 1], N=3, Dc=160, Dr=32,
+         K=24, BS=16, topk_length=False, sets=[], layout_via="infer"),
+    dict(name="split_bf16_topk_length_fp32", layout="split_bf16", B=2, S=[2, 1], seqused=[20, 70], N=2, Dc=128,
+         Dr=64, K=40, BS=8, topk_length=True, sets=["p_mode=fp32"], layout_via="set"),
+    dict(name="split_int8", layout="split_int8", B=3, S=[2, 2, 2], seqused=[45, 9, 1], N=4, Dc=256, Dr=64, K=32,
+         BS=8, topk_length=False, sets=[], layout_via="metadata"),
+    dict(name="split_int8_tiled", layout="split_int8", B=2, S=[2, 2], seqused=[100, 33], N=2, Dc=128, Dr=64,
+         K=48, BS=16, topk_length=False, sets=["p_mode=tiled", "p_tile=8"], layout_via="infer"),
+    dict(name="packed656", layout="packed656", B=2, S=[2, 2], seqused=[70, 1], N=3, Dc=512, Dr=64, K=32, BS=32,
+         topk_length=True, sets=[], layout_via="infer"),
+]
+
+VENDOR_SCALE = 576 ** -0.5
+
+
+def check_case(chk, args, work, rng, c):
+    p = build_problem(rng, c["layout"], c["B"], c["S"], c["seqused"], c["N"], c["Dc"], c["Dr"], c["K"], c["BS"],
+                      c["topk_length"])
+    inp = os.path.join(work, c["name"] + ".in.safetensors")
+    meta = {"softmax_scale": "1.0"}  # overridden by --set below (--set wins)
+    if c["layout_via"] == "metadata":
+        meta["kv_layout"] = c["layout"]
+    write_safetensors(inp, p.tensors, meta)
+    sets = ["softmax_scale=%r" % VENDOR_SCALE] + c["sets"]
+    if c["layout_via"] == "set":
+        sets.append("kv_layout=" + c["layout"])
+    set_args = []
+    for s in sets:
+        set_args += ["--set", s]
+    p_mode = "normalised"
+    for s in c["sets"]:
+        if s.startswith("p_mode="):
+            p_mode = s.split("=", 1)[1]
+    tol = OUT_TOL_TILED if p_mode == "tiled" else OUT_TOL
+
+    ref_path = os.path.join(work, c["name"] + ".ref.safetensors")
+    r = run([args.ref, "sparse_flash_attention_v32", "--in", inp, "--out", ref_path] + set_args, args.verbose)
+    if not chk.check(r.returncode == 0, c["name"] + ": dsops_ref_run succeeds", r.stderr.strip()):
+        return
+    rt, rmeta, rout, rlse = outputs(ref_path)
+    chk.check(rmeta.get("kv_layout") == c["layout"], c["name"] + ": kv_layout resolved to " + c["layout"],
+              "(metadata says %r)" % rmeta.get("kv_layout"))
+    chk.check(rmeta.get("softmax_scale") is not None and
+              abs(float(rmeta["softmax_scale"]) - VENDOR_SCALE) < 1e-7, c["name"] + ": --set wins over metadata")
+    chk.check(rt["out"][0] == "BF16" and rt["out"][1].shape == (p.T, p.N, p.Dc)
+              and rt["lse"][0] == "F32" and rt["lse"][1].shape == (p.T, p.N),
+              c["name"] + ": OUT holds out [T,N,Dc] BF16 and lse [T,N] F32")
+
+    # lonely tokens exactly
+    lon = p.lonely
+    chk.check(len(lon) > 0 and np.all(rout[lon] == 0) and np.all(np.isposinf(rlse[lon])),
+              c["name"] + ": oracle lonely tokens %s give out = 0, lse = +Inf" % lon)
+
+    # oracle vs an independent numpy evaluation
+    if p_mode in ("normalised", "fp32"):
+        nout, nlse = numpy_reference(p, VENDOR_SCALE, p_mode)
+        ok, text = compare_close(rout, nout, *OUT_TOL)
+        chk.check(ok, c["name"] + ": oracle out vs numpy", text)
+        ok, text = compare_close(rlse, nlse, *LSE_TOL)
+        chk.check(ok, c["name"] + ": oracle lse vs numpy", text)
+
+    first = None
+    for variant in (["--threads", "1"], ["--threads", "3"], ["--isa", "scalar", "--threads", "2"]):
+        label = "%s [%s]" % (c["name"], " ".join(variant))
+        out_path = os.path.join(work, c["name"] + ".out.safetensors")
+        if os.path.exists(out_path):
+            os.remove(out_path)
+        r = run([args.tool, "run", "sparse_flash_attention_v32", "--in", inp, "--out", out_path] + set_args + variant,
+                args.verbose)
+        if not chk.check(r.returncode == 0, label + ": dsops run succeeds", r.stderr.strip()):
+            continue
+        t, m, out, lse = outputs(out_path)
+        ok, text = compare_close(out, rout, *tol)
+        chk.check(ok, label + ": out vs oracle", text)
+        ok, text = compare_close(lse, rlse, *LSE_TOL)
+        chk.check(ok, label + ": lse vs oracle", text)
+        chk.check(np.all(out[lon] == 0) and np.all(np.isposinf(lse[lon])), label + ": lonely tokens exact")
+        if variant[0] == "--threads":
+            if first is None:
+                first = (t["out"][1].tobytes(), t["lse"][1].tobytes())
+            else:
+                chk.check(first == (t["out"][1].tobytes(), t["lse"][1].tobytes()),
+                          label + ": bitwise identical to --threads 1")
+    return p, inp, set_args
+
+
+def check_errors(chk, args, work, rng):
+    """Bad invocations: non-zero exit, a 'dsops run: <STATUS>:' line, OUT neither created nor touched."""
+    p = build_problem(rng, "split_bf16", 2, [2, 1], [30, 17], 2, 128, 64, 16, 16, False)
+    good = os.path.join(work, "err.in.safetensors")
+    write_safetensors(good, p.tensors)
+
+    def variant(name, mutate, meta=None):
+        t = dict(p.tensors)
+        mutate(t)
+        path = os.path.join(work, "err_%s.safetensors" % name)
+        write_safetensors(path, t, meta)
+        return path
+
+    missing_q_rope = variant("missing", lambda t: t.pop("q_rope"))
+    f32_q = variant("dtype", lambda t: t.__setitem__("q_nope", f32_from_bf16(t["q_nope"][1])))
+    extra = variant("extra", lambda t: t.__setitem__("q_nop", t["q_nope"]))
+    bt = p.tensors["block_table"].copy()
+    bt[0, :2] = 9999  # the blocks of sequence 0, which its tokens use
+    bad_block = variant("block", lambda t: t.__setitem__("block_table", bt))
+    bad_meta = variant("meta", lambda t: None, {"p_mode": "sideways"})
+    truncated = os.path.join(work, "err_truncated.safetensors")
+    with open(good, "rb") as f:
+        data = f.read()
+    with open(truncated, "wb") as f:
+        f.write(data[: len(data) // 2])
+    garbage = os.path.join(work, "err_garbage.safetensors")
+    with open(garbage, "wb") as f:
+        g = b'{"a": [1, 2'
+        f.write(struct.pack("<Q", len(g)) + g)
+    lying = os.path.join(work, "err_lying.safetensors")
+    with open(lying, "wb") as f:
+        f.write(struct.pack("<Q", 1 << 40) + b"{}")
+
+    op = "sparse_flash_attention_v32"
+    cases = [
+        ("truncated file", [op, "--in", truncated], "DSOPS_RUN_ERR_IO"),
+        ("JSON garbage", [op, "--in", garbage], "DSOPS_RUN_ERR_IO"),
+        ("header length beyond the file", [op, "--in", lying], "DSOPS_RUN_ERR_IO"),
+        ("missing IN", [op, "--in", os.path.join(work, "nope.safetensors")], "DSOPS_RUN_ERR_IO"),
+        ("unknown operator", ["sparse_flash_attention_v33", "--in", good], "DSOPS_RUN_ERR_USAGE"),
+        ("unknown option", [op, "--in", good, "--frobnicate"], "DSOPS_RUN_ERR_USAGE"),
+        ("--set without =", [op, "--in", good, "--set", "softmax_scale"], "DSOPS_RUN_ERR_USAGE"),
+        ("unknown --set name", [op, "--in", good, "--set", "softmax_scal=0.1"], "DSOPS_ERR_PARAM"),
+        ("bad enum spelling", [op, "--in", good, "--set", "p_mode=exact"], "DSOPS_ERR_PARAM"),
+        ("bad metadata enum", [op, "--in", bad_meta], "DSOPS_ERR_PARAM"),
+        ("non-numeric scale", [op, "--in", good, "--set", "softmax_scale=abc"], "DSOPS_ERR_PARAM"),
+        ("non-finite scale", [op, "--in", good, "--set", "softmax_scale=inf"], "DSOPS_ERR_PARAM"),
+        ("p_tile 0", [op, "--in", good, "--set", "p_mode=tiled", "--set", "p_tile=0"], "DSOPS_ERR_PARAM"),
+        ("preset without this operator", [op, "--in", good, "--set", "preset=v4_flash"], "DSOPS_ERR_PARAM"),
+        ("unknown preset", [op, "--in", good, "--set", "preset=v5"], "DSOPS_ERR_PARAM"),
+        ("bad --threads", [op, "--in", good, "--threads", "0"], "DSOPS_ERR_PARAM"),
+        ("bad --isa", [op, "--in", good, "--isa", "avx1024"], "DSOPS_ERR_PARAM"),
+        ("missing required tensor", [op, "--in", missing_q_rope], "DSOPS_ERR_NULL"),
+        ("dtype mismatch", [op, "--in", f32_q], "DSOPS_ERR_DTYPE"),
+        ("unknown tensor in IN", [op, "--in", extra], "DSOPS_ERR_PARAM"),
+        ("layout tensors missing", [op, "--in", good, "--set", "kv_layout=packed656"], "DSOPS_ERR_NULL"),
+        ("block outside [0, NB)", [op, "--in", bad_block], "DSOPS_ERR_INDEX"),
+    ]
+    sentinel = b"do not touch"
+    for label, argv, status in cases:
+        for who, base in (("dsops run", [args.tool, "run"]), ("dsops_ref_run", [args.ref])):
+            new_out = os.path.join(work, "never.safetensors")
+            old_out = os.path.join(work, "existing.safetensors")
+            for out_path, existing in ((new_out, False), (old_out, True)):
+                if os.path.exists(out_path):
+                    os.remove(out_path)
+                if existing:
+                    with open(out_path, "wb") as f:
+                        f.write(sentinel)
+                r = run(base + argv + ["--out", out_path], args.verbose)
+                what = "%s: %s (%s OUT)" % (who, label, "existing" if existing else "new")
+                ok = r.returncode != 0 and ("dsops run: %s:" % status) in r.stderr
+                chk.check(ok, what + " -> exit != 0 and " + status, "(rc %d, stderr %r)" % (r.returncode,
+                                                                                                r.stderr.strip()))
+                if existing:
+                    with open(out_path, "rb") as f:
+                        chk.check(f.read() == sentinel, what + ": OUT untouched")
+                else:
+                    chk.check(not os.path.exists(out_path), what + ": OUT not created")
+                leftovers = [n for n in os.listdir(work) if ".tmp-" in n]
+                chk.check(not leftovers, what + ": no temporary file left", str(leftovers))
+
+    # empty work (T = 0, and B = 0): valid, outputs with zero rows; no scale given: the V3.2 default
+    for B in (1, 0):
+        N, Dc, Dr, K, BS = 2, 128, 64, 8, 16
+        t = {"q_nope": ("BF16", np.zeros((0, N, Dc), np.uint16)), "q_rope": ("BF16", np.zeros((0, N, Dr), np.uint16)),
+             "key_nope": ("BF16", np.zeros((2, BS, Dc), np.uint16)),
+             "key_rope": ("BF16", np.zeros((2, BS, Dr), np.uint16)),
+             "topk_indices": np.zeros((0, K), np.int32), "block_table": np.zeros((B, 2), np.int32),
+             "cu_seqlens_q": np.zeros(B + 1, np.int32), "seqused_kv": np.full(B, 5, np.int32)}
+        ep = os.path.join(work, "empty%d.safetensors" % B)
+        write_safetensors(ep, t)
+        for who, base in (("dsops run", [args.tool, "run"]), ("dsops_ref_run", [args.ref])):
+            eo = os.path.join(work, "empty%d.out.safetensors" % B)
+            r = run(base + [op, "--in", ep, "--out", eo], args.verbose)
+            ok = r.returncode == 0
+            if ok:
+                o, m = read_safetensors(eo)
+                ok = (o["out"][1].shape == (0, N, Dc) and o["lse"][1].shape == (0, N) and
+                      abs(float(m.get("softmax_scale", "0")) - 0.13523378) < 1e-6)
+            chk.check(ok, "%s: empty work with B = %d gives empty outputs and the preset's scale" % (who, B),
+                      r.stderr.strip())
+    # missing --out is a usage error
+    r = run([args.tool, "run", op, "--in", good], args.verbose)
+    chk.check(r.returncode != 0 and "DSOPS_RUN_ERR_USAGE" in r.stderr, "missing --out -> usage error")
+    # --help works
+    r = run([args.tool, "run", "--help"], args.verbose)
+    chk.check(r.returncode == 0 and "sparse_flash_attention_v32" in r.stdout and "kv_layout" in r.stdout,
+              "dsops run --help lists the operator and its parameters")
+    # IN == OUT works (IN is read completely first)
+    same = os.path.join(work, "same.safetensors")
+    shutil.copy(good, same)
+    r = run([args.tool, "run", op, "--in", same, "--out", same], args.verbose)
+    t, _ = read_safetensors(same) if r.returncode == 0 else ({}, {})
+    chk.check(r.returncode == 0 and "out" in t and "lse" in t, "OUT may be IN", r.stderr.strip())
+    # OUT fed back as IN: outputs in IN are ignored, metadata of OUT is accepted
+    r = run([args.tool, "run", op, "--in", good, "--out", os.path.join(work, "first.safetensors")], args.verbose)
+    if r.returncode == 0:
+        t1, _ = read_safetensors(os.path.join(work, "first.safetensors"))
+        merged = dict(p.tensors)
+        merged["out"] = t1["out"]
+        merged["lse"] = t1["lse"]
+        mpath = os.path.join(work, "with_outputs.safetensors")
+        write_safetensors(mpath, merged, {"operator": op, "threads": "7"})
+        r2 = run([args.tool, "run", op, "--in", mpath, "--out", os.path.join(work, "second.safetensors")],
+                 args.verbose)
+        ok = r2.returncode == 0
+        if ok:
+            t2, _ = read_safetensors(os.path.join(work, "second.safetensors"))
+            ok = t2["out"][1].tobytes() == t1["out"][1].tobytes()
+        chk.check(ok, "outputs stored in IN are ignored", r2.stderr.strip())
+    else:
+        chk.check(False, "default run of the error-test problem", r.stderr.strip())
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tool", required=True, help="path of the dsops tool")
+    ap.add_argument("--ref", required=True, help="path of dsops_ref_run")
+    ap.add_argument("--workdir", help="directory for the files (default: a new temporary directory)")
+    ap.add_argument("--keep", action="store_true", help="keep the files")
+    ap.add_argument("--seed", type=int, default=int(os.environ.get("DSOPS_TEST_SEED", "3202")))
+    ap.add_argument("--verbose", action="store_true")
+    args = ap.parse_args()
+
+    work = args.workdir or tempfile.mkdtemp(prefix="dsops_sfa_check_")
+    os.makedirs(work, exist_ok=True)
+    print("%s: seed %d, files in %s (replay: %s --tool %s --ref %s --seed %d --keep)" % (
+        os.path.basename(sys.argv[0]), args.seed, work, sys.argv[0], args.tool, args.ref, args.seed))
+    rng = np.random.default_rng(args.seed)
+    chk = Checker(args.verbose)
+    try:
+        for c in CASES:
+            check_case(chk, args, work, rng, c)
+        check_errors(chk, args, work, rng)
+    finally:
+        if not args.keep and chk.failed == 0:
+            shutil.rmtree(work, ignore_errors=True)
+    print("%d passed, %d failed" % (chk.passed, chk.failed))
+    return 1 if chk.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

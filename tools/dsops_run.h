@@ -1,0 +1,47 @@
+/*
+ * `dsops run`: runs one operator on the tensors of a safetensors file and writes its outputs to another.
+ *
+ *   dsops run <operator> --in IN --out OUT [--set name=value]... [--threads N] [--isa TIER]
+ *
+ * IN holds the operator's input tensors under their argument names (optional inputs may be absent);
+ * scalar parameters come from `--set name=value` or from IN's __metadata__ (--set wins; metadata keys
+ * that are not parameters are ignored). `--set preset=v32|v4_flash|v4_pro` selects the preset whose
+ * defaults fill the parameters before any other value is applied (default: the operator's own model).
+ * OUT receives every output (optional ones included) and every in-out tensor, plus metadata naming the
+ * operator, the parameter values used, the library version, the ISA tier and the thread count.
+ *
+ * Errors print "dsops run: <STATUS>: <message>" on standard error and leave OUT untouched (it is
+ * written to a temporary file that replaces OUT only on success). <STATUS> is the library's status
+ * name, or DSOPS_RUN_ERR_USAGE for a malformed command line and DSOPS_RUN_ERR_IO for a file that cannot
+ * be read, parsed or written. Exit codes: 0 success, 1 a status of the library (including the tool's own
+ * checks of tensor names, dtypes and parameter values, reported with the matching status), 2 usage,
+ * 3 input/output.
+ */
+#ifndef DSOPS_TOOLS_RUN_H
+#define DSOPS_TOOLS_RUN_H
+
+#include <stdio.h>
+
+#include "dsops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The functions `dsops run` calls, one member per operator; a NULL member (or a NULL table) means the
+ * library's own function. Tests substitute the reference implementations. */
+typedef struct dsops_run_impl {
+    dsops_status (*sparse_flash_attention_v32)(dsops_context *ctx, const dsops_sparse_flash_attention_v32_args *args);
+} dsops_run_impl;
+
+/* argv[0] is the operator name (or --help), the rest the options. Returns the process exit code. */
+int dsops_cmd_run(int argc, char **argv, const dsops_run_impl *impl);
+
+/* Prints the synopsis and, per operator, its tensors and parameters. */
+void dsops_run_print_usage(FILE *fp);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DSOPS_TOOLS_RUN_H */
