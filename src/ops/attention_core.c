@@ -6,10 +6,19 @@
 
 /* Byte offsets of the scratch areas of one dsops_attn_run. */
 typedef struct core_layout {
-    int qw, dpairs, dv_blocks, ntiles_max, npairs_max;
+    int qw, dpairs, dv_blocks, ntiles_max, npairs_max, chunk_tiles;
     size_t stage_stride, s_stride, p_stride, o_stride, pt_stride, vp_block_stride; /* in elements */
     size_t stage, kt, vp, s, p, o, o_tile, p_tile, head_state, total;              /* byte offsets */
 } core_layout;
+
+/* Keys are gathered and scored in chunks of this many 16-key tiles: the chunk's Kt (12 * 16 keys *
+ * 1152 bytes = 221 KB for Dqk 576) stays in L2 between packing and scoring. */
+#define SCORE_CHUNK_TILES 12
+
+/* Rows are prefetched this many list entries ahead of the copy (random rows of a large cache). */
+#ifndef PREFETCH_AHEAD
+#define PREFETCH_AHEAD 32
+#endif
 
 static size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
 
@@ -23,6 +32,7 @@ static core_layout make_layout(const dsops_attn_shape *sh)
     if (L.ntiles_max < 1)
         L.ntiles_max = 1;
     L.npairs_max = L.ntiles_max * DSOPS_KT_LANES / 2;
+    L.chunk_tiles = L.ntiles_max < SCORE_CHUNK_TILES ? L.ntiles_max : SCORE_CHUNK_TILES;
     L.stage_stride = round_up((size_t)L.qw, 32);
     L.s_stride = (size_t)L.ntiles_max * DSOPS_KT_LANES;
     L.p_stride = L.s_stride;
@@ -31,7 +41,7 @@ static core_layout make_layout(const dsops_attn_shape *sh)
     L.vp_block_stride = (size_t)L.npairs_max * 32;
     size_t off = 0, nh = (size_t)sh->nh;
     L.stage = off; off += dsops_align64(DSOPS_KT_LANES * L.stage_stride * 2);
-    L.kt = off;    off += dsops_align64((size_t)L.ntiles_max * L.dpairs * 64);
+    L.kt = off;    off += dsops_align64((size_t)L.chunk_tiles * L.dpairs * 64);
     L.vp = off;    off += dsops_align64((size_t)L.dv_blocks * L.vp_block_stride * 2);
     L.s = off;     off += dsops_align64(nh * L.s_stride * 4);
     L.p = off;
@@ -50,33 +60,42 @@ static core_layout make_layout(const dsops_attn_shape *sh)
 
 size_t dsops_attn_scratch_bytes(const dsops_attn_shape *shape) { return make_layout(shape).total; }
 
-/* Gathers n keys into Kt and Vp, 16 at a time through a staging block. */
-static void gather_keys(const dsops_attention_kernels *k, const dsops_attn_shape *sh, const core_layout *L,
-                        char *scratch, int n, const dsops_attn_keys *keys)
+/* Gathers the n keys 16 at a time through a staging block into Vp (all keys) and Kt (one chunk at a
+ * time), and scores each Kt chunk against every head while it is still in L2. */
+static void gather_and_score(const dsops_attention_kernels *k, const dsops_attn_shape *sh, const core_layout *L,
+                             const dsops_attn_call *c, char *scratch, int n, const dsops_attn_keys *keys)
 {
     uint16_t *stage = (uint16_t *)(scratch + L->stage); /* [16][stage_stride] */
-    uint16_t *kt = (uint16_t *)(scratch + L->kt);       /* [ntiles][dpairs][16][2] */
+    uint16_t *kt = (uint16_t *)(scratch + L->kt);       /* [chunk_tiles][dpairs][16][2] */
     uint16_t *vp = (uint16_t *)(scratch + L->vp);       /* [dv_blocks][npairs_max][16][2] */
+    float *s = (float *)(scratch + L->s);               /* [nh][s_stride] */
+    int chunk_keys = L->chunk_tiles * DSOPS_KT_LANES;
     if (keys->prefetch)
-        for (int j = 0; j < n && j < DSOPS_KT_LANES; j++)
+        for (int j = 0; j < n && j < PREFETCH_AHEAD; j++)
             keys->prefetch(keys->src, j);
-    for (int j0 = 0; j0 < n; j0 += DSOPS_KT_LANES) {
-        /* random cache rows: start the next batch's loads before this one is copied */
-        if (keys->prefetch)
-            for (int j = j0 + DSOPS_KT_LANES; j < n && j < j0 + 2 * DSOPS_KT_LANES; j++)
-                keys->prefetch(keys->src, j);
-        for (int r = 0; r < DSOPS_KT_LANES; r++) {
-            uint16_t *dst = stage + (size_t)r * L->stage_stride;
-            if (j0 + r < n) {
-                keys->row(keys->src, j0 + r, dst);
-                if (L->qw > sh->dqk)
-                    dst[sh->dqk] = 0;
-            } else {
-                memset(dst, 0, (size_t)L->qw * 2);
+    for (int c0 = 0; c0 < n; c0 += chunk_keys) {
+        int c1 = n - c0 < chunk_keys ? n : c0 + chunk_keys;
+        for (int j0 = c0; j0 < c1; j0 += DSOPS_KT_LANES) {
+            /* random cache rows: start the next batch's loads before this one is copied */
+            if (keys->prefetch)
+                for (int j = j0 + PREFETCH_AHEAD; j < n && j < j0 + PREFETCH_AHEAD + DSOPS_KT_LANES; j++)
+                    keys->prefetch(keys->src, j);
+            for (int r = 0; r < DSOPS_KT_LANES; r++) {
+                uint16_t *dst = stage + (size_t)r * L->stage_stride;
+                if (j0 + r < n) {
+                    keys->row(keys->src, j0 + r, dst);
+                    if (L->qw > sh->dqk)
+                        dst[sh->dqk] = 0;
+                } else {
+                    memset(dst, 0, (size_t)L->qw * 2);
+                }
             }
+            k->pack_keys(stage, L->stage_stride, L->dpairs, sh->dv,
+                         kt + (size_t)((j0 - c0) / DSOPS_KT_LANES) * L->dpairs * 32, vp + (size_t)(j0 / 2) * 32,
+                         L->vp_block_stride);
         }
-        k->pack_keys(stage, L->stage_stride, L->dpairs, sh->dv, kt + (size_t)(j0 / DSOPS_KT_LANES) * L->dpairs * 32,
-                     vp + (size_t)(j0 / 2) * 32, L->vp_block_stride);
+        int tiles = (c1 - c0 + DSOPS_KT_LANES - 1) / DSOPS_KT_LANES;
+        k->qk(c->q, c->q_stride, sh->nh, kt, tiles, L->dpairs, c->scale, s + c0, L->s_stride);
     }
 }
 
@@ -211,10 +230,7 @@ void dsops_attn_run(const dsops_attention_kernels *k, const dsops_attn_shape *sh
         return;
     }
     core_layout L = make_layout(sh);
-    gather_keys(k, sh, &L, scratch, n, keys);
-    int ntiles = (n + DSOPS_KT_LANES - 1) / DSOPS_KT_LANES;
-    k->qk(c->q, c->q_stride, sh->nh, (const uint16_t *)(scratch + L.kt), ntiles, L.dpairs, c->scale,
-          (float *)(scratch + L.s), L.s_stride);
+    gather_and_score(k, sh, &L, c, scratch, n, keys);
     if (sh->p_mode == DSOPS_P_TILED)
         attend_tiled(k, sh, &L, c, n, scratch);
     else

@@ -235,9 +235,7 @@ static void row_split_bf16(const void *src, int j, uint16_t *dst)
 static void row_int8(const void *src, int j, uint16_t *dst)
 {
     const sfa_rows *r = src;
-    float scales[512];
-    memcpy(scales, r->ptr[j].scales, (size_t)(r->Dc / 128) * 4); /* packed rows: possibly unaligned */
-    r->k->dequant_int8((const int8_t *)r->ptr[j].nope, scales, r->Dc, dst);
+    r->k->dequant_int8((const int8_t *)r->ptr[j].nope, r->ptr[j].scales, r->Dc, dst);
     memcpy(dst + r->Dc, r->ptr[j].rope, (size_t)r->Dr * 2);
 }
 

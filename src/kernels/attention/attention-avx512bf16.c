@@ -260,11 +260,17 @@ static void store_bf16__avx512bf16(const float *src, int n, float r, uint16_t *d
     scale_to_bf16__avx512bf16(src, n, r, dst);
 }
 
-static void dequant_int8__avx512bf16(const int8_t *q, const float *scales, int n, uint16_t *dst)
+static void dequant_int8__avx512bf16(const int8_t *q, const void *scales, int n, uint16_t *dst)
 {
-    for (int c = 0; c < n; c += 16) {
-        __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + c))));
-        _mm256_storeu_si256((__m256i *)(dst + c), bf16_rne(_mm512_mul_ps(v, _mm512_set1_ps(scales[c / 128]))));
+    for (int g = 0; g < n / 128; g++) {
+        float scale;
+        memcpy(&scale, (const char *)scales + 4 * g, 4);
+        __m512 sv = _mm512_set1_ps(scale);
+#pragma GCC unroll 8
+        for (int c = 128 * g; c < 128 * g + 128; c += 16) {
+            __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + c))));
+            _mm256_storeu_si256((__m256i *)(dst + c), bf16_rne(_mm512_mul_ps(v, sv)));
+        }
     }
 }
 

@@ -98,10 +98,14 @@ static void scale_to_f32__scalar(const float *w, int n, float r, float *p)
         p[e] = w[e] * r;
 }
 
-static void dequant_int8__scalar(const int8_t *q, const float *scales, int n, uint16_t *dst)
+static void dequant_int8__scalar(const int8_t *q, const void *scales, int n, uint16_t *dst)
 {
-    for (int c = 0; c < n; c++)
-        dst[c] = dsops_f32_to_bf16((float)q[c] * scales[c / 128]);
+    for (int g = 0; g < n / 128; g++) {
+        float scale;
+        memcpy(&scale, (const char *)scales + 4 * g, 4);
+        for (int c = 128 * g; c < 128 * g + 128; c++)
+            dst[c] = dsops_f32_to_bf16((float)q[c] * scale);
+    }
 }
 
 static void pack_keys__scalar(const uint16_t *rows, size_t row_stride, int dpairs, int dv, uint16_t *kt_tile,
