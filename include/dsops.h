@@ -184,7 +184,8 @@ typedef enum dsops_kv_layout {
  * packed656 needs Dc = 512, Dr = 64), _DTYPE, _PARAM (non-finite softmax_scale, bad enum, p_tile < 1),
  * _INDEX (cu_seqlens_q not a valid partition of T, seqused_kv < 0, topk_length < 0, a used index whose
  * block-table column is >= MB or whose block is outside [0, NB)), _ALIAS (out / lse overlap an input
- * or each other), _NOMEM.
+ * or each other), _NOMEM (scratch: about (K*(Dqk+Dv)*2 + N*K*6 + N*Dv*4) bytes per thread),
+ * _UNSUPPORTED (implementation limits: N <= 2^20, Dc and Dr <= 65536, K <= 2^24).
  * ------------------------------------------------------------------------------------------- */
 
 typedef struct dsops_sparse_flash_attention_v32_args {

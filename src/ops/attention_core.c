@@ -22,6 +22,9 @@ typedef struct core_layout {
 
 static size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
 
+/* A tile never needs to be longer than the key list. */
+static int effective_tile(int p_tile, int n) { return p_tile < 1 ? 1 : (p_tile < n ? p_tile : n); }
+
 static core_layout make_layout(const dsops_attn_shape *sh)
 {
     core_layout L;
@@ -37,7 +40,7 @@ static core_layout make_layout(const dsops_attn_shape *sh)
     L.s_stride = (size_t)L.ntiles_max * DSOPS_KT_LANES;
     L.p_stride = L.s_stride;
     L.o_stride = (size_t)L.dv_blocks * DSOPS_VP_LANES;
-    L.pt_stride = round_up((size_t)(sh->p_tile > 0 ? sh->p_tile : 1) + 2, 32);
+    L.pt_stride = round_up((size_t)effective_tile(sh->p_tile, sh->nmax > 0 ? sh->nmax : 1) + 2, 32);
     L.vp_block_stride = (size_t)L.npairs_max * 32;
     size_t off = 0, nh = (size_t)sh->nh;
     L.stage = off; off += dsops_align64(DSOPS_KT_LANES * L.stage_stride * 2);
@@ -180,8 +183,9 @@ static void attend_tiled(const dsops_attention_kernels *k, const dsops_attn_shap
         l[h] = 0.0f;
     }
     memset(o, 0, (size_t)nh * L->o_stride * 4);
-    for (int t0 = 0; t0 < n; t0 += sh->p_tile) {
-        int t1 = n - t0 > sh->p_tile ? t0 + sh->p_tile : n;
+    int tile = effective_tile(sh->p_tile, n);
+    for (int t0 = 0; t0 < n; t0 += tile) {
+        int t1 = n - t0 > tile ? t0 + tile : n;
         int p0 = t0 / 2, p1 = (t1 + 1) / 2;
         for (int h = 0; h < nh; h++) {
             float *sr = s + (size_t)h * L->s_stride + t0;

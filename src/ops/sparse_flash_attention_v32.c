@@ -55,12 +55,19 @@ static dsops_status check_shapes(const sfa_args *a, sfa_dims *d)
     d->Dr = a->q_rope.shape[2];
     DSOPS_TRY(dsops_check_dim(&a->q_rope, "q_rope", 0, d->T, "T of q_nope"));
     DSOPS_TRY(dsops_check_dim(&a->q_rope, "q_rope", 1, d->N, "N of q_nope"));
-    if (d->N < 1 || d->N > INT32_MAX)
-        return dsops_fail(DSOPS_ERR_SHAPE, "q_nope.shape[1] = %lld heads, expected in [1, 2^31)", (long long)d->N);
-    if (d->Dc < 1 || d->Dc > 65536)
-        return dsops_fail(DSOPS_ERR_SHAPE, "q_nope.shape[2] = %lld (Dc), expected in [1, 65536]", (long long)d->Dc);
-    if (d->Dr < 1 || d->Dr > 65536)
-        return dsops_fail(DSOPS_ERR_SHAPE, "q_rope.shape[2] = %lld (Dr), expected in [1, 65536]", (long long)d->Dr);
+    if (d->N < 1)
+        return dsops_fail(DSOPS_ERR_SHAPE, "q_nope.shape[1] = %lld heads, expected >= 1", (long long)d->N);
+    if (d->Dc < 1)
+        return dsops_fail(DSOPS_ERR_SHAPE, "q_nope.shape[2] = %lld (Dc), expected >= 1", (long long)d->Dc);
+    if (d->Dr < 1)
+        return dsops_fail(DSOPS_ERR_SHAPE, "q_rope.shape[2] = %lld (Dr), expected >= 1", (long long)d->Dr);
+    /* implementation limits (far above any model): 32-bit loop counters and bounded scratch */
+    if (d->N > (1 << 20))
+        return dsops_fail(DSOPS_ERR_UNSUPPORTED, "q_nope.shape[1] = %lld heads, this build supports at most 2^20",
+                          (long long)d->N);
+    if (d->Dc > 65536 || d->Dr > 65536)
+        return dsops_fail(DSOPS_ERR_UNSUPPORTED, "Dc = %lld, Dr = %lld: this build supports at most 65536 each",
+                          (long long)d->Dc, (long long)d->Dr);
 
     const dsops_tensor *cache0;
     const char *cache0_name;
@@ -104,8 +111,11 @@ static dsops_status check_shapes(const sfa_args *a, sfa_dims *d)
     DSOPS_TRY(dsops_check_tensor(&a->topk_indices, "topk_indices", 2, i32, false));
     DSOPS_TRY(dsops_check_dim(&a->topk_indices, "topk_indices", 0, d->T, "T of q_nope"));
     d->K = a->topk_indices.shape[1];
-    if (d->K < 1 || d->K > INT32_MAX)
-        return dsops_fail(DSOPS_ERR_SHAPE, "topk_indices.shape[1] = %lld (K), expected in [1, 2^31)", (long long)d->K);
+    if (d->K < 1)
+        return dsops_fail(DSOPS_ERR_SHAPE, "topk_indices.shape[1] = %lld (K), expected >= 1", (long long)d->K);
+    if (d->K > (1 << 24))
+        return dsops_fail(DSOPS_ERR_UNSUPPORTED, "topk_indices.shape[1] = %lld (K), this build supports at most 2^24",
+                          (long long)d->K);
     if (dsops_tensor_present(&a->topk_length)) {
         DSOPS_TRY(dsops_check_tensor(&a->topk_length, "topk_length", 1, i32, false));
         DSOPS_TRY(dsops_check_dim(&a->topk_length, "topk_length", 0, d->T, "T of q_nope"));

@@ -21,15 +21,15 @@ static double peak_bf16_dot__scalar(long iters)
 static double peak_int8_dot__scalar(long iters)
 {
     volatile int seed = 3;
-    int32_t a[8] = {0};
+    uint32_t a[8] = {0}; /* unsigned: the sums wrap without undefined behaviour */
     int8_t x = (int8_t)seed, y = (int8_t)(seed + 1);
     for (long it = 0; it < iters; it++) {
 #pragma GCC unroll 8
         for (int i = 0; i < 8; i++)
-            a[i] += (int32_t)x * (int32_t)(int8_t)(y + i);
+            a[i] += (uint32_t)((int32_t)x * (int32_t)(int8_t)(y + i));
         __asm__ volatile("" : "+r"(x), "+r"(y)); /* keeps the loop from being folded away */
     }
-    volatile int32_t sink = a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
+    volatile uint32_t sink = a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
     (void)sink;
     return (double)iters * 8.0;
 }

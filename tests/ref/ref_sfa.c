@@ -1,0 +1,339 @@
+/* Reference oracle of sparse_flash_attention_v32 (spec/OPS.md §4.4, attention core §2.10).
+ *
+ * Plain loops, one token at a time:
+ *   1. find the used entries of the token's top-k row (spec §4.4 steps 1-2),
+ *   2. gather and dequantise their keys into fp32 copies of bf16 values (step 3),
+ *   3. per head, run the attention core (A1-A7) in the requested probability mode.
+ *
+ * Every tensor is read through its strides (in elements), so strided views are handled. The only
+ * liberty taken with loop order is in the score and P·V loops, which run several independent sums side
+ * by side (over heads, over output columns); each individual sum is still accumulated in ascending
+ * index order, exactly as the spec's reference prescribes. Built with -ffp-contract=off. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ref.h"
+
+/* ---- number formats (spec §2.1) ---------------------------------------------------------------- */
+
+static float f32_from_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static uint32_t bits_from_f32(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+uint16_t dsops_ref_bf16_from_f32(float f)
+{
+    uint32_t u = bits_from_f32(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)          /* NaN: keep the sign and payload top bits, set quiet */
+        return (uint16_t)((u >> 16) | 0x0040u);
+    uint32_t lsb = (u >> 16) & 1u;                /* ties go to the even result */
+    u += 0x7fffu + lsb;                           /* overflow carries into the exponent: gives +-Inf */
+    return (uint16_t)(u >> 16);
+}
+
+float dsops_ref_f32_from_bf16(uint16_t h) { return f32_from_bits((uint32_t)h << 16); }
+
+static float round_bf16(float f) { return dsops_ref_f32_from_bf16(dsops_ref_bf16_from_f32(f)); }
+
+/* ---- strided element access ---------------------------------------------------------------------- */
+
+static size_t elem_size(dsops_dtype dt)
+{
+    switch (dt) {
+    case DSOPS_BF16: case DSOPS_FP16: return 2;
+    case DSOPS_FP32: case DSOPS_INT32: return 4;
+    case DSOPS_INT8: case DSOPS_UINT8: return 1;
+    case DSOPS_INT64: return 8;
+    default: return 0;
+    }
+}
+
+/* Address of element [i0, i1, i2] of `t` (unused trailing indices are 0). */
+static const unsigned char *addr(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2)
+{
+    int64_t off = i0 * t->stride[0];
+    if (t->ndim > 1)
+        off += i1 * t->stride[1];
+    if (t->ndim > 2)
+        off += i2 * t->stride[2];
+    return (const unsigned char *)t->data + off * (int64_t)elem_size(t->dtype);
+}
+
+static int32_t get_i32(const dsops_tensor *t, int64_t i0, int64_t i1)
+{
+    int32_t v;
+    memcpy(&v, addr(t, i0, i1, 0), sizeof v);
+    return v;
+}
+
+static float get_bf16(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2)
+{
+    uint16_t h;
+    memcpy(&h, addr(t, i0, i1, i2), sizeof h);
+    return dsops_ref_f32_from_bf16(h);
+}
+
+static float get_f32(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2)
+{
+    float v;
+    memcpy(&v, addr(t, i0, i1, i2), sizeof v);
+    return v;
+}
+
+static int8_t get_i8(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2)
+{
+    int8_t v;
+    memcpy(&v, addr(t, i0, i1, i2), sizeof v);
+    return v;
+}
+
+static uint8_t get_u8(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2)
+{
+    return *addr(t, i0, i1, i2);
+}
+
+/* Little-endian multi-byte fields of a packed656 row, byte by byte through the byte stride. */
+static uint16_t packed_u16(const dsops_tensor *kv, int64_t blk, int64_t off, int64_t byte)
+{
+    return (uint16_t)(get_u8(kv, blk, off, byte) | (get_u8(kv, blk, off, byte + 1) << 8));
+}
+
+static float packed_f32(const dsops_tensor *kv, int64_t blk, int64_t off, int64_t byte)
+{
+    uint32_t u = 0;
+    for (int k = 3; k >= 0; k--)
+        u = (u << 8) | get_u8(kv, blk, off, byte + k);
+    return f32_from_bits(u);
+}
+
+#define PACKED_NOPE_BYTE 0    /* 512 int8 latent values */
+#define PACKED_ROPE_BYTE 512  /* 64 bf16 rope values */
+#define PACKED_SCALE_BYTE 640 /* 4 fp32 scales, one per 128 latent values */
+
+/* Step 3 of §4.4: the key of cache row (blk, off) as fp32 copies of bf16 values.
+ * key: [Dc + Dr]; key[0 : Dc] is also the value V. */
+static void load_key(const dsops_sparse_flash_attention_v32_args *a, int64_t Dc, int64_t Dr, int64_t blk,
+                     int64_t off, float *key)
+{
+    switch (a->kv_layout) {
+    case DSOPS_KV_SPLIT_BF16:
+        for (int64_t c = 0; c < Dc; c++)
+            key[c] = get_bf16(&a->key_nope, blk, off, c);                 /* key_nope [NB, BS, Dc] bf16 */
+        for (int64_t c = 0; c < Dr; c++)
+            key[Dc + c] = get_bf16(&a->key_rope, blk, off, c);            /* key_rope [NB, BS, Dr] bf16 */
+        break;
+    case DSOPS_KV_SPLIT_INT8:
+        for (int64_t c = 0; c < Dc; c++) {
+            float q = (float)get_i8(&a->key_nope, blk, off, c);           /* key_nope [NB, BS, Dc] int8 */
+            float s = get_f32(&a->key_nope_scale, blk, off, c / 128);     /* key_nope_scale [NB, BS, Dc/128] */
+            key[c] = round_bf16(q * s);
+        }
+        for (int64_t c = 0; c < Dr; c++)
+            key[Dc + c] = get_bf16(&a->key_rope, blk, off, c);            /* key_rope [NB, BS, Dr] bf16 */
+        break;
+    case DSOPS_KV_PACKED656:                                              /* kv_packed [NB, BS, 656] uint8 */
+        for (int64_t c = 0; c < Dc; c++) {
+            float q = (float)(int8_t)get_u8(&a->kv_packed, blk, off, PACKED_NOPE_BYTE + c);
+            float s = packed_f32(&a->kv_packed, blk, off, PACKED_SCALE_BYTE + 4 * (c / 128));
+            key[c] = round_bf16(q * s);
+        }
+        for (int64_t c = 0; c < Dr; c++)
+            key[Dc + c] = dsops_ref_f32_from_bf16(packed_u16(&a->kv_packed, blk, off, PACKED_ROPE_BYTE + 2 * c));
+        break;
+    }
+}
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "dsops_ref: out of memory (%zu bytes)\n", n);
+        abort();
+    }
+    return p;
+}
+
+/* ---- the operator ----------------------------------------------------------------------------- */
+
+void dsops_ref_sparse_flash_attention_v32(const dsops_sparse_flash_attention_v32_args *a)
+{
+    const int64_t N = a->q_nope.shape[1];                 /* q_nope [T, N, Dc] */
+    const int64_t Dc = a->q_nope.shape[2];
+    const int64_t Dr = a->q_rope.shape[2];                /* q_rope [T, N, Dr] */
+    const int64_t Dqk = Dc + Dr;
+    const int64_t K = a->topk_indices.shape[1];           /* topk_indices [T, K] */
+    const int64_t B = a->seqused_kv.shape[0];             /* seqused_kv [B], cu_seqlens_q [B+1] */
+    const int64_t BS = a->kv_layout == DSOPS_KV_PACKED656 ? a->kv_packed.shape[1] : a->key_nope.shape[1];
+    const float sigma = a->softmax_scale;
+    const int has_len = a->topk_length.data != NULL;      /* topk_length [T] (optional) */
+    const int has_lse = a->lse.data != NULL;              /* lse [T, N] (optional) */
+    const int64_t tile = a->p_tile >= 1 ? a->p_tile : 1;
+
+    float *keys = xmalloc(sizeof(float) * (size_t)(K * Dqk)); /* [n, Dqk] gathered keys of one token */
+    float *qT = xmalloc(sizeof(float) * (size_t)(Dqk * N));   /* [Dqk, N] the token's queries, transposed */
+    float *s = xmalloc(sizeof(float) * (size_t)(N * K));      /* [N, n] scores of one token */
+    float *acc = xmalloc(sizeof(float) * (size_t)N);          /* [N] running dot products */
+    float *w = xmalloc(sizeof(float) * (size_t)K);            /* [n] weights of one head */
+    float *P = xmalloc(sizeof(float) * (size_t)K);            /* [n] probabilities of one head */
+    float *O = xmalloc(sizeof(float) * (size_t)Dc);           /* [Dc] accumulated output of one head */
+    float *Ot = xmalloc(sizeof(float) * (size_t)Dc);          /* [Dc] one tile's contribution (tiled) */
+
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t t0 = get_i32(&a->cu_seqlens_q, b, 0);
+        const int64_t t1 = get_i32(&a->cu_seqlens_q, b + 1, 0);
+        const int64_t S_b = t1 - t0;
+        const int64_t used_kv = get_i32(&a->seqused_kv, b, 0);
+        for (int64_t t = t0; t < t1; t++) {
+            const int64_t i = t - t0;
+            const int64_t L = used_kv - (S_b - 1 - i);    /* §1.4: original tokens visible to t */
+
+            /* §4.4 step 1: how many entries of the row are looked at */
+            int64_t cnt = L > 0 ? L : 0;
+            if (cnt > K)
+                cnt = K;
+            if (has_len) {
+                int64_t len = get_i32(&a->topk_length, t, 0);
+                if (len < cnt)
+                    cnt = len;
+            }
+
+            /* steps 2-3: used entries, in row order, duplicates as often as they occur */
+            int64_t n = 0;
+            for (int64_t j = 0; j < cnt; j++) {
+                int64_t idx = get_i32(&a->topk_indices, t, j);
+                if (idx < 0 || idx >= used_kv)
+                    continue;                             /* skipped, never an error */
+                int64_t blk = get_i32(&a->block_table, b, idx / BS); /* block_table [B, MB] */
+                load_key(a, Dc, Dr, blk, idx % BS, keys + n * Dqk);
+                n++;
+            }
+
+            /* q = [q_nope[t, h] ; q_rope[t, h]], kept transposed so that one pass over a key serves all
+             * heads */
+            for (int64_t h = 0; h < N; h++) {
+                for (int64_t c = 0; c < Dc; c++)
+                    qT[c * N + h] = get_bf16(&a->q_nope, t, h, c);
+                for (int64_t c = 0; c < Dr; c++)
+                    qT[(Dc + c) * N + h] = get_bf16(&a->q_rope, t, h, c);
+            }
+
+            /* A1: s_e = fp32(dot(q, K_e) * sigma), each dot summed over k = 0, 1, ... Dqk-1 */
+            for (int64_t e = 0; e < n; e++) {
+                const float *key = keys + e * Dqk;
+                for (int64_t h = 0; h < N; h++)
+                    acc[h] = 0.0f;
+                for (int64_t k = 0; k < Dqk; k++)
+                    for (int64_t h = 0; h < N; h++)
+                        acc[h] += qT[k * N + h] * key[k];
+                for (int64_t h = 0; h < N; h++)
+                    s[h * K + e] = acc[h] * sigma;
+            }
+
+            for (int64_t h = 0; h < N; h++) {
+                const float *sh = s + h * K;
+                float m = -INFINITY;
+                float l = 0.0f;
+
+                if (a->p_mode == DSOPS_P_TILED) {
+                    /* A5: tiles are consecutive groups of `tile` used entries in row order. A tile met
+                     * while the running max is still -Inf contributes nothing. */
+                    for (int64_t e0 = 0; e0 < n; e0 += tile) {
+                        int64_t e1 = e0 + tile < n ? e0 + tile : n;
+                        float mi = -INFINITY;
+                        for (int64_t e = e0; e < e1; e++)
+                            if (sh[e] > mi)
+                                mi = sh[e];
+                        float mp = mi > m ? mi : m;
+                        if (mp == -INFINITY)
+                            continue;
+                        float tl = 0.0f;
+                        for (int64_t d = 0; d < Dc; d++)
+                            Ot[d] = 0.0f;
+                        for (int64_t e = e0; e < e1; e++) {
+                            float we = expf(sh[e] - mp);
+                            tl += we;
+                            float pe = round_bf16(we);   /* un-normalised weight rounded before P·V */
+                            const float *v = keys + e * Dqk;
+                            for (int64_t d = 0; d < Dc; d++)
+                                Ot[d] += pe * v[d];
+                        }
+                        if (m == -INFINITY) {            /* first tile that counts: G_1 */
+                            l = tl;
+                            for (int64_t d = 0; d < Dc; d++)
+                                O[d] = Ot[d];
+                        } else {                         /* G_i, i > 1 */
+                            float alpha = expf(m - mp);
+                            l = l * alpha + tl;
+                            for (int64_t d = 0; d < Dc; d++)
+                                O[d] = O[d] * alpha + Ot[d];
+                        }
+                        m = mp;
+                    }
+                } else {
+                    /* A3: the maximum over all entries (NaN scores never win the comparison) */
+                    for (int64_t e = 0; e < n; e++)
+                        if (sh[e] > m)
+                            m = sh[e];
+                    if (m != -INFINITY) {
+                        /* A4 / A6: full softmax of the row, then P·V */
+                        for (int64_t e = 0; e < n; e++) {
+                            w[e] = expf(sh[e] - m);
+                            l += w[e];
+                        }
+                        for (int64_t e = 0; e < n; e++)
+                            P[e] = a->p_mode == DSOPS_P_FP32 ? w[e] / l : round_bf16(w[e] / l);
+                        for (int64_t d = 0; d < Dc; d++)
+                            O[d] = 0.0f;
+                        for (int64_t e = 0; e < n; e++) {
+                            const float *v = keys + e * Dqk;
+                            for (int64_t d = 0; d < Dc; d++)
+                                O[d] += P[e] * v[d];
+                        }
+                    }
+                }
+
+                /* out [T, N, Dc] bf16; lse [T, N] fp32 */
+                if (n == 0 || m == -INFINITY) {          /* A2: lonely query */
+                    for (int64_t d = 0; d < Dc; d++) {
+                        uint16_t zero = 0;
+                        memcpy((void *)addr(&a->out, t, h, d), &zero, sizeof zero);
+                    }
+                    if (has_lse) {
+                        float inf = INFINITY;
+                        memcpy((void *)addr(&a->lse, t, h, 0), &inf, sizeof inf);
+                    }
+                    continue;
+                }
+                for (int64_t d = 0; d < Dc; d++) {
+                    float o = a->p_mode == DSOPS_P_TILED ? O[d] / l : O[d];
+                    uint16_t ob = dsops_ref_bf16_from_f32(o);
+                    memcpy((void *)addr(&a->out, t, h, d), &ob, sizeof ob);
+                }
+                if (has_lse) {
+                    float lse = m + logf(l);              /* A7 */
+                    memcpy((void *)addr(&a->lse, t, h, 0), &lse, sizeof lse);
+                }
+            }
+        }
+    }
+
+    free(keys);
+    free(qT);
+    free(s);
+    free(acc);
+    free(w);
+    free(P);
+    free(O);
+    free(Ot);
+}

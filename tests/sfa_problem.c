@@ -1,0 +1,585 @@
+#include "sfa_problem.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ref.h"
+#include "test_util.h"
+
+#define GUARD 64 /* sentinel elements before and after each output view */
+
+static void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        abort();
+    }
+    return p;
+}
+
+static void *at3(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2)
+{
+    int64_t off = i0 * t->stride[0] + (t->ndim > 1 ? i1 * t->stride[1] : 0) + (t->ndim > 2 ? i2 * t->stride[2] : 0);
+    return (char *)t->data + off * (int64_t)dsops_dtype_size(t->dtype);
+}
+
+static dsops_tensor view3(void *data, dsops_dtype dt, int64_t d0, int64_t d1, int64_t d2, int64_t s0, int64_t s1)
+{
+    int64_t shape[3] = {d0, d1, d2};
+    dsops_tensor t = dsops_tensor_make(data, dt, 3, shape);
+    t.stride[0] = s0;
+    t.stride[1] = s1;
+    t.stride[2] = 1;
+    return t;
+}
+
+static void put_u16(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2, uint16_t v) { memcpy(at3(t, i0, i1, i2), &v, 2); }
+static void put_f32(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2, float v) { memcpy(at3(t, i0, i1, i2), &v, 4); }
+static void put_i8(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2, int8_t v) { memcpy(at3(t, i0, i1, i2), &v, 1); }
+
+/* ---- one logical cache row ------------------------------------------------------------------------ */
+
+typedef struct row_data {
+    uint16_t nope_bf16[4096];
+    int8_t nope_i8[4096];
+    float scale[32];
+    uint16_t rope[4096];
+} row_data;
+
+static void gen_row(const tp_spec *sp, tu_rng *r, int dead, row_data *rd)
+{
+    const int G = sp->Dc / 128;
+    for (int c = 0; c < sp->Dc; c++)
+        rd->nope_bf16[c] = tu_bf16(tu_rng_uniform(r, -1.0f, 1.0f));
+    if (sp->neg_inf)
+        rd->nope_bf16[0] = tu_bf16(dead ? -1e30f : 0.0f);
+    for (int g = 0; g < G; g++) {
+        int zero_group = !sp->int8_extreme && tu_rng_int(r, 0, 7) == 0; /* all-zero group, scale 0 */
+        rd->scale[g] = zero_group ? 0.0f : tu_rng_uniform(r, 0.0005f, 0.01f);
+        for (int c = g * 128; c < (g + 1) * 128; c++) {
+            if (zero_group)
+                rd->nope_i8[c] = 0;
+            else if (sp->int8_extreme)
+                rd->nope_i8[c] = (int8_t)(tu_rng_int(r, 0, 1) ? 127 : -128);
+            else
+                rd->nope_i8[c] = (int8_t)tu_rng_int(r, -128, 127);
+        }
+    }
+    for (int c = 0; c < sp->Dr; c++)
+        rd->rope[c] = tu_bf16(tu_rng_uniform(r, -1.0f, 1.0f));
+}
+
+static void store_row(const tp_problem *p, int64_t blk, int64_t off, const row_data *rd)
+{
+    const dsops_sparse_flash_attention_v32_args *a = &p->args;
+    const int Dc = p->sp.Dc, Dr = p->sp.Dr, G = Dc / 128;
+    switch (p->sp.layout) {
+    case DSOPS_KV_SPLIT_BF16:
+        for (int c = 0; c < Dc; c++)
+            put_u16(&a->key_nope, blk, off, c, rd->nope_bf16[c]);
+        for (int c = 0; c < Dr; c++)
+            put_u16(&a->key_rope, blk, off, c, rd->rope[c]);
+        break;
+    case DSOPS_KV_SPLIT_INT8:
+        for (int c = 0; c < Dc; c++)
+            put_i8(&a->key_nope, blk, off, c, rd->nope_i8[c]);
+        for (int g = 0; g < G; g++)
+            put_f32(&a->key_nope_scale, blk, off, g, rd->scale[g]);
+        for (int c = 0; c < Dr; c++)
+            put_u16(&a->key_rope, blk, off, c, rd->rope[c]);
+        break;
+    case DSOPS_KV_PACKED656: {
+        uint8_t *row = at3(&a->kv_packed, blk, off, 0);
+        for (int c = 0; c < 512; c++)
+            row[c] = (uint8_t)rd->nope_i8[c];
+        for (int c = 0; c < 64; c++) {
+            row[512 + 2 * c] = (uint8_t)(rd->rope[c] & 0xff);
+            row[512 + 2 * c + 1] = (uint8_t)(rd->rope[c] >> 8);
+        }
+        for (int g = 0; g < 4; g++) {
+            uint32_t u;
+            memcpy(&u, &rd->scale[g], 4);
+            for (int k = 0; k < 4; k++)
+                row[640 + 4 * g + k] = (uint8_t)(u >> (8 * k));
+        }
+        break;
+    }
+    }
+}
+
+/* ---- building --------------------------------------------------------------------------------------- */
+
+static int32_t zoo_value(tu_rng *r, int32_t used)
+{
+    switch (tu_rng_int(r, 0, 5)) {
+    case 0: return -1;
+    case 1: return -5;
+    case 2: return INT32_MIN;
+    case 3: return INT32_MAX;
+    case 4: return used;
+    default: return used + 7;
+    }
+}
+
+static int32_t valid_value(tu_rng *r, int32_t used) { return used > 0 ? (int32_t)tu_rng_int(r, 0, used - 1) : -1; }
+
+tp_problem *tp_make(const tp_spec *spec, uint64_t seed)
+{
+    tp_problem *p = xcalloc(1, sizeof *p);
+    p->sp = *spec;
+    tp_spec *sp = &p->sp;
+    if (sp->p_tile == 0)
+        sp->p_tile = 128;
+    if (sp->softmax_scale == 0.0f)
+        sp->softmax_scale = 1.0f / sqrtf((float)(sp->Dc + sp->Dr));
+    if (sp->q_amp == 0.0f)
+        sp->q_amp = 1.0f;
+    if (sp->Dc > 4096 || sp->Dr > 4096 || sp->B > TP_MAX_B) {
+        fprintf(stderr, "tp_make: spec too large\n");
+        abort();
+    }
+    tu_rng rng;
+    tu_rng_seed(&rng, seed);
+    const int B = sp->B, N = sp->N, Dc = sp->Dc, Dr = sp->Dr, K = sp->K, BS = sp->BS, G = Dc / 128;
+
+    /* sequences */
+    p->cu = xcalloc((size_t)B + 1, sizeof(int32_t));  /* [B+1] */
+    p->used = xcalloc((size_t)B, sizeof(int32_t));    /* [B] */
+    int64_t T = 0;
+    for (int b = 0; b < B; b++) {
+        p->cu[b] = (int32_t)T;
+        T += sp->S[b];
+        p->used[b] = sp->seqused[b];
+    }
+    p->cu[B] = (int32_t)T;
+    p->T = T;
+
+    /* block table [B, MB]: a random permutation of the physical blocks */
+    int64_t NB = sp->extra_blocks, MB = 0;
+    for (int b = 0; b < B; b++) {
+        int64_t nb = (sp->seqused[b] + BS - 1) / BS;
+        NB += nb;
+        if (nb > MB)
+            MB = nb;
+    }
+    MB += sp->extra_cols;
+    if (MB < 1)
+        MB = 1;
+    if (NB < 1)
+        NB = 1;
+    p->NB = NB;
+    p->MB = MB;
+    int32_t *perm = xcalloc((size_t)NB, sizeof(int32_t));
+    int32_t *owner = xcalloc((size_t)NB, sizeof(int32_t)); /* sequence owning each physical block, -1 none */
+    for (int64_t i = 0; i < NB; i++) {
+        perm[i] = (int32_t)i;
+        owner[i] = -1;
+    }
+    for (int64_t i = NB - 1; i > 0; i--) {
+        int64_t j = tu_rng_int(&rng, 0, i);
+        int32_t tmp = perm[i];
+        perm[i] = perm[j];
+        perm[j] = tmp;
+    }
+    p->table = xcalloc((size_t)(B * MB), sizeof(int32_t));
+    static const int32_t garbage[] = {-1, 99999, INT32_MIN, -7, INT32_MAX};
+    for (int b = 0, next = 0; b < B; b++) {
+        int64_t nb = (sp->seqused[b] + BS - 1) / BS;
+        for (int64_t j = 0; j < MB; j++) {
+            if (j < nb) {
+                p->table[b * MB + j] = perm[next + j];
+                owner[perm[next + j]] = b;
+            } else {
+                p->table[b * MB + j] = sp->garbage_table ? garbage[(b + j) % 5] : -1;
+            }
+        }
+        next += (int)nb;
+    }
+    /* NB itself is also garbage for a table entry: use it once if there is an unused column */
+    if (sp->garbage_table && B > 0 && MB > (sp->seqused[0] + BS - 1) / BS)
+        p->table[MB - 1] = (int32_t)NB;
+
+    /* top-k indices [T, K] and lengths [T] */
+    p->idx = xcalloc((size_t)(T * K), sizeof(int32_t));
+    if (sp->with_topk_length)
+        p->len = xcalloc((size_t)T, sizeof(int32_t));
+    int32_t *seqperm = NULL;
+    for (int b = 0; b < B; b++) {
+        int32_t used = sp->seqused[b];
+        for (int64_t t = p->cu[b]; t < p->cu[b + 1]; t++) {
+            int32_t *row = p->idx + t * K;
+            switch (sp->index_mode) {
+            case TP_IDX_VALID:
+                for (int j = 0; j < K; j++)
+                    row[j] = (j > 0 && tu_rng_int(&rng, 0, 7) == 0) ? row[j - 1] : valid_value(&rng, used);
+                break;
+            case TP_IDX_ZOO:
+                for (int j = 0; j < K; j++) {
+                    int64_t pick = tu_rng_int(&rng, 0, 15);
+                    row[j] = pick < 7 ? valid_value(&rng, used)
+                                      : (pick == 7 && j > 0 ? row[j - 1] : zoo_value(&rng, used));
+                }
+                break;
+            case TP_IDX_INVALID:
+                for (int j = 0; j < K; j++)
+                    row[j] = zoo_value(&rng, used);
+                break;
+            case TP_IDX_CASE:
+                if (t == p->cu[b]) {
+                    if (used < K) {
+                        for (int j = 0; j < K; j++)
+                            row[j] = j < used ? j : 0;
+                    } else {
+                        seqperm = realloc(seqperm, sizeof(int32_t) * (size_t)used);
+                        if (!seqperm)
+                            abort();
+                        for (int32_t i = 0; i < used; i++)
+                            seqperm[i] = i;
+                        for (int j = 0; j < K; j++) {
+                            int32_t k = (int32_t)tu_rng_int(&rng, j, used - 1);
+                            int32_t tmp = seqperm[j];
+                            seqperm[j] = seqperm[k];
+                            seqperm[k] = tmp;
+                            row[j] = seqperm[j];
+                        }
+                    }
+                } else {
+                    memcpy(row, p->idx + (int64_t)p->cu[b] * K, sizeof(int32_t) * (size_t)K);
+                }
+                break;
+            }
+            if (p->len) {
+                switch (tu_rng_int(&rng, 0, 5)) {
+                case 0: p->len[t] = 0; break;
+                case 1: p->len[t] = K + 3; break;
+                case 2: p->len[t] = INT32_MAX; break;
+                default: p->len[t] = (int32_t)tu_rng_int(&rng, 0, K); break;
+                }
+            }
+        }
+    }
+    free(seqperm);
+
+    /* queries */
+    dsops_sparse_flash_attention_v32_args *a = &p->args;
+    dsops_sparse_flash_attention_v32_init(a, DSOPS_PRESET_V32);
+    if (sp->strided_q) {
+        int64_t W = Dc + Dr + 5, ts = N * W + 3;
+        int64_t n = T * ts;
+        uint16_t *q = xcalloc((size_t)n, sizeof(uint16_t));
+        for (int64_t i = 0; i < n; i++)
+            q[i] = 0xffff; /* NaN in the padding: never read */
+        p->qbuf[0] = q;
+        a->q_nope = view3(q, DSOPS_BF16, T, N, Dc, ts, W);
+        a->q_rope = view3(q + Dc, DSOPS_BF16, T, N, Dr, ts, W);
+    } else {
+        p->qbuf[0] = xcalloc((size_t)(T * N * Dc), sizeof(uint16_t));
+        p->qbuf[1] = xcalloc((size_t)(T * N * Dr), sizeof(uint16_t));
+        a->q_nope = view3(p->qbuf[0], DSOPS_BF16, T, N, Dc, N * Dc, Dc);
+        a->q_rope = view3(p->qbuf[1], DSOPS_BF16, T, N, Dr, N * Dr, Dr);
+    }
+    for (int64_t t = 0; t < T; t++)
+        for (int h = 0; h < N; h++) {
+            for (int c = 0; c < Dc; c++)
+                put_u16(&a->q_nope, t, h, c, tu_bf16(tu_rng_uniform(&rng, -sp->q_amp, sp->q_amp)));
+            for (int c = 0; c < Dr; c++)
+                put_u16(&a->q_rope, t, h, c, tu_bf16(tu_rng_uniform(&rng, -sp->q_amp, sp->q_amp)));
+            if (sp->neg_inf)
+                put_u16(&a->q_nope, t, h, 0, tu_bf16(1e30f));
+        }
+
+    /* caches: buffers filled with 0xff bytes (bf16 / fp32 NaN, int8 -1) where no row is written */
+    size_t kvbytes[4] = {0, 0, 0, 0};
+    const int64_t rows = NB * BS;
+    if (sp->layout == DSOPS_KV_SPLIT_BF16) {
+        if (sp->strided_kv) {
+            int64_t W = Dc + Dr + 3, bs = BS * W + 7;
+            kvbytes[0] = (size_t)(NB * bs) * 2;
+            p->kvbuf[0] = xcalloc(kvbytes[0], 1);
+            a->key_nope = view3(p->kvbuf[0], DSOPS_BF16, NB, BS, Dc, bs, W);
+            a->key_rope = view3((uint16_t *)p->kvbuf[0] + Dc, DSOPS_BF16, NB, BS, Dr, bs, W);
+        } else {
+            kvbytes[0] = (size_t)(rows * Dc) * 2;
+            kvbytes[1] = (size_t)(rows * Dr) * 2;
+            p->kvbuf[0] = xcalloc(kvbytes[0], 1);
+            p->kvbuf[1] = xcalloc(kvbytes[1], 1);
+            a->key_nope = view3(p->kvbuf[0], DSOPS_BF16, NB, BS, Dc, BS * Dc, Dc);
+            a->key_rope = view3(p->kvbuf[1], DSOPS_BF16, NB, BS, Dr, BS * Dr, Dr);
+        }
+    } else if (sp->layout == DSOPS_KV_SPLIT_INT8) {
+        if (sp->strided_kv) {
+            /* one byte buffer per row: nope int8 | rope bf16 | scales fp32 | padding */
+            int64_t Wb = Dc + 2 * Dr + 4 * G + (sp->strided_kv == 2 ? 0 : 8);
+            int64_t bs = BS * Wb + (sp->strided_kv == 2 ? 0 : 16);
+            kvbytes[0] = (size_t)(NB * bs);
+            p->kvbuf[0] = xcalloc(kvbytes[0], 1);
+            uint8_t *base = p->kvbuf[0];
+            a->key_nope = view3(base, DSOPS_INT8, NB, BS, Dc, bs, Wb);
+            a->key_rope = view3(base + Dc, DSOPS_BF16, NB, BS, Dr, bs / 2, Wb / 2);
+            a->key_nope_scale = view3(base + Dc + 2 * Dr, DSOPS_FP32, NB, BS, G, bs / 4, Wb / 4);
+        } else {
+            kvbytes[0] = (size_t)(rows * Dc);
+            kvbytes[1] = (size_t)(rows * G) * 4;
+            kvbytes[2] = (size_t)(rows * Dr) * 2;
+            for (int i = 0; i < 3; i++)
+                p->kvbuf[i] = xcalloc(kvbytes[i], 1);
+            a->key_nope = view3(p->kvbuf[0], DSOPS_INT8, NB, BS, Dc, BS * Dc, Dc);
+            a->key_nope_scale = view3(p->kvbuf[1], DSOPS_FP32, NB, BS, G, BS * G, G);
+            a->key_rope = view3(p->kvbuf[2], DSOPS_BF16, NB, BS, Dr, BS * Dr, Dr);
+        }
+    } else {
+        int64_t W = 656 + (sp->strided_kv ? 12 : 0), bs = BS * W + (sp->strided_kv ? 8 : 0);
+        kvbytes[0] = (size_t)(NB * bs);
+        p->kvbuf[0] = xcalloc(kvbytes[0], 1);
+        a->kv_packed = view3(p->kvbuf[0], DSOPS_UINT8, NB, BS, 656, bs, W);
+    }
+    for (int i = 0; i < 4; i++)
+        if (p->kvbuf[i])
+            memset(p->kvbuf[i], 0xff, kvbytes[i]);
+
+    /* which rows does some token use (spec §4.4 steps 1-2)? */
+    unsigned char *row_used = xcalloc((size_t)rows, 1);
+    for (int b = 0; b < B; b++) {
+        int64_t S_b = sp->S[b];
+        for (int64_t t = p->cu[b]; t < p->cu[b + 1]; t++) {
+            int64_t i = t - p->cu[b];
+            int64_t L = (int64_t)sp->seqused[b] - (S_b - 1 - i);
+            int64_t cnt = L < 0 ? 0 : (L > K ? K : L);
+            if (p->len && p->len[t] < cnt)
+                cnt = p->len[t];
+            for (int64_t j = 0; j < cnt; j++) {
+                int64_t id = p->idx[t * K + j];
+                if (id < 0 || id >= sp->seqused[b])
+                    continue;
+                row_used[(int64_t)p->table[b * MB + id / BS] * BS + id % BS] = 1;
+            }
+        }
+    }
+    row_data *rd = xcalloc(1, sizeof *rd);
+    for (int64_t row = 0; row < rows; row++) {
+        int64_t blk = row / BS;
+        int dead = sp->neg_inf && (owner[blk] == 0 || row % 3 == 0);
+        gen_row(sp, &rng, dead, rd); /* drawn for every row so the data does not depend on nan_fill */
+        if (sp->nan_fill && !row_used[row])
+            continue;
+        store_row(p, blk, row % BS, rd);
+    }
+    free(rd);
+    free(row_used);
+    free(perm);
+    free(owner);
+
+    /* index tensors */
+    int64_t s2[2] = {T, K}, s1[1];
+    a->topk_indices = dsops_tensor_make(p->idx, DSOPS_INT32, 2, s2);
+    if (p->len) {
+        s1[0] = T;
+        a->topk_length = dsops_tensor_make(p->len, DSOPS_INT32, 1, s1);
+    }
+    s2[0] = B, s2[1] = MB;
+    a->block_table = dsops_tensor_make(p->table, DSOPS_INT32, 2, s2);
+    s1[0] = B + 1;
+    a->cu_seqlens_q = dsops_tensor_make(p->cu, DSOPS_INT32, 1, s1);
+    s1[0] = B;
+    a->seqused_kv = dsops_tensor_make(p->used, DSOPS_INT32, 1, s1);
+
+    /* outputs inside guarded (and, when strided, padded) buffers */
+    int64_t oW = Dc + (sp->strided_out ? 4 : 0), ots = N * oW + (sp->strided_out ? 2 : 0);
+    p->out_buf_n = T * ots + 2 * GUARD;
+    p->out_buf = xcalloc((size_t)p->out_buf_n, sizeof(uint16_t));
+    a->out = view3(p->out_buf + GUARD, DSOPS_BF16, T, N, Dc, ots, oW);
+    if (sp->with_lse) {
+        int64_t lW = N + (sp->strided_out ? 3 : 0);
+        p->lse_buf_n = T * lW + 2 * GUARD;
+        p->lse_buf = xcalloc((size_t)p->lse_buf_n, sizeof(float));
+        int64_t shape[2] = {T, N};
+        a->lse = dsops_tensor_make(p->lse_buf + GUARD, DSOPS_FP32, 2, shape);
+        a->lse.stride[0] = lW;
+    }
+    tp_reset_outputs(p);
+
+    a->softmax_scale = sp->softmax_scale;
+    a->p_mode = sp->p_mode;
+    a->p_tile = sp->p_tile;
+    a->kv_layout = sp->layout;
+    return p;
+}
+
+void tp_free(tp_problem *p)
+{
+    if (!p)
+        return;
+    for (int i = 0; i < 2; i++)
+        free(p->qbuf[i]);
+    for (int i = 0; i < 4; i++)
+        free(p->kvbuf[i]);
+    free(p->idx);
+    free(p->len);
+    free(p->table);
+    free(p->cu);
+    free(p->used);
+    free(p->out_buf);
+    free(p->lse_buf);
+    free(p->ref_out);
+    free(p->ref_lse);
+    free(p);
+}
+
+void tp_reset_outputs(tp_problem *p)
+{
+    for (int64_t i = 0; i < p->out_buf_n; i++)
+        p->out_buf[i] = TP_SENTINEL_BF16;
+    uint32_t s = TP_SENTINEL_F32_BITS;
+    for (int64_t i = 0; i < p->lse_buf_n; i++)
+        memcpy(&p->lse_buf[i], &s, 4);
+}
+
+int tp_outputs_untouched(const tp_problem *p)
+{
+    for (int64_t i = 0; i < p->out_buf_n; i++)
+        if (p->out_buf[i] != TP_SENTINEL_BF16)
+            return 0;
+    for (int64_t i = 0; i < p->lse_buf_n; i++) {
+        uint32_t u;
+        memcpy(&u, &p->lse_buf[i], 4);
+        if (u != TP_SENTINEL_F32_BITS)
+            return 0;
+    }
+    return 1;
+}
+
+void tp_reference_of(const dsops_sparse_flash_attention_v32_args *a, uint16_t **ref_out, float **ref_lse)
+{
+    const int64_t T = a->out.shape[0], N = a->out.shape[1], Dc = a->out.shape[2];
+    dsops_sparse_flash_attention_v32_args r = *a;
+    *ref_out = xcalloc((size_t)(T * N * Dc), sizeof(uint16_t));
+    *ref_lse = xcalloc((size_t)(T * N), sizeof(float));
+    int64_t s3[3] = {T, N, Dc}, s2[2] = {T, N};
+    r.out = dsops_tensor_make(*ref_out, DSOPS_BF16, 3, s3);
+    r.lse = dsops_tensor_make(*ref_lse, DSOPS_FP32, 2, s2);
+    dsops_ref_sparse_flash_attention_v32(&r);
+}
+
+void tp_compute_ref(tp_problem *p)
+{
+    free(p->ref_out);
+    free(p->ref_lse);
+    tp_reference_of(&p->args, &p->ref_out, &p->ref_lse);
+}
+
+void tp_extract(const dsops_sparse_flash_attention_v32_args *a, uint16_t *out_bits, uint32_t *lse_bits)
+{
+    const int64_t T = a->out.shape[0], N = a->out.shape[1], Dc = a->out.shape[2];
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < N; h++) {
+            memcpy(out_bits + (t * N + h) * Dc, at3(&a->out, t, h, 0), sizeof(uint16_t) * (size_t)Dc);
+            if (lse_bits && a->lse.data)
+                memcpy(lse_bits + t * N + h, at3(&a->lse, t, h, 0), 4);
+        }
+}
+
+void tp_poison_outputs(const dsops_sparse_flash_attention_v32_args *a)
+{
+    const int64_t T = a->out.shape[0], N = a->out.shape[1], Dc = a->out.shape[2];
+    const uint16_t nan16 = 0xffff;
+    const uint32_t nan32 = 0xffffffffu;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < N; h++) {
+            for (int64_t d = 0; d < Dc; d++)
+                memcpy(at3(&a->out, t, h, d), &nan16, 2);
+            if (a->lse.data)
+                memcpy(at3(&a->lse, t, h, 0), &nan32, 4);
+        }
+}
+
+int tp_compare(const char *label, const dsops_sparse_flash_attention_v32_args *a, const uint16_t *ref_out,
+               const float *ref_lse)
+{
+    const int64_t T = a->out.shape[0], N = a->out.shape[1], Dc = a->out.shape[2];
+    const size_t n_out = (size_t)(T * N * Dc), n_lse = (size_t)(T * N);
+    uint16_t *ob = xcalloc(n_out, sizeof(uint16_t));
+    uint32_t *lb = xcalloc(n_lse, sizeof(uint32_t));
+    float *of = xcalloc(n_out, sizeof(float)), *rf = xcalloc(n_out, sizeof(float));
+    tp_extract(a, ob, lb);
+    for (size_t i = 0; i < n_out; i++) {
+        of[i] = tu_f32(ob[i]);
+        rf[i] = tu_f32(ref_out[i]);
+    }
+    char name[300];
+    int ok = 1;
+    tu_tol tol_out = {a->p_mode == DSOPS_P_TILED ? 5e-4 : 1e-4, 0.005, 0.005};
+    tu_tol tol_lse = {1e-6, 8.01 / 65536.0, 0.005};
+    snprintf(name, sizeof name, "%s out", label);
+    ok &= tu_compare_close(name, of, rf, n_out, tol_out, NULL);
+    if (a->lse.data) {
+        float *lf = (float *)lb;
+        snprintf(name, sizeof name, "%s lse", label);
+        ok &= tu_compare_close(name, lf, ref_lse, n_lse, tol_lse, NULL);
+    }
+    /* lonely rows: exactly +0 and +Inf */
+    int64_t lonely = 0, bad_t = -1, bad_h = -1;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < N; h++) {
+            if (!(isinf(ref_lse[t * N + h]) && ref_lse[t * N + h] > 0))
+                continue;
+            lonely++;
+            int row_ok = 1;
+            for (int64_t d = 0; d < Dc; d++)
+                row_ok &= ob[(t * N + h) * Dc + d] == 0;
+            if (a->lse.data) {
+                float l;
+                memcpy(&l, &lb[t * N + h], 4);
+                row_ok &= isinf(l) && l > 0;
+            }
+            if (!row_ok && bad_t < 0)
+                bad_t = t, bad_h = h;
+        }
+    if (tu_verbose())
+        printf("  %s: %lld lonely rows of %lld\n", label, (long long)lonely, (long long)(T * N));
+    if (lonely)
+        ok &= tu_check(bad_t < 0, "%s: lonely row t=%lld h=%lld is not exactly out = +0, lse = +Inf (%lld lonely rows)",
+                       label, (long long)bad_t, (long long)bad_h, (long long)lonely);
+    free(ob);
+    free(lb);
+    free(of);
+    free(rf);
+    return ok;
+}
+
+int tp_check(tp_problem *p, const char *label)
+{
+    int ok = tp_compare(label, &p->args, p->ref_out, p->ref_lse);
+    /* every element outside the views keeps its sentinel */
+    const dsops_sparse_flash_attention_v32_args *a = &p->args;
+    const int64_t T = p->T, N = p->sp.N, Dc = p->sp.Dc;
+    unsigned char *in_view = xcalloc((size_t)p->out_buf_n, 1);
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < N; h++)
+            for (int64_t d = 0; d < Dc; d++)
+                in_view[(uint16_t *)at3(&a->out, t, h, d) - p->out_buf] = 1;
+    int64_t stray = -1;
+    for (int64_t i = 0; i < p->out_buf_n && stray < 0; i++)
+        if (!in_view[i] && p->out_buf[i] != TP_SENTINEL_BF16)
+            stray = i;
+    free(in_view);
+    ok &= tu_check(stray < 0, "%s: out buffer element %lld outside the view was written", label, (long long)stray);
+    if (p->lse_buf) {
+        unsigned char *lv = xcalloc((size_t)p->lse_buf_n, 1);
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < N; h++)
+                lv[(float *)at3(&a->lse, t, h, 0) - p->lse_buf] = 1;
+        stray = -1;
+        for (int64_t i = 0; i < p->lse_buf_n && stray < 0; i++) {
+            uint32_t u;
+            memcpy(&u, &p->lse_buf[i], 4);
+            if (!lv[i] && u != TP_SENTINEL_F32_BITS)
+                stray = i;
+        }
+        free(lv);
+        ok &= tu_check(stray < 0, "%s: lse buffer element %lld outside the view was written", label, (long long)stray);
+    }
+    return ok;
+}

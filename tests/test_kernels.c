@@ -1,0 +1,219 @@
+/* Micro-kernels of every tier against the scalar tier on random inputs: packing layouts bit-exact,
+ * dequantisation and bf16 rounding bit-exact, exp within 2 ulp of a correctly rounded exp, QK and PV
+ * within fp32 reassociation error. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dispatch.h"
+#include "test_util.h"
+
+static float rnd_bf16(tu_rng *r, float lo, float hi) { return tu_round_bf16(tu_rng_uniform(r, lo, hi)); }
+
+/* distance in units in the last place between two finite floats of the same sign */
+static int64_t ulp_distance(float a, float b)
+{
+    int32_t ia, ib;
+    memcpy(&ia, &a, 4);
+    memcpy(&ib, &b, 4);
+    if (ia < 0)
+        ia = INT32_MIN - ia;
+    if (ib < 0)
+        ib = INT32_MIN - ib;
+    return llabs((long long)ia - (long long)ib);
+}
+
+static void test_exp(const dsops_kernel_table *t, tu_rng *r)
+{
+    enum { N = 4099 };
+    float *s = malloc(N * 4), *w = malloc(N * 4);
+    int64_t worst = 0;
+    float worst_x = 0;
+    for (int round = 0; round < 40; round++) {
+        for (int i = 0; i < N; i++)
+            s[i] = round < 20 ? tu_rng_uniform(r, -110.0f, 0.0f) : tu_rng_uniform(r, -1.0f, 0.0f);
+        s[0] = 0.0f;
+        s[1] = -INFINITY;
+        s[2] = -87.5f; /* subnormal result */
+        float l = t->attn.exp_sum(s, N, 0.0f, w);
+        double ref_sum = 0;
+        for (int i = 0; i < N; i++) {
+            double e = exp((double)s[i]);
+            float ref = (float)e;
+            ref_sum += (double)w[i];
+            int64_t d = ulp_distance(w[i], ref);
+            if (d > worst) {
+                worst = d;
+                worst_x = s[i];
+            }
+        }
+        tu_check(fabs((double)l - ref_sum) <= 1e-5 * ref_sum, "%s exp_sum: sum %.9g vs %.9g",
+                 dsops_isa_name(t->isa), (double)l, ref_sum);
+    }
+    tu_check(worst <= 2, "%s exp: worst error %lld ulp at x = %.9g", dsops_isa_name(t->isa), (long long)worst,
+             (double)worst_x);
+    free(s);
+    free(w);
+}
+
+static void test_rounding(const dsops_kernel_table *t, const dsops_kernel_table *ref, tu_rng *r)
+{
+    enum { N = 1000 };
+    float w[N];
+    uint16_t a[N], b[N];
+    for (int i = 0; i < N; i++) {
+        uint32_t u = (uint32_t)tu_rng_u64(r);
+        memcpy(&w[i], &u, 4); /* every bit pattern: NaN, Inf, subnormals, ties */
+    }
+    w[0] = 1.00390625f; /* exact tie between two bf16 values: rounds to even */
+    t->attn.scale_to_bf16(w, N, 1.0f, a);
+    ref->attn.scale_to_bf16(w, N, 1.0f, b);
+    tu_check(memcmp(a, b, sizeof a) == 0, "%s scale_to_bf16 differs from scalar", dsops_isa_name(t->isa));
+    t->attn.store_bf16(w, N - 3, 1.0f, a);
+    ref->attn.store_bf16(w, N - 3, 1.0f, b);
+    tu_check(memcmp(a, b, (N - 3) * 2) == 0, "%s store_bf16 differs from scalar", dsops_isa_name(t->isa));
+
+    int8_t q[512];
+    float scales[4] = {0.01f, -3.5f, 1e-30f, 1e30f};
+    for (int i = 0; i < 512; i++)
+        q[i] = (int8_t)tu_rng_int(r, -128, 127);
+    q[0] = -128;
+    q[1] = 127;
+    t->attn.dequant_int8(q, scales, 512, a);
+    ref->attn.dequant_int8(q, scales, 512, b);
+    tu_check(memcmp(a, b, 512 * 2) == 0, "%s dequant_int8 differs from scalar", dsops_isa_name(t->isa));
+}
+
+static void test_pack(const dsops_kernel_table *t, const dsops_kernel_table *ref, tu_rng *r, int dqk, int dv)
+{
+    int qw = (dqk + 1) & ~1, dpairs = qw / 2, dvb = (dv + 15) / 16;
+    size_t stride = (size_t)qw + 32, vps = 8 * 32 + 64;
+    uint16_t *rows = calloc(16 * stride, 2);
+    uint16_t *kt_a = calloc((size_t)dpairs * 32, 2), *kt_b = calloc((size_t)dpairs * 32, 2);
+    uint16_t *vp_a = calloc((size_t)dvb * vps, 2), *vp_b = calloc((size_t)dvb * vps, 2);
+    for (int e = 0; e < 16; e++)
+        for (int d = 0; d < qw; d++)
+            rows[e * stride + d] = d < dqk ? tu_bf16(tu_rng_uniform(r, -2, 2)) : 0;
+    t->attn.pack_keys(rows, stride, dpairs, dv, kt_a, vp_a, vps);
+    ref->attn.pack_keys(rows, stride, dpairs, dv, kt_b, vp_b, vps);
+    tu_check(memcmp(kt_a, kt_b, (size_t)dpairs * 64) == 0, "%s pack_keys Kt (dqk %d) differs",
+             dsops_isa_name(t->isa), dqk);
+    int vp_same = 1;
+    for (int blk = 0; blk < dvb; blk++)
+        vp_same &= memcmp(vp_a + blk * vps, vp_b + blk * vps, 8 * 64) == 0;
+    tu_check(vp_same, "%s pack_keys Vp (dv %d) differs", dsops_isa_name(t->isa), dv);
+    /* the scalar layout itself, element by element (spec of the layout in dispatch.h) */
+    int layout_ok = 1;
+    for (int e = 0; e < 16; e++)
+        for (int d = 0; d < qw; d++)
+            layout_ok &= kt_b[(d / 2) * 32 + e * 2 + d % 2] == rows[e * stride + d];
+    for (int blk = 0; blk < dvb; blk++)
+        for (int e = 0; e < 16; e++)
+            for (int i = 0; i < 16; i++) {
+                int d = blk * 16 + i;
+                uint16_t want = d < dv ? rows[e * stride + d] : 0;
+                layout_ok &= vp_b[blk * vps + (e / 2) * 32 + i * 2 + e % 2] == want;
+            }
+    tu_check(layout_ok, "scalar pack_keys does not follow the documented layout (dqk %d, dv %d)", dqk, dv);
+    free(rows);
+    free(kt_a);
+    free(kt_b);
+    free(vp_a);
+    free(vp_b);
+}
+
+/* QK and PV against a double-precision evaluation; error bound from the fp32 summation. */
+static void test_dots(const dsops_kernel_table *t, tu_rng *r, int nh, int n, int dqk, int dv)
+{
+    int qw = (dqk + 1) & ~1, dpairs = qw / 2, ntiles = (n + 15) / 16, npairs = ntiles * 8, dvb = (dv + 15) / 16;
+    size_t sst = (size_t)ntiles * 16 + 3, ost = (size_t)dvb * 16 + 5;
+    uint16_t *q = calloc((size_t)nh * qw, 2), *keys = calloc((size_t)ntiles * 16 * qw, 2);
+    uint16_t *kt = calloc((size_t)ntiles * dpairs * 32, 2), *vp = calloc((size_t)dvb * npairs * 32, 2);
+    uint16_t *p = calloc((size_t)nh * ntiles * 16, 2);
+    float *pf = calloc((size_t)nh * ntiles * 16, 4), *s = calloc((size_t)nh * sst, 4), *o = calloc((size_t)nh * ost, 4);
+    for (int i = 0; i < nh; i++)
+        for (int d = 0; d < dqk; d++)
+            q[i * qw + d] = tu_bf16(rnd_bf16(r, -1, 1));
+    for (int e = 0; e < n; e++)
+        for (int d = 0; d < dqk; d++)
+            keys[(size_t)e * qw + d] = tu_bf16(rnd_bf16(r, -1, 1));
+    for (int tile = 0; tile < ntiles; tile++)
+        t->attn.pack_keys(keys + (size_t)tile * 16 * qw, (size_t)qw, dpairs, dv, kt + (size_t)tile * dpairs * 32,
+                          vp + (size_t)tile * 8 * 32, (size_t)npairs * 32);
+    t->attn.qk(q, qw, nh, kt, ntiles, dpairs, 0.125f, s, sst);
+    double worst = 0;
+    for (int h = 0; h < nh; h++)
+        for (int e = 0; e < n; e++) {
+            double ref = 0, mag = 0;
+            for (int d = 0; d < dqk; d++) {
+                double x = (double)tu_f32(q[h * qw + d]) * (double)tu_f32(keys[(size_t)e * qw + d]);
+                ref += x;
+                mag += fabs(x);
+            }
+            double err = fabs((double)s[h * sst + e] - 0.125 * ref) / (0.125 * mag * dqk * 6e-8 + 1e-30);
+            worst = err > worst ? err : worst;
+        }
+    tu_check(worst <= 1.0, "%s qk (nh %d, n %d, dqk %d): error %.3g of the fp32 bound", dsops_isa_name(t->isa), nh,
+             n, dqk, worst);
+    for (int h = 0; h < nh; h++)
+        for (int e = 0; e < ntiles * 16; e++) {
+            float v = e < n ? rnd_bf16(r, 0, 1) : 0.0f;
+            p[h * ntiles * 16 + e] = tu_bf16(v);
+            pf[h * ntiles * 16 + e] = v;
+        }
+    for (int mode = 0; mode < 2; mode++) {
+        if (mode == 0)
+            t->attn.pv_bf16(p, (size_t)ntiles * 16, nh, vp, (size_t)npairs * 32, (n + 1) / 2, dvb, o, ost);
+        else
+            t->attn.pv_fp32(pf, (size_t)ntiles * 16, nh, vp, (size_t)npairs * 32, (n + 1) / 2, dvb, o, ost);
+        worst = 0;
+        for (int h = 0; h < nh; h++)
+            for (int d = 0; d < dvb * 16; d++) {
+                double ref = 0, mag = 0;
+                for (int e = 0; e < n; e++) {
+                    double v = d < dv ? (double)tu_f32(keys[(size_t)e * qw + d]) : 0.0;
+                    double x = (double)pf[h * ntiles * 16 + e] * v;
+                    ref += x;
+                    mag += fabs(x);
+                }
+                double err = fabs((double)o[h * ost + d] - ref) / (mag * n * 6e-8 + 1e-30);
+                worst = err > worst ? err : worst;
+            }
+        tu_check(worst <= 1.0, "%s pv_%s (nh %d, n %d, dv %d): error %.3g of the fp32 bound", dsops_isa_name(t->isa),
+                 mode ? "fp32" : "bf16", nh, n, dv, worst);
+    }
+    free(q);
+    free(keys);
+    free(kt);
+    free(vp);
+    free(p);
+    free(pf);
+    free(s);
+    free(o);
+}
+
+int main(int argc, char **argv)
+{
+    tu_init(argc, argv, 11);
+    tu_rng r;
+    tu_rng_seed(&r, tu_seed());
+    const dsops_kernel_table *scalar = dsops_kernel_table_get(DSOPS_ISA_SCALAR);
+    for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
+        const dsops_kernel_table *t = dsops_kernel_table_get((dsops_isa)isa);
+        test_exp(t, &r);
+        test_rounding(t, scalar, &r);
+        int shapes[][2] = {{576, 512}, {512, 512}, {96, 64}, {33, 20}, {2, 1}, {40, 40}};
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+            test_pack(t, scalar, &r, shapes[i][0], shapes[i][1]);
+        int dots[][4] = {{128, 200, 576, 512}, {13, 37, 96, 64}, {1, 1, 2, 1}, {7, 16, 33, 20}, {9, 97, 576, 512}};
+        for (size_t i = 0; i < sizeof dots / sizeof dots[0]; i++)
+            test_dots(t, &r, dots[i][0], dots[i][1], dots[i][2], dots[i][3]);
+        double g = 0;
+        tu_check(dsops_measure_peak((dsops_isa)isa, DSOPS_PEAK_BF16_DOT, 0.02, &g) == DSOPS_OK && g > 0,
+                 "%s bf16 peak probe returned %g", dsops_isa_name((dsops_isa)isa), g);
+        tu_check(dsops_measure_peak((dsops_isa)isa, DSOPS_PEAK_INT8_DOT, 0.02, &g) == DSOPS_OK && g > 0,
+                 "%s int8 peak probe returned %g", dsops_isa_name((dsops_isa)isa), g);
+    }
+    return tu_finish();
+}

@@ -1,0 +1,382 @@
+/* sparse_flash_attention_v32 against the reference oracle, on every available ISA tier:
+ *   - the CI-sized named cases of spec/CASES.md (bench/cases.c, seed 42 unless DSOPS_TEST_SEED is set),
+ *   - adversarial problems: odd block sizes, permuted tables with garbage in unused entries, the
+ *     invalid-index zoo, all-invalid rows, zero-length sequences, topk_length, NaN in every unused cache
+ *     row, int8 at -128/127, extreme logits, -Inf scores, odd shapes, strided views, lse on/off, all
+ *     probability modes, empty calls.
+ * Usage: test_sfa [label filter]. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cases.h"
+#include "ref.h"
+#include "sfa_problem.h"
+#include "test_util.h"
+
+static dsops_context *ctx;
+
+static uint64_t label_seed(const char *label)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a of the label, mixed with the run seed */
+    for (const char *c = label; *c; c++)
+        h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    return h ^ tu_seed();
+}
+
+static int set_tier(int isa)
+{
+    if (dsops_context_set_isa(ctx, (dsops_isa)isa) != DSOPS_OK)
+        return 0;
+    return tu_check(dsops_context_isa(ctx) == (dsops_isa)isa, "context tier %s not taken (got %s)",
+                    dsops_isa_name((dsops_isa)isa), dsops_isa_name(dsops_context_isa(ctx)));
+}
+
+/* ---- named cases ------------------------------------------------------------------------------------ */
+
+static void run_named_case(const dsops_sfa_case *c)
+{
+    if (!tu_selected(c->name))
+        return;
+    dsops_sfa_problem *p = dsops_sfa_problem_make(c, tu_seed());
+    if (!tu_check(p != NULL, "%s: problem generation failed", c->name))
+        return;
+    uint16_t *ref_out;
+    float *ref_lse;
+    tp_reference_of(&p->args, &ref_out, &ref_lse);
+    for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
+        if (!set_tier(isa))
+            continue;
+        char label[200];
+        snprintf(label, sizeof label, "%s [%s]", c->name, dsops_isa_name((dsops_isa)isa));
+        tp_poison_outputs(&p->args);
+        dsops_status st = dsops_sparse_flash_attention_v32(ctx, &p->args);
+        if (!tu_check(st == DSOPS_OK, "%s: status %s (%s)", label, dsops_status_name(st), dsops_last_error()))
+            continue;
+        tp_compare(label, &p->args, ref_out, ref_lse);
+    }
+    free(ref_out);
+    free(ref_lse);
+    dsops_sfa_problem_free(p);
+}
+
+static int small_case(const dsops_sfa_case *c)
+{
+    return strcmp(c->name, "v32_sfa_edge_all_invalid") == 0 || strcmp(c->name, "v32_sfa_b4_s2_int8_mixed_lse") == 0;
+}
+
+static void test_named_cases(void)
+{
+    int n;
+    const dsops_sfa_case *cs = dsops_sfa_cases(&n);
+    for (int i = 0; i < n; i++) {
+        if (!cs[i].ci || (tu_quick() && !small_case(&cs[i])))
+            continue;
+        run_named_case(&cs[i]);
+    }
+}
+
+/* ---- adversarial problems ----------------------------------------------------------------------------- */
+
+static void run_problem(const char *label, const tp_spec *sp)
+{
+    if (!tu_selected(label))
+        return;
+    tp_problem *p = tp_make(sp, label_seed(label));
+    tp_compute_ref(p);
+    for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
+        if (!set_tier(isa))
+            continue;
+        char l[300];
+        snprintf(l, sizeof l, "%s [%s]", label, dsops_isa_name((dsops_isa)isa));
+        tp_reset_outputs(p);
+        dsops_status st = dsops_sparse_flash_attention_v32(ctx, &p->args);
+        if (!tu_check(st == DSOPS_OK, "%s: status %s (%s)", l, dsops_status_name(st), dsops_last_error()))
+            continue;
+        tp_check(p, l);
+    }
+    tp_free(p);
+}
+
+static const char *layout_name(dsops_kv_layout l)
+{
+    return l == DSOPS_KV_SPLIT_BF16 ? "bf16" : (l == DSOPS_KV_SPLIT_INT8 ? "int8" : "packed");
+}
+
+/* A mixed problem: three sequences with prefill and decode tokens, lengths below and above K. */
+static tp_spec base_spec(dsops_kv_layout layout)
+{
+    tp_spec s;
+    memset(&s, 0, sizeof s);
+    s.B = 3;
+    s.S[0] = 2, s.S[1] = 3, s.S[2] = 1;
+    s.seqused[0] = 300, s.seqused[1] = 41, s.seqused[2] = 1000;
+    s.N = 3;
+    s.Dc = layout == DSOPS_KV_SPLIT_BF16 ? 64 : (layout == DSOPS_KV_SPLIT_INT8 ? 128 : 512);
+    s.Dr = 64;
+    s.K = 33;
+    s.BS = 17;
+    s.layout = layout;
+    s.p_mode = DSOPS_P_NORMALISED;
+    s.with_lse = 1;
+    s.index_mode = TP_IDX_ZOO;
+    return s;
+}
+
+static void test_block_sizes(void)
+{
+    static const int bss[] = {1, 3, 17, 130};
+    for (int l = 0; l < 3; l++)
+        for (int i = 0; i < 4; i++) {
+            tp_spec s = base_spec((dsops_kv_layout)l);
+            s.BS = bss[i];
+            s.garbage_table = 1;
+            s.extra_blocks = 3;
+            s.extra_cols = 2;
+            char label[100];
+            snprintf(label, sizeof label, "bs%d_%s", bss[i], layout_name((dsops_kv_layout)l));
+            run_problem(label, &s);
+        }
+}
+
+static void test_index_modes(void)
+{
+    for (int l = 0; l < 3; l++) {
+        char label[100];
+        tp_spec s = base_spec((dsops_kv_layout)l);
+        s.index_mode = TP_IDX_VALID;
+        s.BS = 16;
+        snprintf(label, sizeof label, "valid_dups_%s", layout_name((dsops_kv_layout)l));
+        run_problem(label, &s);
+
+        s = base_spec((dsops_kv_layout)l);
+        s.index_mode = TP_IDX_INVALID;
+        snprintf(label, sizeof label, "all_invalid_%s", layout_name((dsops_kv_layout)l));
+        run_problem(label, &s);
+
+        s = base_spec((dsops_kv_layout)l);
+        s.index_mode = TP_IDX_CASE;
+        s.K = 64;
+        s.BS = 32;
+        snprintf(label, sizeof label, "case_rows_%s", layout_name((dsops_kv_layout)l));
+        run_problem(label, &s);
+
+        /* zero-length sequences: S_b = 0, seqused 0, and S_b > seqused (L <= 0 for early tokens) */
+        s = base_spec((dsops_kv_layout)l);
+        s.B = 6;
+        int S[6] = {0, 2, 0, 3, 1, 4}, U[6] = {0, 10, 5, 0, 1, 2};
+        for (int b = 0; b < 6; b++)
+            s.S[b] = S[b], s.seqused[b] = U[b];
+        s.index_mode = TP_IDX_VALID;
+        snprintf(label, sizeof label, "zero_len_%s", layout_name((dsops_kv_layout)l));
+        run_problem(label, &s);
+
+        s = base_spec((dsops_kv_layout)l);
+        s.with_topk_length = 1;
+        s.S[0] = 5, s.S[1] = 4, s.S[2] = 6;
+        snprintf(label, sizeof label, "topk_length_%s", layout_name((dsops_kv_layout)l));
+        run_problem(label, &s);
+    }
+}
+
+static void test_poison(void)
+{
+    for (int l = 0; l < 3; l++) {
+        char label[100];
+        tp_spec s = base_spec((dsops_kv_layout)l);
+        s.nan_fill = 1;
+        s.extra_blocks = 2;
+        s.garbage_table = 1;
+        snprintf(label, sizeof label, "nan_unused_%s", layout_name((dsops_kv_layout)l));
+        run_problem(label, &s);
+
+        s.with_topk_length = 1;
+        s.S[0] = 4, s.S[1] = 4, s.S[2] = 4;
+        s.p_mode = DSOPS_P_TILED;
+        s.p_tile = 7;
+        snprintf(label, sizeof label, "nan_unused_len_tiled_%s", layout_name((dsops_kv_layout)l));
+        run_problem(label, &s);
+
+        if (l != DSOPS_KV_SPLIT_BF16) {
+            s = base_spec((dsops_kv_layout)l);
+            s.int8_extreme = 1;
+            s.index_mode = TP_IDX_VALID;
+            snprintf(label, sizeof label, "int8_extreme_%s", layout_name((dsops_kv_layout)l));
+            run_problem(label, &s);
+        }
+    }
+}
+
+static void test_extreme_logits(void)
+{
+    static const dsops_p_mode modes[] = {DSOPS_P_NORMALISED, DSOPS_P_FP32, DSOPS_P_TILED};
+    for (int l = 0; l < 3; l++)
+        for (int m = 0; m < 3; m++) {
+            char label[100];
+            tp_spec s = base_spec((dsops_kv_layout)l);
+            s.q_amp = 64.0f;
+            s.softmax_scale = 1.0f; /* scores in the thousands */
+            s.p_mode = modes[m];
+            s.p_tile = 5;
+            s.index_mode = TP_IDX_VALID;
+            snprintf(label, sizeof label, "extreme_logits_%s_p%d", layout_name((dsops_kv_layout)l), (int)modes[m]);
+            run_problem(label, &s);
+        }
+    /* -Inf scores (finite inputs whose products overflow): some keys of every token, and every key of
+     * sequence 0 (lonely through max = -Inf); tiles of -Inf before finite ones */
+    for (int m = 0; m < 3; m++) {
+        static const int tiles[] = {1, 3, 128};
+        for (int ti = 0; ti < (modes[m] == DSOPS_P_TILED ? 3 : 1); ti++) {
+            char label[100];
+            tp_spec s = base_spec(DSOPS_KV_SPLIT_BF16);
+            s.neg_inf = 1;
+            s.p_mode = modes[m];
+            s.p_tile = tiles[ti];
+            s.index_mode = TP_IDX_VALID;
+            snprintf(label, sizeof label, "neg_inf_scores_p%d_tile%d", (int)modes[m], tiles[ti]);
+            run_problem(label, &s);
+        }
+    }
+}
+
+static void test_shapes(void)
+{
+    static const int Ns[] = {1, 3, 17};
+    static const int Ks[] = {1, 5, 33};
+    for (int l = 0; l < 3; l++)
+        for (int ni = 0; ni < 3; ni++)
+            for (int ki = 0; ki < 3; ki++) {
+                char label[100];
+                tp_spec s = base_spec((dsops_kv_layout)l);
+                s.N = Ns[ni];
+                s.K = Ks[ki];
+                s.index_mode = ki == 0 ? TP_IDX_VALID : TP_IDX_ZOO;
+                snprintf(label, sizeof label, "shape_%s_n%d_k%d", layout_name((dsops_kv_layout)l), Ns[ni], Ks[ki]);
+                run_problem(label, &s);
+            }
+    /* latent widths: bf16 Dc 32 / Dr 16, Dc 64 and 128 with Dr 64; int8 Dc 128, 256 */
+    static const int bf16_dims[][2] = {{32, 16}, {64, 64}, {128, 64}, {512, 64}};
+    for (int i = 0; i < 4; i++) {
+        char label[100];
+        tp_spec s = base_spec(DSOPS_KV_SPLIT_BF16);
+        s.Dc = bf16_dims[i][0];
+        s.Dr = bf16_dims[i][1];
+        s.N = 5;
+        snprintf(label, sizeof label, "dims_bf16_dc%d_dr%d", s.Dc, s.Dr);
+        run_problem(label, &s);
+    }
+    for (int dc = 128; dc <= 256; dc += 128) {
+        char label[100];
+        tp_spec s = base_spec(DSOPS_KV_SPLIT_INT8);
+        s.Dc = dc;
+        s.N = 5;
+        snprintf(label, sizeof label, "dims_int8_dc%d_dr64", dc);
+        run_problem(label, &s);
+    }
+    /* many heads and a longer list: exercise head blocking and several tiles */
+    for (int l = 0; l < 3; l++) {
+        char label[100];
+        tp_spec s = base_spec((dsops_kv_layout)l);
+        s.N = tu_quick() ? 20 : 67;
+        s.K = 300;
+        s.BS = 64;
+        s.seqused[1] = 4100;
+        snprintf(label, sizeof label, "wide_%s_n%d_k300", layout_name((dsops_kv_layout)l), s.N);
+        run_problem(label, &s);
+    }
+}
+
+static void test_strided_and_modes(void)
+{
+    for (int l = 0; l < 3; l++) {
+        char label[100];
+        tp_spec s = base_spec((dsops_kv_layout)l);
+        s.strided_q = s.strided_kv = s.strided_out = 1;
+        s.nan_fill = 1;
+        snprintf(label, sizeof label, "strided_all_%s", layout_name((dsops_kv_layout)l));
+        run_problem(label, &s);
+
+        s.with_lse = 0;
+        snprintf(label, sizeof label, "strided_all_nolse_%s", layout_name((dsops_kv_layout)l));
+        run_problem(label, &s);
+
+        s = base_spec((dsops_kv_layout)l);
+        s.strided_q = 1;
+        snprintf(label, sizeof label, "strided_q_%s", layout_name((dsops_kv_layout)l));
+        run_problem(label, &s);
+
+        s = base_spec((dsops_kv_layout)l);
+        s.strided_out = 1;
+        s.with_lse = 1;
+        snprintf(label, sizeof label, "strided_out_%s", layout_name((dsops_kv_layout)l));
+        run_problem(label, &s);
+
+        s = base_spec((dsops_kv_layout)l);
+        s.with_lse = 0;
+        snprintf(label, sizeof label, "no_lse_%s", layout_name((dsops_kv_layout)l));
+        run_problem(label, &s);
+    }
+    /* a packed656-compatible byte buffer read through split_int8 views */
+    {
+        tp_spec s = base_spec(DSOPS_KV_SPLIT_INT8);
+        s.Dc = 512;
+        s.strided_kv = 2;
+        run_problem("packed_bytes_as_split_int8", &s);
+    }
+    /* probability modes, with lists long enough for several tiles */
+    struct {
+        dsops_p_mode m;
+        int tile;
+    } modes[] = {{DSOPS_P_NORMALISED, 0}, {DSOPS_P_FP32, 0}, {DSOPS_P_TILED, 1}, {DSOPS_P_TILED, 7}, {DSOPS_P_TILED, 128}};
+    for (int l = 0; l < 3; l++)
+        for (int m = 0; m < 5; m++) {
+            char label[100];
+            tp_spec s = base_spec((dsops_kv_layout)l);
+            s.K = 300;
+            s.BS = 64;
+            s.N = 4;
+            s.p_mode = modes[m].m;
+            s.p_tile = modes[m].tile;
+            s.with_topk_length = m == 3;
+            snprintf(label, sizeof label, "mode_%s_p%d_tile%d", layout_name((dsops_kv_layout)l), (int)modes[m].m,
+                     modes[m].tile);
+            run_problem(label, &s);
+        }
+}
+
+static void test_empty(void)
+{
+    for (int l = 0; l < 3; l++) {
+        char label[100];
+        tp_spec s = base_spec((dsops_kv_layout)l);
+        s.S[0] = s.S[1] = s.S[2] = 0; /* T = 0 */
+        snprintf(label, sizeof label, "empty_t0_%s", layout_name((dsops_kv_layout)l));
+        run_problem(label, &s);
+
+        s = base_spec((dsops_kv_layout)l);
+        s.B = 0; /* B = 0, T = 0 */
+        snprintf(label, sizeof label, "empty_b0_%s", layout_name((dsops_kv_layout)l));
+        run_problem(label, &s);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    tu_init(argc, argv, 42);
+    if (dsops_context_create(&ctx) != DSOPS_OK) {
+        printf("cannot create a context: %s\n", dsops_last_error());
+        return 1;
+    }
+    printf("tiers: scalar ... %s, threads %d\n", dsops_isa_name(dsops_isa_detected()), dsops_context_threads(ctx));
+    test_block_sizes();
+    test_index_modes();
+    test_poison();
+    test_extreme_logits();
+    test_shapes();
+    test_strided_and_modes();
+    test_empty();
+    test_named_cases();
+    dsops_context_destroy(ctx);
+    return tu_finish();
+}

@@ -1,0 +1,396 @@
+/* Argument validation of sparse_flash_attention_v32 (spec §1.6 V1-V10, §4.4 "Validation"):
+ * a table of bad argument sets, each with its expected status and a message fragment (field name with
+ * brackets and the value). After every error `out` and `lse` must be untouched. A second table holds
+ * argument sets that look suspicious but are valid (garbage in unused table entries, skipped indices). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sfa_problem.h"
+#include "test_util.h"
+
+static dsops_context *ctx;
+
+/* The base problem: 3 sequences (S 2, 1, 2; seqused 300, 500, 40), N 2, Dc 128 (512 for packed656),
+ * Dr 64, K 8, BS 64. Every index lies in the first block of its sequence, every table column >= 1 holds
+ * garbage, so only column 0 is needed. Tokens: 0, 1 (seq 0), 2 (seq 1), 3, 4 (seq 2). */
+static tp_problem *base(dsops_kv_layout layout)
+{
+    tp_spec s;
+    memset(&s, 0, sizeof s);
+    s.B = 3;
+    s.S[0] = 2, s.S[1] = 1, s.S[2] = 2;
+    s.seqused[0] = 300, s.seqused[1] = 500, s.seqused[2] = 40;
+    s.N = 2;
+    s.Dc = layout == DSOPS_KV_PACKED656 ? 512 : 128;
+    s.Dr = 64;
+    s.K = 8;
+    s.BS = 64;
+    s.layout = layout;
+    s.with_lse = 1;
+    s.with_topk_length = 1;
+    s.index_mode = TP_IDX_VALID;
+    tp_problem *p = tp_make(&s, 1234);
+    for (int64_t t = 0; t < p->T; t++) {
+        p->len[t] = 8;
+        for (int j = 0; j < 8; j++)
+            p->idx[t * 8 + j] = (j * 37) % (t >= 3 ? 40 : 64);
+    }
+    for (int b = 0; b < 3; b++)
+        for (int64_t c = 1; c < p->MB; c++)
+            p->table[b * p->MB + c] = c % 2 ? 99999 : -1;
+    return p;
+}
+
+typedef struct bad_case {
+    const char *name;
+    dsops_kv_layout layout;
+    dsops_status want;
+    void (*mutate)(tp_problem *p, char *frag); /* changes the problem and writes the expected fragment */
+} bad_case;
+
+#define FRAG(...) snprintf(frag, 200, __VA_ARGS__)
+
+/* ---- V2 NULL ------------------------------------------------------------------------------------- */
+static void null_q_nope(tp_problem *p, char *frag) { p->args.q_nope.data = NULL; FRAG("q_nope"); }
+static void null_q_rope(tp_problem *p, char *frag) { p->args.q_rope.data = NULL; FRAG("q_rope"); }
+static void null_key_nope(tp_problem *p, char *frag) { p->args.key_nope.data = NULL; FRAG("key_nope"); }
+static void null_key_scale(tp_problem *p, char *frag) { p->args.key_nope_scale.data = NULL; FRAG("key_nope_scale"); }
+static void null_key_rope(tp_problem *p, char *frag) { p->args.key_rope.data = NULL; FRAG("key_rope"); }
+static void null_kv_packed(tp_problem *p, char *frag) { p->args.kv_packed.data = NULL; FRAG("kv_packed"); }
+static void null_topk(tp_problem *p, char *frag) { p->args.topk_indices.data = NULL; FRAG("topk_indices"); }
+static void null_table(tp_problem *p, char *frag) { p->args.block_table.data = NULL; FRAG("block_table"); }
+static void null_cu(tp_problem *p, char *frag) { p->args.cu_seqlens_q.data = NULL; FRAG("cu_seqlens_q"); }
+static void null_used(tp_problem *p, char *frag) { p->args.seqused_kv.data = NULL; FRAG("seqused_kv"); }
+static void null_out(tp_problem *p, char *frag) { p->args.out.data = NULL; FRAG("out"); }
+
+/* ---- V3 shapes ------------------------------------------------------------------------------------ */
+static void rank_q_rope(tp_problem *p, char *frag) { p->args.q_rope.ndim = 2; FRAG("q_rope has rank 2"); }
+static void rank_out(tp_problem *p, char *frag) { p->args.out.ndim = 4; p->args.out.shape[3] = 1; p->args.out.stride[3] = 1; FRAG("out has rank 4"); }
+static void rank_table(tp_problem *p, char *frag) { p->args.block_table.ndim = 1; FRAG("block_table has rank 1"); }
+static void shape_q_rope_n(tp_problem *p, char *frag) { p->args.q_rope.shape[1] = 1; FRAG("q_rope.shape[1] = 1"); }
+static void shape_q_rope_t(tp_problem *p, char *frag) { p->args.q_rope.shape[0] = 4; FRAG("q_rope.shape[0] = 4"); }
+static void shape_out_dc(tp_problem *p, char *frag) { p->args.out.shape[2] -= 1; FRAG("out.shape[2] = %lld", (long long)p->args.out.shape[2]); }
+static void shape_out_n(tp_problem *p, char *frag) { p->args.out.shape[1] = 1; FRAG("out.shape[1] = 1"); }
+static void shape_lse(tp_problem *p, char *frag) { p->args.lse.shape[1] = 1; FRAG("lse.shape[1] = 1"); }
+static void shape_topk_t(tp_problem *p, char *frag) { p->args.topk_indices.shape[0] = 4; FRAG("topk_indices.shape[0] = 4"); }
+static void shape_len(tp_problem *p, char *frag) { p->args.topk_length.shape[0] = 4; FRAG("topk_length.shape[0] = 4"); }
+static void shape_scale(tp_problem *p, char *frag) { p->args.key_nope_scale.shape[2] = 2; FRAG("key_nope_scale.shape[2] = 2"); }
+static void shape_key_rope_bs(tp_problem *p, char *frag) { p->args.key_rope.shape[1] = 63; FRAG("key_rope.shape[1] = 63"); }
+static void shape_key_rope_dr(tp_problem *p, char *frag) { p->args.key_rope.shape[2] = 32; FRAG("key_rope.shape[2] = 32"); }
+static void shape_key_nope_dc(tp_problem *p, char *frag) { p->args.key_nope.shape[2] = 64; FRAG("key_nope.shape[2] = 64"); }
+static void shape_used(tp_problem *p, char *frag) { p->args.seqused_kv.shape[0] = 2; FRAG("seqused_kv.shape[0] = 2"); }
+static void shape_table_b(tp_problem *p, char *frag) { p->args.block_table.shape[0] = 2; FRAG("block_table.shape[0] = 2"); }
+static void shape_packed_row(tp_problem *p, char *frag) { p->args.kv_packed.shape[2] = 655; FRAG("kv_packed.shape[2] = 655"); }
+/* int8 layouts need Dc % 128 == 0: narrow every Dc-sized view to 64 (valid memory, smaller extents) */
+static void int8_dc64(tp_problem *p, char *frag)
+{
+    p->args.q_nope.shape[2] = 64;
+    p->args.key_nope.shape[2] = 64;
+    p->args.out.shape[2] = 64;
+    FRAG("shape[2] = 64");
+}
+static void packed_dc256(tp_problem *p, char *frag)
+{
+    p->args.q_nope.shape[2] = 256;
+    p->args.out.shape[2] = 256;
+    FRAG("shape[2] = 256");
+}
+static void packed_dr32(tp_problem *p, char *frag) { p->args.q_rope.shape[2] = 32; FRAG("shape[2] = 32"); }
+
+/* ---- V4 dtypes ------------------------------------------------------------------------------------ */
+static void dtype_key_nope(tp_problem *p, char *frag) { p->args.key_nope.dtype = DSOPS_BF16; FRAG("key_nope has dtype bf16"); }
+static void dtype_key_nope_bf16(tp_problem *p, char *frag) { p->args.key_nope.dtype = DSOPS_INT8; FRAG("key_nope has dtype int8"); }
+static void dtype_q_nope(tp_problem *p, char *frag) { p->args.q_nope.dtype = DSOPS_FP16; FRAG("q_nope has dtype fp16"); }
+static void dtype_lse(tp_problem *p, char *frag) { p->args.lse.dtype = DSOPS_BF16; FRAG("lse has dtype bf16"); }
+static void dtype_out(tp_problem *p, char *frag) { p->args.out.dtype = DSOPS_FP16; FRAG("out has dtype fp16"); }
+static void dtype_topk(tp_problem *p, char *frag) { p->args.topk_indices.dtype = DSOPS_UINT8; FRAG("topk_indices has dtype uint8"); }
+static void dtype_scale(tp_problem *p, char *frag) { p->args.key_nope_scale.dtype = DSOPS_FP16; FRAG("key_nope_scale has dtype fp16"); }
+static void dtype_packed(tp_problem *p, char *frag) { p->args.kv_packed.dtype = DSOPS_INT8; FRAG("kv_packed has dtype int8"); }
+static void dtype_table(tp_problem *p, char *frag) { p->args.block_table.dtype = DSOPS_INT8; FRAG("block_table has dtype int8"); }
+
+/* ---- V5 parameters -------------------------------------------------------------------------------- */
+static void scale_nan(tp_problem *p, char *frag) { p->args.softmax_scale = NAN; FRAG("softmax_scale"); }
+static void scale_inf(tp_problem *p, char *frag) { p->args.softmax_scale = -INFINITY; FRAG("softmax_scale"); }
+static void bad_p_mode(tp_problem *p, char *frag) { p->args.p_mode = (dsops_p_mode)7; FRAG("p_mode"); }
+static void bad_layout(tp_problem *p, char *frag) { p->args.kv_layout = (dsops_kv_layout)9; FRAG("kv_layout"); }
+static void bad_p_tile(tp_problem *p, char *frag) { p->args.p_mode = DSOPS_P_TILED; p->args.p_tile = 0; FRAG("p_tile"); }
+
+/* ---- V6 sequences ----------------------------------------------------------------------------------- */
+static void cu_first(tp_problem *p, char *frag) { p->cu[0] = 1; FRAG("cu_seqlens_q[0] = 1"); }
+static void cu_decreasing(tp_problem *p, char *frag) { p->cu[2] = 1; FRAG("cu_seqlens_q["); } /* 0, 2, 1, 5 */
+static void cu_last(tp_problem *p, char *frag) { p->cu[3] = 4; FRAG("cu_seqlens_q[3] = 4"); }
+static void cu_over(tp_problem *p, char *frag) { p->cu[3] = 6; FRAG("cu_seqlens_q[3] = 6"); }
+static void used_negative(tp_problem *p, char *frag) { p->used[2] = -1; FRAG("seqused_kv[2] = -1"); }
+static void len_negative(tp_problem *p, char *frag) { p->len[1] = -3; FRAG("topk_length[1] = -3"); }
+
+/* ---- V7 paged access -------------------------------------------------------------------------------- */
+/* token 2 (sequence 1) uses position 197: block-table column 3, whose entry is out of [0, NB) */
+static void table_entry_big(tp_problem *p, char *frag)
+{
+    p->idx[2 * 8 + 5] = 197;
+    p->table[1 * p->MB + 3] = 99;
+    FRAG("block_table[1][3] = 99");
+}
+static void table_entry_neg(tp_problem *p, char *frag)
+{
+    p->idx[2 * 8 + 0] = 197;
+    p->table[1 * p->MB + 3] = -1;
+    FRAG("block_table[1][3] = -1");
+}
+static void table_entry_nb(tp_problem *p, char *frag)
+{
+    p->idx[4 * 8 + 7] = 10; /* sequence 2, column 0 */
+    p->table[2 * p->MB + 0] = (int32_t)p->NB;
+    FRAG("block_table[2][0] = %lld", (long long)p->NB);
+}
+/* a used position whose block column is >= MB: narrow the table view to one column */
+static void table_column(tp_problem *p, char *frag)
+{
+    p->idx[2 * 8 + 1] = 197;
+    p->args.block_table.shape[1] = 1;
+    FRAG("block_table column");
+}
+
+/* ---- V9 aliasing ------------------------------------------------------------------------------------ */
+static void alias_out_q(tp_problem *p, char *frag) { p->args.out.data = p->args.q_nope.data; FRAG("overlaps"); }
+static void alias_out_key(tp_problem *p, char *frag) { p->args.out.data = p->args.key_nope.data; FRAG("overlaps"); }
+static void alias_out_packed(tp_problem *p, char *frag) { p->args.out.data = p->args.kv_packed.data; FRAG("overlaps"); }
+static void alias_lse_out(tp_problem *p, char *frag) { p->args.lse.data = p->args.out.data; FRAG("overlaps"); }
+static void alias_out_lse_partial(tp_problem *p, char *frag)
+{
+    /* lse overlapping only the last bytes of out */
+    p->args.lse.data = (char *)p->args.out.data + ((p->args.out.shape[0] - 1) * p->args.out.stride[0]) * 2;
+    FRAG("overlaps");
+}
+
+#define I8 DSOPS_KV_SPLIT_INT8
+#define BF DSOPS_KV_SPLIT_BF16
+#define PK DSOPS_KV_PACKED656
+
+static const bad_case bad_cases[] = {
+    {"null_q_nope", I8, DSOPS_ERR_NULL, null_q_nope},
+    {"null_q_rope", I8, DSOPS_ERR_NULL, null_q_rope},
+    {"null_key_nope", I8, DSOPS_ERR_NULL, null_key_nope},
+    {"null_key_nope_bf16", BF, DSOPS_ERR_NULL, null_key_nope},
+    {"null_key_nope_scale", I8, DSOPS_ERR_NULL, null_key_scale},
+    {"null_key_rope", I8, DSOPS_ERR_NULL, null_key_rope},
+    {"null_kv_packed", PK, DSOPS_ERR_NULL, null_kv_packed},
+    {"null_topk_indices", I8, DSOPS_ERR_NULL, null_topk},
+    {"null_block_table", I8, DSOPS_ERR_NULL, null_table},
+    {"null_cu_seqlens_q", I8, DSOPS_ERR_NULL, null_cu},
+    {"null_seqused_kv", I8, DSOPS_ERR_NULL, null_used},
+    {"null_out", I8, DSOPS_ERR_NULL, null_out},
+    {"rank_q_rope", I8, DSOPS_ERR_SHAPE, rank_q_rope},
+    {"rank_out", I8, DSOPS_ERR_SHAPE, rank_out},
+    {"rank_block_table", I8, DSOPS_ERR_SHAPE, rank_table},
+    {"shape_q_rope_n", I8, DSOPS_ERR_SHAPE, shape_q_rope_n},
+    {"shape_q_rope_t", I8, DSOPS_ERR_SHAPE, shape_q_rope_t},
+    {"shape_out_dc", I8, DSOPS_ERR_SHAPE, shape_out_dc},
+    {"shape_out_n", BF, DSOPS_ERR_SHAPE, shape_out_n},
+    {"shape_lse", I8, DSOPS_ERR_SHAPE, shape_lse},
+    {"shape_topk_t", I8, DSOPS_ERR_SHAPE, shape_topk_t},
+    {"shape_topk_length", I8, DSOPS_ERR_SHAPE, shape_len},
+    {"shape_key_nope_scale", I8, DSOPS_ERR_SHAPE, shape_scale},
+    {"shape_key_rope_bs", I8, DSOPS_ERR_SHAPE, shape_key_rope_bs},
+    {"shape_key_rope_dr", BF, DSOPS_ERR_SHAPE, shape_key_rope_dr},
+    {"shape_key_nope_dc", BF, DSOPS_ERR_SHAPE, shape_key_nope_dc},
+    {"shape_seqused_kv", I8, DSOPS_ERR_SHAPE, shape_used},
+    {"shape_block_table_b", I8, DSOPS_ERR_SHAPE, shape_table_b},
+    {"shape_kv_packed_row", PK, DSOPS_ERR_SHAPE, shape_packed_row},
+    {"int8_dc_not_multiple_of_128", I8, DSOPS_ERR_SHAPE, int8_dc64},
+    {"packed_dc_not_512", PK, DSOPS_ERR_SHAPE, packed_dc256},
+    {"packed_dr_not_64", PK, DSOPS_ERR_SHAPE, packed_dr32},
+    {"dtype_key_nope_int8_layout", I8, DSOPS_ERR_DTYPE, dtype_key_nope},
+    {"dtype_key_nope_bf16_layout", BF, DSOPS_ERR_DTYPE, dtype_key_nope_bf16},
+    {"dtype_q_nope", I8, DSOPS_ERR_DTYPE, dtype_q_nope},
+    {"dtype_lse", I8, DSOPS_ERR_DTYPE, dtype_lse},
+    {"dtype_out", I8, DSOPS_ERR_DTYPE, dtype_out},
+    {"dtype_topk_indices", I8, DSOPS_ERR_DTYPE, dtype_topk},
+    {"dtype_key_nope_scale", I8, DSOPS_ERR_DTYPE, dtype_scale},
+    {"dtype_kv_packed", PK, DSOPS_ERR_DTYPE, dtype_packed},
+    {"dtype_block_table", I8, DSOPS_ERR_DTYPE, dtype_table},
+    {"softmax_scale_nan", I8, DSOPS_ERR_PARAM, scale_nan},
+    {"softmax_scale_inf", BF, DSOPS_ERR_PARAM, scale_inf},
+    {"p_mode_enum", I8, DSOPS_ERR_PARAM, bad_p_mode},
+    {"kv_layout_enum", I8, DSOPS_ERR_PARAM, bad_layout},
+    {"p_tile_zero", I8, DSOPS_ERR_PARAM, bad_p_tile},
+    {"cu_first_not_zero", I8, DSOPS_ERR_INDEX, cu_first},
+    {"cu_decreasing", I8, DSOPS_ERR_INDEX, cu_decreasing},
+    {"cu_last_below_t", I8, DSOPS_ERR_INDEX, cu_last},
+    {"cu_last_above_t", BF, DSOPS_ERR_INDEX, cu_over},
+    {"seqused_negative", I8, DSOPS_ERR_INDEX, used_negative},
+    {"topk_length_negative", I8, DSOPS_ERR_INDEX, len_negative},
+    {"block_entry_99", I8, DSOPS_ERR_INDEX, table_entry_big},
+    {"block_entry_99_bf16", BF, DSOPS_ERR_INDEX, table_entry_big},
+    {"block_entry_99_packed", PK, DSOPS_ERR_INDEX, table_entry_big},
+    {"block_entry_minus1", I8, DSOPS_ERR_INDEX, table_entry_neg},
+    {"block_entry_nb", PK, DSOPS_ERR_INDEX, table_entry_nb},
+    {"block_column_beyond_mb", I8, DSOPS_ERR_INDEX, table_column},
+    {"block_column_beyond_mb_packed", PK, DSOPS_ERR_INDEX, table_column},
+    {"alias_out_q_nope", I8, DSOPS_ERR_ALIAS, alias_out_q},
+    {"alias_out_key_nope", I8, DSOPS_ERR_ALIAS, alias_out_key},
+    {"alias_out_key_nope_bf16", BF, DSOPS_ERR_ALIAS, alias_out_key},
+    {"alias_out_kv_packed", PK, DSOPS_ERR_ALIAS, alias_out_packed},
+    {"alias_lse_out", I8, DSOPS_ERR_ALIAS, alias_lse_out},
+    {"alias_lse_out_tail", BF, DSOPS_ERR_ALIAS, alias_out_lse_partial},
+};
+
+/* ---- valid but suspicious ---------------------------------------------------------------------------- */
+typedef struct ok_case {
+    const char *name;
+    dsops_kv_layout layout;
+    void (*mutate)(tp_problem *p);
+} ok_case;
+
+/* positions whose table entries are garbage, but which no token uses */
+static void skipped_beyond_length(tp_problem *p)
+{
+    p->len[2] = 3;
+    p->idx[2 * 8 + 3] = 197;  /* j = 3 >= topk_length: never looked at */
+    p->idx[2 * 8 + 7] = 499;
+}
+static void skipped_beyond_L(tp_problem *p)
+{
+    /* sequence 2 with seqused 5: token 3 (i = 0) sees L = 4, so j >= 4 is never looked at; an unneeded
+     * column holds garbage */
+    p->used[2] = 5;
+    for (int j = 0; j < 8; j++)
+        p->idx[3 * 8 + j] = j < 4 ? j : 64 + j; /* j >= 4 would need column 1 (garbage) */
+    p->table[2 * p->MB + 1] = 99999;
+}
+static void skipped_invalid_values(tp_problem *p)
+{
+    static const int32_t zoo[] = {-1, -5, INT32_MIN, INT32_MAX, 500, 507, 1 << 30, -1};
+    for (int j = 0; j < 8; j++)
+        p->idx[2 * 8 + j] = zoo[j]; /* sequence 1: seqused 500, nothing used */
+}
+static void topk_length_zero_and_huge(tp_problem *p)
+{
+    p->len[0] = 0;
+    p->len[1] = INT32_MAX;
+    p->len[4] = 9;
+}
+static void garbage_everywhere_unused(tp_problem *p)
+{
+    for (int b = 0; b < 3; b++)
+        for (int64_t c = 1; c < p->MB; c++)
+            p->table[b * p->MB + c] = (int32_t)(c % 3 == 0 ? INT32_MIN : (c % 3 == 1 ? INT32_MAX : -1));
+}
+static void all_lonely(tp_problem *p)
+{
+    for (int64_t t = 0; t < p->T; t++)
+        p->len[t] = 0;
+    for (int64_t i = 0; i < 3 * p->MB; i++)
+        p->table[i] = -1; /* nothing is needed, so nothing is checked */
+}
+static void empty_sequence_garbage_table(tp_problem *p)
+{
+    p->used[2] = 0; /* sequence 2 holds no token: its tokens are lonely, its table row is never read */
+    for (int64_t c = 0; c < p->MB; c++)
+        p->table[2 * p->MB + c] = 99999;
+}
+
+static const ok_case ok_cases[] = {
+    {"skipped_beyond_topk_length", I8, skipped_beyond_length},
+    {"skipped_beyond_topk_length_packed", PK, skipped_beyond_length},
+    {"skipped_beyond_L", I8, skipped_beyond_L},
+    {"skipped_beyond_L_bf16", BF, skipped_beyond_L},
+    {"skipped_invalid_values", I8, skipped_invalid_values},
+    {"topk_length_zero_and_huge", BF, topk_length_zero_and_huge},
+    {"garbage_in_unused_table_entries", I8, garbage_everywhere_unused},
+    {"garbage_in_unused_table_entries_packed", PK, garbage_everywhere_unused},
+    {"all_lonely_table_all_minus1", I8, all_lonely},
+    {"empty_sequence_garbage_table", I8, empty_sequence_garbage_table},
+};
+
+static void run_bad(const bad_case *c)
+{
+    if (!tu_selected(c->name))
+        return;
+    tp_problem *p = base(c->layout);
+    char frag[200] = "";
+    c->mutate(p, frag);
+    tp_reset_outputs(p);
+    dsops_status st = dsops_sparse_flash_attention_v32(ctx, &p->args);
+    const char *msg = dsops_last_error();
+    tu_check(st == c->want, "%s: status %s, expected %s (message \"%s\")", c->name, dsops_status_name(st),
+             dsops_status_name(c->want), msg);
+    tu_check(st == DSOPS_OK || strstr(msg, frag) != NULL, "%s: message \"%s\" lacks \"%s\"", c->name, msg, frag);
+    tu_check(tp_outputs_untouched(p), "%s: out / lse written although the call failed", c->name);
+    if (tu_verbose())
+        printf("  %-36s %s: %s\n", c->name, dsops_status_name(st), msg);
+    tp_free(p);
+}
+
+static void run_ok(const ok_case *c)
+{
+    if (!tu_selected(c->name))
+        return;
+    tp_problem *p = base(c->layout);
+    c->mutate(p);
+    tp_compute_ref(p);
+    tp_reset_outputs(p);
+    dsops_status st = dsops_sparse_flash_attention_v32(ctx, &p->args);
+    if (tu_check(st == DSOPS_OK, "%s: status %s (%s), expected DSOPS_OK", c->name, dsops_status_name(st),
+                 dsops_last_error())) {
+        tu_check(dsops_last_error()[0] == '\0', "%s: last error \"%s\" after a successful call", c->name,
+                 dsops_last_error());
+        tp_check(p, c->name);
+    }
+    tp_free(p);
+}
+
+static void test_init(void)
+{
+    if (!tu_selected("init"))
+        return;
+    dsops_sparse_flash_attention_v32_args a;
+    memset(&a, 0x5a, sizeof a);
+    dsops_status st = dsops_sparse_flash_attention_v32_init(&a, DSOPS_PRESET_V32);
+    tu_check(st == DSOPS_OK, "init(V32): %s", dsops_status_name(st));
+    tu_check(fabsf(a.softmax_scale - 0.13523378f) < 1e-7f, "init(V32): softmax_scale %.9g, expected 0.13523378",
+             (double)a.softmax_scale);
+    tu_check(a.p_mode == DSOPS_P_NORMALISED && a.p_tile == 128 && a.kv_layout == DSOPS_KV_SPLIT_BF16,
+             "init(V32): p_mode %d, p_tile %d, kv_layout %d", (int)a.p_mode, a.p_tile, (int)a.kv_layout);
+    tu_check(a.q_nope.data == NULL && a.lse.data == NULL && a.topk_length.data == NULL && a.kv_packed.data == NULL,
+             "init(V32): tensors not cleared");
+    st = dsops_sparse_flash_attention_v32_init(&a, DSOPS_PRESET_V4_FLASH);
+    tu_check(st == DSOPS_ERR_PARAM, "init(V4_FLASH): %s, expected DSOPS_ERR_PARAM", dsops_status_name(st));
+    st = dsops_sparse_flash_attention_v32_init(NULL, DSOPS_PRESET_V32);
+    tu_check(st != DSOPS_OK, "init(NULL) succeeded");
+    st = dsops_sparse_flash_attention_v32(ctx, NULL);
+    tu_check(st == DSOPS_ERR_NULL, "call with args NULL: %s, expected DSOPS_ERR_NULL", dsops_status_name(st));
+}
+
+/* a NULL context uses a temporary one with the environment defaults */
+static void test_null_context(void)
+{
+    if (!tu_selected("null_context"))
+        return;
+    tp_problem *p = base(DSOPS_KV_SPLIT_BF16);
+    tp_compute_ref(p);
+    tp_reset_outputs(p);
+    dsops_status st = dsops_sparse_flash_attention_v32(NULL, &p->args);
+    if (tu_check(st == DSOPS_OK, "NULL context: %s (%s)", dsops_status_name(st), dsops_last_error()))
+        tp_check(p, "null_context");
+    tp_free(p);
+}
+
+int main(int argc, char **argv)
+{
+    tu_init(argc, argv, 42);
+    if (dsops_context_create(&ctx) != DSOPS_OK) {
+        printf("cannot create a context: %s\n", dsops_last_error());
+        return 1;
+    }
+    test_init();
+    for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++)
+        run_bad(&bad_cases[i]);
+    for (size_t i = 0; i < sizeof ok_cases / sizeof ok_cases[0]; i++)
+        run_ok(&ok_cases[i]);
+    test_null_context();
+    dsops_context_destroy(ctx);
+    return tu_finish();
+}

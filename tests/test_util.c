@@ -1,0 +1,169 @@
+#include "test_util.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *prog = "test";
+static const char *filter = NULL;
+static uint64_t seed = 42;
+static int passed, failed, quick, verbose, replay_printed;
+
+static int env_flag(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+void tu_init(int argc, char **argv, uint64_t default_seed)
+{
+    if (argc > 0 && argv[0])
+        prog = argv[0];
+    if (argc > 1 && argv[1] && *argv[1])
+        filter = argv[1];
+    seed = default_seed;
+    const char *s = getenv("DSOPS_TEST_SEED");
+    if (s && *s)
+        seed = strtoull(s, NULL, 0);
+    quick = env_flag("DSOPS_TEST_QUICK");
+    verbose = env_flag("DSOPS_TEST_VERBOSE");
+    printf("%s: seed %" PRIu64 "%s%s%s\n", prog, seed, quick ? " (quick)" : "", filter ? ", filter " : "",
+           filter ? filter : "");
+}
+
+uint64_t tu_seed(void) { return seed; }
+int tu_quick(void) { return quick; }
+int tu_verbose(void) { return verbose; }
+
+int tu_selected(const char *label) { return !filter || (label && strstr(label, filter)); }
+
+int tu_check(int ok, const char *fmt, ...)
+{
+    if (ok) {
+        passed++;
+        return 1;
+    }
+    failed++;
+    va_list ap;
+    va_start(ap, fmt);
+    printf("FAIL: ");
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    if (!replay_printed) {
+        replay_printed = 1;
+        printf("      replay: DSOPS_TEST_SEED=%" PRIu64 "%s %s [label filter]\n", seed,
+               quick ? " DSOPS_TEST_QUICK=1" : "", prog);
+    }
+    fflush(stdout);
+    return 0;
+}
+
+int tu_finish(void)
+{
+    printf("%d passed, %d failed\n", passed, failed);
+    fflush(stdout);
+    return failed ? 1 : 0;
+}
+
+/* ---- generator: splitmix64 --------------------------------------------------------------------- */
+
+void tu_rng_seed(tu_rng *r, uint64_t s) { r->s = s; }
+
+uint64_t tu_rng_u64(tu_rng *r)
+{
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+float tu_rng_uniform(tu_rng *r, float lo, float hi)
+{
+    float u = (float)(tu_rng_u64(r) >> 40) * (1.0f / 16777216.0f);
+    float v = lo + (hi - lo) * u;
+    return v < hi ? v : lo;
+}
+
+int64_t tu_rng_int(tu_rng *r, int64_t lo, int64_t hi)
+{
+    if (hi <= lo)
+        return lo;
+    uint64_t span = (uint64_t)(hi - lo) + 1;
+    return lo + (int64_t)(tu_rng_u64(r) % span);
+}
+
+/* ---- number formats ------------------------------------------------------------------------------ */
+
+uint16_t tu_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x0040u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+float tu_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+float tu_round_bf16(float f) { return tu_f32(tu_bf16(f)); }
+
+/* ---- compare_close ------------------------------------------------------------------------------- */
+
+int tu_compare_close(const char *label, const float *out, const float *ref, size_t n, tu_tol tol, tu_cmp *res)
+{
+    tu_cmp c;
+    memset(&c, 0, sizeof c);
+    c.numel = n;
+    c.allowed = (size_t)floor(tol.ratio * (double)n + 0.5);
+    double sxy = 0.0, sxx_yy = 0.0;
+    double worst_excess = -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        double o = out[i], r = ref[i];
+        int bad;
+        double err, excess;
+        if (!isfinite(o) || !isfinite(r)) {
+            /* both NaN, or the same infinity */
+            bad = !((isnan(o) && isnan(r)) || (isinf(o) && isinf(r) && (o > 0) == (r > 0)));
+            err = bad ? INFINITY : 0.0;
+            excess = bad ? INFINITY : -INFINITY;
+        } else {
+            err = fabs(o - r);
+            double bound = tol.atol + tol.rtol * fabs(r);
+            bad = err > bound;
+            excess = err - bound;
+            sxy += o * r;
+            sxx_yy += o * o + r * r;
+        }
+        if (bad)
+            c.fails++;
+        if (excess > worst_excess || i == 0) {
+            worst_excess = excess;
+            c.worst = i;
+            c.worst_out = o;
+            c.worst_ref = r;
+            c.worst_err = err;
+        }
+    }
+    c.cos_diff = sxx_yy > 0.0 ? 1.0 - 2.0 * sxy / sxx_yy : 0.0;
+    int ok = c.fails <= c.allowed;
+    if (res)
+        *res = c;
+    if (verbose || !ok)
+        printf("  %s %s: %zu/%zu elements beyond %g + %g|ref| (allowed %zu), cos diff %.3g, worst [%zu] out %.9g "
+               "ref %.9g (|diff| %.3g)\n",
+               ok ? "ok  " : "FAIL", label, c.fails, n, tol.atol, tol.rtol, c.allowed, c.cos_diff, c.worst,
+               c.worst_out, c.worst_ref, c.worst_err);
+    tu_check(ok, "%s: compare_close failed", label);
+    return ok;
+}

@@ -1,0 +1,73 @@
+/* Small test support shared by the test programs: pass/fail counters, a seeded generator, bf16 helpers
+ * and compare_close of spec/OPS.md §1.8.
+ *
+ * Every test program calls tu_init() first and ends with `return tu_finish();`, which prints the line
+ * "N passed, N failed" and returns non-zero when anything failed. On the first failure the seed and a
+ * command that replays the run are printed. Environment:
+ *   DSOPS_TEST_SEED=<n>   replaces the default seed of the program's random data
+ *   DSOPS_TEST_QUICK=1    runs only the smaller problems (used by sanitizer builds)
+ *   DSOPS_TEST_VERBOSE=1  prints every comparison, not only failures */
+#ifndef DSOPS_TEST_UTIL_H
+#define DSOPS_TEST_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- run control ------------------------------------------------------------------------------ */
+
+/* Records the program name and the default seed (overridden by DSOPS_TEST_SEED); an optional first
+ * argument is a filter: only problems whose label contains it run (see tu_selected). */
+void tu_init(int argc, char **argv, uint64_t default_seed);
+uint64_t tu_seed(void);
+int tu_quick(void);
+int tu_verbose(void);
+/* 1 if a problem with this label should run under the current filter. */
+int tu_selected(const char *label);
+
+/* Counts one check; prints "FAIL: <message>" (and, the first time, the replay line) when !ok.
+ * Returns ok. */
+int tu_check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints "N passed, N failed" and returns the process exit status. */
+int tu_finish(void);
+
+/* ---- generator -------------------------------------------------------------------------------- */
+
+typedef struct tu_rng {
+    uint64_t s;
+} tu_rng;
+
+void tu_rng_seed(tu_rng *r, uint64_t seed);
+uint64_t tu_rng_u64(tu_rng *r);
+/* uniform in [lo, hi) */
+float tu_rng_uniform(tu_rng *r, float lo, float hi);
+/* uniform integer in [lo, hi] */
+int64_t tu_rng_int(tu_rng *r, int64_t lo, int64_t hi);
+
+/* ---- number formats --------------------------------------------------------------------------- */
+
+uint16_t tu_bf16(float f);        /* round to nearest even, NaN stays quiet NaN */
+float tu_f32(uint16_t h);         /* exact widening */
+float tu_round_bf16(float f);     /* tu_f32(tu_bf16(f)) */
+
+#define TU_BF16_NAN ((uint16_t)0x7fc0)
+
+/* ---- compare_close (spec §1.8) ---------------------------------------------------------------- */
+
+typedef struct tu_tol {
+    double atol, rtol, ratio;
+} tu_tol;
+
+typedef struct tu_cmp {
+    size_t numel, fails, allowed;
+    double cos_diff;       /* 1 - 2 sum(xy) / sum(x^2 + y^2) over elements finite in both */
+    size_t worst;          /* element with the largest error beyond its bound (or the largest error) */
+    double worst_out, worst_ref, worst_err;
+} tu_cmp;
+
+/* Compares out against ref (both n values in fp32): non-finite values must coincide, an element fails
+ * when |out - ref| > atol + rtol |ref| (fp64), and the comparison passes when at most
+ * floor(ratio n + 0.5) elements fail. Counts one check under `label` and reports the worst element and
+ * the cosine difference on failure. Returns 1 on pass. */
+int tu_compare_close(const char *label, const float *out, const float *ref, size_t n, tu_tol tol, tu_cmp *res);
+
+#endif
