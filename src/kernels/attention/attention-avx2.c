@@ -12,88 +12,66 @@
 INLINE __m256 widen_even(__m256i x) { return _mm256_castsi256_ps(_mm256_slli_epi32(x, 16)); }
 INLINE __m256 widen_odd(__m256i x) { return _mm256_castsi256_ps(_mm256_and_si256(x, _mm256_set1_epi32((int)0xffff0000u))); }
 
-/* QK: 4 heads x 16 keys (two 8-key halves) per register tile. */
-static void qk_scores__avx2(const uint16_t *q, size_t q_stride, int nh, const uint16_t *kt, int ntiles, int dpairs,
-                            float scale, float *s, size_t s_stride)
+/* QK and PV are one product on the packed layouts (see attention-avx512bf16.c):
+ *     c[r][16j + l] = scale * sum over k of  a[r][2k] * b[j][k][l][0] + a[r][2k+1] * b[j][k][l][1]
+ * Here each 64-byte vector of b is two ymm of 8 pairs, widened to fp32 (even element = low half),
+ * and the a pair (bf16 or fp32) is broadcast as two fp32 values. Register tile: 4 rows x 16 lanes. */
+INLINE void pair_fma(const void *a, int a_is_f32, size_t a_stride, int rows, const uint16_t *b, size_t b_stride,
+                     int nvec, int steps, float scale, float *c, size_t c_stride)
 {
-    for (int h0 = 0; h0 < nh; h0 += 4) {
-        int hr = nh - h0 < 4 ? nh - h0 : 4;
-        for (int tile = 0; tile < ntiles; tile++) {
-            const uint16_t *kb = kt + (size_t)tile * dpairs * 32;
+    for (int j = 0; j < nvec; j++) {
+        const uint16_t *bj = b + (size_t)j * b_stride;
+        for (int r0 = 0; r0 < rows; r0 += 4) {
+            int rt = rows - r0 < 4 ? rows - r0 : 4;
             __m256 acc[4][2];
-            for (int h = 0; h < 4; h++)
-                acc[h][0] = acc[h][1] = _mm256_setzero_ps();
-            for (int dp = 0; dp < dpairs; dp++) {
-                __m256i k0 = _mm256_loadu_si256((const __m256i *)(kb + (size_t)dp * 32));
-                __m256i k1 = _mm256_loadu_si256((const __m256i *)(kb + (size_t)dp * 32 + 16));
-                __m256 e0 = widen_even(k0), o0 = widen_odd(k0), e1 = widen_even(k1), o1 = widen_odd(k1);
-                for (int h = 0; h < hr; h++) {
-                    const uint16_t *qh = q + (size_t)(h0 + h) * q_stride + 2 * dp;
-                    __m256 qa = _mm256_set1_ps(dsops_bf16_to_f32(qh[0])), qb = _mm256_set1_ps(dsops_bf16_to_f32(qh[1]));
-                    acc[h][0] = _mm256_fmadd_ps(qb, o0, _mm256_fmadd_ps(qa, e0, acc[h][0]));
-                    acc[h][1] = _mm256_fmadd_ps(qb, o1, _mm256_fmadd_ps(qa, e1, acc[h][1]));
+            for (int r = 0; r < 4; r++)
+                acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+            for (int k = 0; k < steps; k++) {
+                __m256i x0 = _mm256_loadu_si256((const __m256i *)(bj + (size_t)k * 32));
+                __m256i x1 = _mm256_loadu_si256((const __m256i *)(bj + (size_t)k * 32 + 16));
+                __m256 e0 = widen_even(x0), o0 = widen_odd(x0), e1 = widen_even(x1), o1 = widen_odd(x1);
+                for (int r = 0; r < rt; r++) {
+                    float u, w;
+                    if (a_is_f32) {
+                        const float *ar = (const float *)a + (size_t)(r0 + r) * a_stride + 2 * k;
+                        u = ar[0];
+                        w = ar[1];
+                    } else {
+                        const uint16_t *ar = (const uint16_t *)a + (size_t)(r0 + r) * a_stride + 2 * k;
+                        u = dsops_bf16_to_f32(ar[0]);
+                        w = dsops_bf16_to_f32(ar[1]);
+                    }
+                    __m256 ub = _mm256_set1_ps(u), wb = _mm256_set1_ps(w);
+                    acc[r][0] = _mm256_fmadd_ps(wb, o0, _mm256_fmadd_ps(ub, e0, acc[r][0]));
+                    acc[r][1] = _mm256_fmadd_ps(wb, o1, _mm256_fmadd_ps(ub, e1, acc[r][1]));
                 }
             }
             __m256 sc = _mm256_set1_ps(scale);
-            for (int h = 0; h < hr; h++) {
-                float *sr = s + (size_t)(h0 + h) * s_stride + (size_t)tile * 16;
-                _mm256_storeu_ps(sr, _mm256_mul_ps(acc[h][0], sc));
-                _mm256_storeu_ps(sr + 8, _mm256_mul_ps(acc[h][1], sc));
+            for (int r = 0; r < rt; r++) {
+                float *cr = c + (size_t)(r0 + r) * c_stride + (size_t)j * 16;
+                _mm256_storeu_ps(cr, _mm256_mul_ps(acc[r][0], sc));
+                _mm256_storeu_ps(cr + 8, _mm256_mul_ps(acc[r][1], sc));
             }
         }
     }
 }
 
-/* PV: 4 heads x 16 dims per register tile; p is bf16 (widened) or fp32. */
-INLINE void pv_generic(const void *p, int p_is_f32, size_t p_stride, int nh, const uint16_t *vp,
-                       size_t vp_block_stride, int npairs, int dv_blocks, float *o, size_t o_stride)
+static void qk_scores__avx2(const uint16_t *q, size_t q_stride, int nh, const uint16_t *kt, int ntiles, int dpairs,
+                            float scale, float *s, size_t s_stride)
 {
-    for (int h0 = 0; h0 < nh; h0 += 4) {
-        int hr = nh - h0 < 4 ? nh - h0 : 4;
-        for (int j = 0; j < dv_blocks; j++) {
-            const uint16_t *vb = vp + (size_t)j * vp_block_stride;
-            __m256 acc[4][2];
-            for (int h = 0; h < 4; h++)
-                acc[h][0] = acc[h][1] = _mm256_setzero_ps();
-            for (int pr = 0; pr < npairs; pr++) {
-                __m256i x0 = _mm256_loadu_si256((const __m256i *)(vb + (size_t)pr * 32));
-                __m256i x1 = _mm256_loadu_si256((const __m256i *)(vb + (size_t)pr * 32 + 16));
-                __m256 e0 = widen_even(x0), o0 = widen_odd(x0), e1 = widen_even(x1), o1 = widen_odd(x1);
-                for (int h = 0; h < hr; h++) {
-                    float pa, pb;
-                    if (p_is_f32) {
-                        const float *ph = (const float *)p + (size_t)(h0 + h) * p_stride + 2 * pr;
-                        pa = ph[0];
-                        pb = ph[1];
-                    } else {
-                        const uint16_t *ph = (const uint16_t *)p + (size_t)(h0 + h) * p_stride + 2 * pr;
-                        pa = dsops_bf16_to_f32(ph[0]);
-                        pb = dsops_bf16_to_f32(ph[1]);
-                    }
-                    __m256 va = _mm256_set1_ps(pa), vb2 = _mm256_set1_ps(pb);
-                    acc[h][0] = _mm256_fmadd_ps(vb2, o0, _mm256_fmadd_ps(va, e0, acc[h][0]));
-                    acc[h][1] = _mm256_fmadd_ps(vb2, o1, _mm256_fmadd_ps(va, e1, acc[h][1]));
-                }
-            }
-            for (int h = 0; h < hr; h++) {
-                float *orow = o + (size_t)(h0 + h) * o_stride + (size_t)j * 16;
-                _mm256_storeu_ps(orow, acc[h][0]);
-                _mm256_storeu_ps(orow + 8, acc[h][1]);
-            }
-        }
-    }
+    pair_fma(q, 0, q_stride, nh, kt, (size_t)dpairs * 32, ntiles, dpairs, scale, s, s_stride);
 }
 
 static void pv_bf16__avx2(const uint16_t *p, size_t p_stride, int nh, const uint16_t *vp, size_t vp_block_stride,
                           int npairs, int dv_blocks, float *o, size_t o_stride)
 {
-    pv_generic(p, 0, p_stride, nh, vp, vp_block_stride, npairs, dv_blocks, o, o_stride);
+    pair_fma(p, 0, p_stride, nh, vp, vp_block_stride, dv_blocks, npairs, 1.0f, o, o_stride);
 }
 
 static void pv_fp32__avx2(const float *p, size_t p_stride, int nh, const uint16_t *vp, size_t vp_block_stride,
                           int npairs, int dv_blocks, float *o, size_t o_stride)
 {
-    pv_generic(p, 1, p_stride, nh, vp, vp_block_stride, npairs, dv_blocks, o, o_stride);
+    pair_fma(p, 1, p_stride, nh, vp, vp_block_stride, dv_blocks, npairs, 1.0f, o, o_stride);
 }
 
 INLINE __m256 exp256(__m256 x)

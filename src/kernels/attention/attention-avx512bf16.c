@@ -18,137 +18,85 @@ INLINE __m512bh bcst_pair(const uint16_t *p)
 
 /* ---- QK: register tile of HR heads x ER key tiles (16 keys each) ---------------------------- */
 
-/* Tile shapes measured on Zen 5 (docs/PERFORMANCE.md): 4 heads x 6 tiles for QK (6 key tiles of
- * one group stay in L2 while every head passes), 6 heads x 4 blocks for PV. Leftover heads use
- * tiles of 4, 2 and 1, so the register arrays hold at least 4 heads. */
-#ifndef QK_HEADS
-#define QK_HEADS 4
-#endif
-#ifndef QK_TILES
-#define QK_TILES 6
-#endif
-#define QK_ACC_HEADS (QK_HEADS > 4 ? QK_HEADS : 4)
+/* QK and PV are the same product on the packed layouts:
+ *     c[r][16j + l] = scale * sum over steps k of  a[r][2k] * b[j][k][l][0] + a[r][2k+1] * b[j][k][l][1]
+ * with a = query rows (QK) or probability rows (PV), pair k a 32-bit broadcast, and b = key tiles (QK)
+ * or value blocks (PV), one 64-byte vector per (j, k). One register tile holds RT rows x JT vectors.
+ *
+ * Tile shapes measured on Zen 5 (docs/PERFORMANCE.md): 4 rows x 6 key tiles for QK, 6 rows x 4 value
+ * blocks for PV. Leftover rows use tiles of 4, 2 and 1; a row's arithmetic is the same in any tile,
+ * so results do not depend on how rows are grouped. */
+#define TILE_MAX_ROWS 8
+#define TILE_MAX_VECS 8
 
-INLINE void qk_block(const uint16_t *q, size_t q_stride, const int HR, const uint16_t *kt, size_t tile_elems,
-                     const int ER, int dpairs, float scale, float *s, size_t s_stride)
+INLINE void pair_dot_tile(const uint16_t *a, size_t a_stride, const int RT, const uint16_t *b, size_t b_stride,
+                          const int JT, int steps, float scale, float *c, size_t c_stride)
 {
-    __m512 acc[QK_ACC_HEADS][QK_TILES];
+    __m512 acc[TILE_MAX_ROWS][TILE_MAX_VECS];
 #pragma GCC unroll 16
-    for (int h = 0; h < HR; h++)
+    for (int r = 0; r < RT; r++)
 #pragma GCC unroll 16
-        for (int e = 0; e < ER; e++)
-            acc[h][e] = _mm512_setzero_ps();
-    for (int dp = 0; dp < dpairs; dp++) {
-        __m512bh k[QK_TILES];
+        for (int j = 0; j < JT; j++)
+            acc[r][j] = _mm512_setzero_ps();
+    for (int k = 0; k < steps; k++) {
+        __m512bh v[TILE_MAX_VECS];
 #pragma GCC unroll 16
-        for (int e = 0; e < ER; e++)
-            k[e] = (__m512bh)_mm512_loadu_si512(kt + (size_t)e * tile_elems + (size_t)dp * 32);
+        for (int j = 0; j < JT; j++)
+            v[j] = (__m512bh)_mm512_loadu_si512(b + (size_t)j * b_stride + (size_t)k * 32);
 #pragma GCC unroll 16
-        for (int h = 0; h < HR; h++) {
-            __m512bh qb = bcst_pair(q + (size_t)h * q_stride + 2 * dp);
+        for (int r = 0; r < RT; r++) {
+            __m512bh pair = bcst_pair(a + (size_t)r * a_stride + 2 * k);
 #pragma GCC unroll 16
-            for (int e = 0; e < ER; e++)
-                acc[h][e] = _mm512_dpbf16_ps(acc[h][e], qb, k[e]);
+            for (int j = 0; j < JT; j++)
+                acc[r][j] = _mm512_dpbf16_ps(acc[r][j], pair, v[j]);
         }
     }
     __m512 sc = _mm512_set1_ps(scale);
 #pragma GCC unroll 16
-    for (int h = 0; h < HR; h++)
+    for (int r = 0; r < RT; r++)
 #pragma GCC unroll 16
-        for (int e = 0; e < ER; e++)
-            _mm512_storeu_ps(s + (size_t)h * s_stride + (size_t)e * 16, _mm512_mul_ps(acc[h][e], sc));
+        for (int j = 0; j < JT; j++)
+            _mm512_storeu_ps(c + (size_t)r * c_stride + (size_t)j * 16, _mm512_mul_ps(acc[r][j], sc));
 }
 
-/* All heads against ER key tiles: the ER tiles (ER * dpairs * 64 bytes) stay close while the query
- * rows of every head stream past them. Leftover heads go in tiles of 4, 2, 1 (a head's arithmetic
- * is the same in any tile, so results do not depend on how heads are grouped). */
-INLINE void qk_tiles(const uint16_t *q, size_t q_stride, int nh, const uint16_t *kt, size_t tile_elems, const int ER,
-                     int dpairs, float scale, float *s, size_t s_stride)
+/* All rows against JT vectors of b: those vectors (JT * steps * 64 bytes) stay in L1/L2 while every
+ * row passes. */
+INLINE void pair_dot_rows(const uint16_t *a, size_t a_stride, int rows, const int RT, const uint16_t *b,
+                          size_t b_stride, const int JT, int steps, float scale, float *c, size_t c_stride)
 {
-    int h = 0;
-    for (; h + QK_HEADS <= nh; h += QK_HEADS)
-        qk_block(q + h * q_stride, q_stride, QK_HEADS, kt, tile_elems, ER, dpairs, scale, s + h * s_stride, s_stride);
-    for (; h + 4 <= nh; h += 4)
-        qk_block(q + h * q_stride, q_stride, 4, kt, tile_elems, ER, dpairs, scale, s + h * s_stride, s_stride);
-    for (; h + 2 <= nh; h += 2)
-        qk_block(q + h * q_stride, q_stride, 2, kt, tile_elems, ER, dpairs, scale, s + h * s_stride, s_stride);
-    for (; h < nh; h++)
-        qk_block(q + h * q_stride, q_stride, 1, kt, tile_elems, ER, dpairs, scale, s + h * s_stride, s_stride);
+    int r = 0;
+    for (; r + RT <= rows; r += RT)
+        pair_dot_tile(a + r * a_stride, a_stride, RT, b, b_stride, JT, steps, scale, c + r * c_stride, c_stride);
+    for (; r + 4 <= rows; r += 4)
+        pair_dot_tile(a + r * a_stride, a_stride, 4, b, b_stride, JT, steps, scale, c + r * c_stride, c_stride);
+    for (; r + 2 <= rows; r += 2)
+        pair_dot_tile(a + r * a_stride, a_stride, 2, b, b_stride, JT, steps, scale, c + r * c_stride, c_stride);
+    for (; r < rows; r++)
+        pair_dot_tile(a + r * a_stride, a_stride, 1, b, b_stride, JT, steps, scale, c + r * c_stride, c_stride);
+}
+
+/* The whole product, vectors of b in groups of JT (outer) so each group is reused by all rows. */
+INLINE void pair_dot(const uint16_t *a, size_t a_stride, int rows, const int RT, const uint16_t *b, size_t b_stride,
+                     int nvec, const int JT, int steps, float scale, float *c, size_t c_stride)
+{
+    int j = 0;
+    for (; j + JT <= nvec; j += JT)
+        pair_dot_rows(a, a_stride, rows, RT, b + j * b_stride, b_stride, JT, steps, scale, c + j * 16, c_stride);
+    for (; j < nvec; j++)
+        pair_dot_rows(a, a_stride, rows, RT, b + j * b_stride, b_stride, 1, steps, scale, c + j * 16, c_stride);
 }
 
 static void qk_scores__avx512bf16(const uint16_t *q, size_t q_stride, int nh, const uint16_t *kt, int ntiles,
                                   int dpairs, float scale, float *s, size_t s_stride)
 {
-    size_t tile_elems = (size_t)dpairs * 32;
-    int t = 0;
-    for (; t + QK_TILES <= ntiles; t += QK_TILES)
-        qk_tiles(q, q_stride, nh, kt + t * tile_elems, tile_elems, QK_TILES, dpairs, scale, s + t * 16, s_stride);
-    for (; t < ntiles; t++)
-        qk_tiles(q, q_stride, nh, kt + t * tile_elems, tile_elems, 1, dpairs, scale, s + t * 16, s_stride);
-}
-
-/* ---- PV: register tile of HR heads x DR value blocks (16 dims each) ------------------------- */
-
-#ifndef PV_HEADS
-#define PV_HEADS 6
-#endif
-#ifndef PV_BLOCKS
-#define PV_BLOCKS 4
-#endif
-#define PV_ACC_HEADS (PV_HEADS > 4 ? PV_HEADS : 4)
-
-INLINE void pv_block(const uint16_t *p, size_t p_stride, const int HR, const uint16_t *vp, size_t vp_block_stride,
-                     const int DR, int npairs, float *o, size_t o_stride)
-{
-    __m512 acc[PV_ACC_HEADS][PV_BLOCKS];
-#pragma GCC unroll 16
-    for (int h = 0; h < HR; h++)
-#pragma GCC unroll 16
-        for (int j = 0; j < DR; j++)
-            acc[h][j] = _mm512_setzero_ps();
-    for (int pr = 0; pr < npairs; pr++) {
-        __m512bh v[PV_BLOCKS];
-#pragma GCC unroll 16
-        for (int j = 0; j < DR; j++)
-            v[j] = (__m512bh)_mm512_loadu_si512(vp + (size_t)j * vp_block_stride + (size_t)pr * 32);
-#pragma GCC unroll 16
-        for (int h = 0; h < HR; h++) {
-            __m512bh pb = bcst_pair(p + (size_t)h * p_stride + 2 * pr);
-#pragma GCC unroll 16
-            for (int j = 0; j < DR; j++)
-                acc[h][j] = _mm512_dpbf16_ps(acc[h][j], pb, v[j]);
-        }
-    }
-#pragma GCC unroll 16
-    for (int h = 0; h < HR; h++)
-#pragma GCC unroll 16
-        for (int j = 0; j < DR; j++)
-            _mm512_storeu_ps(o + (size_t)h * o_stride + (size_t)j * 16, acc[h][j]);
-}
-
-INLINE void pv_heads(const uint16_t *p, size_t p_stride, int nh, const uint16_t *vp, size_t vp_block_stride,
-                     const int DR, int npairs, float *o, size_t o_stride)
-{
-    int h = 0;
-    for (; h + PV_HEADS <= nh; h += PV_HEADS)
-        pv_block(p + h * p_stride, p_stride, PV_HEADS, vp, vp_block_stride, DR, npairs, o + h * o_stride, o_stride);
-    for (; h + 4 <= nh; h += 4)
-        pv_block(p + h * p_stride, p_stride, 4, vp, vp_block_stride, DR, npairs, o + h * o_stride, o_stride);
-    for (; h + 2 <= nh; h += 2)
-        pv_block(p + h * p_stride, p_stride, 2, vp, vp_block_stride, DR, npairs, o + h * o_stride, o_stride);
-    for (; h < nh; h++)
-        pv_block(p + h * p_stride, p_stride, 1, vp, vp_block_stride, DR, npairs, o + h * o_stride, o_stride);
+    pair_dot(q, q_stride, nh, 4, kt, (size_t)dpairs * 32, ntiles, 6, dpairs, scale, s, s_stride);
 }
 
 static void pv_bf16__avx512bf16(const uint16_t *p, size_t p_stride, int nh, const uint16_t *vp,
                                 size_t vp_block_stride, int npairs, int dv_blocks, float *o, size_t o_stride)
 {
-    /* value blocks outer: a group of PV_BLOCKS blocks (npairs * 64 * PV_BLOCKS bytes) stays in L2 for all heads */
-    int j = 0;
-    for (; j + PV_BLOCKS <= dv_blocks; j += PV_BLOCKS)
-        pv_heads(p, p_stride, nh, vp + j * vp_block_stride, vp_block_stride, PV_BLOCKS, npairs, o + j * 16, o_stride);
-    for (; j < dv_blocks; j++)
-        pv_heads(p, p_stride, nh, vp + j * vp_block_stride, vp_block_stride, 1, npairs, o + j * 16, o_stride);
+    /* scale 1 is exact: the same sums as without it */
+    pair_dot(p, p_stride, nh, 6, vp, vp_block_stride, dv_blocks, 4, npairs, 1.0f, o, o_stride);
 }
 
 /* PV with fp32 probabilities: the bf16 value pairs are widened (even element = low half). */

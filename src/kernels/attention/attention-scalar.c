@@ -5,67 +5,55 @@
 #include "dispatch.h"
 #include "internal.h"
 
+/* QK and PV are one product on the packed layouts (see src/core/dispatch.h):
+ *     c[r][16j + l] = scale * sum over k of  a[r][2k] * b[j][k][l][0] + a[r][2k+1] * b[j][k][l][1]
+ * with a = query rows (QK) or probability rows (PV), b = key tiles (QK) or value blocks (PV). */
+static void pair_dot(const void *a, int a_is_f32, size_t a_stride, int rows, const uint16_t *b, size_t b_stride,
+                     int nvec, int steps, float scale, float *c, size_t c_stride)
+{
+    for (int r = 0; r < rows; r++) {
+        for (int j = 0; j < nvec; j++) {
+            const uint16_t *bj = b + (size_t)j * b_stride; /* [steps][16][2] */
+            float acc[16] = {0};
+            for (int k = 0; k < steps; k++) {
+                float u, w;
+                if (a_is_f32) {
+                    const float *ar = (const float *)a + (size_t)r * a_stride + 2 * k;
+                    u = ar[0];
+                    w = ar[1];
+                } else {
+                    const uint16_t *ar = (const uint16_t *)a + (size_t)r * a_stride + 2 * k;
+                    u = dsops_bf16_to_f32(ar[0]);
+                    w = dsops_bf16_to_f32(ar[1]);
+                }
+                const uint16_t *v = bj + (size_t)k * 32;
+                for (int l = 0; l < 16; l++) {
+                    acc[l] += u * dsops_bf16_to_f32(v[2 * l]);
+                    acc[l] += w * dsops_bf16_to_f32(v[2 * l + 1]);
+                }
+            }
+            for (int l = 0; l < 16; l++)
+                c[(size_t)r * c_stride + (size_t)j * 16 + l] = acc[l] * scale;
+        }
+    }
+}
+
 static void qk_scores__scalar(const uint16_t *q, size_t q_stride, int nh, const uint16_t *kt, int ntiles, int dpairs,
                               float scale, float *s, size_t s_stride)
 {
-    for (int h = 0; h < nh; h++) {
-        const uint16_t *qh = q + (size_t)h * q_stride; /* [2*dpairs] */
-        for (int tile = 0; tile < ntiles; tile++) {
-            const uint16_t *kt_tile = kt + (size_t)tile * dpairs * 32; /* [dpairs][16][2] */
-            float acc[DSOPS_KT_LANES] = {0};
-            for (int dp = 0; dp < dpairs; dp++) {
-                float q0 = dsops_bf16_to_f32(qh[2 * dp]), q1 = dsops_bf16_to_f32(qh[2 * dp + 1]);
-                const uint16_t *kp = kt_tile + (size_t)dp * 32;
-                for (int e = 0; e < DSOPS_KT_LANES; e++) {
-                    acc[e] += q0 * dsops_bf16_to_f32(kp[2 * e]);
-                    acc[e] += q1 * dsops_bf16_to_f32(kp[2 * e + 1]);
-                }
-            }
-            for (int e = 0; e < DSOPS_KT_LANES; e++)
-                s[(size_t)h * s_stride + (size_t)tile * DSOPS_KT_LANES + e] = acc[e] * scale;
-        }
-    }
+    pair_dot(q, 0, q_stride, nh, kt, (size_t)dpairs * 32, ntiles, dpairs, scale, s, s_stride);
 }
 
 static void pv_bf16__scalar(const uint16_t *p, size_t p_stride, int nh, const uint16_t *vp, size_t vp_block_stride,
                             int npairs, int dv_blocks, float *o, size_t o_stride)
 {
-    for (int h = 0; h < nh; h++) {
-        const uint16_t *ph = p + (size_t)h * p_stride; /* [2*npairs] */
-        for (int blk = 0; blk < dv_blocks; blk++) {
-            const uint16_t *vb = vp + (size_t)blk * vp_block_stride; /* [npairs][16][2] */
-            float acc[DSOPS_VP_LANES] = {0};
-            for (int pr = 0; pr < npairs; pr++) {
-                float p0 = dsops_bf16_to_f32(ph[2 * pr]), p1 = dsops_bf16_to_f32(ph[2 * pr + 1]);
-                const uint16_t *v = vb + (size_t)pr * 32;
-                for (int d = 0; d < DSOPS_VP_LANES; d++) {
-                    acc[d] += p0 * dsops_bf16_to_f32(v[2 * d]);
-                    acc[d] += p1 * dsops_bf16_to_f32(v[2 * d + 1]);
-                }
-            }
-            memcpy(o + (size_t)h * o_stride + (size_t)blk * DSOPS_VP_LANES, acc, sizeof acc);
-        }
-    }
+    pair_dot(p, 0, p_stride, nh, vp, vp_block_stride, dv_blocks, npairs, 1.0f, o, o_stride);
 }
 
 static void pv_fp32__scalar(const float *p, size_t p_stride, int nh, const uint16_t *vp, size_t vp_block_stride,
                             int npairs, int dv_blocks, float *o, size_t o_stride)
 {
-    for (int h = 0; h < nh; h++) {
-        const float *ph = p + (size_t)h * p_stride; /* [2*npairs] */
-        for (int blk = 0; blk < dv_blocks; blk++) {
-            const uint16_t *vb = vp + (size_t)blk * vp_block_stride;
-            float acc[DSOPS_VP_LANES] = {0};
-            for (int pr = 0; pr < npairs; pr++) {
-                const uint16_t *v = vb + (size_t)pr * 32;
-                for (int d = 0; d < DSOPS_VP_LANES; d++) {
-                    acc[d] += ph[2 * pr] * dsops_bf16_to_f32(v[2 * d]);
-                    acc[d] += ph[2 * pr + 1] * dsops_bf16_to_f32(v[2 * d + 1]);
-                }
-            }
-            memcpy(o + (size_t)h * o_stride + (size_t)blk * DSOPS_VP_LANES, acc, sizeof acc);
-        }
-    }
+    pair_dot(p, 1, p_stride, nh, vp, vp_block_stride, dv_blocks, npairs, 1.0f, o, o_stride);
 }
 
 static float row_max__scalar(const float *s, int n)
