@@ -210,9 +210,14 @@ static int cmd_bench(int argc, char **argv)
            "min-max ms", "GFLOP/s", "GB/s", "%peak", "check");
     int failures = 0, matched = 0;
     size_t wl = strlen(what);
+    /* an exact case name runs that case alone; otherwise a prefix, "all" or an operator name runs every
+     * full-size case it covers */
+    int have_exact = dsops_sfa_case_find(what) != NULL;
     for (int i = 0; i < count; i++) {
         const dsops_sfa_case *c = &cases[i];
         int exact = !strcmp(c->name, what);
+        if (have_exact && !exact)
+            continue;
         int prefix = !strncmp(c->name, what, wl) && strstr(c->name, "_ci") == NULL && strstr(c->name, "_edge") == NULL;
         int all = !strcmp(what, "all") && strstr(c->name, "_ci") == NULL;
         int op = !strcmp(what, "sparse_flash_attention_v32") && strstr(c->name, "_ci") == NULL;

@@ -120,7 +120,7 @@ static void attend_whole_rows(const dsops_attention_kernels *k, const dsops_attn
 {
     float *s = (float *)(scratch + L->s);       /* [nh][s_stride] scores, then weights */
     float *o = (float *)(scratch + L->o);       /* [nh][o_stride] */
-    float *lonely = (float *)(scratch + L->head_state);
+    uint8_t *lonely = (uint8_t *)(scratch + L->head_state); /* [nh] */
     bool fp32 = sh->p_mode == DSOPS_P_FP32;
     int npairs = (n + 1) / 2;
     for (int h = 0; h < sh->nh; h++) {
@@ -176,7 +176,8 @@ static void attend_tiled(const dsops_attention_kernels *k, const dsops_attn_shap
     float *o = (float *)(scratch + L->o);                  /* [nh][o_stride] running output */
     float *ot = (float *)(scratch + L->o_tile);            /* [nh][o_stride] this tile's PV */
     float *m = (float *)(scratch + L->head_state);         /* [nh] running max */
-    float *l = m + nh, *alpha = m + 2 * nh, *active = m + 3 * nh;
+    float *l = m + nh, *alpha = m + 2 * nh;                /* [nh] running sum, this tile's rescale */
+    uint8_t *active = (uint8_t *)(m + 3 * nh);             /* [nh] head has a finite max so far */
     const uint16_t *vp = (const uint16_t *)(scratch + L->vp);
     for (int h = 0; h < nh; h++) {
         m[h] = -INFINITY;
