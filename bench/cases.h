@@ -41,4 +41,35 @@ const dsops_sfa_case *dsops_sfa_case_find(const char *name);
 dsops_sfa_problem *dsops_sfa_problem_make(const dsops_sfa_case *c, uint64_t seed);
 void dsops_sfa_problem_free(dsops_sfa_problem *p);
 
+/* One lightning_indexer case (V3.2 configuration: cmp_ratio 1). Sequences are uniform: S tokens each. */
+typedef struct dsops_li_case {
+    const char *name;        /* e.g. "v32_li_int8_b4_s2_kv64k" */
+    int B, S;
+    int seqused[128];        /* seqused_kv per sequence (B entries) */
+    int NI, DI, K, BS;       /* indexer heads, head dim, top-k width, block size */
+    int cmp_ratio;
+    int int8;                /* 1: int8 variant, 0: bf16 variant */
+    int with_scores;         /* topk_scores requested */
+    int ci;
+    const char *ci_variant;
+} dsops_li_case;
+
+typedef struct dsops_li_problem {
+    dsops_li_case c;
+    dsops_lightning_indexer_args args;
+    int64_t T, NB, MB;
+    int64_t scored;          /* sum over tokens of visible keys n_t */
+    double ops;              /* 2 * NI * DI * scored (GOP for int8, GFLOP for bf16) */
+    double key_bytes;        /* key bytes read: scored * (DI * elem + scale bytes) */
+    void *buffers[16];
+    int nbuffers;
+} dsops_li_problem;
+
+const dsops_li_case *dsops_li_cases(int *count);
+const dsops_li_case *dsops_li_case_find(const char *name);
+/* Data per CASES.md "lightning_indexer, V3.2 configuration" (int8: int8(N(0,1)) values with fp16
+ * scales max(fp16(amax/127), 1e-3) and requantisation; weights fp16(N(0,1)); bf16: N(0,1) bf16). */
+dsops_li_problem *dsops_li_problem_make(const dsops_li_case *c, uint64_t seed);
+void dsops_li_problem_free(dsops_li_problem *p);
+
 #endif

@@ -216,6 +216,49 @@ DSOPS_API dsops_status dsops_sparse_flash_attention_v32(dsops_context *ctx,
                                                         const dsops_sparse_flash_attention_v32_args *args);
 
 /* ---------------------------------------------------------------------------------------------
+ * lightning_indexer (spec §3.6; V3.2 configuration §4.3)
+ *
+ * Index scores of every visible key for each query token, summed over the NI indexer heads, and
+ * their top-k. Token t of sequence b (index i, S_b tokens in the call) sees L = seqused_kv[b] -
+ * (S_b - 1 - i) original tokens and n = floor(max(L, 0) / cmp_ratio) keys; key j < n is row
+ * block_table[b][j / BS] * BS + j % BS of key_cache (a token for V3.2, a compressed entry for V4).
+ *
+ * int8 variant (q_idx int8; fp16 intermediates are part of the contract):
+ *     ws_h = fp16(q_idx_scale[t,h] * weights[t,h])
+ *     d_hj = fp16(f32(max(sum_d q_idx[t,h,d] * key[j][d], 0)) * 2^-11)          exact int32 dot
+ *     I[j] = (sum_h ws_h * d_hj) * key_scale[j]
+ * bf16 variant (q_idx bf16):  I[j] = sum_h max(dot(q_idx[t,h], key[j]), 0) * weights[t,h]
+ *
+ * topk_indices[t] holds the indices of the min(n, K) largest I[j] in decreasing order (ties: lower
+ * index first; NaN ranks below every number; -0 == +0), then -1; topk_scores[t] the selected scores,
+ * then -Inf. Indices are logical positions, not cache rows. A token with n = 0 gets a row of -1.
+ *
+ * Errors: _NULL, _SHAPE (rank / extents; NI, DI, K >= 1; DI <= 131072 for int8), _DTYPE (q_idx, weights,
+ * key_cache and the scales must match the variant), _PARAM (cmp_ratio < 1; scales given to the bf16
+ * variant), _INDEX (cu_seqlens_q, seqused_kv < 0, a visible key whose block-table column is >= MB or
+ * whose block is outside [0, NB)), _ALIAS, _NOMEM, _UNSUPPORTED (NI > 2^16, K > 2^24, more than 2^31
+ * visible keys).
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct dsops_lightning_indexer_args {
+    dsops_tensor q_idx;            /* [T, NI, DI] int8 (int8 variant) or bf16 (bf16 variant) */
+    dsops_tensor q_idx_scale;      /* [T, NI] fp16 (int8 variant only) */
+    dsops_tensor weights;          /* [T, NI] fp16 (int8 variant) or bf16 (bf16 variant) */
+    dsops_tensor key_cache;        /* [NB, BS, DI] int8 or bf16 (same as q_idx) */
+    dsops_tensor key_scale_cache;  /* [NB, BS] fp16 (int8 variant only) */
+    dsops_tensor block_table;      /* [B, MB] int32 */
+    dsops_tensor cu_seqlens_q;     /* [B+1] int32 */
+    dsops_tensor seqused_kv;       /* [B] int32, original token counts including this call */
+    dsops_tensor topk_indices;     /* [T, K] int32, out */
+    dsops_tensor topk_scores;      /* [T, K] fp32, out, optional */
+    int cmp_ratio;                 /* >= 1; V3.2: 1, V4: 4 */
+} dsops_lightning_indexer_args;
+
+/* Clears every tensor and sets cmp_ratio from the preset (V3.2: 1, V4: 4). */
+DSOPS_API dsops_status dsops_lightning_indexer_init(dsops_lightning_indexer_args *args, dsops_preset preset);
+DSOPS_API dsops_status dsops_lightning_indexer(dsops_context *ctx, const dsops_lightning_indexer_args *args);
+
+/* ---------------------------------------------------------------------------------------------
  * Machine peaks (used by the benchmark tool as the 100 % mark)
  * ------------------------------------------------------------------------------------------- */
 
