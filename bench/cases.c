@@ -437,3 +437,347 @@ fail:
     dsops_sfa_problem_free(p);
     return NULL;
 }
+
+/* ==================================================================================================
+ * lightning_indexer (spec/OPS.md §3.6, §4.3; CASES.md "lightning_indexer, V3.2 / V4 configuration")
+ *
+ * Data:
+ *   V3.2 int8   q_idx and keys start as int8(N(0,1)) (truncation), get fp16 scales
+ *               max(fp16(amax/127), 1e-3) per head / per key and are requantised
+ *               clip(rint(v/scale), -127, 127); weights fp16(N(0,1))
+ *   V3.2 bf16   q_idx, keys, weights N(0,1) bf16
+ *   V4          q_idx and keys Q8 (spec §2.7) of N(0,1) vectors per head / per key, scales fp16;
+ *               weights fp16(N(0,1) * 0.1)
+ *   AscendC     q_idx, keys int8 U(-128,127); scales U(0,10) fp16; weights U(0,0.01) fp16
+ *   tables      a random permutation of the physical blocks; -1 in unused columns
+ * The key cache of sequence b holds floor(seqused[b] / cmp_ratio) entries (compressed entries for V4,
+ * tokens for V3.2); every physical row gets data, including the rows past the end of a last block.
+ * ================================================================================================== */
+
+#define LI_MAX_DI 1024 /* largest head dim the generator handles */
+
+/* NI 64, DI 128, BS 128 for every case */
+#define LI_DIMS .NI = 64, .DI = 128, .BS = 128
+#define LI_MIXED4 {65536, 971, 32869, 16383}
+#define LI_B48_MIXED 131072, 65536, 65536 + 111, 32768 + 11, 16384 + 1, 8192 + 2, 2048 + 7, 1024 + 5, 2048, 256, 127, 32
+#define LI_B48_MIXED_CI 8192, 4096, 4102, 2048, 1024, 512, 128, 64, 128, 16, 7, 2
+
+static const dsops_li_case li_cases[] = {
+    /* V3.2 configuration: cmp_ratio 1, K 2048 */
+    {.name = "v32_li_int8_b4_s2_mixed", .B = 4, .S = 2, .seqused = LI_MIXED4, LI_DIMS, .K = 2048, .cmp_ratio = 1,
+     .int8 = 1, .ci = 1},
+    {.name = "v32_li_int8_b8_s2_mixed", .B = 8, .S = 2,
+     .seqused = {32767, 32656, 384, 2000, 65536, 971, 32869, 129090}, LI_DIMS, .K = 2048, .cmp_ratio = 1,
+     .int8 = 1, .ci = 1},
+    {.name = "v32_li_int8_b4_s2_kv64k", .B = 4, .S = 2, .seqused = {REP4(65536)}, LI_DIMS, .K = 2048,
+     .cmp_ratio = 1, .int8 = 1, .ci = 1},
+    /* seqused uniform in [1, 8192], drawn once (fixed so that the case's work does not depend on the seed) */
+    {.name = "v32_li_bf16_b32_s3_rand8k", .B = 32, .S = 3,
+     .seqused = {4914, 6679, 6817, 6186, 4136, 5288, 2697, 4154, 4475, 1466, 2840, 5571, 1919, 7948, 3342, 6331,
+                 5721, 4049, 4758, 6133, 2837, 5673, 3884, 446, 7989, 4902, 3181, 1935, 5992, 582, 1406, 2346},
+     LI_DIMS, .K = 2048, .cmp_ratio = 1, .int8 = 0, .ci = 1},
+    {.name = "v32_li_bf16_b4_s1_kv64k", .B = 4, .S = 1, .seqused = {REP4(65536)}, LI_DIMS, .K = 2048,
+     .cmp_ratio = 1, .int8 = 0, .ci = 1},
+    {.name = "v32_li_bf16_b48_s4_mixed", .B = 48, .S = 4,
+     .seqused = {LI_B48_MIXED, LI_B48_MIXED, LI_B48_MIXED, LI_B48_MIXED}, LI_DIMS, .K = 2048, .cmp_ratio = 1,
+     .int8 = 0, .ci = 0, .ci_variant = "v32_li_bf16_b48_s4_mixed_ci"},
+    /* every length / 16 (at least 1) */
+    {.name = "v32_li_bf16_b48_s4_mixed_ci", .B = 48, .S = 4,
+     .seqused = {LI_B48_MIXED_CI, LI_B48_MIXED_CI, LI_B48_MIXED_CI, LI_B48_MIXED_CI}, LI_DIMS, .K = 2048,
+     .cmp_ratio = 1, .int8 = 0, .ci = 1},
+    {.name = "v32_li_bf16_b2_s3_kv122", .B = 2, .S = 3, .seqused = {122, 122}, LI_DIMS, .K = 2048, .cmp_ratio = 1,
+     .int8 = 0, .with_scores = 1, .ci = 1},
+    /* V4 configuration: int8, cmp_ratio 4 (Flash K 512, Pro K 1024) */
+    {.name = "v4_li_b64_s2_kv8k", .B = 64, .S = 2, .seqused = {REP64(8192)}, LI_DIMS, .K = 512, .cmp_ratio = 4,
+     .int8 = 1, .ci = 1},
+    {.name = "v4_li_b4_s2_mixed", .B = 4, .S = 2, .seqused = LI_MIXED4, LI_DIMS, .K = 512, .cmp_ratio = 4,
+     .int8 = 1, .ci = 1},
+    {.name = "v4_li_pro_b4_s2_kv64k", .B = 4, .S = 2, .seqused = {REP4(65536)}, LI_DIMS, .K = 1024,
+     .cmp_ratio = 4, .int8 = 1, .ci = 1},
+    /* S 16 tokens see 115 ... 130 tokens: 28 ... 32 compressed keys, rows padded with -1 */
+    {.name = "v4_li_b1_s16_kv130", .B = 1, .S = 16, .seqused = {130}, LI_DIMS, .K = 512, .cmp_ratio = 4,
+     .int8 = 1, .with_scores = 1, .ci = 1},
+    /* the vendor documentation's example (AscendC data) */
+    {.name = "v4_li_ascendc_example", .B = 24, .S = 4, .seqused = {REP16(512), REP8(512)}, LI_DIMS, .K = 512,
+     .cmp_ratio = 1, .int8 = 1, .ci = 1},
+    /* one decode token over 64K keys: the performance case of a single query */
+    {.name = "li_bench_int8_t1_kv64k", .B = 1, .S = 1, .seqused = {65536}, LI_DIMS, .K = 2048, .cmp_ratio = 1,
+     .int8 = 1, .ci = 1},
+    {.name = "li_bench_bf16_t1_kv64k", .B = 1, .S = 1, .seqused = {65536}, LI_DIMS, .K = 2048, .cmp_ratio = 1,
+     .int8 = 0, .ci = 1},
+};
+
+const dsops_li_case *dsops_li_cases(int *count)
+{
+    if (count)
+        *count = (int)(sizeof li_cases / sizeof li_cases[0]);
+    return li_cases;
+}
+
+const dsops_li_case *dsops_li_case_find(const char *name)
+{
+    int n;
+    const dsops_li_case *c = dsops_li_cases(&n);
+    for (int i = 0; name && i < n; i++)
+        if (strcmp(c[i].name, name) == 0)
+            return &c[i];
+    return NULL;
+}
+
+typedef enum li_data_kind { LI_DATA_V32 = 0, LI_DATA_V4 = 1, LI_DATA_ASCENDC = 2 } li_data_kind;
+
+static li_data_kind li_kind(const dsops_li_case *c)
+{
+    if (strncmp(c->name, "v4_li_ascendc", 13) == 0)
+        return LI_DATA_ASCENDC;
+    if (strncmp(c->name, "v4_", 3) == 0)
+        return LI_DATA_V4;
+    return LI_DATA_V32;
+}
+
+/* Fills v[0 .. n-1] with N(0,1) values (Box-Muller, two values per 64-bit draw). */
+static void rng_normal(rng *r, float *v, size_t n)
+{
+    const float k = 1.0f / 16777216.0f, two_pi = 6.28318530717958647692f;
+    for (size_t i = 0; i < n; i += 2) {
+        uint64_t x = rng_next(r);
+        float u1 = (float)((x >> 40) + 1) * k; /* (0, 1] */
+        float u2 = (float)((x >> 16) & 0xffffffu) * k;
+        float rad = sqrtf(-2.0f * logf(u1));
+        v[i] = rad * cosf(two_pi * u2);
+        if (i + 1 < n)
+            v[i + 1] = rad * sinf(two_pi * u2);
+    }
+}
+
+static float rng_unit(rng *r) { return (float)(rng_next(r) >> 40) * (1.0f / 16777216.0f); } /* [0, 1) */
+
+static uint16_t fp16_bits(float f)
+{
+    uint16_t h;
+    dsops_fp32_to_fp16(&f, &h, 1);
+    return h;
+}
+
+static float fp16_value(uint16_t h)
+{
+    float f;
+    dsops_fp16_to_fp32(&h, &f, 1);
+    return f;
+}
+
+/* One int8 row of `n` values with its fp16 scale, by the case's recipe. */
+static uint16_t li_int8_row(li_data_kind kind, rng *r, int8_t *q, int n)
+{
+    float v[LI_MAX_DI];
+    if (kind == LI_DATA_ASCENDC) {
+        for (int i = 0; i < n; i++)
+            q[i] = (int8_t)((int)(rng_next(r) & 0xff) - 128);
+        return fp16_bits(10.0f * rng_unit(r));
+    }
+    rng_normal(r, v, (size_t)n);
+    float amax = 0.0f;
+    if (kind == LI_DATA_V32) {
+        for (int i = 0; i < n; i++) {
+            v[i] = (float)(int)v[i]; /* int8(N(0,1)): truncation */
+            amax = fabsf(v[i]) > amax ? fabsf(v[i]) : amax;
+        }
+        float s = fp16_value(fp16_bits(amax / 127.0f));
+        uint16_t sh = fp16_bits(s > 1e-3f ? s : 1e-3f);
+        s = fp16_value(sh);
+        for (int i = 0; i < n; i++) {
+            float x = rint_small(v[i] / s);
+            q[i] = (int8_t)(x > 127.0f ? 127 : (x < -127.0f ? -127 : (int)x));
+        }
+        return sh;
+    }
+    /* V4: Q8 of spec §2.7 (no NaN / Inf can occur in normal draws) */
+    for (int i = 0; i < n; i++)
+        amax = fabsf(v[i]) > amax ? fabsf(v[i]) : amax;
+    float sq = 127.0f / amax;
+    if (amax == 0.0f || isinf(sq)) {
+        memset(q, 0, (size_t)n);
+        return 0;
+    }
+    for (int i = 0; i < n; i++)
+        q[i] = (int8_t)(int)rint_small(v[i] * sq);
+    return fp16_bits(1.0f / sq);
+}
+
+/* One bf16 row of N(0,1) values. */
+static void li_bf16_row(rng *r, uint16_t *q, int n)
+{
+    float v[LI_MAX_DI];
+    rng_normal(r, v, (size_t)n);
+    for (int i = 0; i < n; i++)
+        q[i] = bf16_bits(v[i]);
+}
+
+static void *li_alloc(dsops_li_problem *p, size_t bytes)
+{
+    if (p->nbuffers >= (int)(sizeof p->buffers / sizeof p->buffers[0]))
+        return NULL;
+    void *m = calloc(1, bytes ? bytes : 1);
+    if (m)
+        p->buffers[p->nbuffers++] = m;
+    return m;
+}
+
+void dsops_li_problem_free(dsops_li_problem *p)
+{
+    if (!p)
+        return;
+    for (int i = 0; i < p->nbuffers; i++)
+        free(p->buffers[i]);
+    free(p);
+}
+
+enum { STREAM_LI_Q = 11, STREAM_LI_W = 12, STREAM_LI_KEY = 13 };
+
+dsops_li_problem *dsops_li_problem_make(const dsops_li_case *c, uint64_t seed)
+{
+    if (!c || c->B < 0 || c->B > 128 || c->S < 0 || c->NI < 1 || c->DI < 1 || c->DI > LI_MAX_DI || c->K < 1 ||
+        c->BS < 1 || c->cmp_ratio < 1)
+        return NULL;
+    dsops_li_problem *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->c = *c;
+    rng r = {seed};
+    const li_data_kind kind = li_kind(c);
+    const int B = c->B, S = c->S, NI = c->NI, DI = c->DI, K = c->K, BS = c->BS, R = c->cmp_ratio;
+    const int64_t T = (int64_t)B * S;
+    p->T = T;
+    dsops_lightning_indexer_init(&p->args, R == 1 ? DSOPS_PRESET_V32 : DSOPS_PRESET_V4_FLASH);
+    p->args.cmp_ratio = R;
+
+    /* block counts: sequence b holds floor(seqused / R) keys */
+    int64_t NB = 0, MB = 1;
+    for (int b = 0; b < B; b++) {
+        int64_t nb = (c->seqused[b] / R + BS - 1) / BS;
+        NB += nb;
+        MB = nb > MB ? nb : MB;
+    }
+    if (NB < 1)
+        NB = 1;
+    p->NB = NB;
+    p->MB = MB;
+
+    int32_t *cu = li_alloc(p, sizeof(int32_t) * (size_t)(B + 1));               /* [B+1] */
+    int32_t *su = li_alloc(p, sizeof(int32_t) * (size_t)(B > 0 ? B : 1));       /* [B] */
+    int32_t *bt = li_alloc(p, sizeof(int32_t) * (size_t)(B * MB));              /* [B, MB] */
+    int32_t *perm = malloc(sizeof(int32_t) * (size_t)NB);
+    if (!cu || !su || !bt || !perm)
+        goto fail;
+    for (int b = 0; b <= B; b++)
+        cu[b] = b * S;
+    for (int b = 0; b < B; b++)
+        su[b] = c->seqused[b];
+    for (int64_t i = 0; i < NB; i++)
+        perm[i] = (int32_t)i;
+    for (int64_t i = NB - 1; i > 0; i--) {
+        int64_t j = (int64_t)rng_below(&r, (uint64_t)i + 1);
+        int32_t tmp = perm[i];
+        perm[i] = perm[j];
+        perm[j] = tmp;
+    }
+    for (int b = 0, next = 0; b < B; b++) {
+        int64_t nb = (c->seqused[b] / R + BS - 1) / BS;
+        for (int64_t j = 0; j < MB; j++)
+            bt[b * MB + j] = j < nb ? perm[next + j] : -1;
+        next += (int)nb;
+    }
+    free(perm);
+    perm = NULL;
+
+    /* queries and weights: one generator per (token, head) row and one per token for the weights */
+    const size_t esz = c->int8 ? 1 : 2;
+    void *q = li_alloc(p, esz * (size_t)(T * NI * DI));                         /* [T, NI, DI] */
+    uint16_t *qs = c->int8 ? li_alloc(p, sizeof(uint16_t) * (size_t)(T * NI)) : NULL; /* [T, NI] fp16 */
+    uint16_t *w = li_alloc(p, sizeof(uint16_t) * (size_t)(T * NI));             /* [T, NI] fp16 / bf16 */
+    if (!q || (c->int8 && !qs) || !w)
+        goto fail;
+#pragma omp parallel for schedule(static)
+    for (int64_t th = 0; th < T * NI; th++) {
+        rng rq = row_rng(seed, STREAM_LI_Q, th);
+        if (c->int8)
+            qs[th] = li_int8_row(kind, &rq, (int8_t *)q + th * DI, DI);
+        else
+            li_bf16_row(&rq, (uint16_t *)q + th * DI, DI);
+    }
+    for (int64_t t = 0; t < T; t++) {
+        rng rw = row_rng(seed, STREAM_LI_W, t);
+        float v[2];
+        for (int h = 0; h < NI; h++) {
+            if (kind == LI_DATA_ASCENDC) {
+                w[t * NI + h] = fp16_bits(0.01f * rng_unit(&rw));
+                continue;
+            }
+            if (h % 2 == 0)
+                rng_normal(&rw, v, 2);
+            float x = v[h % 2];
+            w[t * NI + h] = !c->int8 ? bf16_bits(x) : fp16_bits(kind == LI_DATA_V4 ? x * 0.1f : x);
+        }
+    }
+
+    /* key cache [NB, BS, DI] and key scales [NB, BS] fp16: one generator per physical row */
+    const int64_t rows = NB * BS;
+    void *key = li_alloc(p, esz * (size_t)(rows * DI));
+    uint16_t *ks = c->int8 ? li_alloc(p, sizeof(uint16_t) * (size_t)rows) : NULL;
+    if (!key || (c->int8 && !ks))
+        goto fail;
+#pragma omp parallel for schedule(static)
+    for (int64_t row = 0; row < rows; row++) {
+        rng rk = row_rng(seed, STREAM_LI_KEY, row);
+        if (c->int8)
+            ks[row] = li_int8_row(kind, &rk, (int8_t *)key + row * DI, DI);
+        else
+            li_bf16_row(&rk, (uint16_t *)key + row * DI, DI);
+    }
+
+    /* outputs */
+    int32_t *idx = li_alloc(p, sizeof(int32_t) * (size_t)(T * K));             /* [T, K] */
+    float *scores = c->with_scores ? li_alloc(p, sizeof(float) * (size_t)(T * K)) : NULL;
+    if (!idx || (c->with_scores && !scores))
+        goto fail;
+
+    const dsops_dtype qdt = c->int8 ? DSOPS_INT8 : DSOPS_BF16;
+    int64_t s3[3] = {T, NI, DI}, s2[2] = {T, NI}, s1[1];
+    p->args.q_idx = dsops_tensor_make(q, qdt, 3, s3);
+    p->args.weights = dsops_tensor_make(w, c->int8 ? DSOPS_FP16 : DSOPS_BF16, 2, s2);
+    if (c->int8)
+        p->args.q_idx_scale = dsops_tensor_make(qs, DSOPS_FP16, 2, s2);
+    s3[0] = NB, s3[1] = BS, s3[2] = DI;
+    p->args.key_cache = dsops_tensor_make(key, qdt, 3, s3);
+    if (c->int8) {
+        s2[0] = NB, s2[1] = BS;
+        p->args.key_scale_cache = dsops_tensor_make(ks, DSOPS_FP16, 2, s2);
+    }
+    s2[0] = B, s2[1] = MB;
+    p->args.block_table = dsops_tensor_make(bt, DSOPS_INT32, 2, s2);
+    s1[0] = B + 1;
+    p->args.cu_seqlens_q = dsops_tensor_make(cu, DSOPS_INT32, 1, s1);
+    s1[0] = B;
+    p->args.seqused_kv = dsops_tensor_make(su, DSOPS_INT32, 1, s1);
+    s2[0] = T, s2[1] = K;
+    p->args.topk_indices = dsops_tensor_make(idx, DSOPS_INT32, 2, s2);
+    if (scores)
+        p->args.topk_scores = dsops_tensor_make(scores, DSOPS_FP32, 2, s2);
+
+    /* work counters */
+    int64_t scored = 0;
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < S; i++) {
+            int64_t L = (int64_t)c->seqused[b] - (S - 1 - i);
+            scored += (L > 0 ? L : 0) / R;
+        }
+    p->scored = scored;
+    p->ops = 2.0 * NI * (double)DI * (double)scored;
+    p->key_bytes = (double)scored * (double)((int64_t)DI * (int64_t)esz + (c->int8 ? 2 : 0));
+    return p;
+
+fail:
+    free(perm);
+    dsops_li_problem_free(p);
+    return NULL;
+}

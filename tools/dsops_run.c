@@ -57,6 +57,7 @@ typedef struct run_param_desc {
     size_t offset, size;                /* of the member in the args struct */
     const run_enum_value *spellings;    /* RUN_ENUM: terminated by a NULL spelling */
     const char *note;                   /* for --help, may be NULL */
+    bool required;                      /* no default: --set or IN's metadata must give it (else usage error) */
 } run_param_desc;
 
 typedef struct run_op_desc {
@@ -79,7 +80,7 @@ typedef struct run_op_desc {
 
 #define RUN_TENSOR(type, field, dir, dtypes, note) {#field, offsetof(type, field), dir, dtypes, note}
 #define RUN_PARAM(type, field, kind, spellings, note) \
-    {#field, kind, offsetof(type, field), sizeof(((type *)0)->field), spellings, note}
+    {#field, kind, offsetof(type, field), sizeof(((type *)0)->field), spellings, note, false}
 #define RUN_COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 static const run_enum_value run_presets[] = {
@@ -161,11 +162,82 @@ static dsops_status sfa_call(dsops_context *ctx, const void *args, const dsops_r
     return dsops_sparse_flash_attention_v32(ctx, args);
 }
 
+/* ---- lightning_indexer ---------------------------------------------------------------------- */
+
+/* The top-k width K is the extent of the outputs, so nothing in IN gives it: the tool keeps it next to
+ * the operator's arguments as the required parameter `topk`. The operator's struct is the first member,
+ * so the descriptor's args pointer is also a pointer to it. */
+typedef struct li_run_args {
+    dsops_lightning_indexer_args op;
+    int topk; /* 0 until given */
+} li_run_args;
+
+#define LI_TENSOR(field, dir, dtypes, note) {#field, offsetof(li_run_args, op.field), dir, dtypes, note}
+#define LI_TOPK_MAX (1 << 24) /* the library's limit on K */
+
+static const run_tensor_desc li_tensors[] = {
+    LI_TENSOR(q_idx, RUN_IN, RUN_DT(DSOPS_INT8) | RUN_DT(DSOPS_BF16), "[T, NI, DI] (I8: int8 variant)"),
+    LI_TENSOR(q_idx_scale, RUN_IN_OPT, RUN_DT(DSOPS_FP16), "[T, NI], int8 variant"),
+    LI_TENSOR(weights, RUN_IN, RUN_DT(DSOPS_FP16) | RUN_DT(DSOPS_BF16), "[T, NI] (F16: int8, BF16: bf16)"),
+    LI_TENSOR(key_cache, RUN_IN, RUN_DT(DSOPS_INT8) | RUN_DT(DSOPS_BF16), "[NB, BS, DI], dtype of q_idx"),
+    LI_TENSOR(key_scale_cache, RUN_IN_OPT, RUN_DT(DSOPS_FP16), "[NB, BS], int8 variant"),
+    LI_TENSOR(block_table, RUN_IN, RUN_DT(DSOPS_INT32), "[B, MB]"),
+    LI_TENSOR(cu_seqlens_q, RUN_IN, RUN_DT(DSOPS_INT32), "[B+1]"),
+    LI_TENSOR(seqused_kv, RUN_IN, RUN_DT(DSOPS_INT32), "[B], original token counts"),
+    LI_TENSOR(topk_indices, RUN_OUT, RUN_DT(DSOPS_INT32), "[T, K], K = topk"),
+    LI_TENSOR(topk_scores, RUN_OUT_OPT, RUN_DT(DSOPS_FP32), "[T, K]"),
+};
+
+static const run_param_desc li_params[] = {
+    {"topk", RUN_INT, offsetof(li_run_args, topk), sizeof(int), NULL,
+     "K, the width of topk_indices and topk_scores (1 ... 2^24)", true},
+    {"cmp_ratio", RUN_INT, offsetof(li_run_args, op.cmp_ratio), sizeof(int), NULL,
+     "preset v32: 1, v4_flash / v4_pro: 4", false},
+};
+
+static dsops_status li_init(void *args, dsops_preset preset)
+{
+    li_run_args *w = args;
+    w->topk = 0;
+    return dsops_lightning_indexer_init(&w->op, preset);
+}
+
+static dsops_status li_output_shapes(void *args, char *msg, size_t len)
+{
+    li_run_args *w = args;
+    if (w->topk < 1) {
+        snprintf(msg, len, "topk = %d: the top-k width must be >= 1", w->topk);
+        return DSOPS_ERR_PARAM;
+    }
+    if (w->topk > LI_TOPK_MAX) {
+        snprintf(msg, len, "topk = %d exceeds the library's limit %d", w->topk, LI_TOPK_MAX);
+        return DSOPS_ERR_UNSUPPORTED;
+    }
+    if (w->op.q_idx.ndim != 3) {
+        snprintf(msg, len, "q_idx has rank %d, expected 3 ([T, NI, DI])", w->op.q_idx.ndim);
+        return DSOPS_ERR_SHAPE;
+    }
+    int64_t tk[2] = {w->op.q_idx.shape[0], w->topk};
+    w->op.topk_indices = dsops_tensor_make(NULL, DSOPS_INT32, 2, tk);
+    w->op.topk_scores = dsops_tensor_make(NULL, DSOPS_FP32, 2, tk);
+    return DSOPS_OK;
+}
+
+static dsops_status li_call(dsops_context *ctx, const void *args, const dsops_run_impl *impl)
+{
+    const li_run_args *w = args;
+    if (impl != NULL && impl->lightning_indexer != NULL)
+        return impl->lightning_indexer(ctx, &w->op);
+    return dsops_lightning_indexer(ctx, &w->op);
+}
+
 /* ---- the registry ---------------------------------------------------------------------------- */
 
 static const run_op_desc run_ops[] = {
     {"sparse_flash_attention_v32", sizeof(sfa_args), sfa_tensors, RUN_COUNT(sfa_tensors), sfa_params,
      RUN_COUNT(sfa_params), DSOPS_PRESET_V32, sfa_init, sfa_infer, sfa_output_shapes, sfa_call},
+    {"lightning_indexer", sizeof(li_run_args), li_tensors, RUN_COUNT(li_tensors), li_params, RUN_COUNT(li_params),
+     DSOPS_PRESET_V32, li_init, NULL, li_output_shapes, li_call},
 };
 
 /* ---- driver ---------------------------------------------------------------------------------- */
@@ -305,8 +377,9 @@ void dsops_run_print_usage(FILE *fp)
         fprintf(fp, "  parameters:\n");
         for (size_t k = 0; k < op->n_params; k++) {
             char buf[128];
-            fprintf(fp, "    %-16s %s%s%s\n", op->params[k].name, run_type_name(&op->params[k], buf, sizeof buf),
-                    op->params[k].note != NULL ? "  " : "", op->params[k].note != NULL ? op->params[k].note : "");
+            fprintf(fp, "    %-16s %s%s%s%s\n", op->params[k].name, run_type_name(&op->params[k], buf, sizeof buf),
+                    op->params[k].required ? "  (required)" : "", op->params[k].note != NULL ? "  " : "",
+                    op->params[k].note != NULL ? op->params[k].note : "");
         }
         char buf[128];
         run_spelling_list(run_presets, buf, sizeof buf);
@@ -662,6 +735,12 @@ static int run_main(run_state *s, int argc, char **argv, const dsops_run_impl *i
             return rc;
         s->given[p] = true;
     }
+    for (size_t p = 0; p < op->n_params; p++)
+        if (op->params[p].required && !s->given[p])
+            return run_fail(RUN_EXIT_USAGE, RUN_ERR_USAGE,
+                            "%s needs --set %s=VALUE (or '%s' in IN's __metadata__)%s%s", op->name,
+                            op->params[p].name, op->params[p].name, op->params[p].note != NULL ? "; " : "",
+                            op->params[p].note != NULL ? op->params[p].note : "");
     if (op->infer != NULL)
         op->infer(s->args, s->given);
 

@@ -7,6 +7,8 @@
  * scalar parameters come from `--set name=value` or from IN's __metadata__ (--set wins; metadata keys
  * that are not parameters are ignored). `--set preset=v32|v4_flash|v4_pro` selects the preset whose
  * defaults fill the parameters before any other value is applied (default: the operator's own model).
+ * A parameter that no input determines and no preset fills (the top-k width `topk` of lightning_indexer,
+ * which sizes its outputs) is required: without it the command is a usage error.
  * OUT receives every output (optional ones included) and every in-out tensor, plus metadata naming the
  * operator, the parameter values used, the library version, the ISA tier and the thread count.
  *
@@ -32,6 +34,7 @@ extern "C" {
  * library's own function. Tests substitute the reference implementations. */
 typedef struct dsops_run_impl {
     dsops_status (*sparse_flash_attention_v32)(dsops_context *ctx, const dsops_sparse_flash_attention_v32_args *args);
+    dsops_status (*lightning_indexer)(dsops_context *ctx, const dsops_lightning_indexer_args *args);
 } dsops_run_impl;
 
 /* argv[0] is the operator name (or --help), the rest the options. Returns the process exit code. */

@@ -12,6 +12,7 @@ static void build_tables(void)
     dsops_kernel_table t;
     memset(&t, 0, sizeof t);
     dsops_attention_kernels_init__scalar(&t.attn);
+    dsops_indexer_kernels_init__scalar(&t.indexer);
     dsops_peak_kernels_init__scalar(&t);
     t.isa = DSOPS_ISA_SCALAR;
     tables[DSOPS_ISA_SCALAR] = t;
@@ -26,6 +27,7 @@ static void build_tables(void)
     tables[DSOPS_ISA_AVX512] = t;
 #ifdef DSOPS_HAVE_AVX512BF16
     dsops_attention_kernels_init__avx512bf16(&t.attn);
+    dsops_indexer_kernels_init__avx512bf16(&t.indexer);
     dsops_peak_kernels_init__avx512bf16(&t);
 #endif
     t.isa = DSOPS_ISA_AVX512BF16;

@@ -46,9 +46,30 @@ typedef struct dsops_attention_kernels {
     void (*store_bf16)(const float *src, int n, float r, uint16_t *dst);
 } dsops_attention_kernels;
 
+/* Lightning-indexer layouts: keys as lanes, 16 keys per tile.
+ *  int8 tile:  [dquads][16][4] uint8, key byte d of key e at [(d/4)*64 + e*4 + d%4], stored as k + 128
+ *              (the u8 operand of vpdpbusd); padding keys and bytes hold 128 (i.e. key value 0).
+ *  bf16 tile:  [dpairs][16][2] bf16, the attention core's Kt layout; padding is zero. */
+typedef struct dsops_indexer_kernels {
+    /* Packs 16 key rows (rows[e] = DI int8 values, or NULL for a padding key) into one int8 tile. */
+    void (*pack_int8)(const int8_t *const *rows, int di, uint8_t *tile);
+    /* Packs 16 bf16 key rows (NULL = padding) into one bf16 tile of ceil(di/2) pairs. */
+    void (*pack_bf16)(const uint16_t *const *rows, int di, uint16_t *tile);
+    /* int8 scores of 16*ntiles keys (spec §3.6):
+     *   I[j] = (sum_h ws[h] * fp16(f32(max(dot_hj, 0)) * 2^-11)) * kscale[j]
+     * q: [nh][q_stride] int8 (4*dquads values, zero padded); qsum128[h] = 128 * sum_d q[h][d];
+     * ws: [nh] fp32 (fp16 values); kscale: [16*ntiles] fp32; I: [16*ntiles] fp32. */
+    void (*score_int8)(const int8_t *q, size_t q_stride, const int32_t *qsum128, const float *ws, int nh,
+                       const uint8_t *tiles, int ntiles, int dquads, const float *kscale, float *I);
+    /* bf16 scores: I[j] = sum_h max(dot(q[h], key_j), 0) * w[h]; q: [nh][q_stride] bf16 (2*dpairs values). */
+    void (*score_bf16)(const uint16_t *q, size_t q_stride, const float *w, int nh, const uint16_t *tiles, int ntiles,
+                       int dpairs, float *I);
+} dsops_indexer_kernels;
+
 typedef struct dsops_kernel_table {
     dsops_isa isa;
     dsops_attention_kernels attn;
+    dsops_indexer_kernels indexer;
     /* Dot-product throughput probes: run `iters` iterations of a register-resident loop and return
      * the number of multiply-adds (products) performed. */
     double (*peak_bf16_dot)(long iters);
@@ -62,6 +83,8 @@ const dsops_kernel_table *dsops_kernel_table_get(dsops_isa isa);
 void dsops_attention_kernels_init__scalar(dsops_attention_kernels *k);
 void dsops_attention_kernels_init__avx2(dsops_attention_kernels *k);
 void dsops_attention_kernels_init__avx512bf16(dsops_attention_kernels *k);
+void dsops_indexer_kernels_init__scalar(dsops_indexer_kernels *k);
+void dsops_indexer_kernels_init__avx512bf16(dsops_indexer_kernels *k);
 void dsops_peak_kernels_init__scalar(dsops_kernel_table *t);
 void dsops_peak_kernels_init__avx2(dsops_kernel_table *t);
 void dsops_peak_kernels_init__avx512bf16(dsops_kernel_table *t);

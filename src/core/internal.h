@@ -40,8 +40,54 @@ static inline uint16_t dsops_f32_to_bf16(float f)
 
 static inline float dsops_round_bf16(float f) { return dsops_bf16_to_f32(dsops_f32_to_bf16(f)); }
 
-float dsops_fp16_to_f32(uint16_t h);
-uint16_t dsops_f32_to_fp16(float f);
+/* fp16 <-> fp32: exact widening; round to nearest even with subnormals, |v| >= 65520 -> Inf. */
+static inline float dsops_fp16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu;
+    uint32_t man = h & 0x3ffu;
+    uint32_t bits;
+    if (exp == 0x1f) {
+        bits = sign | 0x7f800000u | (man << 13) | (man ? 0x00400000u : 0);
+    } else if (exp != 0) {
+        bits = sign | ((exp + 112u) << 23) | (man << 13);
+    } else if (man == 0) {
+        bits = sign;
+    } else { /* subnormal: value = man * 2^-24, exact in fp32 */
+        float v = (float)man * 5.9604644775390625e-8f;
+        bits = sign | dsops_bits_from_f32(v);
+    }
+    return dsops_f32_from_bits(bits);
+}
+
+static inline uint16_t dsops_f32_to_fp16(float f)
+{
+    uint32_t u = dsops_bits_from_f32(f);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) /* NaN: keep sign and top payload bits, force quiet */
+        return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+    if (a >= 0x477ff000u) /* |v| >= 65520 rounds to Inf (and Inf stays Inf) */
+        return (uint16_t)(sign | 0x7c00u);
+    if (a < 0x38800000u) { /* below the smallest normal 2^-14: subnormal or zero */
+        if (a < 0x33000000u) /* < 2^-25: rounds to zero (2^-25 exactly is a tie to even 0) */
+            return sign;
+        uint32_t e = a >> 23;
+        uint32_t m = (a & 0x7fffffu) | 0x800000u;
+        uint32_t shift = 126u - e; /* value = m * 2^(e-150); in units of 2^-24 that is m >> (126 - e) */
+        uint32_t q = m >> shift;
+        uint32_t rem = m & ((1u << shift) - 1u);
+        uint32_t half = 1u << (shift - 1u);
+        if (rem > half || (rem == half && (q & 1u)))
+            q++;
+        return (uint16_t)(sign | q);
+    }
+    /* normal: rebias exponent, round mantissa from 23 to 10 bits (carry may bump the exponent) */
+    uint32_t r = a - 0x38000000u; /* exponent - 112 */
+    r += 0x0fffu + ((r >> 13) & 1u);
+    return (uint16_t)(sign | (r >> 13));
+}
+
 
 /* ---- tensors --------------------------------------------------------------------------------- */
 
@@ -61,19 +107,26 @@ dsops_status dsops_check_no_overlap(const dsops_tensor *a, const char *an, const
 
 #define DSOPS_DT(x) (1u << (x))
 
+/* dsops_dtype_size, inlined for address arithmetic on hot paths. */
+static inline size_t dsops_elem_size(dsops_dtype dt)
+{
+    static const unsigned char size[8] = {0, 2, 2, 4, 1, 4, 8, 1};
+    return (unsigned)dt < 8 ? size[dt] : 0;
+}
+
 /* Element pointer helpers (strides in elements). */
 static inline void *dsops_at1(const dsops_tensor *t, int64_t i0)
 {
-    return (char *)t->data + (size_t)(i0 * t->stride[0]) * dsops_dtype_size(t->dtype);
+    return (char *)t->data + (size_t)(i0 * t->stride[0]) * dsops_elem_size(t->dtype);
 }
 static inline void *dsops_at2(const dsops_tensor *t, int64_t i0, int64_t i1)
 {
-    return (char *)t->data + (size_t)(i0 * t->stride[0] + i1 * t->stride[1]) * dsops_dtype_size(t->dtype);
+    return (char *)t->data + (size_t)(i0 * t->stride[0] + i1 * t->stride[1]) * dsops_elem_size(t->dtype);
 }
 static inline void *dsops_at3(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2)
 {
     return (char *)t->data +
-           (size_t)(i0 * t->stride[0] + i1 * t->stride[1] + i2 * t->stride[2]) * dsops_dtype_size(t->dtype);
+           (size_t)(i0 * t->stride[0] + i1 * t->stride[1] + i2 * t->stride[2]) * dsops_elem_size(t->dtype);
 }
 
 /* ---- context --------------------------------------------------------------------------------- */

@@ -45,6 +45,22 @@ static dsops_status ref_sfa(dsops_context *ctx, const dsops_sparse_flash_attenti
     return st;
 }
 
+static dsops_status ref_li(dsops_context *ctx, const dsops_lightning_indexer_args *a)
+{
+    dsops_lightning_indexer_args v = *a;
+    void *idx_mem, *score_mem;
+    v.topk_indices = scratch_like(&a->topk_indices, &idx_mem);
+    v.topk_scores = scratch_like(&a->topk_scores, &score_mem);
+    dsops_status st = DSOPS_ERR_NOMEM;
+    if ((a->topk_indices.data == NULL || idx_mem != NULL) && (a->topk_scores.data == NULL || score_mem != NULL))
+        st = dsops_lightning_indexer(ctx, &v);
+    free(idx_mem);
+    free(score_mem);
+    if (st == DSOPS_OK)
+        dsops_ref_lightning_indexer(a);
+    return st;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -55,5 +71,6 @@ int main(int argc, char **argv)
     dsops_run_impl impl;
     memset(&impl, 0, sizeof impl);
     impl.sparse_flash_attention_v32 = ref_sfa;
+    impl.lightning_indexer = ref_li;
     return dsops_cmd_run(argc - 1, argv + 1, &impl);
 }

@@ -26,6 +26,21 @@ float dsops_ref_f32_from_bf16(uint16_t h);
  * Writes a->out and, when present, a->lse. Returns nothing: the arguments must be valid. */
 void dsops_ref_sparse_flash_attention_v32(const dsops_sparse_flash_attention_v32_args *a);
 
+/* fp16 helpers of spec §2.1 (round to nearest even, subnormals kept, |f| >= 65520 gives +-Inf; NaN
+ * stays a quiet NaN with its sign). */
+uint16_t dsops_ref_fp16_from_f32(float f);
+float dsops_ref_f32_from_fp16(uint16_t h);
+
+/* lightning_indexer (spec §3.6, §4.3; top-k §2.9). Writes a->topk_indices and, when present,
+ * a->topk_scores. The arguments must be valid. */
+void dsops_ref_lightning_indexer(const dsops_lightning_indexer_args *a);
+/* The full score row I[0 .. n-1] of token t (0 <= t < T) into scores (room for n values, n at most
+ * floor(seqused_kv[b] / cmp_ratio)); returns n. */
+int64_t dsops_ref_lightning_indexer_scores(const dsops_lightning_indexer_args *a, int64_t t, float *scores);
+/* The order of spec §2.9: 1 if (score sa, index ia) comes before (sb, ib) in a top-k row (larger score
+ * first, NaN below every number, -0 == +0, equal scores by increasing index). */
+int dsops_ref_topk_before(float sa, int64_t ia, float sb, int64_t ib);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,6 +5,7 @@
 
 #include "dispatch.h"
 #include "exp-simd.h"
+#include "../common/transpose-avx512.h"
 #include "internal.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -132,7 +133,10 @@ INLINE __mmask16 tail_mask(int left) { return left >= 16 ? (__mmask16)0xffff : (
 static float row_max__avx512bf16(const float *s, int n)
 {
     __m512 m = _mm512_set1_ps(-INFINITY);
-    for (int e = 0; e < n; e += 16)
+    int e = 0;
+    for (; e + 16 <= n; e += 16)
+        m = _mm512_max_ps(m, _mm512_loadu_ps(s + e));
+    if (e < n)
         m = _mm512_max_ps(m, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail_mask(n - e), s + e));
     return _mm512_reduce_max_ps(m);
 }
@@ -163,10 +167,15 @@ INLINE __m512 exp512(__m512 x)
 static float exp_sum__avx512bf16(const float *s, int n, float m, float *w)
 {
     __m512 sum = _mm512_setzero_ps(), mv = _mm512_set1_ps(m);
-    for (int e = 0; e < n; e += 16) {
+    int e = 0;
+    for (; e + 16 <= n; e += 16) {
+        __m512 x = exp512(_mm512_sub_ps(_mm512_loadu_ps(s + e), mv));
+        _mm512_storeu_ps(w + e, x);
+        sum = _mm512_add_ps(sum, x);
+    }
+    if (e < n) {
         __mmask16 k = tail_mask(n - e);
-        __m512 x = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + e), mv));
-        x = _mm512_maskz_mov_ps(k, x);
+        __m512 x = _mm512_maskz_mov_ps(k, exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + e), mv)));
         _mm512_mask_storeu_ps(w + e, k, x);
         sum = _mm512_add_ps(sum, x);
     }
@@ -187,17 +196,22 @@ INLINE __m256i bf16_rne(__m512 v)
 static void scale_to_bf16__avx512bf16(const float *w, int n, float r, uint16_t *p)
 {
     __m512 rv = _mm512_set1_ps(r);
-    for (int e = 0; e < n; e += 16) {
+    int e = 0;
+    for (; e + 16 <= n; e += 16)
+        _mm256_storeu_si256((__m256i *)(p + e), bf16_rne(_mm512_mul_ps(_mm512_loadu_ps(w + e), rv)));
+    if (e < n) {
         __mmask16 k = tail_mask(n - e);
-        __m256i b = bf16_rne(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, w + e), rv));
-        _mm256_mask_storeu_epi16(p + e, k, b);
+        _mm256_mask_storeu_epi16(p + e, k, bf16_rne(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, w + e), rv)));
     }
 }
 
 static void scale_to_f32__avx512bf16(const float *w, int n, float r, float *p)
 {
     __m512 rv = _mm512_set1_ps(r);
-    for (int e = 0; e < n; e += 16) {
+    int e = 0;
+    for (; e + 16 <= n; e += 16)
+        _mm512_storeu_ps(p + e, _mm512_mul_ps(_mm512_loadu_ps(w + e), rv));
+    if (e < n) {
         __mmask16 k = tail_mask(n - e);
         _mm512_mask_storeu_ps(p + e, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, w + e), rv));
     }
@@ -224,34 +238,6 @@ static void dequant_int8__avx512bf16(const int8_t *q, const void *scales, int n,
 
 /* ---- packing: 16 key rows -> one Kt tile (16x16 dword transposes) and 8 Vp pairs ------------- */
 
-INLINE void transpose16x16_epi32(__m512i r[16])
-{
-    __m512i t[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) {
-        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-    }
-    /* r[4g + k] now holds, in 128-bit lane L, dword k of rows 4g..4g+3 at column 4L + (k-order) */
-    for (int i = 0; i < 4; i++) {
-        t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88);
-        t[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xdd);
-        t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88);
-        t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xdd);
-    }
-    for (int i = 0; i < 4; i++) {
-        r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
-        r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
-        r[i + 4] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0x88);
-        r[i + 12] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0xdd);
-    }
-}
-
 static void pack_keys__avx512bf16(const uint16_t *rows, size_t row_stride, int dpairs, int dv, uint16_t *kt_tile,
                                   uint16_t *vp, size_t vp_block_stride)
 {
@@ -276,8 +262,10 @@ static void pack_keys__avx512bf16(const uint16_t *rows, size_t row_stride, int d
         int left = dv - blk * 16;
         __mmask16 k = tail_mask(left);
         for (int pr = 0; pr < 8; pr++) {
-            __m256i a = _mm256_maskz_loadu_epi16(k, rows + (size_t)(2 * pr) * row_stride + blk * 16);
-            __m256i b = _mm256_maskz_loadu_epi16(k, rows + (size_t)(2 * pr + 1) * row_stride + blk * 16);
+            const uint16_t *ra = rows + (size_t)(2 * pr) * row_stride + blk * 16, *rb = ra + row_stride;
+            /* plain loads for whole blocks: masked loads are much slower on some cores */
+            __m256i a = left >= 16 ? _mm256_loadu_si256((const __m256i *)ra) : _mm256_maskz_loadu_epi16(k, ra);
+            __m256i b = left >= 16 ? _mm256_loadu_si256((const __m256i *)rb) : _mm256_maskz_loadu_epi16(k, rb);
             __m512i x = _mm512_permutex2var_epi16(_mm512_castsi256_si512(a), interleave, _mm512_castsi256_si512(b));
             _mm512_storeu_si512(vp + (size_t)blk * vp_block_stride + (size_t)pr * 32, x);
         }

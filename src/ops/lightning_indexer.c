@@ -1,0 +1,431 @@
+/* lightning_indexer (spec §3.6, §4.3): validate -> per token, score every visible key in chunks of
+ * packed tiles -> top-k. Tokens are spread over threads; with fewer tokens than threads the keys of
+ * one token are. */
+#include <math.h>
+#include <stdlib.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "dispatch.h"
+#include "internal.h"
+#include "topk.h"
+
+typedef dsops_lightning_indexer_args li_args;
+
+/* Keys are packed and scored this many 16-key tiles at a time (16 KB of int8 tiles for DI 128). */
+#define CHUNK_TILES 8
+#define CHUNK_KEYS (CHUNK_TILES * 16)
+
+dsops_status dsops_lightning_indexer_init(li_args *a, dsops_preset preset)
+{
+    if (!a)
+        return dsops_fail(DSOPS_ERR_NULL, "args is NULL");
+    memset(a, 0, sizeof *a);
+    a->cmp_ratio = 1;
+    switch (preset) {
+    case DSOPS_PRESET_V32: a->cmp_ratio = 1; break;
+    case DSOPS_PRESET_V4_FLASH:
+    case DSOPS_PRESET_V4_PRO: a->cmp_ratio = 4; break;
+    default: return dsops_fail(DSOPS_ERR_PARAM, "preset = %d is not a dsops_preset value", (int)preset);
+    }
+    dsops_clear_error();
+    return DSOPS_OK;
+}
+
+typedef struct li_dims {
+    int64_t T, NI, DI, K, B, MB, NB, BS;
+    bool int8;
+} li_dims;
+
+static int32_t i32_at1(const dsops_tensor *t, int64_t i) { return *(const int32_t *)dsops_at1(t, i); }
+
+/* Visible keys of token t of a sequence with S tokens and `used` original tokens (index i). */
+static int64_t visible_keys(int64_t used, int64_t S, int64_t i, int cmp_ratio)
+{
+    int64_t L = used - (S - 1 - i);
+    return L > 0 ? L / cmp_ratio : 0;
+}
+
+static dsops_status check_shapes(const li_args *a, li_dims *d)
+{
+    const unsigned i32 = DSOPS_DT(DSOPS_INT32), f16 = DSOPS_DT(DSOPS_FP16);
+    if (!a->q_idx.data)
+        return dsops_fail(DSOPS_ERR_NULL, "q_idx is NULL (required)");
+    d->int8 = a->q_idx.dtype == DSOPS_INT8;
+    dsops_dtype kind = d->int8 ? DSOPS_INT8 : DSOPS_BF16;
+    DSOPS_TRY(dsops_check_tensor(&a->q_idx, "q_idx", 3, DSOPS_DT(DSOPS_INT8) | DSOPS_DT(DSOPS_BF16), true));
+    d->T = a->q_idx.shape[0];
+    d->NI = a->q_idx.shape[1];
+    d->DI = a->q_idx.shape[2];
+    if (d->NI < 1 || d->DI < 1)
+        return dsops_fail(DSOPS_ERR_SHAPE, "q_idx has shape [%lld, %lld, %lld], expected NI >= 1 and DI >= 1",
+                          (long long)d->T, (long long)d->NI, (long long)d->DI);
+    if (d->int8 && d->DI > 131072)
+        return dsops_fail(DSOPS_ERR_SHAPE, "q_idx.shape[2] = %lld, expected DI <= 131072 (int8 dot products)",
+                          (long long)d->DI);
+    if (d->NI > 65536 || d->DI > 131072)
+        return dsops_fail(DSOPS_ERR_UNSUPPORTED, "q_idx has NI = %lld, DI = %lld: this build supports NI <= 65536",
+                          (long long)d->NI, (long long)d->DI);
+    DSOPS_TRY(dsops_check_tensor(&a->weights, "weights", 2, DSOPS_DT(d->int8 ? DSOPS_FP16 : DSOPS_BF16), false));
+    DSOPS_TRY(dsops_check_dim(&a->weights, "weights", 0, d->T, "T of q_idx"));
+    DSOPS_TRY(dsops_check_dim(&a->weights, "weights", 1, d->NI, "NI of q_idx"));
+    DSOPS_TRY(dsops_check_tensor(&a->key_cache, "key_cache", 3, DSOPS_DT(kind), true));
+    DSOPS_TRY(dsops_check_dim(&a->key_cache, "key_cache", 2, d->DI, "DI of q_idx"));
+    d->NB = a->key_cache.shape[0];
+    d->BS = a->key_cache.shape[1];
+    if (d->NB < 1 || d->BS < 1 || d->NB > INT32_MAX || d->BS > INT32_MAX)
+        return dsops_fail(DSOPS_ERR_SHAPE, "key_cache has NB = %lld, BS = %lld, expected both in [1, 2^31)",
+                          (long long)d->NB, (long long)d->BS);
+    if (d->int8) {
+        DSOPS_TRY(dsops_check_tensor(&a->q_idx_scale, "q_idx_scale", 2, f16, false));
+        DSOPS_TRY(dsops_check_dim(&a->q_idx_scale, "q_idx_scale", 0, d->T, "T of q_idx"));
+        DSOPS_TRY(dsops_check_dim(&a->q_idx_scale, "q_idx_scale", 1, d->NI, "NI of q_idx"));
+        DSOPS_TRY(dsops_check_tensor(&a->key_scale_cache, "key_scale_cache", 2, f16, false));
+        DSOPS_TRY(dsops_check_dim(&a->key_scale_cache, "key_scale_cache", 0, d->NB, "NB of key_cache"));
+        DSOPS_TRY(dsops_check_dim(&a->key_scale_cache, "key_scale_cache", 1, d->BS, "BS of key_cache"));
+    } else {
+        if (dsops_tensor_present(&a->q_idx_scale))
+            return dsops_fail(DSOPS_ERR_PARAM, "q_idx_scale is given but q_idx is bf16 (the bf16 variant has no scales)");
+        if (dsops_tensor_present(&a->key_scale_cache))
+            return dsops_fail(DSOPS_ERR_PARAM,
+                              "key_scale_cache is given but q_idx is bf16 (the bf16 variant has no scales)");
+    }
+    DSOPS_TRY(dsops_check_tensor(&a->cu_seqlens_q, "cu_seqlens_q", 1, i32, false));
+    if (a->cu_seqlens_q.shape[0] < 1)
+        return dsops_fail(DSOPS_ERR_SHAPE, "cu_seqlens_q.shape[0] = 0, expected B + 1 >= 1");
+    d->B = a->cu_seqlens_q.shape[0] - 1;
+    DSOPS_TRY(dsops_check_tensor(&a->seqused_kv, "seqused_kv", 1, i32, false));
+    DSOPS_TRY(dsops_check_dim(&a->seqused_kv, "seqused_kv", 0, d->B, "B = cu_seqlens_q.shape[0] - 1"));
+    DSOPS_TRY(dsops_check_tensor(&a->block_table, "block_table", 2, i32, false));
+    DSOPS_TRY(dsops_check_dim(&a->block_table, "block_table", 0, d->B, "B = cu_seqlens_q.shape[0] - 1"));
+    d->MB = a->block_table.shape[1];
+    DSOPS_TRY(dsops_check_tensor(&a->topk_indices, "topk_indices", 2, i32, false));
+    DSOPS_TRY(dsops_check_dim(&a->topk_indices, "topk_indices", 0, d->T, "T of q_idx"));
+    d->K = a->topk_indices.shape[1];
+    if (d->K < 1)
+        return dsops_fail(DSOPS_ERR_SHAPE, "topk_indices.shape[1] = %lld (K), expected >= 1", (long long)d->K);
+    if (d->K > (1 << 24))
+        return dsops_fail(DSOPS_ERR_UNSUPPORTED, "topk_indices.shape[1] = %lld (K), this build supports at most 2^24",
+                          (long long)d->K);
+    if (dsops_tensor_present(&a->topk_scores)) {
+        DSOPS_TRY(dsops_check_tensor(&a->topk_scores, "topk_scores", 2, DSOPS_DT(DSOPS_FP32), false));
+        DSOPS_TRY(dsops_check_dim(&a->topk_scores, "topk_scores", 0, d->T, "T of q_idx"));
+        DSOPS_TRY(dsops_check_dim(&a->topk_scores, "topk_scores", 1, d->K, "K of topk_indices"));
+    }
+    if (a->cmp_ratio < 1)
+        return dsops_fail(DSOPS_ERR_PARAM, "cmp_ratio = %d, expected >= 1", a->cmp_ratio);
+    const dsops_tensor *inputs[] = {&a->q_idx, &a->q_idx_scale, &a->weights, &a->key_cache, &a->key_scale_cache,
+                                    &a->block_table, &a->cu_seqlens_q, &a->seqused_kv};
+    const char *names[] = {"q_idx", "q_idx_scale", "weights", "key_cache", "key_scale_cache",
+                           "block_table", "cu_seqlens_q", "seqused_kv"};
+    for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++) {
+        DSOPS_TRY(dsops_check_no_overlap(&a->topk_indices, "topk_indices", inputs[i], names[i]));
+        DSOPS_TRY(dsops_check_no_overlap(&a->topk_scores, "topk_scores", inputs[i], names[i]));
+    }
+    return dsops_check_no_overlap(&a->topk_scores, "topk_scores", &a->topk_indices, "topk_indices");
+}
+
+/* Sequence descriptors (V6) and the block-table entries of every visible key (V7); the largest key
+ * count of a token goes to *nmax. */
+static dsops_status check_indices(const li_args *a, const li_dims *d, int64_t *nmax)
+{
+    const dsops_tensor *cu = &a->cu_seqlens_q;
+    if (i32_at1(cu, 0) != 0)
+        return dsops_fail(DSOPS_ERR_INDEX, "cu_seqlens_q[0] = %d, expected 0", i32_at1(cu, 0));
+    for (int64_t b = 0; b < d->B; b++) {
+        if (i32_at1(cu, b + 1) < i32_at1(cu, b))
+            return dsops_fail(DSOPS_ERR_INDEX, "cu_seqlens_q[%lld] = %d is below cu_seqlens_q[%lld] = %d",
+                              (long long)(b + 1), i32_at1(cu, b + 1), (long long)b, i32_at1(cu, b));
+        if (i32_at1(&a->seqused_kv, b) < 0)
+            return dsops_fail(DSOPS_ERR_INDEX, "seqused_kv[%lld] = %d is negative", (long long)b,
+                              i32_at1(&a->seqused_kv, b));
+    }
+    if (i32_at1(cu, d->B) != d->T)
+        return dsops_fail(DSOPS_ERR_INDEX, "cu_seqlens_q[%lld] = %d, expected T = %lld", (long long)d->B,
+                          i32_at1(cu, d->B), (long long)d->T);
+    *nmax = 0;
+    for (int64_t b = 0; b < d->B; b++) {
+        int64_t S = i32_at1(cu, b + 1) - i32_at1(cu, b);
+        if (S == 0)
+            continue; /* no token of this sequence in the call: nothing of it is read */
+        int64_t n = visible_keys(i32_at1(&a->seqused_kv, b), S, S - 1, a->cmp_ratio); /* the last token sees most */
+        if (n > *nmax)
+            *nmax = n;
+        for (int64_t col = 0; col * d->BS < n; col++) {
+            if (col >= d->MB)
+                return dsops_fail(DSOPS_ERR_INDEX, "key %lld of sequence %lld needs block_table column %lld, outside [0, %lld)",
+                                  (long long)(col * d->BS), (long long)b, (long long)col, (long long)d->MB);
+            int32_t blk = *(const int32_t *)dsops_at2(&a->block_table, b, col);
+            if (blk < 0 || blk >= d->NB)
+                return dsops_fail(DSOPS_ERR_INDEX,
+                                  "block_table[%lld][%lld] = %d is outside [0, %lld) (needed by key %lld of sequence %lld)",
+                                  (long long)b, (long long)col, blk, (long long)d->NB, (long long)(col * d->BS),
+                                  (long long)b);
+        }
+    }
+    if (*nmax > INT32_MAX)
+        return dsops_fail(DSOPS_ERR_UNSUPPORTED, "a token sees %lld keys, this build supports at most 2^31 - 1",
+                          (long long)*nmax);
+    return DSOPS_OK;
+}
+
+/* ---- execution ------------------------------------------------------------------------------- */
+
+typedef struct li_plan {
+    const li_args *a;
+    const li_dims *d;
+    const dsops_indexer_kernels *k;
+    int units;          /* DI in quads (int8) or pairs (bf16) */
+    size_t q_stride;    /* elements of a packed query row */
+    size_t tile_bytes;
+} li_plan;
+
+/* Per-token query state: packed rows, int8 bias corrections, fp32 head weights. */
+typedef struct li_query {
+    void *q;            /* [NI][q_stride] int8 or bf16 */
+    int32_t *qsum128;   /* [NI] */
+    float *w;           /* [NI] */
+} li_query;
+
+static void prepare_query(const li_plan *p, int64_t t, li_query *qs)
+{
+    const li_args *a = p->a;
+    int64_t NI = p->d->NI, DI = p->d->DI;
+    for (int64_t h = 0; h < NI; h++) {
+        const void *src = dsops_at3(&a->q_idx, t, h, 0);
+        if (p->d->int8) {
+            int8_t *dst = (int8_t *)qs->q + h * p->q_stride;
+            memcpy(dst, src, (size_t)DI);
+            memset(dst + DI, 0, p->q_stride - (size_t)DI);
+            int32_t sum = 0;
+            for (int64_t c = 0; c < DI; c++)
+                sum += dst[c];
+            qs->qsum128[h] = (int32_t)((uint32_t)sum * 128u);
+            float scale = dsops_fp16_to_f32(*(const uint16_t *)dsops_at2(&a->q_idx_scale, t, h));
+            float weight = dsops_fp16_to_f32(*(const uint16_t *)dsops_at2(&a->weights, t, h));
+            qs->w[h] = dsops_fp16_to_f32(dsops_f32_to_fp16(scale * weight)); /* ws_h = fp16(qs * w) */
+        } else {
+            uint16_t *dst = (uint16_t *)qs->q + h * p->q_stride;
+            memcpy(dst, src, (size_t)DI * 2);
+            memset(dst + DI, 0, (p->q_stride - (size_t)DI) * 2);
+            qs->w[h] = dsops_bf16_to_f32(*(const uint16_t *)dsops_at2(&a->weights, t, h));
+        }
+    }
+}
+
+/* Fills rows[0 .. c1-c0) with the cache addresses of keys [c0, c1) of sequence b and, for int8,
+ * kscale with their scales; walks the block table one run of consecutive rows at a time. */
+static void key_rows(const li_plan *p, int64_t b, int64_t c0, int64_t c1, const void **rows, float *kscale)
+{
+    const li_args *a = p->a;
+    int64_t BS = p->d->BS;
+    size_t row_step = (size_t)a->key_cache.stride[1] * (p->d->int8 ? 1 : 2);
+    for (int64_t j = c0; j < c1;) {
+        int64_t blk = *(const int32_t *)dsops_at2(&a->block_table, b, j / BS), off = j % BS;
+        int64_t run = BS - off < c1 - j ? BS - off : c1 - j;
+        const char *row = dsops_at3(&a->key_cache, blk, off, 0);
+        for (int64_t r = 0; r < run; r++)
+            rows[j - c0 + r] = row + (size_t)r * row_step;
+        if (p->d->int8)
+            for (int64_t r = 0; r < run; r++)
+                kscale[j - c0 + r] = dsops_fp16_to_f32(*(const uint16_t *)dsops_at2(&a->key_scale_cache, blk, off + r));
+        j += run;
+    }
+}
+
+/* Starts loading the rows of one chunk. */
+static void prefetch_rows(const li_plan *p, const void *const *rows, int64_t count)
+{
+    size_t row_bytes = (size_t)p->d->DI * (p->d->int8 ? 1 : 2);
+    for (int64_t r = 0; r < count; r++)
+        for (size_t off = 0; off < row_bytes; off += 64)
+            __builtin_prefetch((const char *)rows[r] + off);
+}
+
+/* Scores keys [j0, j1) of sequence b into I[j0 .. j1), CHUNK_KEYS at a time through `tiles`; the
+ * next chunk's rows are prefetched before the current one is scored. */
+static void score_range(const li_plan *p, const li_query *qs, int64_t b, int64_t j0, int64_t j1, void *tiles,
+                        float *kscale, float *I)
+{
+    const li_dims *d = p->d;
+    const void *rows[2][CHUNK_KEYS + 16];
+    float scales[2][CHUNK_KEYS + 16];
+    int cur = 0;
+    int64_t c1 = j1 - j0 < CHUNK_KEYS ? j1 : j0 + CHUNK_KEYS;
+    key_rows(p, b, j0, c1, rows[cur], scales[cur]);
+    prefetch_rows(p, rows[cur], c1 - j0);
+    for (int64_t c0 = j0; c0 < j1; c0 += CHUNK_KEYS, cur ^= 1) {
+        c1 = j1 - c0 < CHUNK_KEYS ? j1 : c0 + CHUNK_KEYS;
+        int ntiles = (int)((c1 - c0 + 15) / 16);
+        for (int64_t r = c1 - c0; r < (int64_t)ntiles * 16; r++) {
+            rows[cur][r] = NULL; /* padding keys of the last tile */
+            scales[cur][r] = 0.0f;
+        }
+        for (int tile = 0; tile < ntiles; tile++) {
+            if (d->int8)
+                p->k->pack_int8((const int8_t *const *)&rows[cur][tile * 16], (int)d->DI,
+                                (uint8_t *)tiles + tile * p->tile_bytes);
+            else
+                p->k->pack_bf16((const uint16_t *const *)&rows[cur][tile * 16], (int)d->DI,
+                                (uint16_t *)((uint8_t *)tiles + tile * p->tile_bytes));
+        }
+        if (c1 < j1) {
+            int64_t n1 = j1 - c1 < CHUNK_KEYS ? j1 : c1 + CHUNK_KEYS;
+            key_rows(p, b, c1, n1, rows[cur ^ 1], scales[cur ^ 1]);
+            prefetch_rows(p, rows[cur ^ 1], n1 - c1);
+        }
+        float out[CHUNK_KEYS];
+        if (d->int8) {
+            memcpy(kscale, scales[cur], (size_t)ntiles * 16 * 4);
+            p->k->score_int8((const int8_t *)qs->q, p->q_stride, qs->qsum128, qs->w, (int)d->NI, tiles, ntiles,
+                             p->units, kscale, out);
+        } else {
+            p->k->score_bf16((const uint16_t *)qs->q, p->q_stride, qs->w, (int)d->NI, tiles, ntiles, p->units, out);
+        }
+        memcpy(I + c0, out, (size_t)(c1 - c0) * 4);
+    }
+}
+
+typedef struct li_scratch_layout {
+    size_t q, qsum, w, tiles, kscale, I, topk, total;
+} li_scratch_layout;
+
+static li_scratch_layout scratch_layout(const li_plan *p, int64_t nmax)
+{
+    li_scratch_layout s;
+    size_t off = 0, NI = (size_t)p->d->NI;
+    size_t elem = p->d->int8 ? 1 : 2;
+    s.q = off;      off += dsops_align64(NI * p->q_stride * elem);
+    s.qsum = off;   off += dsops_align64(NI * 4);
+    s.w = off;      off += dsops_align64(NI * 4);
+    s.tiles = off;  off += dsops_align64(CHUNK_TILES * p->tile_bytes);
+    s.kscale = off; off += dsops_align64(CHUNK_KEYS * 4);
+    s.I = off;      off += dsops_align64((size_t)nmax * 4 + 4);
+    s.topk = off;   off += dsops_topk_scratch_bytes(nmax, p->d->K);
+    s.total = off;
+    return s;
+}
+
+static void token_of(const dsops_tensor *cu, int64_t B, int64_t t, int64_t *b, int64_t *S, int64_t *i)
+{
+    int64_t lo = 0, hi = B;
+    while (hi - lo > 1) {
+        int64_t mid = (lo + hi) / 2;
+        if (i32_at1(cu, mid) <= t)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    while (i32_at1(cu, lo + 1) <= t)
+        lo++;
+    *b = lo;
+    *S = i32_at1(cu, lo + 1) - i32_at1(cu, lo);
+    *i = t - i32_at1(cu, lo);
+}
+
+static void write_topk(const li_plan *p, int64_t t, const float *I, int64_t n, void *topk_scratch)
+{
+    const li_args *a = p->a;
+    int64_t K = p->d->K;
+    bool dense_idx = a->topk_indices.stride[1] == 1;
+    bool dense_sc = !dsops_tensor_present(&a->topk_scores) || a->topk_scores.stride[1] == 1;
+    if (dense_idx && dense_sc) {
+        dsops_topk(I, n, K, (int32_t *)dsops_at2(&a->topk_indices, t, 0),
+                   dsops_tensor_present(&a->topk_scores) ? (float *)dsops_at2(&a->topk_scores, t, 0) : NULL,
+                   topk_scratch);
+        return;
+    }
+    /* strided outputs: select into the tail of the scratch, then scatter */
+    int32_t *idx = (int32_t *)((char *)topk_scratch + dsops_topk_scratch_bytes(n, K));
+    float *sc = (float *)(idx + K);
+    dsops_topk(I, n, K, idx, sc, topk_scratch);
+    for (int64_t j = 0; j < K; j++) {
+        *(int32_t *)dsops_at2(&a->topk_indices, t, j) = idx[j];
+        if (dsops_tensor_present(&a->topk_scores))
+            *(float *)dsops_at2(&a->topk_scores, t, j) = sc[j];
+    }
+}
+
+dsops_status dsops_lightning_indexer(dsops_context *ctx, const li_args *a)
+{
+    if (!a)
+        return dsops_fail(DSOPS_ERR_NULL, "args is NULL");
+    li_dims d;
+    int64_t nmax = 0;
+    DSOPS_TRY(check_shapes(a, &d));
+    DSOPS_TRY(check_indices(a, &d, &nmax));
+    dsops_clear_error();
+    if (d.T == 0)
+        return DSOPS_OK;
+    dsops_context *use;
+    DSOPS_TRY(dsops_context_begin(ctx, &use));
+    const dsops_kernel_table *kt = dsops_kernel_table_get(use->isa);
+    li_plan p = {a, &d, &kt->indexer, 0, 0, 0};
+    if (d.int8) {
+        p.units = (int)((d.DI + 3) / 4);
+        p.q_stride = (size_t)p.units * 4;
+        p.tile_bytes = (size_t)p.units * 64;
+    } else {
+        p.units = (int)((d.DI + 1) / 2);
+        p.q_stride = (size_t)p.units * 2;
+        p.tile_bytes = (size_t)p.units * 64;
+    }
+    li_scratch_layout L = scratch_layout(&p, nmax);
+    size_t strided_out = dsops_align64((size_t)d.K * 8); /* topk results before a strided scatter */
+    size_t per_thread = L.total + strided_out;
+    int threads = use->threads;
+    bool split_keys = d.T < threads; /* few tokens: spread each token's keys over the threads */
+    int slots = split_keys ? threads : (int)(d.T < threads ? d.T : threads);
+    char *scratch = dsops_scratch(use, per_thread * (size_t)slots);
+    if (!scratch) {
+        dsops_context_end(ctx, use);
+        return DSOPS_ERR_NOMEM;
+    }
+    if (!split_keys) {
+#pragma omp parallel for schedule(dynamic, 1) num_threads(slots)
+        for (int64_t t = 0; t < d.T; t++) {
+#ifdef _OPENMP
+            char *mine = scratch + per_thread * (size_t)omp_get_thread_num();
+#else
+            char *mine = scratch;
+#endif
+            int64_t b, S, i;
+            token_of(&a->cu_seqlens_q, d.B, t, &b, &S, &i);
+            int64_t n = visible_keys(i32_at1(&a->seqused_kv, b), S, i, a->cmp_ratio);
+            li_query qs = {mine + L.q, (int32_t *)(mine + L.qsum), (float *)(mine + L.w)};
+            float *I = (float *)(mine + L.I);
+            if (n > 0) {
+                prepare_query(&p, t, &qs);
+                score_range(&p, &qs, b, 0, n, mine + L.tiles, (float *)(mine + L.kscale), I);
+            }
+            write_topk(&p, t, I, n, mine + L.topk);
+        }
+    } else {
+        /* one token at a time: thread 0's slot holds the query and the score row, every thread scores a
+         * contiguous share of the keys with its own tiles */
+        char *shared = scratch;
+        li_query qs = {shared + L.q, (int32_t *)(shared + L.qsum), (float *)(shared + L.w)};
+        float *I = (float *)(shared + L.I);
+        for (int64_t t = 0; t < d.T; t++) {
+            int64_t b, S, i;
+            token_of(&a->cu_seqlens_q, d.B, t, &b, &S, &i);
+            int64_t n = visible_keys(i32_at1(&a->seqused_kv, b), S, i, a->cmp_ratio);
+            if (n > 0) {
+                prepare_query(&p, t, &qs);
+                int64_t chunks = (n + CHUNK_KEYS - 1) / CHUNK_KEYS;
+#pragma omp parallel for schedule(static) num_threads(threads)
+                for (int th = 0; th < threads; th++) {
+                    char *mine = scratch + per_thread * (size_t)th;
+                    int64_t c0 = chunks * th / threads, c1 = chunks * (th + 1) / threads;
+                    int64_t j0 = c0 * CHUNK_KEYS, j1 = c1 * CHUNK_KEYS < n ? c1 * CHUNK_KEYS : n;
+                    if (j0 < j1)
+                        score_range(&p, &qs, b, j0, j1, mine + L.tiles, (float *)(mine + L.kscale), I);
+                }
+            }
+            write_topk(&p, t, I, n, shared + L.topk);
+        }
+    }
+    dsops_context_end(ctx, use);
+    return DSOPS_OK;
+}

@@ -1,0 +1,435 @@
+/* lightning_indexer against the reference oracle, on every available ISA tier:
+ *   - the CI-sized named cases of spec/CASES.md (bench/cases.c, seed 42 unless DSOPS_TEST_SEED is set),
+ *     compared with compare_topk (max_miss 1, near-ties excused) and topk_scores where the rows agree;
+ *   - adversarial problems (tests/li_problem.c), compared with max_miss 0, and exactly where the scores
+ *     are exact in any summation order: all-equal scores and tie groups (ties by index, -0 == +0), rows
+ *     shorter than K, tokens with no visible key, cmp_ratio 1 / 3 / 4 / 128, odd block sizes with
+ *     permuted tables and garbage in unneeded entries, int8 at -128 / 127 including fp16 overflow of
+ *     d_hj, fp16 overflow and underflow of ws_h, negative weights and key scales, NaN weights and key
+ *     scales, NaN in unused cache rows, many shapes (NI, DI, K), MTP and multi-sequence calls with
+ *     empty sequences, topk_scores on / off, strided views, empty calls.
+ * Usage: test_li [label filter]. */
+#include <math.h>
+#include <stdio.h>
+#include <time.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cases.h"
+#include "li_problem.h"
+#include "ref.h"
+#include "test_util.h"
+
+static dsops_context *ctx;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static uint64_t label_seed(const char *label)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a of the label, mixed with the run seed */
+    for (const char *c = label; *c; c++)
+        h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    return h ^ tu_seed();
+}
+
+static int set_tier(int isa)
+{
+    if (dsops_context_set_isa(ctx, (dsops_isa)isa) != DSOPS_OK)
+        return 0;
+    return tu_check(dsops_context_isa(ctx) == (dsops_isa)isa, "context tier %s not taken (got %s)",
+                    dsops_isa_name((dsops_isa)isa), dsops_isa_name(dsops_context_isa(ctx)));
+}
+
+/* ---- named cases ------------------------------------------------------------------------------------ */
+
+static void run_named_case(const dsops_li_case *c)
+{
+    if (!tu_selected(c->name))
+        return;
+    double t0 = now();
+    dsops_li_problem *p = dsops_li_problem_make(c, tu_seed());
+    double t_gen = now() - t0;
+    if (!tu_check(p != NULL, "%s: problem generation failed", c->name))
+        return;
+    /* scores are always requested here, so that they are compared too */
+    float *own_scores = NULL;
+    if (!p->args.topk_scores.data) {
+        own_scores = calloc((size_t)(p->T * c->K) + 1, sizeof(float));
+        if (!own_scores)
+            abort();
+        int64_t s2[2] = {p->T, c->K};
+        p->args.topk_scores = dsops_tensor_make(own_scores, DSOPS_FP32, 2, s2);
+    }
+    int32_t *ref_idx;
+    float *ref_scores;
+    t0 = now();
+    lp_reference_of(&p->args, &ref_idx, &ref_scores);
+    double t_ref = now() - t0, t_lib = 0.0, t_cmp = 0.0;
+    for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
+        if (!set_tier(isa))
+            continue;
+        char label[200];
+        snprintf(label, sizeof label, "%s [%s]", c->name, dsops_isa_name((dsops_isa)isa));
+        lp_poison_outputs(&p->args);
+        t0 = now();
+        dsops_status st = dsops_lightning_indexer(ctx, &p->args);
+        t_lib += now() - t0;
+        if (!tu_check(st == DSOPS_OK, "%s: status %s (%s)", label, dsops_status_name(st), dsops_last_error()))
+            continue;
+        t0 = now();
+        lp_compare(label, &p->args, ref_idx, ref_scores, 1, 0);
+        t_cmp += now() - t0;
+    }
+    if (tu_verbose())
+        printf("  %s: %.2f G%s; seconds: generation %.2f, reference %.2f, library (all tiers) %.2f, compare %.2f\n",
+               c->name, p->ops * 1e-9, c->int8 ? "OP" : "FLOP", t_gen, t_ref, t_lib, t_cmp);
+    free(ref_idx);
+    free(ref_scores);
+    free(own_scores);
+    dsops_li_problem_free(p);
+}
+
+static int small_case(const dsops_li_case *c)
+{
+    return strcmp(c->name, "v32_li_bf16_b2_s3_kv122") == 0 || strcmp(c->name, "v4_li_b1_s16_kv130") == 0 ||
+           strcmp(c->name, "v4_li_ascendc_example") == 0;
+}
+
+static void test_named_cases(void)
+{
+    int n;
+    const dsops_li_case *cs = dsops_li_cases(&n);
+    for (int i = 0; i < n; i++) {
+        if (!cs[i].ci || (tu_quick() && !small_case(&cs[i])))
+            continue;
+        run_named_case(&cs[i]);
+    }
+}
+
+/* ---- adversarial problems ----------------------------------------------------------------------------- */
+
+static void run_problem(const char *label, const lp_spec *sp)
+{
+    if (!tu_selected(label))
+        return;
+    lp_problem *p = lp_make(sp, label_seed(label));
+    lp_compute_ref(p);
+    for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
+        if (!set_tier(isa))
+            continue;
+        char l[300];
+        snprintf(l, sizeof l, "%s [%s]", label, dsops_isa_name((dsops_isa)isa));
+        lp_reset_outputs(p);
+        dsops_status st = dsops_lightning_indexer(ctx, &p->args);
+        if (!tu_check(st == DSOPS_OK, "%s: status %s (%s)", l, dsops_status_name(st), dsops_last_error()))
+            continue;
+        lp_check(p, l);
+    }
+    lp_free(p);
+}
+
+static const char *vname(int int8) { return int8 ? "int8" : "bf16"; }
+
+/* Three sequences with prefill and decode tokens, some rows shorter than K. */
+static lp_spec base_spec(int int8)
+{
+    lp_spec s;
+    memset(&s, 0, sizeof s);
+    s.B = 3;
+    s.S[0] = 2, s.S[1] = 3, s.S[2] = 1;
+    s.seqused[0] = 300, s.seqused[1] = 41, s.seqused[2] = 1000;
+    s.NI = 3;
+    s.DI = 64;
+    s.K = 33;
+    s.BS = 17;
+    s.cmp_ratio = 1;
+    s.int8 = int8;
+    s.with_scores = 1;
+    s.data = LP_DATA_RANDOM;
+    return s;
+}
+
+static void test_block_sizes_and_ratios(void)
+{
+    static const int bss[] = {1, 3, 17, 130};
+    static const int ratios[] = {1, 3, 4, 128};
+    for (int v = 0; v < 2; v++) {
+        for (int i = 0; i < 4; i++) {
+            lp_spec s = base_spec(v);
+            s.BS = bss[i];
+            s.garbage_table = 1;
+            s.extra_blocks = 3;
+            s.extra_cols = 2;
+            char label[100];
+            snprintf(label, sizeof label, "bs%d_%s", bss[i], vname(v));
+            run_problem(label, &s);
+        }
+        for (int i = 0; i < 4; i++) {
+            lp_spec s = base_spec(v);
+            s.cmp_ratio = ratios[i];
+            if (ratios[i] == 128)
+                s.seqused[0] = 3000, s.seqused[1] = 127, s.seqused[2] = 9000; /* 23, 0, 70 keys */
+            s.S[1] = 4;
+            s.BS = 5;
+            s.garbage_table = 1;
+            s.extra_cols = 1;
+            char label[100];
+            snprintf(label, sizeof label, "ratio%d_%s", ratios[i], vname(v));
+            run_problem(label, &s);
+        }
+    }
+}
+
+static void test_ties(void)
+{
+    for (int v = 0; v < 2; v++) {
+        char label[100];
+        /* every score of a token equal: rows 0, 1, ..., min(n, K)-1 exactly */
+        lp_spec s = base_spec(v);
+        s.data = LP_DATA_EQUAL;
+        snprintf(label, sizeof label, "all_equal_%s", vname(v));
+        run_problem(label, &s);
+        s.K = 2048;
+        snprintf(label, sizeof label, "all_equal_k2048_%s", vname(v));
+        run_problem(label, &s);
+
+        /* tie groups of exact scores, several NI and K */
+        s = base_spec(v);
+        s.data = LP_DATA_TIES;
+        s.NI = 7;
+        snprintf(label, sizeof label, "ties_%s", vname(v));
+        run_problem(label, &s);
+        s.NI = 64;
+        s.DI = 128;
+        s.K = 200;
+        s.BS = 64;
+        snprintf(label, sizeof label, "ties_n64_k200_%s", vname(v));
+        run_problem(label, &s);
+
+        /* every weight negative: scores <= 0, with many zeros of either sign (equal) */
+        s = base_spec(v);
+        s.data = LP_DATA_TIES;
+        s.neg_weights = 1;
+        snprintf(label, sizeof label, "ties_neg_weights_%s", vname(v));
+        run_problem(label, &s);
+
+        /* NaN weights: the whole row is NaN, ranked by index */
+        s = base_spec(v);
+        s.data = LP_DATA_TIES;
+        s.nan_weights = 1;
+        s.S[0] = 4, s.S[1] = 4, s.S[2] = 4;
+        snprintf(label, sizeof label, "ties_nan_weights_%s", vname(v));
+        run_problem(label, &s);
+    }
+    /* int8 only: NaN key scales among exact scores, negative key scales, ws overflow / underflow */
+    {
+        lp_spec s = base_spec(1);
+        s.data = LP_DATA_TIES;
+        s.nan_key_scales = 1;
+        s.neg_scales = 1;
+        run_problem("ties_nan_neg_key_scales_int8", &s);
+        s = base_spec(1);
+        s.data = LP_DATA_TIES;
+        s.ws_extreme = 1;
+        s.S[0] = 3, s.S[1] = 3, s.S[2] = 3;
+        run_problem("ties_ws_extreme_int8", &s);
+    }
+}
+
+static void test_numeric_edges(void)
+{
+    for (int v = 0; v < 2; v++) {
+        char label[100];
+        lp_spec s = base_spec(v);
+        s.neg_weights = 1;
+        snprintf(label, sizeof label, "neg_weights_%s", vname(v));
+        run_problem(label, &s);
+
+        s = base_spec(v);
+        s.nan_weights = 1;
+        s.S[0] = 4, s.S[1] = 4, s.S[2] = 4;
+        snprintf(label, sizeof label, "nan_weights_%s", vname(v));
+        run_problem(label, &s);
+
+        s = base_spec(v);
+        s.nan_fill = 1;
+        s.extra_blocks = 2;
+        s.garbage_table = 1;
+        s.extra_cols = 2;
+        snprintf(label, sizeof label, "nan_unused_rows_%s", vname(v));
+        run_problem(label, &s);
+        s.cmp_ratio = 4;
+        snprintf(label, sizeof label, "nan_unused_rows_ratio4_%s", vname(v));
+        run_problem(label, &s);
+    }
+    lp_spec s = base_spec(1);
+    s.neg_scales = 1;
+    run_problem("neg_key_scales_int8", &s);
+    s = base_spec(1);
+    s.nan_key_scales = 1;
+    run_problem("nan_key_scales_int8", &s);
+    s = base_spec(1);
+    s.ws_extreme = 1;
+    s.S[0] = 3, s.S[1] = 3, s.S[2] = 3;
+    run_problem("ws_extreme_int8", &s);
+    s = base_spec(1);
+    s.data = LP_DATA_EXTREME;
+    s.DI = 128;
+    run_problem("int8_extreme_di128", &s);
+    /* d_hj = fp16(16384 DI / 2048): DI 8189 gives 65512 -> 65504, DI 8190 gives 65520 -> +Inf */
+    static const int big_di[] = {8189, 8190, 8192};
+    for (int i = 0; i < 3; i++) {
+        char label[100];
+        s = base_spec(1);
+        s.data = LP_DATA_EXTREME;
+        s.DI = big_di[i];
+        s.NI = 2;
+        s.seqused[0] = 40, s.seqused[1] = 9, s.seqused[2] = 23;
+        s.K = 8;
+        s.BS = 4;
+        snprintf(label, sizeof label, "int8_extreme_di%d", big_di[i]);
+        run_problem(label, &s);
+    }
+}
+
+static void test_shapes(void)
+{
+    static const int NIs[] = {1, 3, 64};
+    static const int Ks[] = {1, 5, 2048};
+    for (int v = 0; v < 2; v++) {
+        for (int ni = 0; ni < 3; ni++)
+            for (int ki = 0; ki < 3; ki++) {
+                char label[100];
+                lp_spec s = base_spec(v);
+                s.NI = NIs[ni];
+                s.K = Ks[ki];
+                snprintf(label, sizeof label, "shape_%s_ni%d_k%d", vname(v), NIs[ni], Ks[ki]);
+                run_problem(label, &s);
+            }
+        static const int DIs[] = {16, 128, 256};
+        for (int di = 0; di < 3; di++) {
+            char label[100];
+            lp_spec s = base_spec(v);
+            s.DI = DIs[di];
+            s.NI = 5;
+            snprintf(label, sizeof label, "dims_%s_di%d", vname(v), DIs[di]);
+            run_problem(label, &s);
+        }
+        /* more keys than K, full-size heads: several key tiles */
+        {
+            char label[100];
+            lp_spec s = base_spec(v);
+            s.NI = tu_quick() ? 16 : 64;
+            s.DI = 128;
+            s.K = tu_quick() ? 256 : 2048;
+            s.BS = 128;
+            s.seqused[0] = tu_quick() ? 700 : 5000;
+            s.seqused[2] = tu_quick() ? 1500 : 9000;
+            snprintf(label, sizeof label, "wide_%s_ni%d_k%d", vname(v), s.NI, s.K);
+            run_problem(label, &s);
+        }
+    }
+}
+
+static void test_sequences(void)
+{
+    for (int v = 0; v < 2; v++) {
+        char label[100];
+        /* tokens with no visible key: S_b = 0, seqused 0, S_b > seqused, L < cmp_ratio */
+        lp_spec s = base_spec(v);
+        s.B = 6;
+        int S[6] = {0, 2, 0, 3, 1, 4}, U[6] = {0, 10, 5, 0, 1, 2};
+        for (int b = 0; b < 6; b++)
+            s.S[b] = S[b], s.seqused[b] = U[b];
+        s.dead_seq_garbage = 1;
+        snprintf(label, sizeof label, "zero_len_%s", vname(v));
+        run_problem(label, &s);
+        s.cmp_ratio = 4;
+        s.seqused[1] = 13, s.seqused[4] = 3, s.seqused[5] = 6; /* n: 2..3, 0, 0..1 */
+        snprintf(label, sizeof label, "zero_len_ratio4_%s", vname(v));
+        run_problem(label, &s);
+
+        /* MTP: S 1 ... 4, many sequences, some empty */
+        s = base_spec(v);
+        s.B = 8;
+        int S2[8] = {1, 0, 2, 3, 0, 4, 1, 4}, U2[8] = {77, 500, 3, 129, 0, 64, 1, 260};
+        for (int b = 0; b < 8; b++)
+            s.S[b] = S2[b], s.seqused[b] = U2[b];
+        s.K = 64;
+        s.BS = 16;
+        s.dead_seq_garbage = 1;
+        snprintf(label, sizeof label, "mtp_multi_seq_%s", vname(v));
+        run_problem(label, &s);
+        s.cmp_ratio = 4;
+        snprintf(label, sizeof label, "mtp_multi_seq_ratio4_%s", vname(v));
+        run_problem(label, &s);
+    }
+}
+
+static void test_views_and_outputs(void)
+{
+    for (int v = 0; v < 2; v++) {
+        char label[100];
+        lp_spec s = base_spec(v);
+        s.with_scores = 0;
+        snprintf(label, sizeof label, "no_scores_%s", vname(v));
+        run_problem(label, &s);
+        s.data = LP_DATA_TIES;
+        snprintf(label, sizeof label, "no_scores_ties_%s", vname(v));
+        run_problem(label, &s);
+
+        s = base_spec(v);
+        s.strided_q = s.strided_kv = s.strided_out = 1;
+        s.nan_fill = 1;
+        s.garbage_table = 1;
+        snprintf(label, sizeof label, "strided_all_%s", vname(v));
+        run_problem(label, &s);
+        s.with_scores = 0;
+        snprintf(label, sizeof label, "strided_all_no_scores_%s", vname(v));
+        run_problem(label, &s);
+
+        s = base_spec(v);
+        s.strided_q = 1;
+        snprintf(label, sizeof label, "strided_q_%s", vname(v));
+        run_problem(label, &s);
+        s = base_spec(v);
+        s.strided_kv = 1;
+        s.cmp_ratio = 3;
+        snprintf(label, sizeof label, "strided_kv_%s", vname(v));
+        run_problem(label, &s);
+
+        /* empty calls */
+        s = base_spec(v);
+        s.S[0] = s.S[1] = s.S[2] = 0;
+        snprintf(label, sizeof label, "empty_t0_%s", vname(v));
+        run_problem(label, &s);
+        s = base_spec(v);
+        s.B = 0;
+        snprintf(label, sizeof label, "empty_b0_%s", vname(v));
+        run_problem(label, &s);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    tu_init(argc, argv, 42);
+    if (dsops_context_create(&ctx) != DSOPS_OK) {
+        printf("cannot create a context: %s\n", dsops_last_error());
+        return 1;
+    }
+    printf("tiers: scalar ... %s, threads %d\n", dsops_isa_name(dsops_isa_detected()), dsops_context_threads(ctx));
+    test_block_sizes_and_ratios();
+    test_ties();
+    test_numeric_edges();
+    test_shapes();
+    test_sequences();
+    test_views_and_outputs();
+    test_named_cases();
+    dsops_context_destroy(ctx);
+    return tu_finish();
+}
