@@ -10,6 +10,7 @@
 #include "dsops_run.h"
 #include "ref.h"
 
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -67,17 +68,45 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* FlashMLA-style comparison of out and lse with the oracle (spec §1.8). */
-static int check_against_oracle(const dsops_sfa_problem *p, double *max_err)
+/* ---- benchmark targets: one entry per named case of any operator ------------------------------- */
+
+/* A generated problem of some operator, behind a small interface so one timing loop serves all. */
+typedef struct bench_problem {
+    void *p;
+    dsops_status (*run)(dsops_context *ctx, void *p);
+    int (*check)(void *p, char *why, size_t cap);  /* 0 = agrees with the oracle */
+    void (*release)(void *p);
+    double work;                                   /* FLOP (bf16) or OP (int8) per call */
+    double bytes;                                  /* cache bytes read per call */
+    dsops_peak_kind peak;
+} bench_problem;
+
+static float bf16_value(uint16_t h)
 {
+    float f;
+    uint32_t u = (uint32_t)h << 16;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* sparse_flash_attention_v32: out against the oracle with the tolerance of spec §4.4. */
+static dsops_status sfa_run(dsops_context *ctx, void *p)
+{
+    return dsops_sparse_flash_attention_v32(ctx, &((dsops_sfa_problem *)p)->args);
+}
+
+static int sfa_check(void *pv, char *why, size_t cap)
+{
+    const dsops_sfa_problem *p = pv;
     const dsops_sparse_flash_attention_v32_args *a = &p->args;
     size_t n_out = (size_t)(p->T * p->c.N * p->c.Dc);
-    uint16_t *ref_out = malloc(n_out * 2 + 1);
+    uint16_t *ref_out = malloc(n_out * 2 + 2);
     float *ref_lse = malloc((size_t)(p->T * p->c.N) * 4 + 4);
     if (!ref_out || !ref_lse) {
         free(ref_out);
         free(ref_lse);
-        return -1;
+        snprintf(why, cap, "out of memory");
+        return 1;
     }
     dsops_sparse_flash_attention_v32_args r = *a;
     int64_t so[3] = {p->T, p->c.N, p->c.Dc}, sl[2] = {p->T, p->c.N};
@@ -85,46 +114,127 @@ static int check_against_oracle(const dsops_sfa_problem *p, double *max_err)
     r.lse = a->lse.data ? dsops_tensor_make(ref_lse, DSOPS_FP32, 2, sl) : (dsops_tensor){0};
     dsops_ref_sparse_flash_attention_v32(&r);
     size_t bad = 0;
-    *max_err = 0;
+    double max_err = 0;
     const uint16_t *got = a->out.data;
     for (size_t i = 0; i < n_out; i++) {
-        float x, y;
-        uint32_t ux = (uint32_t)got[i] << 16, uy = (uint32_t)ref_out[i] << 16;
-        memcpy(&x, &ux, 4);
-        memcpy(&y, &uy, 4);
+        float x = bf16_value(got[i]), y = bf16_value(ref_out[i]);
         double err = fabs((double)x - (double)y);
         if (isnan(x) != isnan(y) || (!isnan(x) && err > 1e-4 + 0.005 * fabs((double)y)))
             bad++;
-        if (err > *max_err)
-            *max_err = err;
+        if (err > max_err)
+            max_err = err;
     }
-    size_t allowed = (size_t)floor(0.005 * (double)n_out + 0.5);
     free(ref_out);
     free(ref_lse);
-    return bad <= allowed ? 0 : 1;
+    snprintf(why, cap, "%zu of %zu elements outside 1e-4 / 0.005, max |err| %.3g", bad, n_out, max_err);
+    return bad > (size_t)floor(0.005 * (double)n_out + 0.5);
 }
 
-static int bench_case(const dsops_sfa_case *c, const bench_opts *o, dsops_context *ctx, double peak_core)
+static void sfa_release(void *p) { dsops_sfa_problem_free(p); }
+
+/* lightning_indexer: compare_topk (spec §1.8) against the oracle, max_miss 1 per row. */
+static dsops_status li_run(dsops_context *ctx, void *p)
 {
-    dsops_sfa_problem *p = dsops_sfa_problem_make(c, 42);
-    if (!p) {
+    return dsops_lightning_indexer(ctx, &((dsops_li_problem *)p)->args);
+}
+
+static int li_check(void *pv, char *why, size_t cap)
+{
+    const dsops_li_problem *p = pv;
+    int64_t T = p->T, K = p->c.K;
+    int32_t *ref = malloc((size_t)(T * K) * 4 + 4);
+    if (!ref) {
+        snprintf(why, cap, "out of memory");
+        return 1;
+    }
+    dsops_lightning_indexer_args r = p->args;
+    int64_t so[2] = {T, K};
+    r.topk_indices = dsops_tensor_make(ref, DSOPS_INT32, 2, so);
+    r.topk_scores = (dsops_tensor){0};
+    dsops_ref_lightning_indexer(&r);
+    const int32_t *got = p->args.topk_indices.data;
+    int64_t bad_rows = 0;
+    for (int64_t t = 0; t < T; t++) {
+        const int32_t *g = got + t * K, *e = ref + t * K;
+        int64_t ng = 0, ne = 0, miss = 0;
+        while (ng < K && g[ng] >= 0)
+            ng++;
+        while (ne < K && e[ne] >= 0)
+            ne++;
+        for (int64_t j = 0; j < ng; j++) {
+            int found = 0;
+            for (int64_t i = 0; i < ne && !found; i++)
+                found = g[j] == e[i];
+            miss += !found;
+        }
+        bad_rows += ng != ne || miss > 1;
+    }
+    free(ref);
+    snprintf(why, cap, "%lld of %lld rows differ beyond one index", (long long)bad_rows, (long long)T);
+    return bad_rows != 0;
+}
+
+static void li_release(void *p) { dsops_li_problem_free(p); }
+
+typedef struct bench_case_ref {
+    const char *name;
+    int ci;
+    const dsops_sfa_case *sfa;
+    const dsops_li_case *li;
+} bench_case_ref;
+
+static int all_cases(bench_case_ref *out, int cap)
+{
+    int n = 0, count;
+    const dsops_sfa_case *sc = dsops_sfa_cases(&count);
+    for (int i = 0; i < count && n < cap; i++)
+        out[n++] = (bench_case_ref){sc[i].name, sc[i].ci, &sc[i], NULL};
+    const dsops_li_case *lc = dsops_li_cases(&count);
+    for (int i = 0; i < count && n < cap; i++)
+        out[n++] = (bench_case_ref){lc[i].name, lc[i].ci, NULL, &lc[i]};
+    return n;
+}
+
+static int make_problem(const bench_case_ref *c, bench_problem *bp)
+{
+    memset(bp, 0, sizeof *bp);
+    if (c->sfa) {
+        dsops_sfa_problem *p = dsops_sfa_problem_make(c->sfa, 42);
+        if (!p)
+            return 1;
+        *bp = (bench_problem){p, sfa_run, sfa_check, sfa_release, p->flops, p->gathered_bytes, DSOPS_PEAK_BF16_DOT};
+    } else {
+        dsops_li_problem *p = dsops_li_problem_make(c->li, 42);
+        if (!p)
+            return 1;
+        *bp = (bench_problem){p, li_run, li_check, li_release, p->ops, p->key_bytes,
+                              c->li->int8 ? DSOPS_PEAK_INT8_DOT : DSOPS_PEAK_BF16_DOT};
+    }
+    return 0;
+}
+
+static int bench_case(const bench_case_ref *c, const bench_opts *o, dsops_context *ctx, const double peak_core[2])
+{
+    bench_problem bp;
+    if (make_problem(c, &bp)) {
         fprintf(stderr, "dsops bench: cannot allocate case %s\n", c->name);
         return 1;
     }
     const char *check = "-";
     if (o->check) {
-        dsops_status s = dsops_sparse_flash_attention_v32(ctx, &p->args);
-        double max_err = 0;
-        int bad = s != DSOPS_OK ? 1 : check_against_oracle(p, &max_err);
+        char why[160] = "";
+        dsops_status s = bp.run(ctx, bp.p);
+        int bad = s != DSOPS_OK || bp.check(bp.p, why, sizeof why);
         check = bad ? "FAIL" : "ok";
         if (bad)
-            fprintf(stderr, "dsops bench: %s differs from the oracle (max |err| %.3g)\n", c->name, max_err);
+            fprintf(stderr, "dsops bench: %s differs from the oracle: %s\n", c->name,
+                    s != DSOPS_OK ? dsops_last_error() : why);
     }
     /* warm-up, then repeats: at least 5 runs and about 2 s, or --repeat */
     double t0 = now_seconds();
-    if (dsops_sparse_flash_attention_v32(ctx, &p->args) != DSOPS_OK) {
+    if (bp.run(ctx, bp.p) != DSOPS_OK) {
         fprintf(stderr, "dsops bench: %s: %s\n", c->name, dsops_last_error());
-        dsops_sfa_problem_free(p);
+        bp.release(bp.p);
         return 1;
     }
     double once = now_seconds() - t0;
@@ -132,21 +242,22 @@ static int bench_case(const dsops_sfa_case *c, const bench_opts *o, dsops_contex
     double *times = malloc(sizeof(double) * (size_t)reps);
     for (int r = 0; r < reps; r++) {
         double a = now_seconds();
-        dsops_sparse_flash_attention_v32(ctx, &p->args);
+        bp.run(ctx, bp.p);
         times[r] = now_seconds() - a;
     }
     qsort(times, (size_t)reps, sizeof(double), cmp_double);
     double med = times[reps / 2], lo = times[0], hi = times[reps - 1];
-    double gflops = p->flops / med * 1e-9;
-    double gbs = p->gathered_bytes / med * 1e-9;
+    double rate = bp.work / med * 1e-9;
+    double gbs = bp.bytes / med * 1e-9;
     int threads = dsops_context_threads(ctx);
-    double pct = peak_core > 0 ? 100.0 * gflops / (peak_core * threads) : 0.0;
-    printf("%-36s %-10s %3d %5d %10.3f %7.3f-%-8.3f %8.1f %7.2f %6.1f%% %5s\n", c->name,
-           dsops_isa_name(dsops_context_isa(ctx)), threads, reps, med * 1e3, lo * 1e3, hi * 1e3, gflops, gbs, pct,
-           check);
+    double peak = peak_core[bp.peak];
+    double pct = peak > 0 ? 100.0 * rate / (peak * threads) : 0.0;
+    printf("%-36s %-10s %3d %5d %10.3f %7.3f-%-8.3f %8.1f %-5s %7.2f %6.1f%% %5s\n", c->name,
+           dsops_isa_name(dsops_context_isa(ctx)), threads, reps, med * 1e3, lo * 1e3, hi * 1e3, rate,
+           bp.peak == DSOPS_PEAK_INT8_DOT ? "int8" : "bf16", gbs, pct, check);
     fflush(stdout);
     free(times);
-    dsops_sfa_problem_free(p);
+    bp.release(bp.p);
     return o->check && strcmp(check, "FAIL") == 0 ? 1 : 0;
 }
 
@@ -182,15 +293,25 @@ static int cmd_bench(int argc, char **argv)
             return 2;
         }
     }
-    int count = 0;
-    const dsops_sfa_case *cases = dsops_sfa_cases(&count);
+    bench_case_ref cases[512];
+    int count = all_cases(cases, 512);
     if (list || !what) {
-        for (int i = 0; i < count; i++)
-            printf("%-40s B %-3d S %-4d N %-3d K %-5d BS %-4d %s%s\n", cases[i].name, cases[i].B, cases[i].S, cases[i].N,
-                   cases[i].K, cases[i].BS, cases[i].layout == DSOPS_KV_SPLIT_BF16   ? "split_bf16"
-                                               : cases[i].layout == DSOPS_KV_SPLIT_INT8 ? "split_int8"
-                                                                                         : "packed656",
-                   cases[i].ci ? "" : "  (not in CI)");
+        for (int i = 0; i < count; i++) {
+            if (cases[i].sfa) {
+                const dsops_sfa_case *c = cases[i].sfa;
+                printf("%-40s sparse_flash_attention_v32  B %-3d S %-4d N %-3d K %-5d BS %-4d %s%s\n", c->name, c->B,
+                       c->S, c->N, c->K, c->BS,
+                       c->layout == DSOPS_KV_SPLIT_BF16   ? "split_bf16"
+                       : c->layout == DSOPS_KV_SPLIT_INT8 ? "split_int8"
+                                                          : "packed656",
+                       c->ci ? "" : "  (not in CI)");
+            } else {
+                const dsops_li_case *c = cases[i].li;
+                printf("%-40s lightning_indexer           B %-3d S %-4d NI %-3d DI %-3d K %-5d ratio %d %s%s\n",
+                       c->name, c->B, c->S, c->NI, c->DI, c->K, c->cmp_ratio, c->int8 ? "int8" : "bf16",
+                       c->ci ? "" : "  (not in CI)");
+            }
+        }
         return what ? 0 : (list ? 0 : 2);
     }
     dsops_context *ctx;
@@ -202,25 +323,30 @@ static int cmd_bench(int argc, char **argv)
         dsops_context_set_threads(ctx, o.threads);
     if (o.isa_set)
         dsops_context_set_isa(ctx, o.isa);
-    double peak = 0;
-    dsops_measure_peak(dsops_isa_detected(), DSOPS_PEAK_BF16_DOT, 0.3, &peak);
-    printf("peak: %.1f GFLOP/s bf16 dot per core (%s); %% of peak = GFLOP/s / (peak x threads)\n", peak,
-           dsops_isa_name(dsops_isa_detected()));
-    printf("%-36s %-10s %3s %5s %10s %16s %8s %7s %7s %5s\n", "case", "isa", "thr", "runs", "median ms",
-           "min-max ms", "GFLOP/s", "GB/s", "%peak", "check");
+    double peak[2] = {0, 0};
+    dsops_measure_peak(dsops_isa_detected(), DSOPS_PEAK_BF16_DOT, 0.3, &peak[DSOPS_PEAK_BF16_DOT]);
+    dsops_measure_peak(dsops_isa_detected(), DSOPS_PEAK_INT8_DOT, 0.2, &peak[DSOPS_PEAK_INT8_DOT]);
+    printf("peaks per core (%s): bf16 dot %.1f GFLOP/s, int8 dot %.1f GOP/s; %%peak = rate / (peak x threads)\n",
+           dsops_isa_name(dsops_isa_detected()), peak[0], peak[1]);
+    printf("%-36s %-10s %3s %5s %10s %16s %8s %-5s %7s %7s %5s\n", "case", "isa", "thr", "runs", "median ms",
+           "min-max ms", "G/s", "unit", "GB/s", "%peak", "check");
     int failures = 0, matched = 0;
     size_t wl = strlen(what);
     /* an exact case name runs that case alone; otherwise a prefix, "all" or an operator name runs every
      * full-size case it covers */
-    int have_exact = dsops_sfa_case_find(what) != NULL;
+    int have_exact = 0;
+    for (int i = 0; i < count; i++)
+        have_exact |= !strcmp(cases[i].name, what);
     for (int i = 0; i < count; i++) {
-        const dsops_sfa_case *c = &cases[i];
+        const bench_case_ref *c = &cases[i];
         int exact = !strcmp(c->name, what);
         if (have_exact && !exact)
             continue;
-        int prefix = !strncmp(c->name, what, wl) && strstr(c->name, "_ci") == NULL && strstr(c->name, "_edge") == NULL;
-        int all = !strcmp(what, "all") && strstr(c->name, "_ci") == NULL;
-        int op = !strcmp(what, "sparse_flash_attention_v32") && strstr(c->name, "_ci") == NULL;
+        int full = strstr(c->name, "_ci") == NULL && strstr(c->name, "_edge") == NULL;
+        int prefix = !strncmp(c->name, what, wl) && full;
+        int all = !strcmp(what, "all") && full;
+        int op = full && ((!strcmp(what, "sparse_flash_attention_v32") && c->sfa) ||
+                          (!strcmp(what, "lightning_indexer") && c->li));
         if (!(exact || prefix || all || op))
             continue;
         matched++;
