@@ -165,6 +165,95 @@ typedef enum dsops_kv_layout {
 } dsops_kv_layout;
 
 /* ---------------------------------------------------------------------------------------------
+ * Shared primitives (spec §2.3 - §2.8)
+ * ------------------------------------------------------------------------------------------- */
+
+/* How a 64-element slice is rotated (spec §2.5.1). */
+typedef enum dsops_rope_mode {
+    DSOPS_ROPE_INTERLEAVED = 0,             /* pairs (2j, 2j+1) */
+    DSOPS_ROPE_HALF = 1,                    /* pairs (j, j+32), NeoX */
+    DSOPS_ROPE_INTERLEAVED_IN_HALF_OUT = 2  /* pairs (2j, 2j+1) in, real parts to j, imaginary to j+32 */
+} dsops_rope_mode;
+
+/* Layout of rotary tables (spec §2.5.2). */
+typedef enum dsops_rope_layout {
+    DSOPS_ROPE_PAIRS = 0,   /* c[2j] = c[2j+1] = cos(a_j): for interleaved */
+    DSOPS_ROPE_HALVES = 1   /* c[j] = c[j+32] = cos(a_j): for half and interleaved_in_half_out */
+} dsops_rope_layout;
+
+/* rmsnorm: y = bf16(x / sqrt(mean(x^2) + eps) * weight). y may alias x exactly. */
+typedef struct dsops_rmsnorm_args {
+    dsops_tensor x;       /* [T, W] bf16 */
+    dsops_tensor weight;  /* [W] bf16 or fp32, optional (absent: no weight) */
+    dsops_tensor y;       /* [T, W] bf16, out */
+    float eps;            /* finite, >= 0; default 1e-6 */
+} dsops_rmsnorm_args;
+
+DSOPS_API dsops_status dsops_rmsnorm_init(dsops_rmsnorm_args *args, dsops_preset preset);
+DSOPS_API dsops_status dsops_rmsnorm(dsops_context *ctx, const dsops_rmsnorm_args *args);
+
+/* rope_tables: cos / sin tables of 64 values per position; angle a_j = fp32(fp32(p) * freq_j) with
+ * freq_j = 1 / base^(2j/64), optionally YaRN-corrected (spec §2.5.2). */
+typedef struct dsops_rope_tables_args {
+    dsops_tensor positions;        /* [T] int64 >= 0 */
+    dsops_tensor cos;              /* [T, 64] bf16 or fp32, out */
+    dsops_tensor sin;              /* [T, 64] bf16 or fp32 (same dtype as cos), out */
+    double base;                   /* theta > 0 */
+    int yarn;                      /* 1: apply YaRN with the four values below */
+    double yarn_factor;            /* > 0 */
+    double yarn_original_len;      /* > 0 */
+    double yarn_beta_fast, yarn_beta_slow;  /* > 0 */
+    dsops_rope_layout layout;
+} dsops_rope_tables_args;
+
+/* V3.2: base 10000, YaRN 40 / 4096 / 32 / 1, halves. V4 presets: the compressed layers' tables,
+ * base 160000, YaRN 16 / 65536 / 32 / 1, pairs (ratio-0 layers: set yarn = 0, base = 10000). */
+DSOPS_API dsops_status dsops_rope_tables_init(dsops_rope_tables_args *args, dsops_preset preset);
+DSOPS_API dsops_status dsops_rope_tables(dsops_context *ctx, const dsops_rope_tables_args *args);
+
+/* rope_apply: y[t,h,offset+e] = bf16(rot(x[t,h,offset:offset+64], cos[t], sin[t])[e]); every other
+ * element is copied. y may alias x exactly. */
+typedef struct dsops_rope_apply_args {
+    dsops_tensor x;         /* [T, N, W] bf16 */
+    dsops_tensor rope_cos;  /* [T, 64] bf16 or fp32 */
+    dsops_tensor rope_sin;  /* [T, 64] bf16 or fp32 */
+    dsops_tensor y;         /* [T, N, W] bf16, out */
+    int rope_offset;        /* 0 <= offset <= W - 64 */
+    dsops_rope_mode rope_mode;
+    int rope_inverse;       /* 1: use -sin (inverse rotation) */
+} dsops_rope_apply_args;
+
+DSOPS_API dsops_status dsops_rope_apply(dsops_context *ctx, const dsops_rope_apply_args *args);
+
+/* hadamard_matrix: fills m ([d, d] bf16 or fp32, d a power of two) with the normalised Sylvester
+ * matrix (-1)^popcount(i & j) / sqrt(d). */
+DSOPS_API dsops_status dsops_hadamard_matrix(const dsops_tensor *m);
+
+/* quant_q8: per group of G values, symmetric int8 (spec §2.7): scale = 1 / fp32(127 / amax),
+ * q = rint(v * fp32(127 / amax)); all-zero groups give q = 0, scale 0; non-finite groups q = 0, scale NaN. */
+typedef struct dsops_quant_q8_args {
+    dsops_tensor x;      /* [R, W] bf16 or fp32 */
+    dsops_tensor q;      /* [R, W] int8, out */
+    dsops_tensor scale;  /* [R, W / G] fp32, out */
+    int group;           /* G >= 1, W % G == 0 */
+} dsops_quant_q8_args;
+
+DSOPS_API dsops_status dsops_quant_q8(dsops_context *ctx, const dsops_quant_q8_args *args);
+
+/* cache_store: for each t with cache_index[t] >= 0, row cache_index[t] of the cache viewed as
+ * [NB * BS, W] receives src[t] (bf16 cache) or its Q8 groups and scales (int8 cache). Duplicate or
+ * out-of-range slots are errors found before anything is written. */
+typedef struct dsops_cache_store_args {
+    dsops_tensor src;          /* [T, W] bf16 */
+    dsops_tensor cache_index;  /* [T] int64 */
+    dsops_tensor cache;        /* [NB, BS, W] bf16 or int8, in-out */
+    dsops_tensor cache_scale;  /* [NB, BS, W / G] fp32 or fp16 (int8 cache only; [NB, BS] when G = W), in-out */
+    int group;                 /* G for int8 caches (W % G == 0); 0 means W */
+} dsops_cache_store_args;
+
+DSOPS_API dsops_status dsops_cache_store(dsops_context *ctx, const dsops_cache_store_args *args);
+
+/* ---------------------------------------------------------------------------------------------
  * sparse_flash_attention_v32 (spec §4.4)
  *
  * V3.2 sparse MLA attention in absorbed (MQA) form. Token t of sequence b (index i inside the

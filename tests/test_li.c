@@ -78,7 +78,10 @@ static void run_named_case(const dsops_li_case *c)
         lp_poison_outputs(&p->args);
         t0 = now();
         dsops_status st = dsops_lightning_indexer(ctx, &p->args);
-        t_lib += now() - t0;
+        double dt = now() - t0;
+        t_lib += dt;
+        if (tu_verbose())
+            printf("  %s: %.3f s\n", label, dt);
         if (!tu_check(st == DSOPS_OK, "%s: status %s (%s)", label, dsops_status_name(st), dsops_last_error()))
             continue;
         t0 = now();
@@ -117,6 +120,7 @@ static void run_problem(const char *label, const lp_spec *sp)
 {
     if (!tu_selected(label))
         return;
+    double t0 = now();
     lp_problem *p = lp_make(sp, label_seed(label));
     lp_compute_ref(p);
     for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
@@ -131,6 +135,8 @@ static void run_problem(const char *label, const lp_spec *sp)
         lp_check(p, l);
     }
     lp_free(p);
+    if (tu_verbose())
+        printf("  %s: %.3f s\n", label, now() - t0);
 }
 
 static const char *vname(int int8) { return int8 ? "int8" : "bf16"; }

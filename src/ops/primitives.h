@@ -1,0 +1,32 @@
+/* Row-level building blocks of spec §2.3 - §2.8, shared by the exported primitives (primitives.c)
+ * and the fused prologs. All arithmetic follows the spec's Math literally; callers round results to
+ * bf16 / fp16 where their operator says so. */
+#ifndef DSOPS_PRIMITIVES_H
+#define DSOPS_PRIMITIVES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dsops.h"
+
+/* Widens n norm weights / tables of dtype bf16 or fp32 to fp32 (src may be unaligned). */
+void dsops_widen_row(const void *src, dsops_dtype dtype, int n, float *dst);
+
+/* y = RMSNorm(v; gamma, eps) in fp32 (spec §2.3): r = sqrt(sum(v^2) / n + eps), y_i = (v_i / r) * gamma_i
+ * (gamma NULL: unweighted). y may alias v. */
+void dsops_rmsnorm_row(const float *v, int n, const float *gamma, float eps, float *y);
+
+/* y = LayerNorm(v; gamma, beta, eps) in fp32 (spec §2.4). y may alias v. */
+void dsops_layernorm_row(const float *v, int n, const float *gamma, const float *beta, float eps, float *y);
+
+/* Rotates one 64-element slice (spec §2.5.1): y = rot(x, c, s) in fp32, before any output rounding.
+ * y must not alias x. */
+void dsops_rope_row(const float *x, const float *c, const float *s, dsops_rope_mode mode, bool inverse, float *y);
+
+/* One Q8 group (spec §2.7): q[0..n-1] and the fp32 scale. */
+void dsops_q8_group(const float *v, int n, int8_t *q, float *scale);
+
+/* y[j] = sum_k v[k] * hm[k][j] in fp32 (spec §2.6), hm: [d][d] fp32 (widened once by the caller). */
+void dsops_hadamard_row(const float *v, int d, const float *hm, float *y);
+
+#endif
