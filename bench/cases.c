@@ -781,3 +781,344 @@ fail:
     dsops_li_problem_free(p);
     return NULL;
 }
+
+/* ==================================================================================================
+ * mla_prolog_v32 (spec/OPS.md §4.1; CASES.md "mla_prolog_v32")
+ *
+ * Data (seed 5):
+ *   x                       U(-1,1) bf16                                          [T, H]
+ *   wq_a, wq_b, w_uk, wkv_a U(-0.1,0.1) bf16; int8 wq_b: Q8 (spec §2.7) of the bf16 matrix per output
+ *                           channel (row), wq_b_scale the per-row scales
+ *   gamma_cq, gamma_ckv     U(-1,1) bf16
+ *   rope_cos, rope_sin      U(-0.1,0.1) bf16                                      [T, 64]
+ *   cache_index[t]          slot(b, kv - S + i) through a random permutation of the physical blocks
+ *   caches                  random in every row: bf16 latent / rope U(-1,1); int8 latent quantised per
+ *                           128-group like the sfa caches
+ * Parameters are the vendor's: eps_cq = eps_ckv = 1e-5, rope interleaved_in_half_out, not inverse.
+ * ================================================================================================== */
+
+/* H 7168, Q 1536, N 128, Dqn 128, Dc 512, BS 128 for every V3.2 case */
+#define MLAP_DIMS .H = 7168, .Q = 1536, .N = 128, .Dqn = 128, .Dc = 512, .BS = 128
+
+static const dsops_mlap_case mlap_cases[] = {
+    {.name = "v32_mla_prolog_int8_b128_s1_kv1k", .B = 128, .S = 1, .kv = 1024, MLAP_DIMS, .int8_wq_b = 1,
+     .layout = DSOPS_KV_SPLIT_INT8, .ci = 1},
+    {.name = "v32_mla_prolog_int8_b4_s2_kv1k", .B = 4, .S = 2, .kv = 1024, MLAP_DIMS, .int8_wq_b = 1,
+     .layout = DSOPS_KV_SPLIT_INT8, .ci = 1},
+    {.name = "v32_mla_prolog_int8_b64_s2_kv1k", .B = 64, .S = 2, .kv = 1024, MLAP_DIMS, .int8_wq_b = 1,
+     .layout = DSOPS_KV_SPLIT_INT8, .ci = 1},
+    {.name = "v32_mla_prolog_bf16_b4_s2_kv64k", .B = 4, .S = 2, .kv = 65536, MLAP_DIMS, .int8_wq_b = 0,
+     .layout = DSOPS_KV_SPLIT_BF16, .ci = 1},
+    {.name = "v32_mla_prolog_bf16_b64_s2_kv64k", .B = 64, .S = 2, .kv = 65536, MLAP_DIMS, .int8_wq_b = 0,
+     .layout = DSOPS_KV_SPLIT_BF16, .ci = 0, .ci_variant = "v32_mla_prolog_bf16_b64_s2_kv64k_ci"},
+    {.name = "v32_mla_prolog_bf16_b64_s2_kv64k_ci", .B = 64, .S = 2, .kv = 4096, MLAP_DIMS, .int8_wq_b = 0,
+     .layout = DSOPS_KV_SPLIT_BF16, .ci = 1},
+    /* caches for 1024 tokens per sequence, as the other int8 cases */
+    {.name = "v32_mla_prolog_int8_b4_s2_packed", .B = 4, .S = 2, .kv = 1024, MLAP_DIMS, .int8_wq_b = 1,
+     .layout = DSOPS_KV_PACKED656, .ci = 1},
+};
+
+const dsops_mlap_case *dsops_mlap_cases(int *count)
+{
+    if (count)
+        *count = (int)(sizeof mlap_cases / sizeof mlap_cases[0]);
+    return mlap_cases;
+}
+
+const dsops_mlap_case *dsops_mlap_case_find(const char *name)
+{
+    int n;
+    const dsops_mlap_case *c = dsops_mlap_cases(&n);
+    for (int i = 0; name && i < n; i++)
+        if (strcmp(c[i].name, name) == 0)
+            return &c[i];
+    return NULL;
+}
+
+static void *mlap_alloc(dsops_mlap_problem *p, size_t bytes)
+{
+    if (p->nbuffers >= (int)(sizeof p->buffers / sizeof p->buffers[0]))
+        return NULL;
+    void *m = calloc(1, bytes ? bytes : 1);
+    if (m)
+        p->buffers[p->nbuffers++] = m;
+    return m;
+}
+
+void dsops_mlap_problem_free(dsops_mlap_problem *p)
+{
+    if (!p)
+        return;
+    for (int i = 0; i < p->nbuffers; i++)
+        free(p->buffers[i]);
+    free(p);
+}
+
+enum {
+    STREAM_MLAP_X = 21, STREAM_MLAP_WQA = 22, STREAM_MLAP_WQB = 23, STREAM_MLAP_WUK = 24, STREAM_MLAP_WKV = 25,
+    STREAM_MLAP_GAMMA = 26, STREAM_MLAP_ROPE = 27, STREAM_MLAP_CACHE = 28
+};
+
+#define MLAP_MAX_ROW 16384 /* longest generated row (H, Q, Dc + 64) */
+
+/* rows x cols bf16 values amp * U(-1,1), one generator per row (parallel, thread-count independent). */
+static void mlap_fill_bf16(uint64_t seed, uint64_t stream, int64_t rows, int64_t cols, float amp, uint16_t *dst)
+{
+#pragma omp parallel for schedule(static)
+    for (int64_t row = 0; row < rows; row++) {
+        float v[MLAP_MAX_ROW];
+        rng r = row_rng(seed, stream, row);
+        rng_uniform_pm1(&r, v, (size_t)cols);
+        for (int64_t k = 0; k < cols; k++)
+            dst[row * cols + k] = bf16_bits(amp * v[k]);
+    }
+}
+
+/* int8 wq_b: each row is the bf16 row amp * U(-1,1), quantised by Q8 of spec §2.7 (the draws are finite) */
+static void mlap_fill_q8(uint64_t seed, uint64_t stream, int64_t rows, int64_t cols, float amp, int8_t *dst,
+                         float *scale)
+{
+#pragma omp parallel for schedule(static)
+    for (int64_t row = 0; row < rows; row++) {
+        float v[MLAP_MAX_ROW];
+        rng r = row_rng(seed, stream, row);
+        rng_uniform_pm1(&r, v, (size_t)cols);
+        float amax = 0.0f;
+        for (int64_t k = 0; k < cols; k++) {
+            uint16_t h = bf16_bits(amp * v[k]);
+            uint32_t u = (uint32_t)h << 16;
+            memcpy(&v[k], &u, sizeof u);
+            amax = fabsf(v[k]) > amax ? fabsf(v[k]) : amax;
+        }
+        const float sq = 127.0f / amax;
+        if (amax == 0.0f || isinf(sq)) {
+            memset(dst + row * cols, 0, (size_t)cols);
+            scale[row] = 0.0f;
+            continue;
+        }
+        for (int64_t k = 0; k < cols; k++)
+            dst[row * cols + k] = (int8_t)(int)rint_small(v[k] * sq);
+        scale[row] = 1.0f / sq;
+    }
+}
+
+/* Random contents of every cache row of the layout. */
+static int mlap_fill_cache(dsops_mlap_problem *p, uint64_t seed)
+{
+    const dsops_mlap_case *c = &p->c;
+    const int64_t rows = p->NB * c->BS;
+    const int Dc = c->Dc, Dr = 64, G = Dc / 128;
+    int64_t s3[3] = {p->NB, c->BS, 0};
+
+    if (c->layout == DSOPS_KV_PACKED656) {
+        uint8_t *kv = mlap_alloc(p, (size_t)(rows * 656)); /* [NB, BS, 656] */
+        if (!kv)
+            return 0;
+#pragma omp parallel for schedule(static)
+        for (int64_t row = 0; row < rows; row++) {
+            float v[512 + 64];
+            rng r = row_rng(seed, STREAM_MLAP_CACHE, row);
+            uint8_t *dst = kv + row * 656;
+            rng_uniform_pm1(&r, v, 512 + 64);
+            for (int g = 0; g < 4; g++) {
+                float s = quant_group(v + g * 128, (int8_t *)dst + g * 128, 128);
+                uint32_t u;
+                memcpy(&u, &s, 4);
+                for (int k = 0; k < 4; k++)
+                    dst[640 + 4 * g + k] = (uint8_t)(u >> (8 * k)); /* little-endian fp32 */
+            }
+            for (int k = 0; k < 64; k++) {
+                uint16_t h = bf16_bits(v[512 + k]);
+                dst[512 + 2 * k] = (uint8_t)h; /* little-endian bf16 */
+                dst[512 + 2 * k + 1] = (uint8_t)(h >> 8);
+            }
+        }
+        s3[2] = 656;
+        p->args.kv_packed = dsops_tensor_make(kv, DSOPS_UINT8, 3, s3);
+        return 1;
+    }
+
+    uint16_t *rope = mlap_alloc(p, sizeof(uint16_t) * (size_t)(rows * Dr)); /* [NB, BS, 64] bf16 */
+    if (!rope)
+        return 0;
+    s3[2] = Dr;
+    p->args.kr_cache = dsops_tensor_make(rope, DSOPS_BF16, 3, s3);
+    if (c->layout == DSOPS_KV_SPLIT_BF16) {
+        uint16_t *nope = mlap_alloc(p, sizeof(uint16_t) * (size_t)(rows * Dc)); /* [NB, BS, Dc] bf16 */
+        if (!nope)
+            return 0;
+#pragma omp parallel for schedule(static)
+        for (int64_t row = 0; row < rows; row++) {
+            float v[MAX_ROW];
+            rng r = row_rng(seed, STREAM_MLAP_CACHE, row);
+            rng_uniform_pm1(&r, v, (size_t)(Dc + Dr));
+            for (int k = 0; k < Dc; k++)
+                nope[row * Dc + k] = bf16_bits(v[k]);
+            for (int k = 0; k < Dr; k++)
+                rope[row * Dr + k] = bf16_bits(v[Dc + k]);
+        }
+        s3[2] = Dc;
+        p->args.kv_cache = dsops_tensor_make(nope, DSOPS_BF16, 3, s3);
+        return 1;
+    }
+    int8_t *nope = mlap_alloc(p, (size_t)(rows * Dc));                  /* [NB, BS, Dc] int8 */
+    float *scale = mlap_alloc(p, sizeof(float) * (size_t)(rows * G));   /* [NB, BS, Dc/128] fp32 */
+    if (!nope || !scale)
+        return 0;
+#pragma omp parallel for schedule(static)
+    for (int64_t row = 0; row < rows; row++) {
+        float v[MAX_ROW];
+        rng r = row_rng(seed, STREAM_MLAP_CACHE, row);
+        rng_uniform_pm1(&r, v, (size_t)(Dc + Dr));
+        for (int g = 0; g < G; g++)
+            scale[row * G + g] = quant_group(v + g * 128, nope + row * Dc + g * 128, 128);
+        for (int k = 0; k < Dr; k++)
+            rope[row * Dr + k] = bf16_bits(v[Dc + k]);
+    }
+    s3[2] = Dc;
+    p->args.kv_cache = dsops_tensor_make(nope, DSOPS_INT8, 3, s3);
+    s3[2] = G;
+    p->args.kv_scale_cache = dsops_tensor_make(scale, DSOPS_FP32, 3, s3);
+    return 1;
+}
+
+dsops_mlap_problem *dsops_mlap_problem_make(const dsops_mlap_case *c, uint64_t seed)
+{
+    if (!c || c->B < 0 || c->S < 0 || c->kv < c->S || c->H < 1 || c->H > MLAP_MAX_ROW || c->Q < 1 ||
+        c->Q > MLAP_MAX_ROW || c->N < 1 || c->Dqn < 1 || c->Dc < 1 || c->Dc + 64 > MAX_ROW || c->BS < 1 ||
+        (c->layout != DSOPS_KV_SPLIT_BF16 && c->Dc % 128 != 0) || (c->layout == DSOPS_KV_PACKED656 && c->Dc != 512))
+        return NULL;
+    dsops_mlap_problem *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->c = *c;
+    rng r = {seed};
+    const int64_t B = c->B, S = c->S, H = c->H, Q = c->Q, N = c->N, Dqn = c->Dqn, Dc = c->Dc, BS = c->BS;
+    const int64_t T = B * S, NG = N * (Dqn + 64), KV = Dc + 64;
+    p->T = T;
+    p->wq_b_int8 = c->int8_wq_b;
+
+    /* parameters (vendor): set explicitly, every tensor absent until filled below */
+    memset(&p->args, 0, sizeof p->args);
+    p->args.eps_cq = 1e-5f;
+    p->args.eps_ckv = 1e-5f;
+    p->args.rope_mode = DSOPS_ROPE_INTERLEAVED_IN_HALF_OUT;
+    p->args.rope_inverse = 0;
+    p->args.kv_layout = c->layout;
+    p->args.prepared = NULL;
+
+    /* block table: a random permutation of the blocks, ceil(kv / BS) per sequence */
+    const int64_t nb = (c->kv + BS - 1) / BS;
+    int64_t NB = B * nb, MB = nb > 1 ? nb : 1;
+    if (NB < 1)
+        NB = 1;
+    p->NB = NB;
+    p->MB = MB;
+    int32_t *bt = mlap_alloc(p, sizeof(int32_t) * (size_t)(B * MB > 0 ? B * MB : 1)); /* [B, MB] */
+    int32_t *perm = malloc(sizeof(int32_t) * (size_t)NB);
+    int64_t *ci = mlap_alloc(p, sizeof(int64_t) * (size_t)(T > 0 ? T : 1));         /* [T] */
+    if (!bt || !perm || !ci)
+        goto fail;
+    for (int64_t i = 0; i < NB; i++)
+        perm[i] = (int32_t)i;
+    for (int64_t i = NB - 1; i > 0; i--) {
+        int64_t j = (int64_t)rng_below(&r, (uint64_t)i + 1);
+        int32_t tmp = perm[i];
+        perm[i] = perm[j];
+        perm[j] = tmp;
+    }
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t j = 0; j < MB; j++)
+            bt[b * MB + j] = j < nb ? perm[b * nb + j] : -1;
+    free(perm);
+    perm = NULL;
+    p->block_table = bt;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < S; i++) {
+            int64_t pos = c->kv - S + i;
+            ci[b * S + i] = (int64_t)bt[b * MB + pos / BS] * BS + pos % BS;
+        }
+
+    /* inputs */
+    uint16_t *x = mlap_alloc(p, sizeof(uint16_t) * (size_t)(T * H));        /* [T, H] */
+    uint16_t *wq_a = mlap_alloc(p, sizeof(uint16_t) * (size_t)(Q * H));     /* [Q, H] */
+    uint16_t *g_cq = mlap_alloc(p, sizeof(uint16_t) * (size_t)Q);           /* [Q] */
+    uint16_t *w_uk = mlap_alloc(p, sizeof(uint16_t) * (size_t)(N * Dqn * Dc)); /* [N, Dqn, Dc] */
+    uint16_t *wkv_a = mlap_alloc(p, sizeof(uint16_t) * (size_t)(KV * H));   /* [Dc+64, H] */
+    uint16_t *g_ckv = mlap_alloc(p, sizeof(uint16_t) * (size_t)Dc);         /* [Dc] */
+    uint16_t *cosb = mlap_alloc(p, sizeof(uint16_t) * (size_t)(T * 64));    /* [T, 64] */
+    uint16_t *sinb = mlap_alloc(p, sizeof(uint16_t) * (size_t)(T * 64));    /* [T, 64] */
+    void *wq_b = mlap_alloc(p, (c->int8_wq_b ? 1 : 2) * (size_t)(NG * Q));  /* [NG, Q] */
+    float *wq_b_scale = c->int8_wq_b ? mlap_alloc(p, sizeof(float) * (size_t)NG) : NULL; /* [NG] */
+    if (!x || !wq_a || !g_cq || !w_uk || !wkv_a || !g_ckv || !cosb || !sinb || !wq_b || (c->int8_wq_b && !wq_b_scale))
+        goto fail;
+    mlap_fill_bf16(seed, STREAM_MLAP_X, T, H, 1.0f, x);
+    mlap_fill_bf16(seed, STREAM_MLAP_WQA, Q, H, 0.1f, wq_a);
+    if (c->int8_wq_b)
+        mlap_fill_q8(seed, STREAM_MLAP_WQB, NG, Q, 0.1f, wq_b, wq_b_scale);
+    else
+        mlap_fill_bf16(seed, STREAM_MLAP_WQB, NG, Q, 0.1f, wq_b);
+    mlap_fill_bf16(seed, STREAM_MLAP_WUK, N * Dqn, Dc, 0.1f, w_uk);
+    mlap_fill_bf16(seed, STREAM_MLAP_WKV, KV, H, 0.1f, wkv_a);
+    mlap_fill_bf16(seed, STREAM_MLAP_GAMMA, 1, Q, 1.0f, g_cq);
+    mlap_fill_bf16(seed ^ 0x5555u, STREAM_MLAP_GAMMA, 1, Dc, 1.0f, g_ckv);
+    mlap_fill_bf16(seed, STREAM_MLAP_ROPE, T, 64, 0.1f, cosb);
+    mlap_fill_bf16(seed ^ 0x5555u, STREAM_MLAP_ROPE, T, 64, 0.1f, sinb);
+
+    if (!mlap_fill_cache(p, seed))
+        goto fail;
+
+    /* outputs */
+    uint16_t *q_nope = mlap_alloc(p, sizeof(uint16_t) * (size_t)(T * N * Dc)); /* [T, N, Dc] bf16 */
+    uint16_t *q_rope = mlap_alloc(p, sizeof(uint16_t) * (size_t)(T * N * 64)); /* [T, N, 64] bf16 */
+    void *qr = mlap_alloc(p, (c->int8_wq_b ? 1 : 2) * (size_t)(T * Q));       /* [T, Q] */
+    float *qr_scale = c->int8_wq_b ? mlap_alloc(p, sizeof(float) * (size_t)(T > 0 ? T : 1)) : NULL; /* [T] */
+    if (!q_nope || !q_rope || !qr || (c->int8_wq_b && !qr_scale))
+        goto fail;
+
+    dsops_mla_prolog_v32_args *a = &p->args;
+    int64_t s1[1], s2[2], s3[3];
+    s2[0] = T, s2[1] = H;
+    a->x = dsops_tensor_make(x, DSOPS_BF16, 2, s2);
+    s2[0] = Q;
+    a->wq_a = dsops_tensor_make(wq_a, DSOPS_BF16, 2, s2);
+    s1[0] = Q;
+    a->gamma_cq = dsops_tensor_make(g_cq, DSOPS_BF16, 1, s1);
+    s2[0] = NG, s2[1] = Q;
+    a->wq_b = dsops_tensor_make(wq_b, c->int8_wq_b ? DSOPS_INT8 : DSOPS_BF16, 2, s2);
+    if (c->int8_wq_b) {
+        s1[0] = NG;
+        a->wq_b_scale = dsops_tensor_make(wq_b_scale, DSOPS_FP32, 1, s1);
+    }
+    s3[0] = N, s3[1] = Dqn, s3[2] = Dc;
+    a->w_uk = dsops_tensor_make(w_uk, DSOPS_BF16, 3, s3);
+    s2[0] = KV, s2[1] = H;
+    a->wkv_a = dsops_tensor_make(wkv_a, DSOPS_BF16, 2, s2);
+    s1[0] = Dc;
+    a->gamma_ckv = dsops_tensor_make(g_ckv, DSOPS_BF16, 1, s1);
+    s2[0] = T, s2[1] = 64;
+    a->rope_cos = dsops_tensor_make(cosb, DSOPS_BF16, 2, s2);
+    a->rope_sin = dsops_tensor_make(sinb, DSOPS_BF16, 2, s2);
+    s1[0] = T;
+    a->cache_index = dsops_tensor_make(ci, DSOPS_INT64, 1, s1);
+    s3[0] = T, s3[1] = N, s3[2] = Dc;
+    a->q_nope = dsops_tensor_make(q_nope, DSOPS_BF16, 3, s3);
+    s3[2] = 64;
+    a->q_rope = dsops_tensor_make(q_rope, DSOPS_BF16, 3, s3);
+    s2[0] = T, s2[1] = Q;
+    a->qr = dsops_tensor_make(qr, c->int8_wq_b ? DSOPS_INT8 : DSOPS_BF16, 2, s2);
+    if (c->int8_wq_b) {
+        s1[0] = T;
+        a->qr_scale = dsops_tensor_make(qr_scale, DSOPS_FP32, 1, s1);
+    }
+
+    p->flops = 2.0 * (double)T * ((double)H * Q + (double)Q * NG + (double)N * Dqn * Dc + (double)H * KV);
+    p->weight_bytes = 2.0 * (double)Q * H + (c->int8_wq_b ? 1.0 + 4.0 / (double)Q : 2.0) * (double)NG * Q +
+                      2.0 * (double)N * Dqn * Dc + 2.0 * (double)KV * H;
+    return p;
+
+fail:
+    free(perm);
+    dsops_mlap_problem_free(p);
+    return NULL;
+}

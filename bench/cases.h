@@ -72,4 +72,42 @@ const dsops_li_case *dsops_li_case_find(const char *name);
 dsops_li_problem *dsops_li_problem_make(const dsops_li_case *c, uint64_t seed);
 void dsops_li_problem_free(dsops_li_problem *p);
 
+/* One mla_prolog_v32 case (spec §4.1, CASES.md "mla_prolog_v32"). Sequences are uniform: S tokens each,
+ * and the caches hold kv tokens of every sequence including the call's (the call's tokens are positions
+ * kv - S ... kv - 1). */
+typedef struct dsops_mlap_case {
+    const char *name;        /* e.g. "v32_mla_prolog_int8_b4_s2_kv1k" */
+    int B, S;                /* sequences, query tokens per sequence */
+    int kv;                  /* tokens per sequence the caches hold (seqused_kv) */
+    int H, Q, N, Dqn, Dc, BS;  /* hidden, q_lora_rank, heads, nope head dim, latent, block size (Dr = 64) */
+    int int8_wq_b;           /* 1: int8 wq_b with per-channel scales, 0: bf16 wq_b */
+    dsops_kv_layout layout;
+    int ci;                  /* 1 if the case fits the CI budget of CASES.md */
+    const char *ci_variant;  /* for ci == 0: the name of its scaled-down "_ci" case */
+} dsops_mlap_case;
+
+/* A generated problem: args point into buffers owned by the problem. Caches start with random contents
+ * in every row (so rows the call does not address can be checked for being untouched). */
+typedef struct dsops_mlap_problem {
+    dsops_mlap_case c;
+    dsops_mla_prolog_v32_args args;  /* vendor parameters: eps_cq = eps_ckv = 1e-5, interleaved_in_half_out */
+    int64_t T;               /* query tokens, B * S */
+    int64_t NB, MB;          /* physical blocks, block-table columns */
+    int32_t *block_table;    /* [B, MB] the random block table behind cache_index (-1 in unused columns) */
+    int wq_b_int8;           /* wq_b is int8 (qr int8, qr_scale present) */
+    double flops;            /* 2 * T * (H*Q + Q*N*(Dqn+64) + N*Dqn*Dc + H*(Dc+64)) */
+    double weight_bytes;     /* bytes of wq_a, wq_b (+ scales), w_uk, wkv_a */
+    void *buffers[32];       /* owned allocations (freed by dsops_mlap_problem_free) */
+    int nbuffers;
+} dsops_mlap_problem;
+
+const dsops_mlap_case *dsops_mlap_cases(int *count);
+const dsops_mlap_case *dsops_mlap_case_find(const char *name);
+/* Data per CASES.md "mla_prolog_v32" (seed 5): x U(-1,1) bf16; wq_a, wq_b, w_uk, wkv_a U(-0.1,0.1) bf16
+ * (int8 wq_b: Q8 of the bf16 matrix per output channel, wq_b_scale its scales); gammas U(-1,1) bf16;
+ * rope tables U(-0.1,0.1) bf16; cache_index[t] = slot of position kv - S + i through a random block
+ * table. `seed` replaces the case seed. Returns NULL if memory runs out. */
+dsops_mlap_problem *dsops_mlap_problem_make(const dsops_mlap_case *c, uint64_t seed);
+void dsops_mlap_problem_free(dsops_mlap_problem *p);
+
 #endif

@@ -305,6 +305,70 @@ DSOPS_API dsops_status dsops_sparse_flash_attention_v32(dsops_context *ctx,
                                                         const dsops_sparse_flash_attention_v32_args *args);
 
 /* ---------------------------------------------------------------------------------------------
+ * Prepared weights
+ *
+ * Operators with large linear maps (the prologs) run them through oneDNN matmuls. Packing a weight
+ * for the matmul costs about as much as using it once, so a caller that runs a layer repeatedly
+ * prepares its weights once (dsops_<op>_prepare) and passes the object in the args' `prepared`
+ * member. A prepared object remembers the weight tensors it was made from (pointers, shapes, dtypes);
+ * a call whose weights differ is rejected (DSOPS_ERR_PARAM). The weights' values must not change
+ * while the object is used. Without a prepared object, each call packs the weights itself.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct dsops_prepared dsops_prepared;
+
+DSOPS_API void dsops_prepared_destroy(dsops_prepared *prepared);
+
+/* ---------------------------------------------------------------------------------------------
+ * mla_prolog_v32 (spec §4.1)
+ *
+ * Per token t: a = bf16(x wq_a^T); cq = bf16(RMSNorm(a; gamma_cq, eps_cq));
+ *   bf16 wq_b: qb = bf16(cq wq_b^T), qr = cq
+ *   int8 wq_b: (qr, qr_scale) = Q8(cq) per token; qb[n] = bf16((f32(qr . wq_b[n]) * qr_scale) * wq_b_scale[n])
+ *   head h owns qb[h*(Dqn+Dr) ...]: q_nope[t,h] = bf16(qb_nope_h w_uk[h]) (absorbed, [Dc]);
+ *   q_rope[t,h] = bf16(rot(qb_rope_h, rope_cos[t], rope_sin[t]));
+ *   kva = bf16(x wkv_a^T); ckv = bf16(RMSNorm(kva[0:Dc]; gamma_ckv, eps_ckv));
+ *   krope = bf16(rot(kva[Dc:Dc+64])); row cache_index[t] (if >= 0) of the kv caches receives ckv and
+ *   krope in the chosen layout (int8 layouts: Q8 per 128 values of ckv).
+ * Dr is 64. Errors: _NULL, _SHAPE (extents; Dc % 128 for int8 layouts; packed656: Dc 512; Q <= 131072
+ * for int8 wq_b), _DTYPE, _PARAM (eps, enums, a prepared object made from other weights), _INDEX
+ * (cache_index >= NB*BS or repeated among the non-negative values: nothing is written), _ALIAS, _NOMEM.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct dsops_mla_prolog_v32_args {
+    dsops_tensor x;               /* [T, H] bf16 */
+    dsops_tensor wq_a;            /* [Q, H] bf16 */
+    dsops_tensor gamma_cq;        /* [Q] bf16 or fp32 */
+    dsops_tensor wq_b;            /* [N*(Dqn+64), Q] bf16 or int8 */
+    dsops_tensor wq_b_scale;      /* [N*(Dqn+64)] fp32 (int8 wq_b only) */
+    dsops_tensor w_uk;            /* [N, Dqn, Dc] bf16 */
+    dsops_tensor wkv_a;           /* [Dc+64, H] bf16 */
+    dsops_tensor gamma_ckv;       /* [Dc] bf16 or fp32 */
+    dsops_tensor rope_cos;        /* [T, 64] bf16 or fp32 (halves tables for the V3.2 rope mode) */
+    dsops_tensor rope_sin;        /* [T, 64] bf16 or fp32 */
+    dsops_tensor cache_index;     /* [T] int64: global cache row, < 0 = do not write */
+    dsops_tensor kv_cache;        /* [NB, BS, Dc] bf16 (split_bf16) or int8 (split_int8), in-out */
+    dsops_tensor kv_scale_cache;  /* [NB, BS, Dc/128] fp32 (split_int8), in-out */
+    dsops_tensor kr_cache;        /* [NB, BS, 64] bf16 (split layouts), in-out */
+    dsops_tensor kv_packed;       /* [NB, BS, 656] uint8 (packed656), in-out */
+    dsops_tensor q_nope;          /* [T, N, Dc] bf16, out */
+    dsops_tensor q_rope;          /* [T, N, 64] bf16, out */
+    dsops_tensor qr;              /* [T, Q] bf16 (bf16 wq_b) or int8 (int8 wq_b), out */
+    dsops_tensor qr_scale;        /* [T] fp32, out (int8 wq_b only) */
+    float eps_cq, eps_ckv;        /* V3.2: 1e-6 (vendor kernels 1e-5) */
+    dsops_rope_mode rope_mode;    /* V3.2: interleaved_in_half_out */
+    int rope_inverse;             /* V3.2: 0 */
+    dsops_kv_layout kv_layout;    /* V3.2: split_bf16 */
+    const dsops_prepared *prepared;  /* optional, from dsops_mla_prolog_v32_prepare */
+} dsops_mla_prolog_v32_args;
+
+DSOPS_API dsops_status dsops_mla_prolog_v32_init(dsops_mla_prolog_v32_args *args, dsops_preset preset);
+/* Packs wq_a, wq_b, w_uk and wkv_a of `args` (only the weight tensors are read). */
+DSOPS_API dsops_status dsops_mla_prolog_v32_prepare(dsops_context *ctx, const dsops_mla_prolog_v32_args *args,
+                                                    dsops_prepared **prepared);
+DSOPS_API dsops_status dsops_mla_prolog_v32(dsops_context *ctx, const dsops_mla_prolog_v32_args *args);
+
+/* ---------------------------------------------------------------------------------------------
  * lightning_indexer (spec §3.6; V3.2 configuration §4.3)
  *
  * Index scores of every visible key for each query token, summed over the NI indexer heads, and

@@ -477,7 +477,7 @@ int lp_compare(const char *label, const dsops_lightning_indexer_args *a, const i
                     for (int64_t i = 0; i < n; i++)
                         if (isfinite(full[i]) && fabs(full[i]) > amax)
                             amax = fabs(full[i]);
-                    tol = 1e-5 + 1e-4 * amax;
+                    tol = 1e-4 * amax;
                     full_done = 1;
                 }
                 if (near_tie(full[j], rs[mr - 1], tol)) {
@@ -525,7 +525,7 @@ int lp_compare(const char *label, const dsops_lightning_indexer_args *a, const i
                             for (int64_t i = 0; i < n; i++)
                                 if (isfinite(full[i]) && fabs(full[i]) > amax)
                                     amax = fabs(full[i]);
-                        tol = 1e-5 + 1e-4 * amax;
+                        tol = 1e-4 * amax;
                     }
                     if (strict || !near_tie(x, y, tol))
                         snprintf(why, sizeof why, "entries %lld, %lld = %d, %d are out of order: reference scores "
@@ -593,8 +593,8 @@ int lp_check(lp_problem *p, const char *label)
     ok &= tu_check(stray < 0, "%s: topk_indices buffer element %lld outside the view was written", label,
                    (long long)stray);
     if (p->score_buf) {
-        unsigned char *sv = xcalloc((size_t)p->score_buf_n, 1);
-        for (int64_t t = 0; t < T; t++)
+        unsigned char *sv = xcalloc((size_t)p->score_buf_n, 1); /* no view (scores off): all sentinels */
+        for (int64_t t = 0; t < T && a->topk_scores.data; t++)
             for (int64_t k = 0; k < K; k++)
                 sv[(float *)at(&a->topk_scores, t, k, 0) - p->score_buf] = 1;
         stray = -1;

@@ -88,8 +88,8 @@ void lp_reference_of(const dsops_lightning_indexer_args *a, int32_t **ref_idx, f
  *   - the number of leading valid entries (!= -1) is equal and everything after them is -1 (scores
  *     -Inf); valid library indices are distinct and below the token's visible key count n;
  *   - an index of the library row absent from the reference row is a miss unless its reference score
- *     is a near-tie of the reference K-th score (|diff| <= 1e-5 + 1e-4 max|I| of the row; NaN and NaN,
- *     or equal infinities, tie); more than max_miss misses fail the row;
+ *     is a near-tie of the reference K-th score (|diff| <= 1e-4 max|I| over the finite scores of the
+ *     row; NaN and NaN, or equal infinities, tie); more than max_miss misses fail the row;
  *   - consecutive library entries follow the §2.9 order of the reference scores, up to near-ties, and
  *     of the library's own scores exactly (when given);
  *   - topk_scores: compare_close 1e-4 / 1e-4 / 0.005 over the entries whose index both rows hold.

@@ -44,7 +44,7 @@ typedef struct run_tensor_desc {
     const char *note; /* for --help, may be NULL */
 } run_tensor_desc;
 
-typedef enum run_type { RUN_FLOAT, RUN_INT, RUN_BOOL, RUN_ENUM } run_type;
+typedef enum run_type { RUN_FLOAT, RUN_INT, RUN_BOOL, RUN_ENUM, RUN_DOUBLE } run_type;
 
 typedef struct run_enum_value {
     const char *spelling;
@@ -231,6 +231,237 @@ static dsops_status li_call(dsops_context *ctx, const void *args, const dsops_ru
     return dsops_lightning_indexer(ctx, &w->op);
 }
 
+/* ---- shared primitives (spec §2.3 - §2.8) ---------------------------------------------------- */
+
+/* rmsnorm */
+typedef dsops_rmsnorm_args rms_args;
+
+static const run_tensor_desc rms_tensors[] = {
+    RUN_TENSOR(rms_args, x, RUN_IN, RUN_DT(DSOPS_BF16), "[T, W]"),
+    RUN_TENSOR(rms_args, weight, RUN_IN_OPT, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[W]"),
+    RUN_TENSOR(rms_args, y, RUN_OUT, RUN_DT(DSOPS_BF16), "[T, W]"),
+};
+
+static const run_param_desc rms_params[] = {
+    RUN_PARAM(rms_args, eps, RUN_FLOAT, NULL, "default 1e-6"),
+};
+
+static dsops_status rms_init(void *args, dsops_preset preset) { return dsops_rmsnorm_init(args, preset); }
+
+static dsops_status rms_output_shapes(void *args, char *msg, size_t len)
+{
+    rms_args *a = args;
+    if (a->x.ndim != 2) {
+        snprintf(msg, len, "x has rank %d, expected 2 ([T, W])", a->x.ndim);
+        return DSOPS_ERR_SHAPE;
+    }
+    a->y = dsops_tensor_make(NULL, DSOPS_BF16, 2, a->x.shape);
+    return DSOPS_OK;
+}
+
+static dsops_status rms_call(dsops_context *ctx, const void *args, const dsops_run_impl *impl)
+{
+    if (impl != NULL && impl->rmsnorm != NULL)
+        return impl->rmsnorm(ctx, args);
+    return dsops_rmsnorm(ctx, args);
+}
+
+/* rope_tables: the dtype of the tables is not given by any input, so the tool keeps it next to the
+ * operator's arguments as the parameter `dtype` (default fp32). */
+typedef struct rt_run_args {
+    dsops_rope_tables_args op;
+    int dtype;
+} rt_run_args;
+
+#define RT_TENSOR(field, dir, dtypes, note) {#field, offsetof(rt_run_args, op.field), dir, dtypes, note}
+#define RT_PARAM(field, kind, spellings, note) \
+    {#field, kind, offsetof(rt_run_args, op.field), sizeof(((rt_run_args *)0)->op.field), spellings, note, false}
+
+static const run_enum_value run_rope_layouts[] = {{"pairs", DSOPS_ROPE_PAIRS}, {"halves", DSOPS_ROPE_HALVES}, {NULL, 0}};
+static const run_enum_value run_table_dtypes[] = {{"fp32", DSOPS_FP32}, {"bf16", DSOPS_BF16}, {NULL, 0}};
+
+static const run_tensor_desc rt_tensors[] = {
+    RT_TENSOR(positions, RUN_IN, RUN_DT(DSOPS_INT64), "[T], 0 <= p < 2^31"),
+    RT_TENSOR(cos, RUN_OUT, RUN_DT(DSOPS_FP32) | RUN_DT(DSOPS_BF16), "[T, 64], dtype given by the parameter dtype"),
+    RT_TENSOR(sin, RUN_OUT, RUN_DT(DSOPS_FP32) | RUN_DT(DSOPS_BF16), "[T, 64], dtype given by the parameter dtype"),
+};
+
+static const run_param_desc rt_params[] = {
+    RT_PARAM(base, RUN_DOUBLE, NULL, "theta; preset v32: 10000, v4_flash / v4_pro: 160000"),
+    RT_PARAM(yarn, RUN_BOOL, NULL, "apply the YaRN correction (presets: true)"),
+    RT_PARAM(yarn_factor, RUN_DOUBLE, NULL, "v32: 40, v4: 16"),
+    RT_PARAM(yarn_original_len, RUN_DOUBLE, NULL, "v32: 4096, v4: 65536"),
+    RT_PARAM(yarn_beta_fast, RUN_DOUBLE, NULL, "32"),
+    RT_PARAM(yarn_beta_slow, RUN_DOUBLE, NULL, "1"),
+    RT_PARAM(layout, RUN_ENUM, run_rope_layouts, "v32: halves, v4: pairs"),
+    {"dtype", RUN_ENUM, offsetof(rt_run_args, dtype), sizeof(int), run_table_dtypes, "dtype of cos and sin (default fp32)",
+     false},
+};
+
+static dsops_status rt_init(void *args, dsops_preset preset)
+{
+    rt_run_args *w = args;
+    w->dtype = DSOPS_FP32;
+    return dsops_rope_tables_init(&w->op, preset);
+}
+
+static dsops_status rt_output_shapes(void *args, char *msg, size_t len)
+{
+    rt_run_args *w = args;
+    if (w->op.positions.ndim != 1) {
+        snprintf(msg, len, "positions has rank %d, expected 1 ([T])", w->op.positions.ndim);
+        return DSOPS_ERR_SHAPE;
+    }
+    int64_t shape[2] = {w->op.positions.shape[0], 64};
+    w->op.cos = dsops_tensor_make(NULL, (dsops_dtype)w->dtype, 2, shape);
+    w->op.sin = dsops_tensor_make(NULL, (dsops_dtype)w->dtype, 2, shape);
+    return DSOPS_OK;
+}
+
+static dsops_status rt_call(dsops_context *ctx, const void *args, const dsops_run_impl *impl)
+{
+    const rt_run_args *w = args;
+    if (impl != NULL && impl->rope_tables != NULL)
+        return impl->rope_tables(ctx, &w->op);
+    return dsops_rope_tables(ctx, &w->op);
+}
+
+/* rope_apply */
+typedef dsops_rope_apply_args ra_args;
+
+static const run_enum_value run_rope_modes[] = {{"interleaved", DSOPS_ROPE_INTERLEAVED},
+                                                {"half", DSOPS_ROPE_HALF},
+                                                {"interleaved_in_half_out", DSOPS_ROPE_INTERLEAVED_IN_HALF_OUT},
+                                                {NULL, 0}};
+
+static const run_tensor_desc ra_tensors[] = {
+    RUN_TENSOR(ra_args, x, RUN_IN, RUN_DT(DSOPS_BF16), "[T, N, W]"),
+    RUN_TENSOR(ra_args, rope_cos, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, 64]"),
+    RUN_TENSOR(ra_args, rope_sin, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, 64]"),
+    RUN_TENSOR(ra_args, y, RUN_OUT, RUN_DT(DSOPS_BF16), "[T, N, W]"),
+};
+
+static const run_param_desc ra_params[] = {
+    RUN_PARAM(ra_args, rope_offset, RUN_INT, NULL, "0 ... W - 64 (default 0; V4 output de-rotation: 448)"),
+    RUN_PARAM(ra_args, rope_mode, RUN_ENUM, run_rope_modes, "default interleaved"),
+    RUN_PARAM(ra_args, rope_inverse, RUN_BOOL, NULL, "default false"),
+};
+
+static dsops_status ra_init(void *args, dsops_preset preset)
+{
+    (void)preset; /* no preset-dependent parameter */
+    memset(args, 0, sizeof(ra_args));
+    return DSOPS_OK;
+}
+
+static dsops_status ra_output_shapes(void *args, char *msg, size_t len)
+{
+    ra_args *a = args;
+    if (a->x.ndim != 3) {
+        snprintf(msg, len, "x has rank %d, expected 3 ([T, N, W])", a->x.ndim);
+        return DSOPS_ERR_SHAPE;
+    }
+    a->y = dsops_tensor_make(NULL, DSOPS_BF16, 3, a->x.shape);
+    return DSOPS_OK;
+}
+
+static dsops_status ra_call(dsops_context *ctx, const void *args, const dsops_run_impl *impl)
+{
+    if (impl != NULL && impl->rope_apply != NULL)
+        return impl->rope_apply(ctx, args);
+    return dsops_rope_apply(ctx, args);
+}
+
+/* quant_q8: group defaults to W (one group per row) */
+typedef dsops_quant_q8_args qa_args;
+
+static const run_tensor_desc qa_tensors[] = {
+    RUN_TENSOR(qa_args, x, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[R, W]"),
+    RUN_TENSOR(qa_args, q, RUN_OUT, RUN_DT(DSOPS_INT8), "[R, W]"),
+    RUN_TENSOR(qa_args, scale, RUN_OUT, RUN_DT(DSOPS_FP32), "[R, W / group]"),
+};
+
+static const run_param_desc qa_params[] = {
+    RUN_PARAM(qa_args, group, RUN_INT, NULL, "G, W % G == 0 (default W)"),
+};
+
+static dsops_status qa_init(void *args, dsops_preset preset)
+{
+    (void)preset;
+    memset(args, 0, sizeof(qa_args));
+    return DSOPS_OK;
+}
+
+static void qa_infer(void *args, const bool *given)
+{
+    qa_args *a = args;
+    if (!given[0] && a->x.ndim == 2 && a->x.shape[1] >= 1 && a->x.shape[1] <= INT_MAX)
+        a->group = (int)a->x.shape[1];
+}
+
+static dsops_status qa_output_shapes(void *args, char *msg, size_t len)
+{
+    qa_args *a = args;
+    if (a->x.ndim != 2) {
+        snprintf(msg, len, "x has rank %d, expected 2 ([R, W])", a->x.ndim);
+        return DSOPS_ERR_SHAPE;
+    }
+    if (a->group < 1) {
+        snprintf(msg, len, "group = %d, expected >= 1", a->group);
+        return DSOPS_ERR_PARAM;
+    }
+    if (a->x.shape[1] % a->group != 0) {
+        snprintf(msg, len, "group = %d does not divide W = %lld", a->group, (long long)a->x.shape[1]);
+        return DSOPS_ERR_PARAM;
+    }
+    int64_t sshape[2] = {a->x.shape[0], a->x.shape[1] / a->group};
+    a->q = dsops_tensor_make(NULL, DSOPS_INT8, 2, a->x.shape);
+    a->scale = dsops_tensor_make(NULL, DSOPS_FP32, 2, sshape);
+    return DSOPS_OK;
+}
+
+static dsops_status qa_call(dsops_context *ctx, const void *args, const dsops_run_impl *impl)
+{
+    if (impl != NULL && impl->quant_q8 != NULL)
+        return impl->quant_q8(ctx, args);
+    return dsops_quant_q8(ctx, args);
+}
+
+/* cache_store: the caches are in-out, written to OUT after the call */
+typedef dsops_cache_store_args cst_args;
+
+static const run_tensor_desc cst_tensors[] = {
+    RUN_TENSOR(cst_args, src, RUN_IN, RUN_DT(DSOPS_BF16), "[T, W]"),
+    RUN_TENSOR(cst_args, cache_index, RUN_IN, RUN_DT(DSOPS_INT64), "[T], global slots, < 0: not stored"),
+    RUN_TENSOR(cst_args, cache, RUN_INOUT, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_INT8), "[NB, BS, W]"),
+    RUN_TENSOR(cst_args, cache_scale, RUN_INOUT_OPT, RUN_DT(DSOPS_FP32) | RUN_DT(DSOPS_FP16),
+               "[NB, BS, W / group] or [NB, BS] (group = W), int8 cache"),
+};
+
+static const run_param_desc cst_params[] = {
+    RUN_PARAM(cst_args, group, RUN_INT, NULL, "Q8 group of an int8 cache (default 0 = W)"),
+};
+
+static dsops_status cst_init(void *args, dsops_preset preset)
+{
+    (void)preset;
+    memset(args, 0, sizeof(cst_args));
+    return DSOPS_OK;
+}
+
+static dsops_status cst_output_shapes(void *args, char *msg, size_t len)
+{
+    (void)args, (void)msg, (void)len; /* no outputs besides the in-out caches */
+    return DSOPS_OK;
+}
+
+static dsops_status cst_call(dsops_context *ctx, const void *args, const dsops_run_impl *impl)
+{
+    if (impl != NULL && impl->cache_store != NULL)
+        return impl->cache_store(ctx, args);
+    return dsops_cache_store(ctx, args);
+}
+
 /* ---- the registry ---------------------------------------------------------------------------- */
 
 static const run_op_desc run_ops[] = {
@@ -238,6 +469,16 @@ static const run_op_desc run_ops[] = {
      RUN_COUNT(sfa_params), DSOPS_PRESET_V32, sfa_init, sfa_infer, sfa_output_shapes, sfa_call},
     {"lightning_indexer", sizeof(li_run_args), li_tensors, RUN_COUNT(li_tensors), li_params, RUN_COUNT(li_params),
      DSOPS_PRESET_V32, li_init, NULL, li_output_shapes, li_call},
+    {"rmsnorm", sizeof(rms_args), rms_tensors, RUN_COUNT(rms_tensors), rms_params, RUN_COUNT(rms_params),
+     DSOPS_PRESET_V32, rms_init, NULL, rms_output_shapes, rms_call},
+    {"rope_tables", sizeof(rt_run_args), rt_tensors, RUN_COUNT(rt_tensors), rt_params, RUN_COUNT(rt_params),
+     DSOPS_PRESET_V32, rt_init, NULL, rt_output_shapes, rt_call},
+    {"rope_apply", sizeof(ra_args), ra_tensors, RUN_COUNT(ra_tensors), ra_params, RUN_COUNT(ra_params),
+     DSOPS_PRESET_V32, ra_init, NULL, ra_output_shapes, ra_call},
+    {"quant_q8", sizeof(qa_args), qa_tensors, RUN_COUNT(qa_tensors), qa_params, RUN_COUNT(qa_params),
+     DSOPS_PRESET_V32, qa_init, qa_infer, qa_output_shapes, qa_call},
+    {"cache_store", sizeof(cst_args), cst_tensors, RUN_COUNT(cst_tensors), cst_params, RUN_COUNT(cst_params),
+     DSOPS_PRESET_V32, cst_init, NULL, cst_output_shapes, cst_call},
 };
 
 /* ---- driver ---------------------------------------------------------------------------------- */
@@ -349,6 +590,7 @@ static const char *run_type_name(const run_param_desc *p, char *buf, size_t len)
 {
     switch (p->type) {
     case RUN_FLOAT: return "float";
+    case RUN_DOUBLE: return "double";
     case RUN_INT: return "int";
     case RUN_BOOL: return "true|false";
     case RUN_ENUM: run_spelling_list(p->spellings, buf, len); return buf;
@@ -426,6 +668,16 @@ static int run_set_param(void *args, const run_param_desc *p, const char *value,
         memcpy(dst, &f, sizeof f);
         return 0;
     }
+    case RUN_DOUBLE: {
+        char *end;
+        double d = strtod(value, &end);
+        if (*value == '\0' || *end != '\0')
+            return run_fail_status(DSOPS_ERR_PARAM, "%s: %s = \"%s\" is not a number", source, p->name, value);
+        if (p->size != sizeof d)
+            return run_fail_status(DSOPS_ERR_PARAM, "%s: internal size mismatch", p->name);
+        memcpy(dst, &d, sizeof d);
+        return 0;
+    }
     case RUN_INT: {
         long v;
         if (!run_parse_int(value, INT_MIN, INT_MAX, &v))
@@ -479,6 +731,12 @@ static void run_format_param(const void *args, const run_param_desc *p, char *bu
         float f;
         memcpy(&f, src, sizeof f);
         snprintf(buf, len, "%.9g", (double)f);
+        return;
+    }
+    case RUN_DOUBLE: {
+        double d;
+        memcpy(&d, src, sizeof d);
+        snprintf(buf, len, "%.17g", d);
         return;
     }
     case RUN_INT: {

@@ -61,6 +61,76 @@ static dsops_status ref_li(dsops_context *ctx, const dsops_lightning_indexer_arg
     return st;
 }
 
+/* The shared primitives: the library validates on scratch outputs (scratch caches for cache_store),
+ * then the oracle writes the real ones. */
+static dsops_status ref_rmsnorm(dsops_context *ctx, const dsops_rmsnorm_args *a)
+{
+    dsops_rmsnorm_args v = *a;
+    void *mem;
+    v.y = scratch_like(&a->y, &mem);
+    dsops_status st = mem != NULL ? dsops_rmsnorm(ctx, &v) : DSOPS_ERR_NOMEM;
+    free(mem);
+    if (st == DSOPS_OK)
+        dsops_ref_rmsnorm(a);
+    return st;
+}
+
+static dsops_status ref_rope_tables(dsops_context *ctx, const dsops_rope_tables_args *a)
+{
+    dsops_rope_tables_args v = *a;
+    void *cmem, *smem;
+    v.cos = scratch_like(&a->cos, &cmem);
+    v.sin = scratch_like(&a->sin, &smem);
+    dsops_status st = cmem != NULL && smem != NULL ? dsops_rope_tables(ctx, &v) : DSOPS_ERR_NOMEM;
+    free(cmem);
+    free(smem);
+    if (st == DSOPS_OK)
+        dsops_ref_rope_tables(a);
+    return st;
+}
+
+static dsops_status ref_rope_apply(dsops_context *ctx, const dsops_rope_apply_args *a)
+{
+    dsops_rope_apply_args v = *a;
+    void *mem;
+    v.y = scratch_like(&a->y, &mem);
+    dsops_status st = mem != NULL ? dsops_rope_apply(ctx, &v) : DSOPS_ERR_NOMEM;
+    free(mem);
+    if (st == DSOPS_OK)
+        dsops_ref_rope_apply(a);
+    return st;
+}
+
+static dsops_status ref_quant_q8(dsops_context *ctx, const dsops_quant_q8_args *a)
+{
+    dsops_quant_q8_args v = *a;
+    void *qmem, *smem;
+    v.q = scratch_like(&a->q, &qmem);
+    v.scale = scratch_like(&a->scale, &smem);
+    dsops_status st = qmem != NULL && smem != NULL ? dsops_quant_q8(ctx, &v) : DSOPS_ERR_NOMEM;
+    free(qmem);
+    free(smem);
+    if (st == DSOPS_OK)
+        dsops_ref_quant_q8(a);
+    return st;
+}
+
+static dsops_status ref_cache_store(dsops_context *ctx, const dsops_cache_store_args *a)
+{
+    dsops_cache_store_args v = *a;
+    void *cmem, *smem;
+    v.cache = scratch_like(&a->cache, &cmem);
+    v.cache_scale = scratch_like(&a->cache_scale, &smem);
+    dsops_status st = DSOPS_ERR_NOMEM;
+    if ((a->cache.data == NULL || cmem != NULL) && (a->cache_scale.data == NULL || smem != NULL))
+        st = dsops_cache_store(ctx, &v);
+    free(cmem);
+    free(smem);
+    if (st == DSOPS_OK)
+        dsops_ref_cache_store(a);
+    return st;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -72,5 +142,10 @@ int main(int argc, char **argv)
     memset(&impl, 0, sizeof impl);
     impl.sparse_flash_attention_v32 = ref_sfa;
     impl.lightning_indexer = ref_li;
+    impl.rmsnorm = ref_rmsnorm;
+    impl.rope_tables = ref_rope_tables;
+    impl.rope_apply = ref_rope_apply;
+    impl.quant_q8 = ref_quant_q8;
+    impl.cache_store = ref_cache_store;
     return dsops_cmd_run(argc - 1, argv + 1, &impl);
 }

@@ -41,6 +41,42 @@ int64_t dsops_ref_lightning_indexer_scores(const dsops_lightning_indexer_args *a
  * first, NaN below every number, -0 == +0, equal scores by increasing index). */
 int dsops_ref_topk_before(float sa, int64_t ia, float sb, int64_t ib);
 
+/* mla_prolog_v32 (spec §4.1). Writes q_nope, q_rope, qr, qr_scale (int8 wq_b) and, for every token with
+ * cache_index[t] >= 0, that row of the caches of a->kv_layout; no other cache element is touched.
+ * a->prepared is ignored. The arguments must be valid. */
+void dsops_ref_mla_prolog_v32(const dsops_mla_prolog_v32_args *a);
+
+/* ---- shared primitives (spec §2.3 - §2.8) -------------------------------------------------------- */
+
+/* fp64 -> bf16 rounded once (nearest, ties to even; subnormals kept, overflow to +-Inf). */
+uint16_t dsops_ref_bf16_from_f64(double d);
+
+/* Row-level definitions: RMSNorm (§2.3; gamma NULL = unweighted; y may be v), LayerNorm (§2.4; gamma /
+ * beta NULL = 1 / 0), the rotation of one 64-element slice (§2.5.1, before any output rounding), one Q8
+ * group (§2.7) and the Hadamard product y[j] = sum_k v[k] hm[k][j] with hm [d][d] (§2.6). */
+void dsops_ref_rmsnorm_row(const float *v, int64_t n, const float *gamma, float eps, float *y);
+void dsops_ref_layernorm_row(const float *v, int64_t n, const float *gamma, const float *beta, float eps, float *y);
+void dsops_ref_rope_row(const float *x, const float *c, const float *s, dsops_rope_mode mode, int inverse, float *y);
+void dsops_ref_q8_group(const float *v, int64_t n, int8_t *q, float *scale);
+void dsops_ref_hadamard_row(const float *v, int64_t d, const float *hm, float *y);
+
+/* rmsnorm (§2.3): writes a->y (may be a->x). */
+void dsops_ref_rmsnorm(const dsops_rmsnorm_args *a);
+/* rope_tables (§2.5.2): the 32 fp32 frequencies; the tables as fp64 cos / sin of the fp32 angles
+ * ([T, 64] each, dense); and the tables written to a->cos / a->sin, each fp64 value rounded once to
+ * their dtype. */
+void dsops_ref_rope_freqs(const dsops_rope_tables_args *a, float freq[32]);
+void dsops_ref_rope_tables_f64(const dsops_rope_tables_args *a, double *cos_out, double *sin_out);
+void dsops_ref_rope_tables(const dsops_rope_tables_args *a);
+/* rope_apply (§2.5.3): writes a->y (may be a->x). */
+void dsops_ref_rope_apply(const dsops_rope_apply_args *a);
+/* hadamard_matrix (§2.6): fills m, each fp64 value rounded once to its dtype. */
+void dsops_ref_hadamard_matrix(const dsops_tensor *m);
+/* quant_q8 (§2.7): writes a->q and a->scale. */
+void dsops_ref_quant_q8(const dsops_quant_q8_args *a);
+/* cache_store (§2.8): writes the rows of the non-negative slots (group 0 = W); nothing else. */
+void dsops_ref_cache_store(const dsops_cache_store_args *a);
+
 #ifdef __cplusplus
 }
 #endif

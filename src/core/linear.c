@@ -1,0 +1,239 @@
+/* Linear maps through oneDNN matmuls (see linear.h). */
+#include <stdlib.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include "internal.h"
+#include "linear.h"
+
+/* Output columns per chunk: large enough for efficient matmuls, small enough to spread a few
+ * thousand columns over the threads. Fixed, so the arithmetic never depends on the thread count. */
+#define LINEAR_CHUNK 256
+
+typedef struct linear_chunk {
+    int64_t n0, n;              /* first column, columns */
+    dnnl_primitive_t matmul;    /* src [M, K] (M given at run time) x weights [K, n] -> dst [M, n] */
+    dnnl_memory_desc_t w_md;    /* packed weights */
+    void *packed;
+} linear_chunk;
+
+struct dsops_linear {
+    dnnl_engine_t engine;
+    const void *w;              /* identity of the source weights */
+    dsops_dtype dtype;
+    int64_t N, K, stride_n, stride_k;
+    int nchunks;
+    linear_chunk *chunks;
+};
+
+static dsops_status dnnl_failed(dnnl_status_t st, const char *what)
+{
+    if (st == dnnl_out_of_memory)
+        return dsops_fail(DSOPS_ERR_NOMEM, "oneDNN is out of memory (%s)", what);
+    return dsops_fail(DSOPS_ERR_UNSUPPORTED, "oneDNN %s failed (status %d)", what, (int)st);
+}
+
+#define DNNL_TRY(call, what)                 \
+    do {                                     \
+        dnnl_status_t st_ = (call);          \
+        if (st_ != dnnl_success) {           \
+            status = dnnl_failed(st_, what); \
+            goto done;                       \
+        }                                    \
+    } while (0)
+
+static dnnl_data_type_t weight_type(const dsops_linear *l) { return l->dtype == DSOPS_BF16 ? dnnl_bf16 : dnnl_s8; }
+static dnnl_data_type_t result_type(const dsops_linear *l) { return l->dtype == DSOPS_BF16 ? dnnl_f32 : dnnl_s32; }
+
+/* Creates chunk c's matmul and packs its weights. */
+static dsops_status make_chunk(const dsops_linear *l, linear_chunk *c)
+{
+    dsops_status status = DSOPS_OK;
+    dnnl_memory_desc_t src_md, dst_md, w_any, w_plain;
+    dnnl_matmul_desc_t desc;
+    dnnl_primitive_desc_t pd = NULL, rpd = NULL;
+    dnnl_primitive_t reorder = NULL;
+    dnnl_memory_t from = NULL, to = NULL;
+    dnnl_stream_t stream = NULL;
+    dnnl_dims_t src_dims = {DNNL_RUNTIME_DIM_VAL, l->K}, w_dims = {l->K, c->n}, dst_dims = {DNNL_RUNTIME_DIM_VAL, c->n};
+    dnnl_dims_t runtime_rows = {DNNL_RUNTIME_DIM_VAL, 1};
+    dnnl_dims_t w_strides = {l->stride_k, l->stride_n}; /* W^T: element (k, n) at k * stride_k + n * stride_n */
+    DNNL_TRY(dnnl_memory_desc_init_by_strides(&src_md, 2, src_dims, weight_type(l), runtime_rows), "source descriptor");
+    DNNL_TRY(dnnl_memory_desc_init_by_strides(&dst_md, 2, dst_dims, result_type(l), runtime_rows), "result descriptor");
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&w_any, 2, w_dims, weight_type(l), dnnl_format_tag_any), "weights descriptor");
+    DNNL_TRY(dnnl_memory_desc_init_by_strides(&w_plain, 2, w_dims, weight_type(l), w_strides), "weights descriptor");
+    DNNL_TRY(dnnl_matmul_desc_init(&desc, &src_md, &w_any, NULL, &dst_md), "matmul descriptor");
+    DNNL_TRY(dnnl_primitive_desc_create(&pd, &desc, NULL, l->engine, NULL), "matmul primitive descriptor");
+    c->w_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    size_t bytes = dnnl_memory_desc_get_size(&c->w_md);
+    c->packed = aligned_alloc(64, dsops_align64(bytes ? bytes : 64));
+    if (!c->packed) {
+        status = dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate %zu bytes of packed weights", bytes);
+        goto done;
+    }
+    const char *src = (const char *)l->w + (size_t)(c->n0 * l->stride_n) * dsops_elem_size(l->dtype);
+    DNNL_TRY(dnnl_memory_create(&from, &w_plain, l->engine, (void *)src), "weights memory");
+    DNNL_TRY(dnnl_memory_create(&to, &c->w_md, l->engine, c->packed), "packed weights memory");
+    DNNL_TRY(dnnl_reorder_primitive_desc_create(&rpd, &w_plain, l->engine, &c->w_md, l->engine, NULL), "reorder");
+    DNNL_TRY(dnnl_primitive_create(&reorder, rpd), "reorder primitive");
+    DNNL_TRY(dnnl_stream_create(&stream, l->engine, dnnl_stream_default_flags), "stream");
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+    DNNL_TRY(dnnl_primitive_execute(reorder, stream, 2, args), "weights reorder");
+    DNNL_TRY(dnnl_stream_wait(stream), "stream wait");
+    DNNL_TRY(dnnl_primitive_create(&c->matmul, pd), "matmul primitive");
+done:
+    if (stream)
+        dnnl_stream_destroy(stream);
+    if (reorder)
+        dnnl_primitive_destroy(reorder);
+    if (rpd)
+        dnnl_primitive_desc_destroy(rpd);
+    if (from)
+        dnnl_memory_destroy(from);
+    if (to)
+        dnnl_memory_destroy(to);
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    return status;
+}
+
+void dsops_linear_destroy(dsops_linear *l)
+{
+    if (!l)
+        return;
+    for (int i = 0; i < l->nchunks; i++) {
+        if (l->chunks[i].matmul)
+            dnnl_primitive_destroy(l->chunks[i].matmul);
+        free(l->chunks[i].packed);
+    }
+    free(l->chunks);
+    if (l->engine)
+        dnnl_engine_destroy(l->engine);
+    free(l);
+}
+
+dsops_status dsops_linear_create(const void *w, dsops_dtype dtype, int64_t N, int64_t K, int64_t stride_n,
+                                 int64_t stride_k, dsops_linear **out)
+{
+    *out = NULL;
+    dsops_linear *l = calloc(1, sizeof *l);
+    if (!l)
+        return dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate a linear map");
+    l->w = w;
+    l->dtype = dtype;
+    l->N = N;
+    l->K = K;
+    l->stride_n = stride_n;
+    l->stride_k = stride_k;
+    l->nchunks = (int)((N + LINEAR_CHUNK - 1) / LINEAR_CHUNK);
+    l->chunks = calloc((size_t)l->nchunks, sizeof *l->chunks);
+    dnnl_status_t st = l->chunks ? dnnl_engine_create(&l->engine, dnnl_cpu, 0) : dnnl_out_of_memory;
+    if (st != dnnl_success) {
+        dsops_linear_destroy(l);
+        return dnnl_failed(st, "engine creation");
+    }
+    dsops_status status = DSOPS_OK;
+    /* packing is as costly as a few calls: spread it over the threads */
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int i = 0; i < l->nchunks; i++) {
+#ifdef _OPENMP
+        omp_set_num_threads(1); /* this task's setting: oneDNN's nested regions stay single-threaded */
+#endif
+        linear_chunk *c = &l->chunks[i];
+        c->n0 = (int64_t)i * LINEAR_CHUNK;
+        c->n = N - c->n0 < LINEAR_CHUNK ? N - c->n0 : LINEAR_CHUNK;
+        dsops_status s = make_chunk(l, c);
+        if (s != DSOPS_OK) {
+#pragma omp critical(dsops_linear_status)
+            status = s;
+        }
+    }
+    if (status != DSOPS_OK) {
+        dsops_linear_destroy(l);
+        return status;
+    }
+    *out = l;
+    return DSOPS_OK;
+}
+
+int dsops_linear_matches(const dsops_linear *l, const void *w, dsops_dtype dtype, int64_t N, int64_t K,
+                         int64_t stride_n, int64_t stride_k)
+{
+    return l && l->w == w && l->dtype == dtype && l->N == N && l->K == K && l->stride_n == stride_n &&
+           l->stride_k == stride_k;
+}
+
+void dsops_prepared_destroy(dsops_prepared *p)
+{
+    if (!p)
+        return;
+    for (int i = 0; i < p->count; i++)
+        dsops_linear_destroy(p->maps[i]);
+    free(p->maps);
+    free(p);
+}
+
+/* Runs one chunk (oneDNN runs single-threaded inside the caller's parallel region). */
+static dsops_status run_chunk(const dsops_linear *l, const linear_chunk *c, const void *x, int64_t M, int64_t ldx,
+                              void *y, int64_t ldy)
+{
+    dsops_status status = DSOPS_OK;
+    dnnl_memory_desc_t src_md, dst_md;
+    dnnl_memory_t src = NULL, wts = NULL, dst = NULL;
+    dnnl_stream_t stream = NULL;
+    dnnl_dims_t src_dims = {M, l->K}, dst_dims = {M, c->n}, src_strides = {ldx, 1}, dst_strides = {ldy, 1};
+    char *yc = (char *)y + (size_t)c->n0 * 4;
+    DNNL_TRY(dnnl_memory_desc_init_by_strides(&src_md, 2, src_dims, weight_type(l), src_strides), "source descriptor");
+    DNNL_TRY(dnnl_memory_desc_init_by_strides(&dst_md, 2, dst_dims, result_type(l), dst_strides), "result descriptor");
+    DNNL_TRY(dnnl_memory_create(&src, &src_md, l->engine, (void *)x), "source memory");
+    DNNL_TRY(dnnl_memory_create(&wts, &c->w_md, l->engine, c->packed), "weights memory");
+    DNNL_TRY(dnnl_memory_create(&dst, &dst_md, l->engine, yc), "result memory");
+    DNNL_TRY(dnnl_stream_create(&stream, l->engine, dnnl_stream_default_flags), "stream");
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wts}, {DNNL_ARG_DST, dst}};
+    DNNL_TRY(dnnl_primitive_execute(c->matmul, stream, 3, args), "matmul");
+    DNNL_TRY(dnnl_stream_wait(stream), "stream wait");
+done:
+    if (stream)
+        dnnl_stream_destroy(stream);
+    if (src)
+        dnnl_memory_destroy(src);
+    if (wts)
+        dnnl_memory_destroy(wts);
+    if (dst)
+        dnnl_memory_destroy(dst);
+    return status;
+}
+
+dsops_status dsops_linear_run(const dsops_linear_job *jobs, int njobs, int64_t M, int threads)
+{
+    if (M <= 0 || njobs <= 0)
+        return DSOPS_OK;
+    int64_t items = 0;
+    for (int j = 0; j < njobs; j++)
+        items += jobs[j].l->nchunks;
+    if (threads > items)
+        threads = (int)items;
+    dsops_status status = DSOPS_OK;
+    /* (job, chunk) items on the library's threads; each task caps its own nested parallelism at one
+     * thread, so oneDNN never adds threads and the chunking alone fixes the arithmetic */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (int64_t item = 0; item < items; item++) {
+#ifdef _OPENMP
+        omp_set_num_threads(1);
+#endif
+        int j = 0;
+        int64_t i = item;
+        while (i >= jobs[j].l->nchunks)
+            i -= jobs[j++].l->nchunks;
+        const dsops_linear_job *job = &jobs[j];
+        dsops_status s = run_chunk(job->l, &job->l->chunks[i], job->x, M, job->ldx, job->y, job->ldy);
+        if (s != DSOPS_OK) {
+#pragma omp critical(dsops_linear_status)
+            status = s;
+        }
+    }
+    return status;
+}

@@ -1,0 +1,46 @@
+/* Linear maps y = x W^T through oneDNN matmuls, for the prologs' large GEMMs.
+ *
+ * W [N, K] (bf16 or int8, checkpoint orientation) is split into fixed chunks of output columns;
+ * each chunk is one oneDNN matmul with its weights reordered once into oneDNN's preferred packed
+ * format. Chunks run on the library's threads (oneDNN itself then runs single-threaded inside each),
+ * so results do not depend on the thread count. */
+#ifndef DSOPS_LINEAR_H
+#define DSOPS_LINEAR_H
+
+#include <stdint.h>
+
+#include "dsops.h"
+
+typedef struct dsops_linear dsops_linear;
+
+/* Packs W (dtype bf16 or int8): element W[n][k] at w + n * stride_n + k * stride_k (elements);
+ * checkpoint weights [N, K] have stride_k = 1, a [K, N] matrix (such as w_uk[h]) has stride_n = 1. */
+dsops_status dsops_linear_create(const void *w, dsops_dtype dtype, int64_t N, int64_t K, int64_t stride_n,
+                                 int64_t stride_k, dsops_linear **out);
+void dsops_linear_destroy(dsops_linear *l);
+
+/* One product of a batch: y[m][n] = sum_k x[m][k] * W[n][k] for m < M, x bf16 -> y fp32 or x int8 ->
+ * y int32 (exact); x rows at x + m * ldx, y rows at y + m * ldy (elements). */
+typedef struct dsops_linear_job {
+    const dsops_linear *l;
+    const void *x;
+    int64_t ldx;
+    void *y;
+    int64_t ldy;
+} dsops_linear_job;
+
+/* Runs every chunk of every job on up to `threads` threads. */
+dsops_status dsops_linear_run(const dsops_linear_job *jobs, int njobs, int64_t M, int threads);
+
+/* 1 if `l` was made from exactly these weights (prepared objects are checked with it). */
+int dsops_linear_matches(const dsops_linear *l, const void *w, dsops_dtype dtype, int64_t N, int64_t K,
+                         int64_t stride_n, int64_t stride_k);
+
+/* The object behind dsops_prepared: the linear maps of one operator's weights. */
+struct dsops_prepared {
+    const char *op;        /* operator name, for messages */
+    int count;
+    dsops_linear **maps;   /* [count] */
+};
+
+#endif

@@ -1,0 +1,753 @@
+/* Shared primitives (spec §2.3 - §2.8): the row-level building blocks of primitives.h, used by the fused
+ * prologs, and the exported operators rmsnorm, rope_tables, rope_apply, hadamard_matrix, quant_q8 and
+ * cache_store. Every operator validates all of its arguments (V1-V10) before it writes anything, then
+ * spreads its rows over the context's threads; each row is computed by one thread in a fixed order, so
+ * results are bitwise identical for any thread count. Portable C, compiled without FMA contraction:
+ * every fp32 operation is the spec's. */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "internal.h"
+#include "primitives.h"
+
+/* Below this many elements an operator runs on the calling thread (a parallel region costs more). */
+#define PRIM_PARALLEL_MIN_WORK 32768
+
+/* ---- row-level functions (primitives.h) ------------------------------------------------------ */
+
+void dsops_widen_row(const void *src, dsops_dtype dtype, int n, float *dst)
+{
+    const unsigned char *p = src;
+    if (dtype == DSOPS_FP32) {
+        memmove(dst, src, (size_t)n * sizeof(float));
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, p + 2 * (size_t)i, 2);
+        dst[i] = dtype == DSOPS_FP16 ? dsops_fp16_to_f32(h) : dsops_bf16_to_f32(h);
+    }
+}
+
+void dsops_rmsnorm_row(const float *v, int n, const float *gamma, float eps, float *y)
+{
+    float ss = 0.0f;
+    for (int i = 0; i < n; i++)
+        ss += v[i] * v[i];
+    float ms = ss / (float)n;
+    float r = sqrtf(ms + eps);
+    if (gamma) {
+        for (int i = 0; i < n; i++)
+            y[i] = (v[i] / r) * gamma[i];
+    } else {
+        for (int i = 0; i < n; i++)
+            y[i] = v[i] / r;
+    }
+}
+
+void dsops_layernorm_row(const float *v, int n, const float *gamma, const float *beta, float eps, float *y)
+{
+    float s = 0.0f;
+    for (int i = 0; i < n; i++)
+        s += v[i];
+    float mu = s / (float)n;
+    float var = 0.0f;
+    for (int i = 0; i < n; i++) {
+        float d = v[i] - mu;
+        var += d * d;
+    }
+    var = var / (float)n;
+    float den = sqrtf(var + eps);
+    for (int i = 0; i < n; i++) {
+        float t = (v[i] - mu) / den;
+        if (gamma)
+            t = t * gamma[i];
+        if (beta)
+            t = t + beta[i];
+        y[i] = t;
+    }
+}
+
+void dsops_rope_row(const float *x, const float *c, const float *s, dsops_rope_mode mode, bool inverse, float *y)
+{
+    float sn[64]; /* s' = -s for the inverse rotation; negation is exact */
+    for (int e = 0; e < 64; e++)
+        sn[e] = inverse ? -s[e] : s[e];
+    switch (mode) {
+    case DSOPS_ROPE_INTERLEAVED:
+        for (int j = 0; j < 32; j++) {
+            float x0 = x[2 * j], x1 = x[2 * j + 1];
+            y[2 * j] = x0 * c[2 * j] - x1 * sn[2 * j];
+            y[2 * j + 1] = x1 * c[2 * j + 1] + x0 * sn[2 * j + 1];
+        }
+        break;
+    case DSOPS_ROPE_HALF:
+        for (int j = 0; j < 32; j++) {
+            float x0 = x[j], x1 = x[j + 32];
+            y[j] = x0 * c[j] - x1 * sn[j];
+            y[j + 32] = x1 * c[j + 32] + x0 * sn[j + 32];
+        }
+        break;
+    case DSOPS_ROPE_INTERLEAVED_IN_HALF_OUT:
+        for (int j = 0; j < 32; j++) {
+            float x0 = x[2 * j], x1 = x[2 * j + 1];
+            y[j] = x0 * c[j] - x1 * sn[j];
+            y[j + 32] = x1 * c[j + 32] + x0 * sn[j + 32];
+        }
+        break;
+    }
+}
+
+/* rint with ties to even, independent of the floating-point environment; |x| <= 2^22 here. */
+static inline float round_half_even(float x)
+{
+    float f = floorf(x);
+    float d = x - f; /* exact */
+    if (d > 0.5f || (d == 0.5f && ((int32_t)f & 1)))
+        f += 1.0f;
+    return f;
+}
+
+void dsops_q8_group(const float *v, int n, int8_t *q, float *scale)
+{
+    bool finite = true;
+    float amax = 0.0f;
+    for (int i = 0; i < n; i++) {
+        if (!isfinite(v[i])) {
+            finite = false;
+            break;
+        }
+        float a = fabsf(v[i]);
+        if (a > amax)
+            amax = a;
+    }
+    if (!finite) {
+        memset(q, 0, (size_t)n);
+        *scale = NAN;
+        return;
+    }
+    float sq = amax == 0.0f ? INFINITY : 127.0f / amax;
+    if (isinf(sq)) { /* all zero, or amax so small that 127 / amax overflows */
+        memset(q, 0, (size_t)n);
+        *scale = 0.0f;
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        float r = round_half_even(v[i] * sq);
+        if (r > 127.0f) /* |v_i| <= amax keeps |v_i * sq| within 127 + rounding: never taken */
+            r = 127.0f;
+        if (r < -127.0f)
+            r = -127.0f;
+        q[i] = (int8_t)r;
+    }
+    *scale = 1.0f / sq;
+}
+
+void dsops_hadamard_row(const float *v, int d, const float *hm, float *y)
+{
+    /* y[j] accumulates its products in ascending k, row by row of hm */
+    for (int j = 0; j < d; j++)
+        y[j] = 0.0f;
+    for (int k = 0; k < d; k++) {
+        const float *row = hm + (size_t)k * (size_t)d;
+        float vk = v[k];
+        for (int j = 0; j < d; j++)
+            y[j] += vk * row[j];
+    }
+}
+
+/* ---- shared validation and threading helpers ------------------------------------------------- */
+
+/* y is the same view as x: same memory, dtype and extents, same strides wherever an extent exceeds 1. */
+static bool same_view(const dsops_tensor *a, const dsops_tensor *b)
+{
+    if (a->data != b->data || a->dtype != b->dtype || a->ndim != b->ndim)
+        return false;
+    for (int d = 0; d < a->ndim; d++) {
+        if (a->shape[d] != b->shape[d])
+            return false;
+        if (a->shape[d] > 1 && a->stride[d] != b->stride[d])
+            return false;
+    }
+    return true;
+}
+
+/* An output that may alias an input exactly: the same view is allowed, any other overlap is not. */
+static dsops_status check_exact_alias(const dsops_tensor *out, const char *on, const dsops_tensor *in, const char *in_name)
+{
+    if (same_view(out, in))
+        return DSOPS_OK;
+    return dsops_check_no_overlap(out, on, in, in_name);
+}
+
+/* Threads for `rows` independent rows of `work` elements in total. */
+static int prim_threads(const dsops_context *use, int64_t rows, int64_t work)
+{
+    int n = use->threads;
+    if (work < PRIM_PARALLEL_MIN_WORK)
+        n = 1;
+    if (rows < n)
+        n = (int)rows;
+    return n < 1 ? 1 : n;
+}
+
+static int prim_thread_id(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+/* Row widths are handed to the int-sized row functions. */
+static dsops_status check_width(const char *name, int dim, int64_t w, int64_t min)
+{
+    if (w < min)
+        return dsops_fail(DSOPS_ERR_SHAPE, "%s.shape[%d] = %lld, expected >= %lld", name, dim, (long long)w,
+                          (long long)min);
+    if (w > (1 << 30))
+        return dsops_fail(DSOPS_ERR_UNSUPPORTED, "%s.shape[%d] = %lld, this build supports rows of at most 2^30 elements",
+                          name, dim, (long long)w);
+    return DSOPS_OK;
+}
+
+/* ---- rmsnorm (spec §2.3) --------------------------------------------------------------------- */
+
+dsops_status dsops_rmsnorm_init(dsops_rmsnorm_args *a, dsops_preset preset)
+{
+    if (!a)
+        return dsops_fail(DSOPS_ERR_NULL, "args is NULL");
+    memset(a, 0, sizeof *a);
+    a->eps = 1e-6f; /* every model's RMSNorm eps (MODELS.md) */
+    if ((int)preset < DSOPS_PRESET_V32 || (int)preset > DSOPS_PRESET_V4_PRO)
+        return dsops_fail(DSOPS_ERR_PARAM, "preset = %d is not a dsops_preset value", (int)preset);
+    dsops_clear_error();
+    return DSOPS_OK;
+}
+
+static dsops_status rmsnorm_check(const dsops_rmsnorm_args *a)
+{
+    const unsigned bf16 = DSOPS_DT(DSOPS_BF16);
+    DSOPS_TRY(dsops_check_tensor(&a->x, "x", 2, bf16, true));
+    int64_t T = a->x.shape[0], W = a->x.shape[1];
+    DSOPS_TRY(check_width("x", 1, W, 1));
+    if (dsops_tensor_present(&a->weight)) {
+        DSOPS_TRY(dsops_check_tensor(&a->weight, "weight", 1, bf16 | DSOPS_DT(DSOPS_FP32), true));
+        DSOPS_TRY(dsops_check_dim(&a->weight, "weight", 0, W, "W of x"));
+    }
+    DSOPS_TRY(dsops_check_tensor(&a->y, "y", 2, bf16, true));
+    DSOPS_TRY(dsops_check_dim(&a->y, "y", 0, T, "T of x"));
+    DSOPS_TRY(dsops_check_dim(&a->y, "y", 1, W, "W of x"));
+    if (!isfinite(a->eps) || a->eps < 0.0f)
+        return dsops_fail(DSOPS_ERR_PARAM, "eps = %g, expected a finite value >= 0", (double)a->eps);
+    DSOPS_TRY(check_exact_alias(&a->y, "y", &a->x, "x"));
+    return dsops_check_no_overlap(&a->y, "y", &a->weight, "weight");
+}
+
+dsops_status dsops_rmsnorm(dsops_context *ctx, const dsops_rmsnorm_args *a)
+{
+    if (!a)
+        return dsops_fail(DSOPS_ERR_NULL, "args is NULL");
+    DSOPS_TRY(rmsnorm_check(a));
+    dsops_clear_error();
+    int64_t T = a->x.shape[0];
+    int W = (int)a->x.shape[1];
+    if (T == 0)
+        return DSOPS_OK;
+    dsops_context *use;
+    DSOPS_TRY(dsops_context_begin(ctx, &use));
+    int nth = prim_threads(use, T, T * W);
+    size_t row_bytes = dsops_align64((size_t)W * sizeof(float));
+    char *scratch = dsops_scratch(use, row_bytes * (size_t)(nth + 1));
+    if (!scratch) {
+        dsops_context_end(ctx, use);
+        return DSOPS_ERR_NOMEM;
+    }
+    float *gamma = NULL;
+    if (dsops_tensor_present(&a->weight)) {
+        gamma = (float *)scratch;
+        dsops_widen_row(a->weight.data, a->weight.dtype, W, gamma);
+    }
+#pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
+    for (int64_t t = 0; t < T; t++) {
+        float *v = (float *)(scratch + row_bytes * (size_t)(1 + prim_thread_id()));
+        dsops_widen_row(dsops_at2(&a->x, t, 0), DSOPS_BF16, W, v);
+        dsops_rmsnorm_row(v, W, gamma, a->eps, v);
+        uint16_t *y = dsops_at2(&a->y, t, 0);
+        for (int i = 0; i < W; i++)
+            y[i] = dsops_f32_to_bf16(v[i]);
+    }
+    dsops_context_end(ctx, use);
+    return DSOPS_OK;
+}
+
+/* ---- rope_tables (spec §2.5.2) --------------------------------------------------------------- */
+
+dsops_status dsops_rope_tables_init(dsops_rope_tables_args *a, dsops_preset preset)
+{
+    if (!a)
+        return dsops_fail(DSOPS_ERR_NULL, "args is NULL");
+    memset(a, 0, sizeof *a);
+    a->yarn = 1;
+    a->yarn_beta_fast = 32.0;
+    a->yarn_beta_slow = 1.0;
+    switch (preset) {
+    case DSOPS_PRESET_V32:
+        a->base = 10000.0;
+        a->yarn_factor = 40.0;
+        a->yarn_original_len = 4096.0;
+        a->layout = DSOPS_ROPE_HALVES;
+        break;
+    case DSOPS_PRESET_V4_FLASH:
+    case DSOPS_PRESET_V4_PRO:
+        a->base = 160000.0;
+        a->yarn_factor = 16.0;
+        a->yarn_original_len = 65536.0;
+        a->layout = DSOPS_ROPE_PAIRS;
+        break;
+    default:
+        a->base = 10000.0;
+        a->yarn_factor = 40.0;
+        a->yarn_original_len = 4096.0;
+        a->layout = DSOPS_ROPE_HALVES;
+        return dsops_fail(DSOPS_ERR_PARAM, "preset = %d is not a dsops_preset value", (int)preset);
+    }
+    dsops_clear_error();
+    return DSOPS_OK;
+}
+
+static dsops_status positive_param(const char *name, double v)
+{
+    if (!isfinite(v) || v <= 0.0)
+        return dsops_fail(DSOPS_ERR_PARAM, "%s = %g, expected a finite value > 0", name, v);
+    return DSOPS_OK;
+}
+
+static dsops_status rope_tables_check(const dsops_rope_tables_args *a)
+{
+    const unsigned tab = DSOPS_DT(DSOPS_BF16) | DSOPS_DT(DSOPS_FP32);
+    DSOPS_TRY(dsops_check_tensor(&a->positions, "positions", 1, DSOPS_DT(DSOPS_INT64), false));
+    int64_t T = a->positions.shape[0];
+    DSOPS_TRY(dsops_check_tensor(&a->cos, "cos", 2, tab, true));
+    DSOPS_TRY(dsops_check_dim(&a->cos, "cos", 0, T, "T of positions"));
+    DSOPS_TRY(dsops_check_dim(&a->cos, "cos", 1, 64, "rotary table width"));
+    DSOPS_TRY(dsops_check_tensor(&a->sin, "sin", 2, tab, true));
+    DSOPS_TRY(dsops_check_dim(&a->sin, "sin", 0, T, "T of positions"));
+    DSOPS_TRY(dsops_check_dim(&a->sin, "sin", 1, 64, "rotary table width"));
+    if (a->sin.dtype != a->cos.dtype)
+        return dsops_fail(DSOPS_ERR_DTYPE, "sin has dtype %s, expected %s (the dtype of cos)",
+                          dsops_dtype_name(a->sin.dtype), dsops_dtype_name(a->cos.dtype));
+    if (!isfinite(a->base) || a->base <= 0.0 || a->base > FLT_MAX)
+        return dsops_fail(DSOPS_ERR_PARAM, "base = %g, expected a finite fp32 value > 0", a->base);
+    if ((int)a->layout < DSOPS_ROPE_PAIRS || (int)a->layout > DSOPS_ROPE_HALVES)
+        return dsops_fail(DSOPS_ERR_PARAM, "layout = %d is not a dsops_rope_layout value", (int)a->layout);
+    if (a->yarn != 0 && a->yarn != 1)
+        return dsops_fail(DSOPS_ERR_PARAM, "yarn = %d, expected 0 or 1", a->yarn);
+    if (a->yarn) {
+        DSOPS_TRY(positive_param("yarn_factor", a->yarn_factor));
+        DSOPS_TRY(positive_param("yarn_original_len", a->yarn_original_len));
+        DSOPS_TRY(positive_param("yarn_beta_fast", a->yarn_beta_fast));
+        DSOPS_TRY(positive_param("yarn_beta_slow", a->yarn_beta_slow));
+        if (a->yarn_factor > FLT_MAX)
+            return dsops_fail(DSOPS_ERR_PARAM, "yarn_factor = %g is not a finite fp32 value", a->yarn_factor);
+        if (a->base == 1.0)
+            return dsops_fail(DSOPS_ERR_PARAM, "base = 1 with yarn = 1: the YaRN correction divides by ln(base) = 0");
+    }
+    DSOPS_TRY(dsops_check_no_overlap(&a->cos, "cos", &a->positions, "positions"));
+    DSOPS_TRY(dsops_check_no_overlap(&a->sin, "sin", &a->positions, "positions"));
+    DSOPS_TRY(dsops_check_no_overlap(&a->sin, "sin", &a->cos, "cos"));
+    /* positions are token positions: int32 range (V6), so fp32(p) is the spec's int -> fp32 rounding */
+    for (int64_t t = 0; t < T; t++) {
+        int64_t p = *(const int64_t *)dsops_at1(&a->positions, t);
+        if (p < 0 || p > INT32_MAX)
+            return dsops_fail(DSOPS_ERR_INDEX, "positions[%lld] = %lld is outside [0, 2^31)", (long long)t,
+                              (long long)p);
+    }
+    return DSOPS_OK;
+}
+
+/* freq_j of spec §2.5.2: fp32 pow (correctly rounded through fp64), fp32 reciprocal, optional YaRN
+ * blend in fp32 with the ramp computed in fp64. */
+static void rope_freqs(const dsops_rope_tables_args *a, float freq[32])
+{
+    float theta = (float)a->base;
+    for (int j = 0; j < 32; j++) {
+        float e = (float)(2 * j) / 64.0f;                 /* exact */
+        float pw = (float)pow((double)theta, (double)e);  /* fp32 pow */
+        freq[j] = 1.0f / pw;
+    }
+    if (!a->yarn)
+        return;
+    const double two_pi = 2.0 * 3.14159265358979323846;
+    double ln_theta = log(a->base);
+    double corr_fast = 64.0 * log(a->yarn_original_len / (two_pi * a->yarn_beta_fast)) / (2.0 * ln_theta);
+    double corr_slow = 64.0 * log(a->yarn_original_len / (two_pi * a->yarn_beta_slow)) / (2.0 * ln_theta);
+    double lo = floor(corr_fast), hi = ceil(corr_slow);
+    if (lo < 0.0)
+        lo = 0.0;
+    if (hi > 63.0)
+        hi = 63.0;
+    if (lo == hi)
+        hi = hi + 0.001;
+    float f = (float)a->yarn_factor;
+    for (int j = 0; j < 32; j++) {
+        double ramp = ((double)j - lo) / (hi - lo);
+        ramp = ramp < 0.0 ? 0.0 : (ramp > 1.0 ? 1.0 : ramp);
+        float rf = (float)ramp;
+        freq[j] = freq[j] * (1.0f - rf) + (freq[j] / f) * rf;
+    }
+}
+
+static void store_table(void *row, dsops_dtype dt, int e, float v)
+{
+    if (dt == DSOPS_FP32)
+        ((float *)row)[e] = v;
+    else
+        ((uint16_t *)row)[e] = dsops_f32_to_bf16(v);
+}
+
+dsops_status dsops_rope_tables(dsops_context *ctx, const dsops_rope_tables_args *a)
+{
+    if (!a)
+        return dsops_fail(DSOPS_ERR_NULL, "args is NULL");
+    DSOPS_TRY(rope_tables_check(a));
+    dsops_clear_error();
+    int64_t T = a->positions.shape[0];
+    if (T == 0)
+        return DSOPS_OK;
+    float freq[32];
+    rope_freqs(a, freq);
+    dsops_context *use;
+    DSOPS_TRY(dsops_context_begin(ctx, &use));
+    int nth = prim_threads(use, T, T * 1024); /* cos and sin cost far more than a copied element */
+    dsops_dtype dt = a->cos.dtype;
+    bool pairs = a->layout == DSOPS_ROPE_PAIRS;
+#pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
+    for (int64_t t = 0; t < T; t++) {
+        int64_t p = *(const int64_t *)dsops_at1(&a->positions, t);
+        float pf = (float)(int32_t)p;
+        void *crow = dsops_at2(&a->cos, t, 0), *srow = dsops_at2(&a->sin, t, 0);
+        for (int j = 0; j < 32; j++) {
+            float ang = pf * freq[j];                  /* one fp32 multiply */
+            float c = (float)cos((double)ang);         /* fp64 cos / sin of the fp32 angle, rounded to fp32 */
+            float s = (float)sin((double)ang);
+            int e0 = pairs ? 2 * j : j, e1 = pairs ? 2 * j + 1 : j + 32;
+            store_table(crow, dt, e0, c);
+            store_table(crow, dt, e1, c);
+            store_table(srow, dt, e0, s);
+            store_table(srow, dt, e1, s);
+        }
+    }
+    dsops_context_end(ctx, use);
+    return DSOPS_OK;
+}
+
+/* ---- rope_apply (spec §2.5.3) ---------------------------------------------------------------- */
+
+static dsops_status rope_apply_check(const dsops_rope_apply_args *a)
+{
+    const unsigned bf16 = DSOPS_DT(DSOPS_BF16), tab = bf16 | DSOPS_DT(DSOPS_FP32);
+    DSOPS_TRY(dsops_check_tensor(&a->x, "x", 3, bf16, true));
+    int64_t T = a->x.shape[0], N = a->x.shape[1], W = a->x.shape[2];
+    DSOPS_TRY(check_width("x", 2, W, 64));
+    DSOPS_TRY(dsops_check_tensor(&a->rope_cos, "rope_cos", 2, tab, true));
+    DSOPS_TRY(dsops_check_dim(&a->rope_cos, "rope_cos", 0, T, "T of x"));
+    DSOPS_TRY(dsops_check_dim(&a->rope_cos, "rope_cos", 1, 64, "rotary table width"));
+    DSOPS_TRY(dsops_check_tensor(&a->rope_sin, "rope_sin", 2, tab, true));
+    DSOPS_TRY(dsops_check_dim(&a->rope_sin, "rope_sin", 0, T, "T of x"));
+    DSOPS_TRY(dsops_check_dim(&a->rope_sin, "rope_sin", 1, 64, "rotary table width"));
+    DSOPS_TRY(dsops_check_tensor(&a->y, "y", 3, bf16, true));
+    DSOPS_TRY(dsops_check_dim(&a->y, "y", 0, T, "T of x"));
+    DSOPS_TRY(dsops_check_dim(&a->y, "y", 1, N, "N of x"));
+    DSOPS_TRY(dsops_check_dim(&a->y, "y", 2, W, "W of x"));
+    if (a->rope_offset < 0 || (int64_t)a->rope_offset > W - 64)
+        return dsops_fail(DSOPS_ERR_PARAM, "rope_offset = %d is outside [0, %lld] (W - 64 with W = %lld)",
+                          a->rope_offset, (long long)(W - 64), (long long)W);
+    if ((int)a->rope_mode < DSOPS_ROPE_INTERLEAVED || (int)a->rope_mode > DSOPS_ROPE_INTERLEAVED_IN_HALF_OUT)
+        return dsops_fail(DSOPS_ERR_PARAM, "rope_mode = %d is not a dsops_rope_mode value", (int)a->rope_mode);
+    if (a->rope_inverse != 0 && a->rope_inverse != 1)
+        return dsops_fail(DSOPS_ERR_PARAM, "rope_inverse = %d, expected 0 or 1", a->rope_inverse);
+    DSOPS_TRY(check_exact_alias(&a->y, "y", &a->x, "x"));
+    DSOPS_TRY(dsops_check_no_overlap(&a->y, "y", &a->rope_cos, "rope_cos"));
+    return dsops_check_no_overlap(&a->y, "y", &a->rope_sin, "rope_sin");
+}
+
+dsops_status dsops_rope_apply(dsops_context *ctx, const dsops_rope_apply_args *a)
+{
+    if (!a)
+        return dsops_fail(DSOPS_ERR_NULL, "args is NULL");
+    DSOPS_TRY(rope_apply_check(a));
+    dsops_clear_error();
+    int64_t T = a->x.shape[0], N = a->x.shape[1], W = a->x.shape[2];
+    int64_t rows = T * N;
+    if (rows == 0)
+        return DSOPS_OK;
+    dsops_context *use;
+    DSOPS_TRY(dsops_context_begin(ctx, &use));
+    int nth = prim_threads(use, rows, rows * W);
+    bool in_place = same_view(&a->y, &a->x);
+    int off = a->rope_offset;
+    size_t tail = (size_t)(W - off - 64);
+#pragma omp parallel num_threads(nth) if (nth > 1)
+    {
+        float c[64], s[64], xv[64], yv[64];
+        int64_t cur_t = -1;
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t t = r / N, h = r % N;
+            if (t != cur_t) { /* tables of token t, widened once per token and thread */
+                dsops_widen_row(dsops_at2(&a->rope_cos, t, 0), a->rope_cos.dtype, 64, c);
+                dsops_widen_row(dsops_at2(&a->rope_sin, t, 0), a->rope_sin.dtype, 64, s);
+                cur_t = t;
+            }
+            const uint16_t *x = dsops_at3(&a->x, t, h, 0);
+            uint16_t *y = dsops_at3(&a->y, t, h, 0);
+            for (int e = 0; e < 64; e++)
+                xv[e] = dsops_bf16_to_f32(x[off + e]);
+            dsops_rope_row(xv, c, s, a->rope_mode, a->rope_inverse != 0, yv);
+            if (!in_place) {
+                memcpy(y, x, (size_t)off * 2);
+                memcpy(y + off + 64, x + off + 64, tail * 2);
+            }
+            for (int e = 0; e < 64; e++)
+                y[off + e] = dsops_f32_to_bf16(yv[e]);
+        }
+    }
+    dsops_context_end(ctx, use);
+    return DSOPS_OK;
+}
+
+/* ---- hadamard_matrix (spec §2.6) ------------------------------------------------------------- */
+
+dsops_status dsops_hadamard_matrix(const dsops_tensor *m)
+{
+    if (!m)
+        return dsops_fail(DSOPS_ERR_NULL, "m is NULL");
+    DSOPS_TRY(dsops_check_tensor(m, "m", 2, DSOPS_DT(DSOPS_BF16) | DSOPS_DT(DSOPS_FP32), true));
+    int64_t d = m->shape[0];
+    if (d < 1 || (d & (d - 1)) != 0)
+        return dsops_fail(DSOPS_ERR_SHAPE, "m.shape[0] = %lld, expected a power of two (d >= 1)", (long long)d);
+    DSOPS_TRY(dsops_check_dim(m, "m", 1, d, "a square [d, d] matrix"));
+    dsops_clear_error();
+    float h = (float)(1.0 / sqrt((double)d)); /* correctly rounded 1 / sqrt(d) */
+    for (int64_t i = 0; i < d; i++) {
+        void *row = dsops_at2(m, i, 0);
+        for (int64_t j = 0; j < d; j++) {
+            float v = (__builtin_popcountll((unsigned long long)(i & j)) & 1) ? -h : h;
+            if (m->dtype == DSOPS_FP32)
+                ((float *)row)[j] = v;
+            else
+                ((uint16_t *)row)[j] = dsops_f32_to_bf16(v);
+        }
+    }
+    return DSOPS_OK;
+}
+
+/* ---- quant_q8 (spec §2.7) -------------------------------------------------------------------- */
+
+static dsops_status quant_q8_check(const dsops_quant_q8_args *a)
+{
+    DSOPS_TRY(dsops_check_tensor(&a->x, "x", 2, DSOPS_DT(DSOPS_BF16) | DSOPS_DT(DSOPS_FP32), true));
+    int64_t R = a->x.shape[0], W = a->x.shape[1];
+    DSOPS_TRY(check_width("x", 1, W, 1));
+    if (a->group < 1)
+        return dsops_fail(DSOPS_ERR_PARAM, "group = %d, expected >= 1", a->group);
+    if (W % a->group != 0)
+        return dsops_fail(DSOPS_ERR_PARAM, "group = %d does not divide W = %lld", a->group, (long long)W);
+    DSOPS_TRY(dsops_check_tensor(&a->q, "q", 2, DSOPS_DT(DSOPS_INT8), true));
+    DSOPS_TRY(dsops_check_dim(&a->q, "q", 0, R, "R of x"));
+    DSOPS_TRY(dsops_check_dim(&a->q, "q", 1, W, "W of x"));
+    DSOPS_TRY(dsops_check_tensor(&a->scale, "scale", 2, DSOPS_DT(DSOPS_FP32), true));
+    DSOPS_TRY(dsops_check_dim(&a->scale, "scale", 0, R, "R of x"));
+    DSOPS_TRY(dsops_check_dim(&a->scale, "scale", 1, W / a->group, "W / group"));
+    DSOPS_TRY(dsops_check_no_overlap(&a->q, "q", &a->x, "x"));
+    DSOPS_TRY(dsops_check_no_overlap(&a->scale, "scale", &a->x, "x"));
+    return dsops_check_no_overlap(&a->scale, "scale", &a->q, "q");
+}
+
+dsops_status dsops_quant_q8(dsops_context *ctx, const dsops_quant_q8_args *a)
+{
+    if (!a)
+        return dsops_fail(DSOPS_ERR_NULL, "args is NULL");
+    DSOPS_TRY(quant_q8_check(a));
+    dsops_clear_error();
+    int64_t R = a->x.shape[0];
+    int W = (int)a->x.shape[1], G = a->group;
+    if (R == 0)
+        return DSOPS_OK;
+    dsops_context *use;
+    DSOPS_TRY(dsops_context_begin(ctx, &use));
+    int nth = prim_threads(use, R, R * W);
+    size_t row_bytes = dsops_align64((size_t)W * sizeof(float));
+    char *scratch = dsops_scratch(use, row_bytes * (size_t)nth);
+    if (!scratch) {
+        dsops_context_end(ctx, use);
+        return DSOPS_ERR_NOMEM;
+    }
+#pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
+    for (int64_t r = 0; r < R; r++) {
+        float *v = (float *)(scratch + row_bytes * (size_t)prim_thread_id());
+        dsops_widen_row(dsops_at2(&a->x, r, 0), a->x.dtype, W, v);
+        int8_t *q = dsops_at2(&a->q, r, 0);
+        for (int g = 0; g < W / G; g++)
+            dsops_q8_group(v + (size_t)g * G, G, q + (size_t)g * G, (float *)dsops_at2(&a->scale, r, g));
+    }
+    dsops_context_end(ctx, use);
+    return DSOPS_OK;
+}
+
+/* ---- cache_store (spec §2.8) ----------------------------------------------------------------- */
+
+typedef struct slot_entry {
+    int64_t slot, t;
+} slot_entry;
+
+static int slot_entry_cmp(const void *pa, const void *pb)
+{
+    const slot_entry *a = pa, *b = pb;
+    if (a->slot != b->slot)
+        return a->slot < b->slot ? -1 : 1;
+    return a->t < b->t ? -1 : (a->t > b->t);
+}
+
+static dsops_status cache_store_check(const dsops_cache_store_args *a, int *group)
+{
+    DSOPS_TRY(dsops_check_tensor(&a->src, "src", 2, DSOPS_DT(DSOPS_BF16), true));
+    int64_t T = a->src.shape[0], W = a->src.shape[1];
+    DSOPS_TRY(check_width("src", 1, W, 1));
+    DSOPS_TRY(dsops_check_tensor(&a->cache_index, "cache_index", 1, DSOPS_DT(DSOPS_INT64), false));
+    DSOPS_TRY(dsops_check_dim(&a->cache_index, "cache_index", 0, T, "T of src"));
+    DSOPS_TRY(dsops_check_tensor(&a->cache, "cache", 3, DSOPS_DT(DSOPS_BF16) | DSOPS_DT(DSOPS_INT8), true));
+    DSOPS_TRY(dsops_check_dim(&a->cache, "cache", 2, W, "W of src"));
+    int64_t NB = a->cache.shape[0], BS = a->cache.shape[1];
+    if (NB < 1 || BS < 1)
+        return dsops_fail(DSOPS_ERR_SHAPE, "cache has NB = %lld, BS = %lld, expected both >= 1", (long long)NB,
+                          (long long)BS);
+    if (a->group < 0)
+        return dsops_fail(DSOPS_ERR_PARAM, "group = %d, expected >= 1 (or 0 for W)", a->group);
+    int G = a->group == 0 ? (int)W : a->group;
+    *group = G;
+    if (a->cache.dtype == DSOPS_BF16) {
+        if (dsops_tensor_present(&a->cache_scale))
+            return dsops_fail(DSOPS_ERR_PARAM, "cache_scale is given but cache is bf16 (only int8 caches have scales)");
+    } else {
+        if (W % G != 0)
+            return dsops_fail(DSOPS_ERR_PARAM, "group = %d does not divide W = %lld", a->group, (long long)W);
+        const unsigned sdt = DSOPS_DT(DSOPS_FP32) | DSOPS_DT(DSOPS_FP16);
+        if (!dsops_tensor_present(&a->cache_scale))
+            return dsops_fail(DSOPS_ERR_NULL, "cache_scale is NULL (required with an int8 cache)");
+        if (a->cache_scale.ndim == 2 && G == W) {
+            DSOPS_TRY(dsops_check_tensor(&a->cache_scale, "cache_scale", 2, sdt, false));
+        } else {
+            DSOPS_TRY(dsops_check_tensor(&a->cache_scale, "cache_scale", 3, sdt, true));
+            DSOPS_TRY(dsops_check_dim(&a->cache_scale, "cache_scale", 2, W / G, "W / group"));
+        }
+        DSOPS_TRY(dsops_check_dim(&a->cache_scale, "cache_scale", 0, NB, "NB of cache"));
+        DSOPS_TRY(dsops_check_dim(&a->cache_scale, "cache_scale", 1, BS, "BS of cache"));
+    }
+    DSOPS_TRY(dsops_check_no_overlap(&a->cache, "cache", &a->src, "src"));
+    DSOPS_TRY(dsops_check_no_overlap(&a->cache, "cache", &a->cache_index, "cache_index"));
+    DSOPS_TRY(dsops_check_no_overlap(&a->cache_scale, "cache_scale", &a->src, "src"));
+    DSOPS_TRY(dsops_check_no_overlap(&a->cache_scale, "cache_scale", &a->cache_index, "cache_index"));
+    DSOPS_TRY(dsops_check_no_overlap(&a->cache_scale, "cache_scale", &a->cache, "cache"));
+    int64_t rows = NB * BS;
+    for (int64_t t = 0; t < T; t++) {
+        int64_t r = *(const int64_t *)dsops_at1(&a->cache_index, t);
+        if (r >= rows)
+            return dsops_fail(DSOPS_ERR_INDEX, "cache_index[%lld] = %lld is outside [0, %lld) (NB * BS slots)",
+                              (long long)t, (long long)r, (long long)rows);
+    }
+    return DSOPS_OK;
+}
+
+/* V8: no slot may be written twice. Sorts (slot, t) pairs of the non-negative slots; reports the
+ * repeat with the smallest token index. */
+static dsops_status cache_store_check_duplicates(const dsops_cache_store_args *a, slot_entry *buf)
+{
+    int64_t T = a->src.shape[0], n = 0;
+    for (int64_t t = 0; t < T; t++) {
+        int64_t r = *(const int64_t *)dsops_at1(&a->cache_index, t);
+        if (r >= 0)
+            buf[n++] = (slot_entry){r, t};
+    }
+    qsort(buf, (size_t)n, sizeof *buf, slot_entry_cmp);
+    int64_t first = -1, dup = -1;
+    for (int64_t i = 1, start = 0; i < n; i++) {
+        if (buf[i].slot != buf[start].slot) {
+            start = i;
+            continue;
+        }
+        if (dup < 0 || buf[i].t < dup) {
+            dup = buf[i].t;
+            first = buf[start].t;
+        }
+    }
+    if (dup >= 0)
+        return dsops_fail(DSOPS_ERR_INDEX, "cache_index[%lld] = %lld repeats cache_index[%lld] (a slot is written once per call)",
+                          (long long)dup, (long long)*(const int64_t *)dsops_at1(&a->cache_index, dup), (long long)first);
+    return DSOPS_OK;
+}
+
+dsops_status dsops_cache_store(dsops_context *ctx, const dsops_cache_store_args *a)
+{
+    if (!a)
+        return dsops_fail(DSOPS_ERR_NULL, "args is NULL");
+    int G = 0;
+    DSOPS_TRY(cache_store_check(a, &G));
+    int64_t T = a->src.shape[0];
+    int W = (int)a->src.shape[1];
+    if (T == 0) {
+        dsops_clear_error();
+        return DSOPS_OK;
+    }
+    dsops_context *use;
+    DSOPS_TRY(dsops_context_begin(ctx, &use));
+    bool int8 = a->cache.dtype == DSOPS_INT8;
+    int nth = prim_threads(use, T, T * W * (int8 ? 4 : 1));
+    size_t dup_bytes = dsops_align64((size_t)T * sizeof(slot_entry));
+    size_t row_bytes = dsops_align64((size_t)W * sizeof(float));
+    char *scratch = dsops_scratch(use, dup_bytes > row_bytes * (size_t)nth ? dup_bytes : row_bytes * (size_t)nth);
+    if (!scratch) {
+        dsops_context_end(ctx, use);
+        return DSOPS_ERR_NOMEM;
+    }
+    dsops_status st = cache_store_check_duplicates(a, (slot_entry *)scratch);
+    if (st != DSOPS_OK) {
+        dsops_context_end(ctx, use);
+        return st;
+    }
+    dsops_clear_error();
+    int64_t BS = a->cache.shape[1];
+    bool scale3 = int8 && a->cache_scale.ndim == 3;
+#pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
+    for (int64_t t = 0; t < T; t++) {
+        int64_t r = *(const int64_t *)dsops_at1(&a->cache_index, t);
+        if (r < 0)
+            continue; /* padding token: not stored */
+        int64_t blk = r / BS, row = r % BS;
+        const uint16_t *src = dsops_at2(&a->src, t, 0);
+        if (!int8) {
+            memcpy(dsops_at3(&a->cache, blk, row, 0), src, (size_t)W * 2);
+            continue;
+        }
+        float *v = (float *)(scratch + row_bytes * (size_t)prim_thread_id());
+        dsops_widen_row(src, DSOPS_BF16, W, v);
+        int8_t *q = dsops_at3(&a->cache, blk, row, 0);
+        for (int g = 0; g < W / G; g++) {
+            float s;
+            dsops_q8_group(v + (size_t)g * G, G, q + (size_t)g * G, &s);
+            void *dst = scale3 ? dsops_at3(&a->cache_scale, blk, row, g) : dsops_at2(&a->cache_scale, blk, row);
+            if (a->cache_scale.dtype == DSOPS_FP32)
+                *(float *)dst = s;
+            else
+                *(uint16_t *)dst = dsops_f32_to_fp16(s);
+        }
+    }
+    dsops_context_end(ctx, use);
+    return DSOPS_OK;
+}

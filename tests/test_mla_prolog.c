@@ -1,0 +1,440 @@
+/* mla_prolog_v32 against the reference oracle (spec/OPS.md §4.1), on every available ISA tier:
+ *   - small problems in every variant: bf16 / int8 wq_b x split_bf16 / split_int8 / packed656, the three
+ *     rope modes and rope_inverse, gammas and tables in bf16 and fp32, negative cache indices, block
+ *     sizes 1 / 3 / 16, odd shapes, padded and shared (interleaved) views, NaN in untouched cache rows,
+ *     all-zero and overflowing Q8 groups, int8 weights at -128 / 127, empty calls;
+ *   - each call also with a prepared object (dsops_mla_prolog_v32_prepare), which must give bitwise the
+ *     same bytes as the unprepared call;
+ *   - every byte of the output and cache buffers that the call does not address stays bit-identical;
+ *   - determinism: 1, 2 and 3 threads give bitwise identical results;
+ *   - the CI-sized named cases of spec/CASES.md at the best tier (skipped with DSOPS_TEST_QUICK=1).
+ * Usage: test_mla_prolog [label filter]. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cases.h"
+#include "mlap_problem.h"
+#include "ref.h"
+#include "test_util.h"
+
+static dsops_context *ctx;
+
+static uint64_t label_seed(const char *label)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a of the label, mixed with the run seed */
+    for (const char *c = label; *c; c++)
+        h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    return h ^ tu_seed();
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int set_tier(dsops_context *c, int isa)
+{
+    if (dsops_context_set_isa(c, (dsops_isa)isa) != DSOPS_OK)
+        return 0;
+    return tu_check(dsops_context_isa(c) == (dsops_isa)isa, "context tier %s not taken (got %s)",
+                    dsops_isa_name((dsops_isa)isa), dsops_isa_name(dsops_context_isa(c)));
+}
+
+/* One library call on a prepared problem: sentinels and snapshots first, then the call. */
+static int call(mp_problem *p, dsops_context *c, const char *label)
+{
+    mp_prepare_call(p);
+    dsops_status st = dsops_mla_prolog_v32(c, &p->args);
+    return tu_check(st == DSOPS_OK, "%s: status %s (%s)", label, dsops_status_name(st), dsops_last_error());
+}
+
+/* The call without and with a prepared object on the context's tier: both against the oracle, and
+ * bitwise equal to each other. */
+static void run_both(mp_problem *p, const mp_ref *r, dsops_context *c, const char *label, int with_prepared)
+{
+    char l[400];
+    size_t n1 = 0, n2 = 0;
+    unsigned char *g1 = NULL, *g2 = NULL;
+    p->args.prepared = NULL;
+    if (call(p, c, label)) {
+        g1 = mp_gather(&p->args, &n1);
+        mp_check(p, r, label);
+    }
+    if (!with_prepared || !g1) {
+        free(g1);
+        return;
+    }
+    dsops_prepared *prep = NULL;
+    dsops_status st = dsops_mla_prolog_v32_prepare(c, &p->args, &prep);
+    snprintf(l, sizeof l, "%s prepared", label);
+    if (tu_check(st == DSOPS_OK && prep != NULL, "%s: prepare: status %s (%s)", l, dsops_status_name(st),
+                 dsops_last_error())) {
+        p->args.prepared = prep;
+        if (call(p, c, l)) {
+            g2 = mp_gather(&p->args, &n2);
+            size_t diff = 0;
+            if (n1 == n2)
+                while (diff < n1 && g1[diff] == g2[diff])
+                    diff++;
+            tu_check(n1 == n2 && diff == n1, "%s: differs from the unprepared call (first differing byte %zu of %zu)",
+                     l, diff, n1);
+            mp_check(p, r, l);
+        }
+        p->args.prepared = NULL;
+        dsops_prepared_destroy(prep);
+    }
+    free(g1);
+    free(g2);
+}
+
+static void run_problem(const char *label, const mp_spec *sp)
+{
+    if (!tu_selected(label))
+        return;
+    mp_problem *p = mp_make(sp, label_seed(label));
+    mp_ref *r = mp_reference(&p->args);
+    for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
+        if (!set_tier(ctx, isa))
+            continue;
+        char l[300];
+        snprintf(l, sizeof l, "%s [%s]", label, dsops_isa_name((dsops_isa)isa));
+        run_both(p, r, ctx, l, 1);
+    }
+    mp_ref_free(r);
+    mp_free(p);
+}
+
+/* ---- small problems -------------------------------------------------------------------------------- */
+
+static const char *layout_name(dsops_kv_layout l)
+{
+    return l == DSOPS_KV_SPLIT_BF16 ? "split_bf16" : (l == DSOPS_KV_SPLIT_INT8 ? "split_int8" : "packed656");
+}
+
+static const char *rope_name(dsops_rope_mode m)
+{
+    return m == DSOPS_ROPE_INTERLEAVED ? "interleaved" : (m == DSOPS_ROPE_HALF ? "half" : "in_half_out");
+}
+
+/* H 256, Q 128, N 4, Dqn 32, Dc 128 (split_bf16), 256 (split_int8) or 512 (packed656), T 5, BS 16 */
+static mp_spec base_spec(int int8_wq_b, dsops_kv_layout layout)
+{
+    mp_spec s;
+    memset(&s, 0, sizeof s);
+    s.T = 5;
+    s.H = 256;
+    s.Q = 128;
+    s.N = 4;
+    s.Dqn = 32;
+    s.Dc = layout == DSOPS_KV_PACKED656 ? 512 : (layout == DSOPS_KV_SPLIT_INT8 ? 256 : 128);
+    s.BS = 16;
+    s.int8_wq_b = int8_wq_b;
+    s.layout = layout;
+    s.rope_mode = DSOPS_ROPE_INTERLEAVED_IN_HALF_OUT;
+    s.eps_cq = s.eps_ckv = 1e-6f;
+    s.index_mode = MP_IDX_SOME;
+    return s;
+}
+
+static void test_variants(void)
+{
+    for (int w = 0; w < 2; w++)
+        for (int l = 0; l < 3; l++) {
+            char label[100];
+            mp_spec s = base_spec(w, (dsops_kv_layout)l);
+            snprintf(label, sizeof label, "variant_%s_%s", w ? "int8" : "bf16", layout_name((dsops_kv_layout)l));
+            run_problem(label, &s);
+            s.index_mode = MP_IDX_ALL;
+            s.eps_cq = s.eps_ckv = 1e-5f;
+            snprintf(label, sizeof label, "variant_%s_%s_all_rows_eps1e-5", w ? "int8" : "bf16",
+                     layout_name((dsops_kv_layout)l));
+            run_problem(label, &s);
+        }
+}
+
+static void test_rope_and_dtypes(void)
+{
+    for (int m = 0; m < 3; m++)
+        for (int inv = 0; inv < 2; inv++) {
+            char label[100];
+            mp_spec s = base_spec((m + inv) % 2, (dsops_kv_layout)((m + inv) % 3));
+            s.rope_mode = (dsops_rope_mode)m;
+            s.rope_inverse = inv;
+            s.table_dtype = inv ? DSOPS_FP32 : DSOPS_BF16;
+            snprintf(label, sizeof label, "rope_%s_inv%d_%s", rope_name((dsops_rope_mode)m), inv,
+                     inv ? "fp32tab" : "bf16tab");
+            run_problem(label, &s);
+        }
+    for (int g = 0; g < 2; g++)
+        for (int tb = 0; tb < 2; tb++) {
+            char label[100];
+            mp_spec s = base_spec(g, (dsops_kv_layout)(g + tb));
+            s.gamma_dtype = g ? DSOPS_FP32 : DSOPS_BF16;
+            s.table_dtype = tb ? DSOPS_FP32 : DSOPS_BF16;
+            snprintf(label, sizeof label, "dtypes_gamma_%s_tables_%s", g ? "fp32" : "bf16", tb ? "fp32" : "bf16");
+            run_problem(label, &s);
+            s.mixed_gamma = 1;
+            snprintf(label, sizeof label, "dtypes_gamma_cq_%s_gamma_ckv_%s_tables_%s", g ? "fp32" : "bf16",
+                     g ? "bf16" : "fp32", tb ? "fp32" : "bf16");
+            run_problem(label, &s);
+        }
+    /* large eps: the placement of eps inside the square root matters */
+    for (int l = 0; l < 3; l++) {
+        char label[100];
+        mp_spec s = base_spec(l == 2, (dsops_kv_layout)l);
+        s.eps_cq = 0.7f;
+        s.eps_ckv = 2.5f;
+        snprintf(label, sizeof label, "eps_large_%s", layout_name((dsops_kv_layout)l));
+        run_problem(label, &s);
+    }
+}
+
+static void test_tokens_and_blocks(void)
+{
+    static const int bss[] = {1, 3, 16};
+    for (int T = 1; T <= 9; T++) {
+        char label[100];
+        const int w = T % 2, l = T % 3, bs = bss[(T / 3) % 3];
+        mp_spec s = base_spec(w, (dsops_kv_layout)l);
+        s.T = T;
+        s.BS = bs;
+        s.index_mode = T % 4 == 0 ? MP_IDX_ALL : MP_IDX_SOME;
+        snprintf(label, sizeof label, "tokens_t%d_bs%d_%s_%s", T, bs, w ? "int8" : "bf16", layout_name((dsops_kv_layout)l));
+        run_problem(label, &s);
+    }
+    for (int l = 0; l < 3; l++)
+        for (int b = 0; b < 3; b++) {
+            char label[100];
+            mp_spec s = base_spec(l != 0, (dsops_kv_layout)l);
+            s.T = 7;
+            s.BS = bss[b];
+            s.NB = 40 / bss[b] + 1; /* more rows than tokens: most rows stay untouched */
+            s.index_mode = MP_IDX_ALL;
+            snprintf(label, sizeof label, "blocks_bs%d_%s", bss[b], layout_name((dsops_kv_layout)l));
+            run_problem(label, &s);
+        }
+    for (int l = 0; l < 3; l++) {
+        char label[100];
+        mp_spec s = base_spec(l == 1, (dsops_kv_layout)l);
+        s.index_mode = MP_IDX_NONE;
+        snprintf(label, sizeof label, "no_cache_write_%s", layout_name((dsops_kv_layout)l));
+        run_problem(label, &s);
+    }
+}
+
+static void test_views(void)
+{
+    for (int w = 0; w < 2; w++)
+        for (int l = 0; l < 3; l++) {
+            char label[100];
+            mp_spec s = base_spec(w, (dsops_kv_layout)l);
+            s.strided = 1;
+            s.T = 6;
+            snprintf(label, sizeof label, "strided_%s_%s", w ? "int8" : "bf16", layout_name((dsops_kv_layout)l));
+            run_problem(label, &s);
+            if (l == DSOPS_KV_PACKED656)
+                continue;
+            /* views that interleave without sharing an element (spec V9 forbids overlapping elements) */
+            s.strided = 2;
+            s.share = 2 | 4;
+            snprintf(label, sizeof label, "shared_cache_views_%s_%s", w ? "int8" : "bf16", layout_name((dsops_kv_layout)l));
+            run_problem(label, &s);
+            s.share = 1;
+            snprintf(label, sizeof label, "shared_q_views_%s_%s", w ? "int8" : "bf16", layout_name((dsops_kv_layout)l));
+            run_problem(label, &s);
+            s.share = 1 | 8;
+            snprintf(label, sizeof label, "shared_q_views_token_padding_%s_%s", w ? "int8" : "bf16",
+                     layout_name((dsops_kv_layout)l));
+            run_problem(label, &s);
+        }
+    /* split_int8 views into a buffer of packed656 rows (Dc 512) */
+    mp_spec s = base_spec(1, DSOPS_KV_SPLIT_INT8);
+    s.Dc = 512;
+    s.strided = 2;
+    s.share = 4;
+    run_problem("shared_cache_views_split_int8_as_packed656_rows", &s);
+}
+
+static void test_edges(void)
+{
+    char label[100];
+    for (int l = 0; l < 3; l++) {
+        /* all-zero x rows: zero Q8 groups (q 0, scale 0); with eps 0 the norm is 0/0 = NaN (q 0, scale NaN) */
+        for (int e = 0; e < 2; e++) {
+            mp_spec s = base_spec(l != 0, (dsops_kv_layout)l);
+            s.zero_tokens = 2;
+            s.index_mode = MP_IDX_ALL;
+            s.eps_cq = s.eps_ckv = e ? 0.0f : 1e-6f;
+            snprintf(label, sizeof label, "zero_rows_eps%s_%s", e ? "0" : "1e-6", layout_name((dsops_kv_layout)l));
+            run_problem(label, &s);
+        }
+        /* NaN in every cache row: untouched rows must keep their NaN bytes */
+        mp_spec s = base_spec(l == 2, (dsops_kv_layout)l);
+        s.nan_cache = 1;
+        snprintf(label, sizeof label, "nan_cache_%s", layout_name((dsops_kv_layout)l));
+        run_problem(label, &s);
+    }
+    /* amax so small that fp32(127 / amax) overflows: q 0, scale 0 (qr and the int8 cache groups) */
+    for (int l = 1; l < 3; l++) {
+        mp_spec s = base_spec(1, (dsops_kv_layout)l);
+        s.gamma_dtype = DSOPS_FP32;
+        s.tiny_gamma = 1;
+        s.index_mode = MP_IDX_ALL;
+        snprintf(label, sizeof label, "tiny_amax_%s", layout_name((dsops_kv_layout)l));
+        run_problem(label, &s);
+    }
+    {
+        mp_spec s = base_spec(1, DSOPS_KV_SPLIT_INT8);
+        s.int8_extreme = 1;
+        run_problem("int8_wq_b_extremes", &s);
+    }
+    /* odd shapes around tile edges */
+    {
+        mp_spec s = base_spec(0, DSOPS_KV_SPLIT_BF16);
+        s.T = 3, s.H = 259, s.Q = 130, s.N = 3, s.Dqn = 33, s.Dc = 64;
+        run_problem("odd_h259_q130_n3_dqn33_dc64_bf16", &s);
+        s.int8_wq_b = 1;
+        s.Dc = 32;
+        run_problem("odd_h259_q130_n3_dqn33_dc32_int8wqb", &s);
+        s = base_spec(1, DSOPS_KV_SPLIT_INT8);
+        s.T = 2, s.H = 65, s.Q = 17, s.N = 1, s.Dqn = 1, s.Dc = 128, s.BS = 3;
+        run_problem("odd_h65_q17_n1_dqn1_int8", &s);
+        s = base_spec(0, DSOPS_KV_PACKED656);
+        s.T = 4, s.N = 1, s.Dqn = 7, s.BS = 1;
+        run_problem("odd_n1_dqn7_packed_bs1", &s);
+    }
+    /* larger: several tiles in every dimension, V3.2 head proportions */
+    {
+        mp_spec s = base_spec(1, DSOPS_KV_SPLIT_INT8);
+        s.T = tu_quick() ? 9 : 37, s.H = 512, s.Q = 256, s.N = 8, s.Dqn = 128, s.Dc = 512, s.BS = 64;
+        run_problem("wide_int8_split_int8", &s);
+        s.int8_wq_b = 0;
+        s.layout = DSOPS_KV_SPLIT_BF16;
+        run_problem("wide_bf16_split_bf16", &s);
+        s.int8_wq_b = 1;
+        s.layout = DSOPS_KV_PACKED656;
+        s.strided = 1;
+        run_problem("wide_int8_packed656_strided", &s);
+    }
+    /* empty call: T = 0 */
+    for (int l = 0; l < 3; l++) {
+        mp_spec s = base_spec(l == 1, (dsops_kv_layout)l);
+        s.T = 0;
+        s.NB = 2;
+        snprintf(label, sizeof label, "empty_t0_%s", layout_name((dsops_kv_layout)l));
+        run_problem(label, &s);
+    }
+}
+
+/* ---- determinism ----------------------------------------------------------------------------------- */
+
+static void test_threads(void)
+{
+    if (!tu_selected("threads"))
+        return;
+    dsops_context *c = NULL;
+    if (!tu_check(dsops_context_create(&c) == DSOPS_OK, "threads: context"))
+        return;
+    for (int v = 0; v < 3; v++) {
+        mp_spec s = base_spec(v != 0, (dsops_kv_layout)v);
+        s.T = 13, s.H = 384, s.Q = 192, s.N = 6, s.Dqn = 64, s.Dc = 512, s.BS = 8;
+        mp_problem *p = mp_make(&s, label_seed("threads") + (uint64_t)v);
+        const int tiers[2] = {DSOPS_ISA_SCALAR, (int)dsops_isa_detected()};
+        for (int ti = 0; ti < (tiers[1] == tiers[0] ? 1 : 2); ti++) {
+            if (!set_tier(c, tiers[ti]))
+                continue;
+            unsigned char *first = NULL;
+            size_t n0 = 0;
+            for (int th = 1; th <= 3; th++) {
+                char l[200];
+                snprintf(l, sizeof l, "threads_%s [%s] threads %d", layout_name((dsops_kv_layout)v),
+                         dsops_isa_name((dsops_isa)tiers[ti]), th);
+                dsops_context_set_threads(c, th);
+                if (!call(p, c, l))
+                    continue;
+                size_t n;
+                unsigned char *g = mp_gather(&p->args, &n);
+                mp_restore(p);
+                if (!first) {
+                    first = g, n0 = n;
+                    continue;
+                }
+                size_t d = 0;
+                if (n == n0)
+                    while (d < n && g[d] == first[d])
+                        d++;
+                tu_check(n == n0 && d == n, "%s: differs from 1 thread (first differing byte %zu of %zu)", l, d, n);
+                free(g);
+            }
+            free(first);
+        }
+        mp_free(p);
+    }
+    dsops_context_destroy(c);
+}
+
+/* ---- named cases ------------------------------------------------------------------------------------- */
+
+static void run_named_case(const dsops_mlap_case *c)
+{
+    if (!tu_selected(c->name))
+        return;
+    double t0 = now_s();
+    dsops_mlap_problem *np = dsops_mlap_problem_make(c, tu_seed());
+    if (!tu_check(np != NULL, "%s: problem generation failed", c->name))
+        return;
+    double t1 = now_s();
+    mp_ref *r = mp_reference(&np->args);
+    double t2 = now_s();
+    mp_problem *p = mp_wrap(&np->args);
+    const int isa = (int)dsops_isa_detected();
+    char l[200];
+    snprintf(l, sizeof l, "%s [%s]", c->name, dsops_isa_name((dsops_isa)isa));
+    double t3 = now_s(), t4 = t3;
+    if (set_tier(ctx, isa)) {
+        /* the prepared path on the smallest case only (the others repeat the same weights' sizes) */
+        int with_prepared = strcmp(c->name, "v32_mla_prolog_int8_b4_s2_kv1k") == 0;
+        t3 = now_s();
+        run_both(p, r, ctx, l, with_prepared);
+        t4 = now_s();
+    }
+    printf("  %s: %.1f GFLOP; generate %.2f s, oracle %.2f s, library + checks %.2f s\n", c->name, np->flops * 1e-9,
+           t1 - t0, t2 - t1, t4 - t3);
+    mp_free(p);
+    mp_ref_free(r);
+    dsops_mlap_problem_free(np);
+}
+
+static void test_named_cases(void)
+{
+    if (tu_quick())
+        return; /* every named case is a full-size GEMM; sanitizer builds skip them */
+    int n;
+    const dsops_mlap_case *cs = dsops_mlap_cases(&n);
+    for (int i = 0; i < n; i++)
+        if (cs[i].ci)
+            run_named_case(&cs[i]);
+}
+
+int main(int argc, char **argv)
+{
+    tu_init(argc, argv, 5);
+    if (dsops_context_create(&ctx) != DSOPS_OK) {
+        printf("cannot create a context: %s\n", dsops_last_error());
+        return 1;
+    }
+    printf("tiers: scalar ... %s, threads %d\n", dsops_isa_name(dsops_isa_detected()), dsops_context_threads(ctx));
+    test_variants();
+    test_rope_and_dtypes();
+    test_tokens_and_blocks();
+    test_views();
+    test_edges();
+    test_threads();
+    test_named_cases();
+    dsops_context_destroy(ctx);
+    return tu_finish();
+}

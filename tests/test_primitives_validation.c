@@ -1,0 +1,626 @@
+/* Argument validation of the shared primitives (spec §1.6 V1-V10, §2.3 - §2.8): a table of bad argument
+ * sets for rmsnorm, rope_tables, rope_apply, hadamard_matrix, quant_q8 and cache_store, each with its
+ * expected status and a message fragment naming the field and the value. A rejected call must leave
+ * every byte of the fixture (inputs, outputs, caches) unchanged. A second table holds argument sets that
+ * look suspicious but are valid (exact aliasing, T = 0, skipped slots, eps 0...), checked against the
+ * oracles. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ref.h"
+#include "test_util.h"
+
+static dsops_context *ctx;
+
+typedef enum prim_op { OP_RMSNORM, OP_ROPE_TABLES, OP_ROPE_APPLY, OP_HADAMARD, OP_QUANT, OP_CACHE_STORE } prim_op;
+
+/* One valid problem per operator; the buffers have room for the views the cases build. */
+typedef struct fixture {
+    /* rmsnorm: x [4, 96] bf16 (buffer of 4 x 100), weight [96] fp32, y [4, 96] */
+    _Alignas(64) uint16_t x[400];
+    _Alignas(64) uint16_t y[400];
+    _Alignas(64) float weight[96];
+    dsops_rmsnorm_args rms;
+    /* rope_tables: positions [5] int64, cos / sin [5, 64] fp32 */
+    _Alignas(64) int64_t pos[5];
+    _Alignas(64) float tcos[5 * 64];
+    _Alignas(64) float tsin[5 * 64];
+    dsops_rope_tables_args rt;
+    /* rope_apply: x [3, 2, 128] bf16, rope_cos / rope_sin [3, 64] bf16, y [3, 2, 128] */
+    _Alignas(64) uint16_t rx[3 * 2 * 128];
+    _Alignas(64) uint16_t ry[3 * 2 * 128];
+    _Alignas(64) uint16_t rcos[3 * 64];
+    _Alignas(64) uint16_t rsin[3 * 64];
+    dsops_rope_apply_args ra;
+    /* hadamard_matrix: m [8, 8] fp32 */
+    _Alignas(64) float hm[64];
+    dsops_tensor h;
+    /* quant_q8: x [3, 64] fp32, q [3, 64] int8, scale [3, 2] fp32, group 32 */
+    _Alignas(64) float qx[3 * 64];
+    _Alignas(64) int8_t qq[3 * 64];
+    _Alignas(64) float qs[3 * 2];
+    dsops_quant_q8_args qa;
+    /* cache_store: src [4, 64] bf16, cache_index [4] int64, cache [3, 4, 64] int8 (buffer large enough
+     * for a bf16 view), cache_scale [3, 4, 2] fp16, group 32 */
+    _Alignas(64) uint16_t src[4 * 64];
+    _Alignas(64) int64_t idx[4];
+    _Alignas(64) uint16_t cache[3 * 4 * 64];
+    _Alignas(64) uint16_t cscale[3 * 4 * 2];
+    dsops_cache_store_args cs;
+} fixture;
+
+/* The fixture's members are 64-byte aligned: allocate it so. */
+static fixture *alloc_fixture(void)
+{
+    fixture *f = aligned_alloc(64, sizeof(fixture));
+    if (!f)
+        abort();
+    memset(f, 0, sizeof *f);
+    return f;
+}
+
+static fixture *make_fixture(void)
+{
+    fixture *f = alloc_fixture();
+    tu_rng r;
+    tu_rng_seed(&r, tu_seed());
+    for (int i = 0; i < 400; i++)
+        f->x[i] = tu_bf16(tu_rng_uniform(&r, -2, 2)), f->y[i] = 0x7fa5;
+    for (int i = 0; i < 96; i++)
+        f->weight[i] = tu_rng_uniform(&r, 0.5f, 1.5f);
+    int64_t xs[2] = {4, 96}, ws = 96;
+    dsops_rmsnorm_init(&f->rms, DSOPS_PRESET_V32);
+    f->rms.x = dsops_tensor_make(f->x, DSOPS_BF16, 2, xs);
+    f->rms.y = dsops_tensor_make(f->y, DSOPS_BF16, 2, xs);
+    f->rms.weight = dsops_tensor_make(f->weight, DSOPS_FP32, 1, &ws);
+
+    static const int64_t pos[5] = {0, 3, 4096, 70000, 2147483647};
+    memcpy(f->pos, pos, sizeof pos);
+    for (int i = 0; i < 5 * 64; i++)
+        f->tcos[i] = f->tsin[i] = -7.0f;
+    int64_t ps = 5, ts[2] = {5, 64};
+    dsops_rope_tables_init(&f->rt, DSOPS_PRESET_V32);
+    f->rt.positions = dsops_tensor_make(f->pos, DSOPS_INT64, 1, &ps);
+    f->rt.cos = dsops_tensor_make(f->tcos, DSOPS_FP32, 2, ts);
+    f->rt.sin = dsops_tensor_make(f->tsin, DSOPS_FP32, 2, ts);
+
+    for (int i = 0; i < 3 * 2 * 128; i++)
+        f->rx[i] = tu_bf16(tu_rng_uniform(&r, -2, 2)), f->ry[i] = 0x7fa5;
+    for (int i = 0; i < 3 * 64; i++)
+        f->rcos[i] = tu_bf16(tu_rng_uniform(&r, -1, 1)), f->rsin[i] = tu_bf16(tu_rng_uniform(&r, -1, 1));
+    int64_t rs[3] = {3, 2, 128}, rts[2] = {3, 64};
+    memset(&f->ra, 0, sizeof f->ra);
+    f->ra.x = dsops_tensor_make(f->rx, DSOPS_BF16, 3, rs);
+    f->ra.y = dsops_tensor_make(f->ry, DSOPS_BF16, 3, rs);
+    f->ra.rope_cos = dsops_tensor_make(f->rcos, DSOPS_BF16, 2, rts);
+    f->ra.rope_sin = dsops_tensor_make(f->rsin, DSOPS_BF16, 2, rts);
+    f->ra.rope_offset = 64;
+    f->ra.rope_mode = DSOPS_ROPE_INTERLEAVED;
+    f->ra.rope_inverse = 1;
+
+    int64_t hs[2] = {8, 8};
+    for (int i = 0; i < 64; i++)
+        f->hm[i] = 5.0f;
+    f->h = dsops_tensor_make(f->hm, DSOPS_FP32, 2, hs);
+
+    for (int i = 0; i < 3 * 64; i++)
+        f->qx[i] = tu_rng_uniform(&r, -3, 3), f->qq[i] = 99;
+    for (int i = 0; i < 6; i++)
+        f->qs[i] = -5.0f;
+    int64_t qxs[2] = {3, 64}, qss[2] = {3, 2};
+    memset(&f->qa, 0, sizeof f->qa);
+    f->qa.x = dsops_tensor_make(f->qx, DSOPS_FP32, 2, qxs);
+    f->qa.q = dsops_tensor_make(f->qq, DSOPS_INT8, 2, qxs);
+    f->qa.scale = dsops_tensor_make(f->qs, DSOPS_FP32, 2, qss);
+    f->qa.group = 32;
+
+    for (int i = 0; i < 4 * 64; i++)
+        f->src[i] = tu_bf16(tu_rng_uniform(&r, -1, 1));
+    static const int64_t idx[4] = {5, -1, 11, 0};
+    memcpy(f->idx, idx, sizeof idx);
+    for (size_t i = 0; i < sizeof f->cache / 2; i++)
+        f->cache[i] = (uint16_t)(tu_rng_u64(&r) >> 48);
+    for (int i = 0; i < 3 * 4 * 2; i++)
+        f->cscale[i] = (uint16_t)(tu_rng_u64(&r) >> 48);
+    int64_t ss[2] = {4, 64}, tn = 4, cs3[3] = {3, 4, 64}, sc3[3] = {3, 4, 2};
+    memset(&f->cs, 0, sizeof f->cs);
+    f->cs.src = dsops_tensor_make(f->src, DSOPS_BF16, 2, ss);
+    f->cs.cache_index = dsops_tensor_make(f->idx, DSOPS_INT64, 1, &tn);
+    f->cs.cache = dsops_tensor_make(f->cache, DSOPS_INT8, 3, cs3);
+    f->cs.cache_scale = dsops_tensor_make(f->cscale, DSOPS_FP16, 3, sc3);
+    f->cs.group = 32;
+    return f;
+}
+
+static dsops_status run_op(prim_op op, fixture *f)
+{
+    switch (op) {
+    case OP_RMSNORM: return dsops_rmsnorm(ctx, &f->rms);
+    case OP_ROPE_TABLES: return dsops_rope_tables(ctx, &f->rt);
+    case OP_ROPE_APPLY: return dsops_rope_apply(ctx, &f->ra);
+    case OP_HADAMARD: return dsops_hadamard_matrix(&f->h);
+    case OP_QUANT: return dsops_quant_q8(ctx, &f->qa);
+    case OP_CACHE_STORE: return dsops_cache_store(ctx, &f->cs);
+    }
+    return DSOPS_ERR_PARAM;
+}
+
+typedef struct bad_case {
+    const char *name;
+    prim_op op;
+    dsops_status want;
+    void (*mutate)(fixture *f, char *frag);
+} bad_case;
+
+#define FRAG(...) snprintf(frag, 200, __VA_ARGS__)
+
+/* ---- rmsnorm ---------------------------------------------------------------------------------------- */
+static void rms_null_x(fixture *f, char *frag) { f->rms.x.data = NULL; FRAG("x is NULL"); }
+static void rms_null_y(fixture *f, char *frag) { f->rms.y.data = NULL; FRAG("y is NULL"); }
+static void rms_rank_x(fixture *f, char *frag) { f->rms.x.ndim = 3; f->rms.x.shape[2] = 1; FRAG("x has rank 3"); }
+static void rms_shape_y(fixture *f, char *frag) { f->rms.y.shape[0] = 3; FRAG("y.shape[0] = 3"); }
+static void rms_shape_yw(fixture *f, char *frag) { f->rms.y.shape[1] = 95; FRAG("y.shape[1] = 95"); }
+static void rms_shape_w(fixture *f, char *frag) { f->rms.weight.shape[0] = 95; FRAG("weight.shape[0] = 95"); }
+static void rms_w_zero(fixture *f, char *frag)
+{
+    f->rms.x.shape[1] = f->rms.y.shape[1] = 0;
+    f->rms.weight.data = NULL;
+    FRAG("x.shape[1] = 0");
+}
+static void rms_dtype_x(fixture *f, char *frag) { f->rms.x.dtype = DSOPS_FP16; FRAG("x has dtype fp16"); }
+static void rms_dtype_w(fixture *f, char *frag) { f->rms.weight.dtype = DSOPS_FP16; FRAG("weight has dtype fp16"); }
+static void rms_dtype_y(fixture *f, char *frag) { f->rms.y.dtype = DSOPS_FP32; FRAG("y has dtype fp32"); }
+static void rms_stride(fixture *f, char *frag) { f->rms.x.stride[1] = 2; f->rms.x.shape[1] = f->rms.y.shape[1] = 48; f->rms.weight.shape[0] = 48; FRAG("x.stride[1] = 2"); }
+static void rms_eps_nan(fixture *f, char *frag) { f->rms.eps = NAN; FRAG("eps = nan"); }
+static void rms_eps_neg(fixture *f, char *frag) { f->rms.eps = -1e-6f; FRAG("eps = -1e-06"); }
+static void rms_eps_inf(fixture *f, char *frag) { f->rms.eps = INFINITY; FRAG("eps = inf"); }
+static void rms_alias_shift(fixture *f, char *frag) { f->rms.x.data = f->y + 1; FRAG("y overlaps x"); }
+static void rms_alias_stride(fixture *f, char *frag)
+{
+    f->rms.x.data = f->y; /* same memory, different row stride: not the same view */
+    f->rms.y.stride[0] = 97;
+    FRAG("y overlaps x");
+}
+static void rms_alias_weight(fixture *f, char *frag) { f->rms.weight.data = f->y + 8; FRAG("y overlaps weight"); }
+
+/* ---- rope_tables ------------------------------------------------------------------------------------ */
+static void rt_null_pos(fixture *f, char *frag) { f->rt.positions.data = NULL; FRAG("positions is NULL"); }
+static void rt_null_cos(fixture *f, char *frag) { f->rt.cos.data = NULL; FRAG("cos is NULL"); }
+static void rt_null_sin(fixture *f, char *frag) { f->rt.sin.data = NULL; FRAG("sin is NULL"); }
+static void rt_rank_pos(fixture *f, char *frag) { f->rt.positions.ndim = 2; f->rt.positions.shape[1] = 1; FRAG("positions has rank 2"); }
+static void rt_shape_cos(fixture *f, char *frag) { f->rt.cos.shape[1] = 32; FRAG("cos.shape[1] = 32"); }
+static void rt_shape_sin(fixture *f, char *frag) { f->rt.sin.shape[0] = 4; FRAG("sin.shape[0] = 4"); }
+static void rt_dtype_pos(fixture *f, char *frag) { f->rt.positions.dtype = DSOPS_INT32; FRAG("positions has dtype int32"); }
+static void rt_dtype_cos(fixture *f, char *frag) { f->rt.cos.dtype = DSOPS_FP16; FRAG("cos has dtype fp16"); }
+static void rt_dtype_mix(fixture *f, char *frag) { f->rt.sin.dtype = DSOPS_BF16; FRAG("sin has dtype bf16"); }
+static void rt_base_zero(fixture *f, char *frag) { f->rt.base = 0.0; FRAG("base = 0"); }
+static void rt_base_nan(fixture *f, char *frag) { f->rt.base = NAN; FRAG("base = nan"); }
+static void rt_base_huge(fixture *f, char *frag) { f->rt.base = 1e300; FRAG("base = 1e+300"); }
+static void rt_layout(fixture *f, char *frag) { f->rt.layout = (dsops_rope_layout)5; FRAG("layout = 5"); }
+static void rt_yarn(fixture *f, char *frag) { f->rt.yarn = 2; FRAG("yarn = 2"); }
+static void rt_factor(fixture *f, char *frag) { f->rt.yarn_factor = 0.0; FRAG("yarn_factor = 0"); }
+static void rt_orig(fixture *f, char *frag) { f->rt.yarn_original_len = -4096.0; FRAG("yarn_original_len = -4096"); }
+static void rt_beta_fast(fixture *f, char *frag) { f->rt.yarn_beta_fast = INFINITY; FRAG("yarn_beta_fast = inf"); }
+static void rt_beta_slow(fixture *f, char *frag) { f->rt.yarn_beta_slow = NAN; FRAG("yarn_beta_slow = nan"); }
+static void rt_base_one(fixture *f, char *frag) { f->rt.base = 1.0; FRAG("ln(base) = 0"); }
+static void rt_pos_neg(fixture *f, char *frag) { f->pos[2] = -1; FRAG("positions[2] = -1"); }
+static void rt_pos_big(fixture *f, char *frag) { f->pos[4] = 2147483648LL; FRAG("positions[4] = 2147483648"); }
+static void rt_alias_sin_cos(fixture *f, char *frag) { f->rt.sin.data = f->tcos + 64; FRAG("sin overlaps cos"); }
+static void rt_alias_pos(fixture *f, char *frag) { f->rt.positions.data = f->tcos + 16; FRAG("cos overlaps positions"); }
+
+/* ---- rope_apply ------------------------------------------------------------------------------------- */
+static void ra_null_x(fixture *f, char *frag) { f->ra.x.data = NULL; FRAG("x is NULL"); }
+static void ra_null_cos(fixture *f, char *frag) { f->ra.rope_cos.data = NULL; FRAG("rope_cos is NULL"); }
+static void ra_null_sin(fixture *f, char *frag) { f->ra.rope_sin.data = NULL; FRAG("rope_sin is NULL"); }
+static void ra_null_y(fixture *f, char *frag) { f->ra.y.data = NULL; FRAG("y is NULL"); }
+static void ra_rank_x(fixture *f, char *frag) { f->ra.x.ndim = 2; FRAG("x has rank 2"); }
+static void ra_w_small(fixture *f, char *frag) { f->ra.x.shape[2] = f->ra.y.shape[2] = 32; FRAG("x.shape[2] = 32"); }
+static void ra_shape_y(fixture *f, char *frag) { f->ra.y.shape[1] = 1; FRAG("y.shape[1] = 1"); }
+static void ra_shape_cos(fixture *f, char *frag) { f->ra.rope_cos.shape[0] = 2; FRAG("rope_cos.shape[0] = 2"); }
+static void ra_shape_sin(fixture *f, char *frag) { f->ra.rope_sin.shape[1] = 32; FRAG("rope_sin.shape[1] = 32"); }
+static void ra_dtype_x(fixture *f, char *frag) { f->ra.x.dtype = DSOPS_FP16; FRAG("x has dtype fp16"); }
+static void ra_dtype_y(fixture *f, char *frag) { f->ra.y.dtype = DSOPS_FP32; FRAG("y has dtype fp32"); }
+static void ra_dtype_cos(fixture *f, char *frag) { f->ra.rope_cos.dtype = DSOPS_INT8; FRAG("rope_cos has dtype int8"); }
+static void ra_off_neg(fixture *f, char *frag) { f->ra.rope_offset = -1; FRAG("rope_offset = -1"); }
+static void ra_off_big(fixture *f, char *frag) { f->ra.rope_offset = 65; FRAG("rope_offset = 65 is outside [0, 64]"); }
+static void ra_mode(fixture *f, char *frag) { f->ra.rope_mode = (dsops_rope_mode)3; FRAG("rope_mode = 3"); }
+static void ra_inverse(fixture *f, char *frag) { f->ra.rope_inverse = 2; FRAG("rope_inverse = 2"); }
+static void ra_alias_shift(fixture *f, char *frag) { f->ra.x.data = f->ry + 64; FRAG("y overlaps x"); }
+static void ra_alias_cos(fixture *f, char *frag) { f->ra.rope_cos.data = f->ry + 128; FRAG("y overlaps rope_cos"); }
+static void ra_alias_sin(fixture *f, char *frag) { f->ra.rope_sin.data = f->ry; FRAG("y overlaps rope_sin"); }
+
+/* ---- hadamard_matrix ---------------------------------------------------------------------------------- */
+static void hm_null(fixture *f, char *frag) { f->h.data = NULL; FRAG("m is NULL"); }
+static void hm_rank(fixture *f, char *frag) { f->h.ndim = 1; FRAG("m has rank 1"); }
+static void hm_dtype(fixture *f, char *frag) { f->h.dtype = DSOPS_FP16; FRAG("m has dtype fp16"); }
+static void hm_pow2(fixture *f, char *frag) { f->h.shape[0] = f->h.shape[1] = 6; FRAG("m.shape[0] = 6"); }
+static void hm_zero(fixture *f, char *frag) { f->h.shape[0] = f->h.shape[1] = 0; FRAG("m.shape[0] = 0"); }
+static void hm_square(fixture *f, char *frag) { f->h.shape[1] = 4; FRAG("m.shape[1] = 4"); }
+
+/* ---- quant_q8 ------------------------------------------------------------------------------------------ */
+static void qa_null_x(fixture *f, char *frag) { f->qa.x.data = NULL; FRAG("x is NULL"); }
+static void qa_null_q(fixture *f, char *frag) { f->qa.q.data = NULL; FRAG("q is NULL"); }
+static void qa_null_s(fixture *f, char *frag) { f->qa.scale.data = NULL; FRAG("scale is NULL"); }
+static void qa_group0(fixture *f, char *frag) { f->qa.group = 0; FRAG("group = 0"); }
+static void qa_group_neg(fixture *f, char *frag) { f->qa.group = -32; FRAG("group = -32"); }
+static void qa_group_div(fixture *f, char *frag) { f->qa.group = 5; FRAG("group = 5 does not divide W = 64"); }
+static void qa_shape_s(fixture *f, char *frag) { f->qa.scale.shape[1] = 3; FRAG("scale.shape[1] = 3"); }
+static void qa_shape_q(fixture *f, char *frag) { f->qa.q.shape[0] = 2; FRAG("q.shape[0] = 2"); }
+static void qa_w_zero(fixture *f, char *frag) { f->qa.x.shape[1] = 0; FRAG("x.shape[1] = 0"); }
+static void qa_dtype_x(fixture *f, char *frag) { f->qa.x.dtype = DSOPS_INT8; FRAG("x has dtype int8"); }
+static void qa_dtype_q(fixture *f, char *frag) { f->qa.q.dtype = DSOPS_UINT8; FRAG("q has dtype uint8"); }
+static void qa_dtype_s(fixture *f, char *frag) { f->qa.scale.dtype = DSOPS_FP16; FRAG("scale has dtype fp16"); }
+static void qa_alias_q(fixture *f, char *frag) { f->qa.q.data = f->qx; FRAG("q overlaps x"); }
+static void qa_alias_s(fixture *f, char *frag) { f->qa.scale.data = f->qq + 8; FRAG("scale overlaps q"); }
+static void qa_alias_sx(fixture *f, char *frag) { f->qa.scale.data = f->qx + 100; FRAG("scale overlaps x"); }
+
+/* ---- cache_store --------------------------------------------------------------------------------------- */
+static void cs_null_src(fixture *f, char *frag) { f->cs.src.data = NULL; FRAG("src is NULL"); }
+static void cs_null_idx(fixture *f, char *frag) { f->cs.cache_index.data = NULL; FRAG("cache_index is NULL"); }
+static void cs_null_cache(fixture *f, char *frag) { f->cs.cache.data = NULL; FRAG("cache is NULL"); }
+static void cs_null_scale(fixture *f, char *frag) { f->cs.cache_scale.data = NULL; FRAG("cache_scale is NULL"); }
+static void cs_shape_idx(fixture *f, char *frag) { f->cs.cache_index.shape[0] = 3; FRAG("cache_index.shape[0] = 3"); }
+static void cs_shape_w(fixture *f, char *frag) { f->cs.cache.shape[2] = 32; FRAG("cache.shape[2] = 32"); }
+static void cs_shape_nb(fixture *f, char *frag) { f->cs.cache.shape[0] = 0; f->cs.cache_scale.shape[0] = 0; FRAG("NB = 0"); }
+static void cs_shape_scale(fixture *f, char *frag) { f->cs.cache_scale.shape[2] = 1; FRAG("cache_scale.shape[2] = 1"); }
+static void cs_shape_scale_bs(fixture *f, char *frag) { f->cs.cache_scale.shape[1] = 3; FRAG("cache_scale.shape[1] = 3"); }
+static void cs_scale_rank2(fixture *f, char *frag) { f->cs.cache_scale.ndim = 2; FRAG("cache_scale has rank 2"); }
+static void cs_dtype_src(fixture *f, char *frag) { f->cs.src.dtype = DSOPS_FP16; FRAG("src has dtype fp16"); }
+static void cs_dtype_idx(fixture *f, char *frag) { f->cs.cache_index.dtype = DSOPS_INT32; FRAG("cache_index has dtype int32"); }
+static void cs_dtype_cache(fixture *f, char *frag) { f->cs.cache.dtype = DSOPS_FP16; FRAG("cache has dtype fp16"); }
+static void cs_dtype_scale(fixture *f, char *frag) { f->cs.cache_scale.dtype = DSOPS_BF16; FRAG("cache_scale has dtype bf16"); }
+static void cs_group_neg(fixture *f, char *frag) { f->cs.group = -1; FRAG("group = -1"); }
+static void cs_group_div(fixture *f, char *frag) { f->cs.group = 48; FRAG("group = 48 does not divide W = 64"); }
+static void cs_bf16_scale(fixture *f, char *frag) { f->cs.cache.dtype = DSOPS_BF16; FRAG("cache_scale is given but cache is bf16"); }
+static void cs_idx_big(fixture *f, char *frag) { f->idx[1] = 12; FRAG("cache_index[1] = 12 is outside [0, 12)"); }
+static void cs_idx_dup(fixture *f, char *frag) { f->idx[3] = 5; FRAG("cache_index[3] = 5 repeats cache_index[0]"); }
+static void cs_idx_dup2(fixture *f, char *frag) { f->idx[1] = 11; FRAG("cache_index[2] = 11 repeats cache_index[1]"); }
+static void cs_alias_src(fixture *f, char *frag) { f->cs.cache.data = f->src; FRAG("cache overlaps src"); }
+static void cs_alias_idx(fixture *f, char *frag) { f->cs.cache_index.data = f->cache + 8; FRAG("cache overlaps cache_index"); }
+static void cs_alias_scale(fixture *f, char *frag) { f->cs.cache_scale.data = f->cache + 100; FRAG("cache_scale overlaps cache"); }
+static void cs_alias_scale_src(fixture *f, char *frag) { f->cs.cache_scale.data = f->src + 4; FRAG("cache_scale overlaps src"); }
+
+#define R OP_RMSNORM
+#define RT OP_ROPE_TABLES
+#define RA OP_ROPE_APPLY
+#define HM OP_HADAMARD
+#define QA OP_QUANT
+#define CS OP_CACHE_STORE
+
+static const bad_case bad_cases[] = {
+    {"rmsnorm_null_x", R, DSOPS_ERR_NULL, rms_null_x},
+    {"rmsnorm_null_y", R, DSOPS_ERR_NULL, rms_null_y},
+    {"rmsnorm_rank_x", R, DSOPS_ERR_SHAPE, rms_rank_x},
+    {"rmsnorm_shape_y_t", R, DSOPS_ERR_SHAPE, rms_shape_y},
+    {"rmsnorm_shape_y_w", R, DSOPS_ERR_SHAPE, rms_shape_yw},
+    {"rmsnorm_shape_weight", R, DSOPS_ERR_SHAPE, rms_shape_w},
+    {"rmsnorm_w_zero", R, DSOPS_ERR_SHAPE, rms_w_zero},
+    {"rmsnorm_inner_stride", R, DSOPS_ERR_SHAPE, rms_stride},
+    {"rmsnorm_dtype_x", R, DSOPS_ERR_DTYPE, rms_dtype_x},
+    {"rmsnorm_dtype_weight", R, DSOPS_ERR_DTYPE, rms_dtype_w},
+    {"rmsnorm_dtype_y", R, DSOPS_ERR_DTYPE, rms_dtype_y},
+    {"rmsnorm_eps_nan", R, DSOPS_ERR_PARAM, rms_eps_nan},
+    {"rmsnorm_eps_negative", R, DSOPS_ERR_PARAM, rms_eps_neg},
+    {"rmsnorm_eps_inf", R, DSOPS_ERR_PARAM, rms_eps_inf},
+    {"rmsnorm_alias_partial", R, DSOPS_ERR_ALIAS, rms_alias_shift},
+    {"rmsnorm_alias_other_stride", R, DSOPS_ERR_ALIAS, rms_alias_stride},
+    {"rmsnorm_alias_weight", R, DSOPS_ERR_ALIAS, rms_alias_weight},
+    {"rope_tables_null_positions", RT, DSOPS_ERR_NULL, rt_null_pos},
+    {"rope_tables_null_cos", RT, DSOPS_ERR_NULL, rt_null_cos},
+    {"rope_tables_null_sin", RT, DSOPS_ERR_NULL, rt_null_sin},
+    {"rope_tables_rank_positions", RT, DSOPS_ERR_SHAPE, rt_rank_pos},
+    {"rope_tables_shape_cos", RT, DSOPS_ERR_SHAPE, rt_shape_cos},
+    {"rope_tables_shape_sin", RT, DSOPS_ERR_SHAPE, rt_shape_sin},
+    {"rope_tables_dtype_positions", RT, DSOPS_ERR_DTYPE, rt_dtype_pos},
+    {"rope_tables_dtype_cos", RT, DSOPS_ERR_DTYPE, rt_dtype_cos},
+    {"rope_tables_dtype_mixed", RT, DSOPS_ERR_DTYPE, rt_dtype_mix},
+    {"rope_tables_base_zero", RT, DSOPS_ERR_PARAM, rt_base_zero},
+    {"rope_tables_base_nan", RT, DSOPS_ERR_PARAM, rt_base_nan},
+    {"rope_tables_base_beyond_fp32", RT, DSOPS_ERR_PARAM, rt_base_huge},
+    {"rope_tables_layout_enum", RT, DSOPS_ERR_PARAM, rt_layout},
+    {"rope_tables_yarn_flag", RT, DSOPS_ERR_PARAM, rt_yarn},
+    {"rope_tables_yarn_factor", RT, DSOPS_ERR_PARAM, rt_factor},
+    {"rope_tables_yarn_original_len", RT, DSOPS_ERR_PARAM, rt_orig},
+    {"rope_tables_yarn_beta_fast", RT, DSOPS_ERR_PARAM, rt_beta_fast},
+    {"rope_tables_yarn_beta_slow", RT, DSOPS_ERR_PARAM, rt_beta_slow},
+    {"rope_tables_yarn_base_one", RT, DSOPS_ERR_PARAM, rt_base_one},
+    {"rope_tables_position_negative", RT, DSOPS_ERR_INDEX, rt_pos_neg},
+    {"rope_tables_position_beyond_int32", RT, DSOPS_ERR_INDEX, rt_pos_big},
+    {"rope_tables_alias_sin_cos", RT, DSOPS_ERR_ALIAS, rt_alias_sin_cos},
+    {"rope_tables_alias_positions", RT, DSOPS_ERR_ALIAS, rt_alias_pos},
+    {"rope_apply_null_x", RA, DSOPS_ERR_NULL, ra_null_x},
+    {"rope_apply_null_cos", RA, DSOPS_ERR_NULL, ra_null_cos},
+    {"rope_apply_null_sin", RA, DSOPS_ERR_NULL, ra_null_sin},
+    {"rope_apply_null_y", RA, DSOPS_ERR_NULL, ra_null_y},
+    {"rope_apply_rank_x", RA, DSOPS_ERR_SHAPE, ra_rank_x},
+    {"rope_apply_w_below_64", RA, DSOPS_ERR_SHAPE, ra_w_small},
+    {"rope_apply_shape_y", RA, DSOPS_ERR_SHAPE, ra_shape_y},
+    {"rope_apply_shape_cos", RA, DSOPS_ERR_SHAPE, ra_shape_cos},
+    {"rope_apply_shape_sin", RA, DSOPS_ERR_SHAPE, ra_shape_sin},
+    {"rope_apply_dtype_x", RA, DSOPS_ERR_DTYPE, ra_dtype_x},
+    {"rope_apply_dtype_y", RA, DSOPS_ERR_DTYPE, ra_dtype_y},
+    {"rope_apply_dtype_cos", RA, DSOPS_ERR_DTYPE, ra_dtype_cos},
+    {"rope_apply_offset_negative", RA, DSOPS_ERR_PARAM, ra_off_neg},
+    {"rope_apply_offset_beyond", RA, DSOPS_ERR_PARAM, ra_off_big},
+    {"rope_apply_mode_enum", RA, DSOPS_ERR_PARAM, ra_mode},
+    {"rope_apply_inverse_flag", RA, DSOPS_ERR_PARAM, ra_inverse},
+    {"rope_apply_alias_partial", RA, DSOPS_ERR_ALIAS, ra_alias_shift},
+    {"rope_apply_alias_cos", RA, DSOPS_ERR_ALIAS, ra_alias_cos},
+    {"rope_apply_alias_sin", RA, DSOPS_ERR_ALIAS, ra_alias_sin},
+    {"hadamard_null", HM, DSOPS_ERR_NULL, hm_null},
+    {"hadamard_rank", HM, DSOPS_ERR_SHAPE, hm_rank},
+    {"hadamard_dtype", HM, DSOPS_ERR_DTYPE, hm_dtype},
+    {"hadamard_not_power_of_two", HM, DSOPS_ERR_SHAPE, hm_pow2},
+    {"hadamard_zero", HM, DSOPS_ERR_SHAPE, hm_zero},
+    {"hadamard_not_square", HM, DSOPS_ERR_SHAPE, hm_square},
+    {"quant_q8_null_x", QA, DSOPS_ERR_NULL, qa_null_x},
+    {"quant_q8_null_q", QA, DSOPS_ERR_NULL, qa_null_q},
+    {"quant_q8_null_scale", QA, DSOPS_ERR_NULL, qa_null_s},
+    {"quant_q8_group_zero", QA, DSOPS_ERR_PARAM, qa_group0},
+    {"quant_q8_group_negative", QA, DSOPS_ERR_PARAM, qa_group_neg},
+    {"quant_q8_group_not_dividing", QA, DSOPS_ERR_PARAM, qa_group_div},
+    {"quant_q8_shape_scale", QA, DSOPS_ERR_SHAPE, qa_shape_s},
+    {"quant_q8_shape_q", QA, DSOPS_ERR_SHAPE, qa_shape_q},
+    {"quant_q8_w_zero", QA, DSOPS_ERR_SHAPE, qa_w_zero},
+    {"quant_q8_dtype_x", QA, DSOPS_ERR_DTYPE, qa_dtype_x},
+    {"quant_q8_dtype_q", QA, DSOPS_ERR_DTYPE, qa_dtype_q},
+    {"quant_q8_dtype_scale", QA, DSOPS_ERR_DTYPE, qa_dtype_s},
+    {"quant_q8_alias_q_x", QA, DSOPS_ERR_ALIAS, qa_alias_q},
+    {"quant_q8_alias_scale_q", QA, DSOPS_ERR_ALIAS, qa_alias_s},
+    {"quant_q8_alias_scale_x", QA, DSOPS_ERR_ALIAS, qa_alias_sx},
+    {"cache_store_null_src", CS, DSOPS_ERR_NULL, cs_null_src},
+    {"cache_store_null_index", CS, DSOPS_ERR_NULL, cs_null_idx},
+    {"cache_store_null_cache", CS, DSOPS_ERR_NULL, cs_null_cache},
+    {"cache_store_null_scale", CS, DSOPS_ERR_NULL, cs_null_scale},
+    {"cache_store_shape_index", CS, DSOPS_ERR_SHAPE, cs_shape_idx},
+    {"cache_store_shape_cache_w", CS, DSOPS_ERR_SHAPE, cs_shape_w},
+    {"cache_store_shape_nb_zero", CS, DSOPS_ERR_SHAPE, cs_shape_nb},
+    {"cache_store_shape_scale", CS, DSOPS_ERR_SHAPE, cs_shape_scale},
+    {"cache_store_shape_scale_bs", CS, DSOPS_ERR_SHAPE, cs_shape_scale_bs},
+    {"cache_store_scale_rank2_grouped", CS, DSOPS_ERR_SHAPE, cs_scale_rank2},
+    {"cache_store_dtype_src", CS, DSOPS_ERR_DTYPE, cs_dtype_src},
+    {"cache_store_dtype_index", CS, DSOPS_ERR_DTYPE, cs_dtype_idx},
+    {"cache_store_dtype_cache", CS, DSOPS_ERR_DTYPE, cs_dtype_cache},
+    {"cache_store_dtype_scale", CS, DSOPS_ERR_DTYPE, cs_dtype_scale},
+    {"cache_store_group_negative", CS, DSOPS_ERR_PARAM, cs_group_neg},
+    {"cache_store_group_not_dividing", CS, DSOPS_ERR_PARAM, cs_group_div},
+    {"cache_store_bf16_with_scale", CS, DSOPS_ERR_PARAM, cs_bf16_scale},
+    {"cache_store_index_out_of_range", CS, DSOPS_ERR_INDEX, cs_idx_big},
+    {"cache_store_index_duplicate", CS, DSOPS_ERR_INDEX, cs_idx_dup},
+    {"cache_store_index_duplicate_last_slot", CS, DSOPS_ERR_INDEX, cs_idx_dup2},
+    {"cache_store_alias_cache_src", CS, DSOPS_ERR_ALIAS, cs_alias_src},
+    {"cache_store_alias_cache_index", CS, DSOPS_ERR_ALIAS, cs_alias_idx},
+    {"cache_store_alias_scale_cache", CS, DSOPS_ERR_ALIAS, cs_alias_scale},
+    {"cache_store_alias_scale_src", CS, DSOPS_ERR_ALIAS, cs_alias_scale_src},
+};
+
+static void run_bad(const bad_case *c)
+{
+    if (!tu_selected(c->name))
+        return;
+    fixture *f = make_fixture();
+    char frag[200] = "";
+    c->mutate(f, frag);
+    fixture *before = alloc_fixture();
+    memcpy(before, f, sizeof *f);
+    dsops_status st = run_op(c->op, f);
+    const char *msg = dsops_last_error();
+    tu_check(st == c->want, "%s: status %s, expected %s (message \"%s\")", c->name, dsops_status_name(st),
+             dsops_status_name(c->want), msg);
+    tu_check(st == DSOPS_OK || strstr(msg, frag) != NULL, "%s: message \"%s\" lacks \"%s\"", c->name, msg, frag);
+    tu_check(memcmp(before, f, sizeof *f) == 0, "%s: memory written although the call failed", c->name);
+    if (tu_verbose())
+        printf("  %-40s %s: %s\n", c->name, dsops_status_name(st), msg);
+    free(before);
+    free(f);
+}
+
+/* ---- valid but suspicious ------------------------------------------------------------------------------- */
+
+typedef struct ok_case {
+    const char *name;
+    prim_op op;
+    void (*mutate)(fixture *f);
+    int untouched; /* 1: the call must leave the whole fixture unchanged (nothing to do) */
+} ok_case;
+
+static void ok_rms_in_place(fixture *f) { f->rms.y.data = f->x; }
+static void ok_rms_eps0(fixture *f) { f->rms.eps = 0.0f; f->rms.weight.data = NULL; }
+static void ok_rms_bf16_weight(fixture *f)
+{
+    uint16_t *w = (uint16_t *)f->weight; /* 96 bf16 weights in the first half of the fp32 buffer */
+    for (int i = 0; i < 96; i++)
+        w[i] = tu_bf16(1.0f + i / 128.0f);
+    f->rms.weight.dtype = DSOPS_BF16;
+}
+static void ok_rms_t0(fixture *f) { f->rms.x.shape[0] = f->rms.y.shape[0] = 0; }
+static void ok_rt_no_yarn_base_one(fixture *f) { f->rt.yarn = 0; f->rt.base = 1.0; }
+static void ok_rt_bf16(fixture *f) { f->rt.cos.dtype = f->rt.sin.dtype = DSOPS_BF16; f->rt.layout = DSOPS_ROPE_PAIRS; }
+static void ok_rt_t0(fixture *f) { f->rt.positions.shape[0] = f->rt.cos.shape[0] = f->rt.sin.shape[0] = 0; }
+static void ok_ra_in_place(fixture *f) { f->ra.y.data = f->rx; }
+static void ok_ra_half_offset0(fixture *f)
+{
+    f->ra.rope_offset = 0;
+    f->ra.rope_mode = DSOPS_ROPE_HALF;
+    f->ra.rope_inverse = 0;
+}
+static void ok_ra_t0(fixture *f) { f->ra.x.shape[0] = f->ra.y.shape[0] = f->ra.rope_cos.shape[0] = f->ra.rope_sin.shape[0] = 0; }
+static void ok_hm_one(fixture *f) { f->h.shape[0] = f->h.shape[1] = 1; }
+static void ok_qa_bf16_g1(fixture *f) { f->qa.x.dtype = DSOPS_BF16; f->qa.group = 64; f->qa.scale.shape[1] = 1; }
+static void ok_qa_r0(fixture *f) { f->qa.x.shape[0] = f->qa.q.shape[0] = f->qa.scale.shape[0] = 0; }
+static void ok_cs_all_skipped(fixture *f)
+{
+    f->idx[0] = -1, f->idx[1] = INT64_MIN, f->idx[2] = -12, f->idx[3] = -1;
+}
+static void ok_cs_group0_rank2(fixture *f)
+{
+    int64_t s2[2] = {3, 4};
+    f->cs.group = 0;
+    f->cs.cache_scale = dsops_tensor_make(f->cscale, DSOPS_FP32, 2, s2); /* 48 bytes: the fp16 buffer's size */
+}
+static void ok_cs_bf16(fixture *f) { f->cs.cache.dtype = DSOPS_BF16; f->cs.cache_scale.data = NULL; f->cs.group = 0; }
+static void ok_cs_t0(fixture *f) { f->cs.src.shape[0] = f->cs.cache_index.shape[0] = 0; }
+
+static const ok_case ok_cases[] = {
+    {"rmsnorm_exact_alias", R, ok_rms_in_place, 0},
+    {"rmsnorm_eps_zero_unweighted", R, ok_rms_eps0, 0},
+    {"rmsnorm_bf16_weight", R, ok_rms_bf16_weight, 0},
+    {"rmsnorm_t0", R, ok_rms_t0, 1},
+    {"rope_tables_base_one_without_yarn", RT, ok_rt_no_yarn_base_one, 0},
+    {"rope_tables_bf16_pairs", RT, ok_rt_bf16, 0},
+    {"rope_tables_t0", RT, ok_rt_t0, 1},
+    {"rope_apply_exact_alias", RA, ok_ra_in_place, 0},
+    {"rope_apply_half_offset0", RA, ok_ra_half_offset0, 0},
+    {"rope_apply_t0", RA, ok_ra_t0, 1},
+    {"hadamard_d1", HM, ok_hm_one, 0},
+    {"quant_q8_bf16_one_group", QA, ok_qa_bf16_g1, 0},
+    {"quant_q8_r0", QA, ok_qa_r0, 1},
+    {"cache_store_all_skipped", CS, ok_cs_all_skipped, 1},
+    {"cache_store_group0_scale_rank2", CS, ok_cs_group0_rank2, 0},
+    {"cache_store_bf16", CS, ok_cs_bf16, 0},
+    {"cache_store_t0", CS, ok_cs_t0, 1},
+};
+
+/* The oracle's result on a copy of the fixture (pointers rebased into the copy). */
+static void *rebase(const fixture *from, fixture *to, const void *p)
+{
+    const char *b = (const char *)from, *q = (const char *)p;
+    if (p == NULL || q < b || q >= b + sizeof *from)
+        return (void *)p;
+    return (char *)to + (q - b);
+}
+
+static void run_oracle(prim_op op, const fixture *orig, fixture *r)
+{
+    switch (op) {
+    case OP_RMSNORM: {
+        dsops_rmsnorm_args a = orig->rms;
+        a.x.data = rebase(orig, r, a.x.data), a.y.data = rebase(orig, r, a.y.data);
+        a.weight.data = rebase(orig, r, a.weight.data);
+        dsops_ref_rmsnorm(&a);
+        break;
+    }
+    case OP_ROPE_TABLES: {
+        dsops_rope_tables_args a = orig->rt;
+        a.positions.data = rebase(orig, r, a.positions.data);
+        a.cos.data = rebase(orig, r, a.cos.data), a.sin.data = rebase(orig, r, a.sin.data);
+        dsops_ref_rope_tables(&a);
+        break;
+    }
+    case OP_ROPE_APPLY: {
+        dsops_rope_apply_args a = orig->ra;
+        a.x.data = rebase(orig, r, a.x.data), a.y.data = rebase(orig, r, a.y.data);
+        a.rope_cos.data = rebase(orig, r, a.rope_cos.data), a.rope_sin.data = rebase(orig, r, a.rope_sin.data);
+        dsops_ref_rope_apply(&a);
+        break;
+    }
+    case OP_HADAMARD: {
+        dsops_tensor m = orig->h;
+        m.data = rebase(orig, r, m.data);
+        dsops_ref_hadamard_matrix(&m);
+        break;
+    }
+    case OP_QUANT: {
+        dsops_quant_q8_args a = orig->qa;
+        a.x.data = rebase(orig, r, a.x.data), a.q.data = rebase(orig, r, a.q.data);
+        a.scale.data = rebase(orig, r, a.scale.data);
+        dsops_ref_quant_q8(&a);
+        break;
+    }
+    case OP_CACHE_STORE: {
+        dsops_cache_store_args a = orig->cs;
+        a.src.data = rebase(orig, r, a.src.data), a.cache_index.data = rebase(orig, r, a.cache_index.data);
+        a.cache.data = rebase(orig, r, a.cache.data), a.cache_scale.data = rebase(orig, r, a.cache_scale.data);
+        dsops_ref_cache_store(&a);
+        break;
+    }
+    }
+}
+
+static void run_ok(const ok_case *c)
+{
+    if (!tu_selected(c->name))
+        return;
+    fixture *f = make_fixture();
+    c->mutate(f);
+    fixture *before = alloc_fixture(), *ref = alloc_fixture();
+    memcpy(before, f, sizeof *f);
+    memcpy(ref, f, sizeof *f);
+    run_oracle(c->op, f, ref);
+    dsops_status st = run_op(c->op, f);
+    if (tu_check(st == DSOPS_OK, "%s: status %s (%s), expected DSOPS_OK", c->name, dsops_status_name(st),
+                 dsops_last_error())) {
+        tu_check(dsops_last_error()[0] == '\0', "%s: last error \"%s\" after a successful call", c->name,
+                 dsops_last_error());
+        if (c->untouched)
+            tu_check(memcmp(before, f, sizeof *f) == 0, "%s: memory written although there was nothing to do", c->name);
+        /* every primitive here is exact against its oracle (rope_tables: fp32 tables from the same fp64
+         * values; bf16 tables could differ only at a rounding tie, which these positions do not hit) */
+        tu_check(memcmp(ref, f, sizeof *f) == 0, "%s: result differs from the oracle", c->name);
+    }
+    free(before);
+    free(ref);
+    free(f);
+}
+
+static void test_init(void)
+{
+    if (!tu_selected("init"))
+        return;
+    dsops_rmsnorm_args r;
+    memset(&r, 0x5a, sizeof r);
+    for (int p = DSOPS_PRESET_V32; p <= DSOPS_PRESET_V4_PRO; p++) {
+        dsops_status st = dsops_rmsnorm_init(&r, (dsops_preset)p);
+        tu_check(st == DSOPS_OK && r.eps == 1e-6f && r.x.data == NULL && r.weight.data == NULL && r.y.data == NULL,
+                 "init: rmsnorm preset %d: %s, eps %g", p, dsops_status_name(st), (double)r.eps);
+    }
+    tu_check(dsops_rmsnorm_init(&r, (dsops_preset)9) == DSOPS_ERR_PARAM, "init: rmsnorm with a bad preset");
+    tu_check(dsops_rmsnorm_init(NULL, DSOPS_PRESET_V32) == DSOPS_ERR_NULL, "init: rmsnorm NULL args");
+    dsops_rope_tables_args t;
+    memset(&t, 0x5a, sizeof t);
+    dsops_status st = dsops_rope_tables_init(&t, DSOPS_PRESET_V32);
+    tu_check(st == DSOPS_OK && t.base == 10000.0 && t.yarn == 1 && t.yarn_factor == 40.0 &&
+                 t.yarn_original_len == 4096.0 && t.yarn_beta_fast == 32.0 && t.yarn_beta_slow == 1.0 &&
+                 t.layout == DSOPS_ROPE_HALVES && t.positions.data == NULL,
+             "init: rope_tables V32");
+    for (int p = DSOPS_PRESET_V4_FLASH; p <= DSOPS_PRESET_V4_PRO; p++) {
+        st = dsops_rope_tables_init(&t, (dsops_preset)p);
+        tu_check(st == DSOPS_OK && t.base == 160000.0 && t.yarn == 1 && t.yarn_factor == 16.0 &&
+                     t.yarn_original_len == 65536.0 && t.yarn_beta_fast == 32.0 && t.yarn_beta_slow == 1.0 &&
+                     t.layout == DSOPS_ROPE_PAIRS,
+                 "init: rope_tables V4 preset %d", p);
+    }
+    tu_check(dsops_rope_tables_init(&t, (dsops_preset)-1) == DSOPS_ERR_PARAM, "init: rope_tables with a bad preset");
+    tu_check(dsops_hadamard_matrix(NULL) == DSOPS_ERR_NULL, "hadamard_matrix(NULL)");
+    tu_check(dsops_rmsnorm(ctx, NULL) == DSOPS_ERR_NULL && dsops_rope_tables(ctx, NULL) == DSOPS_ERR_NULL &&
+                 dsops_rope_apply(ctx, NULL) == DSOPS_ERR_NULL && dsops_quant_q8(ctx, NULL) == DSOPS_ERR_NULL &&
+                 dsops_cache_store(ctx, NULL) == DSOPS_ERR_NULL,
+             "a NULL args pointer is DSOPS_ERR_NULL");
+    /* a NULL context: a temporary one with the environment defaults */
+    fixture *f = make_fixture(), *ref = alloc_fixture();
+    memcpy(ref, f, sizeof *f);
+    run_oracle(OP_CACHE_STORE, f, ref);
+    st = dsops_cache_store(NULL, &f->cs);
+    tu_check(st == DSOPS_OK && memcmp(ref, f, sizeof *f) == 0, "cache_store with a NULL context: %s (%s)",
+             dsops_status_name(st), dsops_last_error());
+    free(ref);
+    free(f);
+}
+
+int main(int argc, char **argv)
+{
+    tu_init(argc, argv, 7);
+    if (dsops_context_create(&ctx) != DSOPS_OK) {
+        printf("cannot create a context: %s\n", dsops_last_error());
+        return 1;
+    }
+    test_init();
+    for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++)
+        run_bad(&bad_cases[i]);
+    for (size_t i = 0; i < sizeof ok_cases / sizeof ok_cases[0]; i++)
+        run_ok(&ok_cases[i]);
+    dsops_context_destroy(ctx);
+    return tu_finish();
+}
