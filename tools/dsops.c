@@ -8,6 +8,7 @@
 #include "cases.h"
 #include "dsops.h"
 #include "dsops_run.h"
+#include "linear.h"
 #include "ref.h"
 
 
@@ -176,11 +177,94 @@ static int li_check(void *pv, char *why, size_t cap)
 
 static void li_release(void *p) { dsops_li_problem_free(p); }
 
+/* mla_prolog_v32: timed with prepared weights (packed once, outside the timing); --check compares
+ * q_nope with the oracle at the spec's tolerance. A second row times the same matmuls alone. */
+typedef struct mlap_bench {
+    dsops_mlap_problem *p;
+    dsops_prepared *prep;
+    void *x2, *y;              /* stand-in activations and fp32 results for the matmul-only row */
+} mlap_bench;
+
+static dsops_status mlap_run(dsops_context *ctx, void *pv)
+{
+    return dsops_mla_prolog_v32(ctx, &((mlap_bench *)pv)->p->args);
+}
+
+static int mlap_check(void *pv, char *why, size_t cap)
+{
+    mlap_bench *b = pv;
+    const dsops_mla_prolog_v32_args *a = &b->p->args;
+    int64_t T = b->p->T, N = b->p->c.N, Dc = b->p->c.Dc;
+    size_t n = (size_t)(T * N * Dc);
+    uint16_t *got = malloc(n * 2 + 2);
+    if (!got) {
+        snprintf(why, cap, "out of memory");
+        return 1;
+    }
+    memcpy(got, a->q_nope.data, n * 2);
+    /* the oracle rewrites outputs and caches from the same inputs */
+    dsops_ref_mla_prolog_v32(a);
+    const uint16_t *ref = a->q_nope.data;
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        float x = bf16_value(got[i]), y = bf16_value(ref[i]);
+        if (isnan(x) != isnan(y) || fabs((double)x - (double)y) > 0.005 + fabs((double)y) / 128.0)
+            bad++;
+    }
+    free(got);
+    snprintf(why, cap, "%zu of %zu q_nope elements outside 0.005 / 2^-7", bad, n);
+    return bad > (size_t)floor(0.005 * (double)n + 0.5);
+}
+
+static void mlap_release(void *pv)
+{
+    mlap_bench *b = pv;
+    dsops_prepared_destroy(b->prep);
+    dsops_mlap_problem_free(b->p);
+    free(b->x2);
+    free(b->y);
+    free(b);
+}
+
+/* The prolog's matmuls alone, on the prepared maps: x by wq_a and wkv_a, a [T, Q] operand by wq_b,
+ * and every head's [T, Dqn] slice of a [T, N*(Dqn+64)] operand by w_uk[h]. */
+static dsops_status mlap_gemms_run(dsops_context *ctx, void *pv)
+{
+    mlap_bench *b = pv;
+    const dsops_mlap_case *c = &b->p->c;
+    int64_t T = b->p->T, G = c->Dqn + 64, NG = c->N * G, Q = c->Q;
+    int threads = dsops_context_threads(ctx);
+    float *y = b->y;
+    dsops_linear **m = b->prep->maps;
+    dsops_linear_job j1[2] = {{m[0], b->p->args.x.data, c->H, y, Q}, {m[1], b->p->args.x.data, c->H, y, c->Dc + 64}};
+    dsops_status s = dsops_linear_run(j1, 2, T, threads);
+    dsops_linear_job j3 = {m[2], b->x2, Q, y, NG};
+    if (s == DSOPS_OK)
+        s = dsops_linear_run(&j3, 1, T, threads);
+    dsops_linear_job *jh = malloc(sizeof *jh * (size_t)c->N);
+    for (int h = 0; s == DSOPS_OK && jh && h < c->N; h++)
+        jh[h] = (dsops_linear_job){m[3 + h], (const uint16_t *)b->x2 + h * G, NG, y + (size_t)h * T * c->Dc, c->Dc};
+    if (s == DSOPS_OK && jh)
+        s = dsops_linear_run(jh, c->N, T, threads);
+    free(jh);
+    return s;
+}
+
+static int no_check(void *pv, char *why, size_t cap)
+{
+    (void)pv;
+    snprintf(why, cap, "nothing to compare");
+    return 0;
+}
+
+static void no_release(void *pv) { (void)pv; }
+
 typedef struct bench_case_ref {
     const char *name;
     int ci;
     const dsops_sfa_case *sfa;
     const dsops_li_case *li;
+    const dsops_mlap_case *mlap;
 } bench_case_ref;
 
 static int all_cases(bench_case_ref *out, int cap)
@@ -188,10 +272,13 @@ static int all_cases(bench_case_ref *out, int cap)
     int n = 0, count;
     const dsops_sfa_case *sc = dsops_sfa_cases(&count);
     for (int i = 0; i < count && n < cap; i++)
-        out[n++] = (bench_case_ref){sc[i].name, sc[i].ci, &sc[i], NULL};
+        out[n++] = (bench_case_ref){sc[i].name, sc[i].ci, &sc[i], NULL, NULL};
     const dsops_li_case *lc = dsops_li_cases(&count);
     for (int i = 0; i < count && n < cap; i++)
-        out[n++] = (bench_case_ref){lc[i].name, lc[i].ci, NULL, &lc[i]};
+        out[n++] = (bench_case_ref){lc[i].name, lc[i].ci, NULL, &lc[i], NULL};
+    const dsops_mlap_case *mc = dsops_mlap_cases(&count);
+    for (int i = 0; i < count && n < cap; i++)
+        out[n++] = (bench_case_ref){mc[i].name, mc[i].ci, NULL, NULL, &mc[i]};
     return n;
 }
 
@@ -203,14 +290,70 @@ static int make_problem(const bench_case_ref *c, bench_problem *bp)
         if (!p)
             return 1;
         *bp = (bench_problem){p, sfa_run, sfa_check, sfa_release, p->flops, p->gathered_bytes, DSOPS_PEAK_BF16_DOT};
-    } else {
+    } else if (c->li) {
         dsops_li_problem *p = dsops_li_problem_make(c->li, 42);
         if (!p)
             return 1;
         *bp = (bench_problem){p, li_run, li_check, li_release, p->ops, p->key_bytes,
                               c->li->int8 ? DSOPS_PEAK_INT8_DOT : DSOPS_PEAK_BF16_DOT};
+    } else {
+        mlap_bench *b = calloc(1, sizeof *b);
+        if (!b || !(b->p = dsops_mlap_problem_make(c->mlap, 5)) ||
+            dsops_mla_prolog_v32_prepare(NULL, &b->p->args, &b->prep) != DSOPS_OK) {
+            if (b)
+                mlap_release(b);
+            return 1;
+        }
+        const dsops_mlap_case *mc = c->mlap;
+        int64_t G = mc->Dqn + 64;
+        size_t rows = (size_t)b->p->T, wide = (size_t)mc->N * (size_t)G;
+        size_t ybytes = rows * 4 * (wide > (size_t)mc->N * mc->Dc ? wide : (size_t)mc->N * mc->Dc);
+        b->x2 = calloc(rows * (wide > (size_t)mc->Q ? wide : (size_t)mc->Q), 2);
+        b->y = malloc(ybytes + (size_t)mc->Q * 4 * rows + 64);
+        if (!b->x2 || !b->y) {
+            mlap_release(b);
+            return 1;
+        }
+        b->p->args.prepared = b->prep;
+        *bp = (bench_problem){b, mlap_run, mlap_check, mlap_release, b->p->flops, b->p->weight_bytes,
+                              mc->int8_wq_b ? DSOPS_PEAK_INT8_DOT : DSOPS_PEAK_BF16_DOT};
     }
     return 0;
+}
+
+/* Times bp (one warm-up, then at least 5 runs and about 2 s, or --repeat) and prints one table row;
+ * returns the median in seconds, or a negative value on error. */
+static double time_and_print(const char *name, const bench_problem *bp, const bench_opts *o, dsops_context *ctx,
+                             const double peak_core[2], const char *check)
+{
+    double t0 = now_seconds();
+    if (bp->run(ctx, bp->p) != DSOPS_OK) {
+        fprintf(stderr, "dsops bench: %s: %s\n", name, dsops_last_error());
+        return -1.0;
+    }
+    double once = now_seconds() - t0;
+    int reps = o->repeat > 0 ? o->repeat : (int)fmin(50.0, fmax(5.0, 2.0 / fmax(once, 1e-6)));
+    double *times = malloc(sizeof(double) * (size_t)reps);
+    if (!times)
+        return -1.0;
+    for (int r = 0; r < reps; r++) {
+        double a = now_seconds();
+        bp->run(ctx, bp->p);
+        times[r] = now_seconds() - a;
+    }
+    qsort(times, (size_t)reps, sizeof(double), cmp_double);
+    double med = times[reps / 2], lo = times[0], hi = times[reps - 1];
+    double rate = bp->work / med * 1e-9;
+    double gbs = bp->bytes / med * 1e-9;
+    int threads = dsops_context_threads(ctx);
+    double peak = peak_core[bp->peak];
+    double pct = peak > 0 ? 100.0 * rate / (peak * threads) : 0.0;
+    printf("%-36s %-10s %3d %5d %10.3f %7.3f-%-8.3f %8.1f %-5s %7.2f %6.1f%% %5s\n", name,
+           dsops_isa_name(dsops_context_isa(ctx)), threads, reps, med * 1e3, lo * 1e3, hi * 1e3, rate,
+           bp->peak == DSOPS_PEAK_INT8_DOT ? "int8" : "bf16", gbs, pct, check);
+    fflush(stdout);
+    free(times);
+    return med;
 }
 
 static int bench_case(const bench_case_ref *c, const bench_opts *o, dsops_context *ctx, const double peak_core[2])
@@ -230,35 +373,21 @@ static int bench_case(const bench_case_ref *c, const bench_opts *o, dsops_contex
             fprintf(stderr, "dsops bench: %s differs from the oracle: %s\n", c->name,
                     s != DSOPS_OK ? dsops_last_error() : why);
     }
-    /* warm-up, then repeats: at least 5 runs and about 2 s, or --repeat */
-    double t0 = now_seconds();
-    if (bp.run(ctx, bp.p) != DSOPS_OK) {
-        fprintf(stderr, "dsops bench: %s: %s\n", c->name, dsops_last_error());
-        bp.release(bp.p);
-        return 1;
+    double med = time_and_print(c->name, &bp, o, ctx, peak_core, check);
+    if (c->mlap && med > 0) {
+        /* the same matmuls alone: the prolog's epilogues cost the difference */
+        bench_problem gemms = bp;
+        gemms.run = mlap_gemms_run;
+        gemms.check = no_check;
+        gemms.release = no_release;
+        char label[96];
+        snprintf(label, sizeof label, "  matmuls only");
+        double g = time_and_print(label, &gemms, o, ctx, peak_core, "-");
+        if (g > 0)
+            printf("  %-34s prolog / matmuls = %.2f\n", "", med / g);
     }
-    double once = now_seconds() - t0;
-    int reps = o->repeat > 0 ? o->repeat : (int)fmin(50.0, fmax(5.0, 2.0 / fmax(once, 1e-6)));
-    double *times = malloc(sizeof(double) * (size_t)reps);
-    for (int r = 0; r < reps; r++) {
-        double a = now_seconds();
-        bp.run(ctx, bp.p);
-        times[r] = now_seconds() - a;
-    }
-    qsort(times, (size_t)reps, sizeof(double), cmp_double);
-    double med = times[reps / 2], lo = times[0], hi = times[reps - 1];
-    double rate = bp.work / med * 1e-9;
-    double gbs = bp.bytes / med * 1e-9;
-    int threads = dsops_context_threads(ctx);
-    double peak = peak_core[bp.peak];
-    double pct = peak > 0 ? 100.0 * rate / (peak * threads) : 0.0;
-    printf("%-36s %-10s %3d %5d %10.3f %7.3f-%-8.3f %8.1f %-5s %7.2f %6.1f%% %5s\n", c->name,
-           dsops_isa_name(dsops_context_isa(ctx)), threads, reps, med * 1e3, lo * 1e3, hi * 1e3, rate,
-           bp.peak == DSOPS_PEAK_INT8_DOT ? "int8" : "bf16", gbs, pct, check);
-    fflush(stdout);
-    free(times);
     bp.release(bp.p);
-    return o->check && strcmp(check, "FAIL") == 0 ? 1 : 0;
+    return med < 0 || (o->check && strcmp(check, "FAIL") == 0) ? 1 : 0;
 }
 
 static int cmd_bench(int argc, char **argv)
@@ -305,6 +434,14 @@ static int cmd_bench(int argc, char **argv)
                        : c->layout == DSOPS_KV_SPLIT_INT8 ? "split_int8"
                                                           : "packed656",
                        c->ci ? "" : "  (not in CI)");
+            } else if (cases[i].mlap) {
+                const dsops_mlap_case *c = cases[i].mlap;
+                printf("%-40s mla_prolog_v32              B %-3d S %-4d H %d Q %d N %d %s wq_b, %s%s\n", c->name, c->B,
+                       c->S, c->H, c->Q, c->N, c->int8_wq_b ? "int8" : "bf16",
+                       c->layout == DSOPS_KV_SPLIT_BF16   ? "split_bf16"
+                       : c->layout == DSOPS_KV_SPLIT_INT8 ? "split_int8"
+                                                          : "packed656",
+                       c->ci ? "" : "  (not in CI)");
             } else {
                 const dsops_li_case *c = cases[i].li;
                 printf("%-40s lightning_indexer           B %-3d S %-4d NI %-3d DI %-3d K %-5d ratio %d %s%s\n",
@@ -346,7 +483,7 @@ static int cmd_bench(int argc, char **argv)
         int prefix = !strncmp(c->name, what, wl) && full;
         int all = !strcmp(what, "all") && full;
         int op = full && ((!strcmp(what, "sparse_flash_attention_v32") && c->sfa) ||
-                          (!strcmp(what, "lightning_indexer") && c->li));
+                          (!strcmp(what, "lightning_indexer") && c->li) || (!strcmp(what, "mla_prolog_v32") && c->mlap));
         if (!(exact || prefix || all || op))
             continue;
         matched++;

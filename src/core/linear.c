@@ -18,10 +18,15 @@ typedef struct linear_chunk {
     dnnl_primitive_t matmul;    /* src [M, K] (M given at run time) x weights [K, n] -> dst [M, n] */
     dnnl_memory_desc_t w_md;    /* packed weights */
     void *packed;
+    dnnl_memory_t w_mem;        /* memory object over `packed`, made once */
 } linear_chunk;
 
-struct dsops_linear {
+struct dsops_linear_engine {
     dnnl_engine_t engine;
+};
+
+struct dsops_linear {
+    dnnl_engine_t engine;           /* the shared engine's */
     const void *w;              /* identity of the source weights */
     dsops_dtype dtype;
     int64_t N, K, stride_n, stride_k;
@@ -84,6 +89,7 @@ static dsops_status make_chunk(const dsops_linear *l, linear_chunk *c)
     DNNL_TRY(dnnl_primitive_execute(reorder, stream, 2, args), "weights reorder");
     DNNL_TRY(dnnl_stream_wait(stream), "stream wait");
     DNNL_TRY(dnnl_primitive_create(&c->matmul, pd), "matmul primitive");
+    DNNL_TRY(dnnl_memory_create(&c->w_mem, &c->w_md, l->engine, c->packed), "packed weights memory");
 done:
     if (stream)
         dnnl_stream_destroy(stream);
@@ -107,16 +113,38 @@ void dsops_linear_destroy(dsops_linear *l)
     for (int i = 0; i < l->nchunks; i++) {
         if (l->chunks[i].matmul)
             dnnl_primitive_destroy(l->chunks[i].matmul);
+        if (l->chunks[i].w_mem)
+            dnnl_memory_destroy(l->chunks[i].w_mem);
         free(l->chunks[i].packed);
     }
     free(l->chunks);
-    if (l->engine)
-        dnnl_engine_destroy(l->engine);
     free(l);
 }
 
-dsops_status dsops_linear_create(const void *w, dsops_dtype dtype, int64_t N, int64_t K, int64_t stride_n,
-                                 int64_t stride_k, dsops_linear **out)
+dsops_status dsops_linear_engine_create(dsops_linear_engine **out)
+{
+    *out = calloc(1, sizeof **out);
+    if (!*out)
+        return dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate a oneDNN engine");
+    dnnl_status_t st = dnnl_engine_create(&(*out)->engine, dnnl_cpu, 0);
+    if (st != dnnl_success) {
+        free(*out);
+        *out = NULL;
+        return dnnl_failed(st, "engine creation");
+    }
+    return DSOPS_OK;
+}
+
+void dsops_linear_engine_destroy(dsops_linear_engine *e)
+{
+    if (!e)
+        return;
+    dnnl_engine_destroy(e->engine);
+    free(e);
+}
+
+dsops_status dsops_linear_create(dsops_linear_engine *e, const void *w, dsops_dtype dtype, int64_t N, int64_t K,
+                                 int64_t stride_n, int64_t stride_k, dsops_linear **out)
 {
     *out = NULL;
     dsops_linear *l = calloc(1, sizeof *l);
@@ -130,10 +158,10 @@ dsops_status dsops_linear_create(const void *w, dsops_dtype dtype, int64_t N, in
     l->stride_k = stride_k;
     l->nchunks = (int)((N + LINEAR_CHUNK - 1) / LINEAR_CHUNK);
     l->chunks = calloc((size_t)l->nchunks, sizeof *l->chunks);
-    dnnl_status_t st = l->chunks ? dnnl_engine_create(&l->engine, dnnl_cpu, 0) : dnnl_out_of_memory;
-    if (st != dnnl_success) {
+    l->engine = e->engine;
+    if (!l->chunks) {
         dsops_linear_destroy(l);
-        return dnnl_failed(st, "engine creation");
+        return dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate a linear map");
     }
     dsops_status status = DSOPS_OK;
     /* packing is as costly as a few calls: spread it over the threads */
@@ -173,35 +201,28 @@ void dsops_prepared_destroy(dsops_prepared *p)
     for (int i = 0; i < p->count; i++)
         dsops_linear_destroy(p->maps[i]);
     free(p->maps);
+    dsops_linear_engine_destroy(p->engine);
     free(p);
 }
 
-/* Runs one chunk (oneDNN runs single-threaded inside the caller's parallel region). */
-static dsops_status run_chunk(const dsops_linear *l, const linear_chunk *c, const void *x, int64_t M, int64_t ldx,
-                              void *y, int64_t ldy)
+/* Runs one chunk on `stream` (oneDNN runs single-threaded inside the caller's parallel region). */
+static dsops_status run_chunk(const dsops_linear *l, const linear_chunk *c, dnnl_stream_t stream, const void *x,
+                              int64_t M, int64_t ldx, void *y, int64_t ldy)
 {
     dsops_status status = DSOPS_OK;
     dnnl_memory_desc_t src_md, dst_md;
-    dnnl_memory_t src = NULL, wts = NULL, dst = NULL;
-    dnnl_stream_t stream = NULL;
+    dnnl_memory_t src = NULL, dst = NULL;
     dnnl_dims_t src_dims = {M, l->K}, dst_dims = {M, c->n}, src_strides = {ldx, 1}, dst_strides = {ldy, 1};
     char *yc = (char *)y + (size_t)c->n0 * 4;
     DNNL_TRY(dnnl_memory_desc_init_by_strides(&src_md, 2, src_dims, weight_type(l), src_strides), "source descriptor");
     DNNL_TRY(dnnl_memory_desc_init_by_strides(&dst_md, 2, dst_dims, result_type(l), dst_strides), "result descriptor");
     DNNL_TRY(dnnl_memory_create(&src, &src_md, l->engine, (void *)x), "source memory");
-    DNNL_TRY(dnnl_memory_create(&wts, &c->w_md, l->engine, c->packed), "weights memory");
     DNNL_TRY(dnnl_memory_create(&dst, &dst_md, l->engine, yc), "result memory");
-    DNNL_TRY(dnnl_stream_create(&stream, l->engine, dnnl_stream_default_flags), "stream");
-    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wts}, {DNNL_ARG_DST, dst}};
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, c->w_mem}, {DNNL_ARG_DST, dst}};
     DNNL_TRY(dnnl_primitive_execute(c->matmul, stream, 3, args), "matmul");
-    DNNL_TRY(dnnl_stream_wait(stream), "stream wait");
 done:
-    if (stream)
-        dnnl_stream_destroy(stream);
     if (src)
         dnnl_memory_destroy(src);
-    if (wts)
-        dnnl_memory_destroy(wts);
     if (dst)
         dnnl_memory_destroy(dst);
     return status;
@@ -219,20 +240,35 @@ dsops_status dsops_linear_run(const dsops_linear_job *jobs, int njobs, int64_t M
     dsops_status status = DSOPS_OK;
     /* (job, chunk) items on the library's threads; each task caps its own nested parallelism at one
      * thread, so oneDNN never adds threads and the chunking alone fixes the arithmetic */
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-    for (int64_t item = 0; item < items; item++) {
+#pragma omp parallel num_threads(threads)
+    {
 #ifdef _OPENMP
         omp_set_num_threads(1);
 #endif
-        int j = 0;
-        int64_t i = item;
-        while (i >= jobs[j].l->nchunks)
-            i -= jobs[j++].l->nchunks;
-        const dsops_linear_job *job = &jobs[j];
-        dsops_status s = run_chunk(job->l, &job->l->chunks[i], job->x, M, job->ldx, job->y, job->ldy);
-        if (s != DSOPS_OK) {
+        dnnl_stream_t stream = NULL; /* one stream per thread and call (all maps share the CPU engine kind) */
+        dsops_status mine = DSOPS_OK;
+        dnnl_status_t st = dnnl_stream_create(&stream, jobs[0].l->engine, dnnl_stream_default_flags);
+        if (st != dnnl_success)
+            mine = dnnl_failed(st, "stream");
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t item = 0; item < items; item++) {
+            if (mine != DSOPS_OK)
+                continue;
+            int j = 0;
+            int64_t i = item;
+            while (i >= jobs[j].l->nchunks)
+                i -= jobs[j++].l->nchunks;
+            const dsops_linear_job *job = &jobs[j];
+            mine = run_chunk(job->l, &job->l->chunks[i], stream, job->x, M, job->ldx, job->y, job->ldy);
+        }
+        if (stream) {
+            if (dnnl_stream_wait(stream) != dnnl_success && mine == DSOPS_OK)
+                mine = dsops_fail(DSOPS_ERR_UNSUPPORTED, "oneDNN stream wait failed");
+            dnnl_stream_destroy(stream);
+        }
+        if (mine != DSOPS_OK) {
 #pragma omp critical(dsops_linear_status)
-            status = s;
+            status = mine;
         }
     }
     return status;

@@ -13,10 +13,16 @@
 
 typedef struct dsops_linear dsops_linear;
 
+/* The oneDNN CPU engine that a group of maps shares (one stream per thread serves them all). */
+typedef struct dsops_linear_engine dsops_linear_engine;
+
+dsops_status dsops_linear_engine_create(dsops_linear_engine **out);
+void dsops_linear_engine_destroy(dsops_linear_engine *e);
+
 /* Packs W (dtype bf16 or int8): element W[n][k] at w + n * stride_n + k * stride_k (elements);
  * checkpoint weights [N, K] have stride_k = 1, a [K, N] matrix (such as w_uk[h]) has stride_n = 1. */
-dsops_status dsops_linear_create(const void *w, dsops_dtype dtype, int64_t N, int64_t K, int64_t stride_n,
-                                 int64_t stride_k, dsops_linear **out);
+dsops_status dsops_linear_create(dsops_linear_engine *e, const void *w, dsops_dtype dtype, int64_t N, int64_t K,
+                                 int64_t stride_n, int64_t stride_k, dsops_linear **out);
 void dsops_linear_destroy(dsops_linear *l);
 
 /* One product of a batch: y[m][n] = sum_k x[m][k] * W[n][k] for m < M, x bf16 -> y fp32 or x int8 ->
@@ -29,7 +35,7 @@ typedef struct dsops_linear_job {
     int64_t ldy;
 } dsops_linear_job;
 
-/* Runs every chunk of every job on up to `threads` threads. */
+/* Runs every chunk of every job on up to `threads` threads; all jobs' maps share one engine. */
 dsops_status dsops_linear_run(const dsops_linear_job *jobs, int njobs, int64_t M, int threads);
 
 /* 1 if `l` was made from exactly these weights (prepared objects are checked with it). */
@@ -38,9 +44,10 @@ int dsops_linear_matches(const dsops_linear *l, const void *w, dsops_dtype dtype
 
 /* The object behind dsops_prepared: the linear maps of one operator's weights. */
 struct dsops_prepared {
-    const char *op;        /* operator name, for messages */
+    const char *op;                /* operator name, for messages */
+    dsops_linear_engine *engine;   /* shared by the maps */
     int count;
-    dsops_linear **maps;   /* [count] */
+    dsops_linear **maps;           /* [count] */
 };
 
 #endif

@@ -235,13 +235,18 @@ static dsops_status prepare_maps(const mlap_args *a, const mlap_dims *d, dsops_p
         return dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate prepared weights");
     }
     p->op = "mla_prolog_v32";
+    dsops_status es = dsops_linear_engine_create(&p->engine);
+    if (es != DSOPS_OK) {
+        dsops_prepared_destroy(p);
+        return es;
+    }
     p->count = count;
     for (int k = 0; k < count; k++) {
         const void *w;
         dsops_dtype dt;
         int64_t N, K, sn, sk;
         map_source(a, d, k, &w, &dt, &N, &K, &sn, &sk);
-        dsops_status s = dsops_linear_create(w, dt, N, K, sn, sk, &p->maps[k]);
+        dsops_status s = dsops_linear_create(p->engine, w, dt, N, K, sn, sk, &p->maps[k]);
         if (s != DSOPS_OK) {
             dsops_prepared_destroy(p);
             return s;
