@@ -369,6 +369,55 @@ DSOPS_API dsops_status dsops_mla_prolog_v32_prepare(dsops_context *ctx, const ds
 DSOPS_API dsops_status dsops_mla_prolog_v32(dsops_context *ctx, const dsops_mla_prolog_v32_args *args);
 
 /* ---------------------------------------------------------------------------------------------
+ * indexer_prolog_v32 (spec §4.2)
+ *
+ * The lightning indexer's query per head, per-head weights, and the indexer key written to the key
+ * cache at cache_index. Variant from the dtypes: int8 (qr, idx_wq_b int8; Hadamard both sides; Q8 of
+ * the query per head with fp16 scales and of the key with an fp16 scale) or bf16 (optional Hadamard).
+ *   int8: qb = bf16((f32(qr . idx_wq_b[n]) * qr_scale) * idx_wq_b_scale[n]) viewed [NI, DI];
+ *         u_h = [bf16(rot(qb_h[0:64])) ; qb_h[64:DI]]; (q_idx[t,h], s) = Q8(hadamard(u_h, hadamard_q));
+ *         q_idx_scale = fp16(s)
+ *   bf16: qb = bf16(qr idx_wq_b^T); q_idx[t,h] = hadamard_q ? hadamard(u_h, hadamard_q) : u_h
+ *   both: k = bf16(LayerNorm(x idx_wk^T; ln_gamma_k, ln_beta_k, ln_eps)); k[0:64] = bf16(rot(k[0:64]));
+ *         kk = hadamard(k, hadamard_k) (int8: required; then Q8 with an fp16 scale);
+ *         weights = round(f32(bf16(x weights_proj^T)) * weights_scale) (fp16 for int8, bf16 for bf16)
+ * where hadamard(v, Hm)[j] = bf16(sum_k v[k] Hm[k][j]). Requires DI >= 64.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct dsops_indexer_prolog_v32_args {
+    dsops_tensor x;                  /* [T, H] bf16 */
+    dsops_tensor qr;                 /* [T, Q] int8 (int8 variant) or bf16 (bf16 variant) */
+    dsops_tensor qr_scale;           /* [T] fp32 (int8 variant) */
+    dsops_tensor idx_wq_b;           /* [NI*DI, Q] int8 or bf16 (as qr) */
+    dsops_tensor idx_wq_b_scale;     /* [NI*DI] fp32 (int8 variant) */
+    dsops_tensor idx_wk;             /* [DI, H] bf16 */
+    dsops_tensor weights_proj;       /* [NI, H] bf16 */
+    dsops_tensor ln_gamma_k;         /* [DI] bf16 or fp32 */
+    dsops_tensor ln_beta_k;          /* [DI] bf16 or fp32 */
+    dsops_tensor rope_cos;           /* [T, 64] bf16 or fp32 */
+    dsops_tensor rope_sin;           /* [T, 64] bf16 or fp32 */
+    dsops_tensor hadamard_q;         /* [DI, DI] bf16 or fp32 (int8: required; bf16: optional) */
+    dsops_tensor hadamard_k;         /* [DI, DI] bf16 or fp32 (int8: required; bf16: optional) */
+    dsops_tensor cache_index;        /* [T] int64, < 0 = do not write */
+    dsops_tensor idx_k_cache;        /* [NB, BS, DI] int8 (int8) or bf16 (bf16), in-out */
+    dsops_tensor idx_k_scale_cache;  /* [NB, BS] fp16 (int8), in-out */
+    dsops_tensor q_idx;              /* [T, NI, DI] int8 or bf16, out */
+    dsops_tensor q_idx_scale;        /* [T, NI] fp16, out (int8) */
+    dsops_tensor weights;            /* [T, NI] fp16 (int8) or bf16 (bf16), out */
+    float ln_eps;                    /* V3.2: 1e-6 */
+    float weights_scale;             /* V3.2: 1 / sqrt(64 * 128); finite */
+    dsops_rope_mode rope_mode;       /* V3.2: half */
+    int rope_inverse;                /* V3.2: 0 */
+    const dsops_prepared *prepared;  /* optional, from dsops_indexer_prolog_v32_prepare */
+} dsops_indexer_prolog_v32_args;
+
+DSOPS_API dsops_status dsops_indexer_prolog_v32_init(dsops_indexer_prolog_v32_args *args, dsops_preset preset);
+/* Packs idx_wq_b, idx_wk, weights_proj and the Hadamard matrices of `args`. */
+DSOPS_API dsops_status dsops_indexer_prolog_v32_prepare(dsops_context *ctx, const dsops_indexer_prolog_v32_args *args,
+                                                        dsops_prepared **prepared);
+DSOPS_API dsops_status dsops_indexer_prolog_v32(dsops_context *ctx, const dsops_indexer_prolog_v32_args *args);
+
+/* ---------------------------------------------------------------------------------------------
  * lightning_indexer (spec §3.6; V3.2 configuration §4.3)
  *
  * Index scores of every visible key for each query token, summed over the NI indexer heads, and
