@@ -1122,3 +1122,345 @@ fail:
     dsops_mlap_problem_free(p);
     return NULL;
 }
+
+/* ==================================================================================================
+ * indexer_prolog_v32 (spec/OPS.md §4.2; CASES.md "indexer_prolog_v32")
+ *
+ * Data (seed 7):
+ *   x                              U(-1,1) bf16                                               [T, H]
+ *   int8: qr, idx_wq_b             int8 uniform in [-128, 128)                       [T, Q], [NI*DI, Q]
+ *         qr_scale, idx_wq_b_scale U(-1,1) fp32 (negative scales occur)                 [T], [NI*DI]
+ *   bf16: qr, idx_wq_b             U(-1,1) bf16
+ *   idx_wk, weights_proj           U(-1,1) bf16                                      [DI, H], [NI, H]
+ *   ln_gamma_k, ln_beta_k          1 and 0 (bf16)                                                [DI]
+ *   rope_cos, rope_sin             cos / sin of one random angle in [0, 2pi) per element, bf16 [T, 64]
+ *   hadamard_q, hadamard_k         U(-1,1) bf16 (random matrices, as the vendor test)        [DI, DI]
+ *   cache_index[t]                 slot(b, kv - S + i) through a random permutation of the blocks
+ *   caches                         random in every row: int8 uniform with fp16 scales U(-1,1); bf16 U(-1,1)
+ * Parameters are the vendor's (spec §5): ln_eps 1e-6, the case's rope mode, not inverse; weights_scale
+ * 1 / sqrt(64 * 128) except for the DIA-style bf16 case (1, no Hadamard).
+ * ================================================================================================== */
+
+/* H 7168, Q 1536, NI 64, DI 128, BS 128 for every V3.2 case */
+#define IDXP_DIMS .H = 7168, .Q = 1536, .NI = 64, .DI = 128, .BS = 128
+
+static const dsops_idxp_case idxp_cases[] = {
+    {.name = "v32_idx_prolog_int8_b4_s2_kv64k", .B = 4, .S = 2, .kv = 65536, IDXP_DIMS, .int8 = 1,
+     .rope_mode = DSOPS_ROPE_HALF, .ci = 1},
+    {.name = "v32_idx_prolog_int8_b8_s2_kv64k", .B = 8, .S = 2, .kv = 65536, IDXP_DIMS, .int8 = 1,
+     .rope_mode = DSOPS_ROPE_HALF, .ci = 1},
+    {.name = "v32_idx_prolog_int8_b1_s4096_kv64k", .B = 1, .S = 4096, .kv = 65536, IDXP_DIMS, .int8 = 1,
+     .rope_mode = DSOPS_ROPE_HALF, .ci = 0, .ci_variant = "v32_idx_prolog_int8_b1_s4096_kv64k_ci"},
+    {.name = "v32_idx_prolog_int8_b1_s4096_kv64k_ci", .B = 1, .S = 256, .kv = 65536, IDXP_DIMS, .int8 = 1,
+     .rope_mode = DSOPS_ROPE_HALF, .ci = 1},
+    {.name = "v32_idx_prolog_int8_b2_s4096_kv64k", .B = 2, .S = 4096, .kv = 65536, IDXP_DIMS, .int8 = 1,
+     .rope_mode = DSOPS_ROPE_HALF, .ci = 0, .ci_variant = "v32_idx_prolog_int8_b2_s4096_kv64k_ci"},
+    {.name = "v32_idx_prolog_int8_b2_s4096_kv64k_ci", .B = 2, .S = 128, .kv = 65536, IDXP_DIMS, .int8 = 1,
+     .rope_mode = DSOPS_ROPE_HALF, .ci = 1},
+    {.name = "v32_idx_prolog_int8_b128_s4_kv8k", .B = 128, .S = 4, .kv = 8192, IDXP_DIMS, .int8 = 1,
+     .rope_mode = DSOPS_ROPE_HALF, .ci = 1},
+    /* the cann-recipes-infer build of the int8 prolog rotates interleaved_in_half_out */
+    {.name = "v32_idx_prolog_int8_r2_b4_s2_kv64k", .B = 4, .S = 2, .kv = 65536, IDXP_DIMS, .int8 = 1,
+     .rope_mode = DSOPS_ROPE_INTERLEAVED_IN_HALF_OUT, .ci = 1},
+    /* dsops: the bf16 prolog of the fused DIA operator (no Hadamard, weights_scale 1, interleaved_in_half_out) */
+    {.name = "v32_idx_prolog_bf16_b4_s2_kv64k", .B = 4, .S = 2, .kv = 65536, IDXP_DIMS, .int8 = 0,
+     .hadamard = 0, .rope_mode = DSOPS_ROPE_INTERLEAVED_IN_HALF_OUT, .unit_weights_scale = 1, .ci = 1},
+};
+
+const dsops_idxp_case *dsops_idxp_cases(int *count)
+{
+    if (count)
+        *count = (int)(sizeof idxp_cases / sizeof idxp_cases[0]);
+    return idxp_cases;
+}
+
+const dsops_idxp_case *dsops_idxp_case_find(const char *name)
+{
+    int n;
+    const dsops_idxp_case *c = dsops_idxp_cases(&n);
+    for (int i = 0; name && i < n; i++)
+        if (strcmp(c[i].name, name) == 0)
+            return &c[i];
+    return NULL;
+}
+
+static void *idxp_alloc(dsops_idxp_problem *p, size_t bytes)
+{
+    if (p->nbuffers >= (int)(sizeof p->buffers / sizeof p->buffers[0]))
+        return NULL;
+    void *m = calloc(1, bytes ? bytes : 1);
+    if (m)
+        p->buffers[p->nbuffers++] = m;
+    return m;
+}
+
+void dsops_idxp_problem_free(dsops_idxp_problem *p)
+{
+    if (!p)
+        return;
+    for (int i = 0; i < p->nbuffers; i++)
+        free(p->buffers[i]);
+    free(p);
+}
+
+enum {
+    STREAM_IDXP_X = 41, STREAM_IDXP_QR = 42, STREAM_IDXP_QR_SCALE = 43, STREAM_IDXP_WQB = 44,
+    STREAM_IDXP_WQB_SCALE = 45, STREAM_IDXP_WK = 46, STREAM_IDXP_WPROJ = 47, STREAM_IDXP_ROPE = 48,
+    STREAM_IDXP_HAD = 49, STREAM_IDXP_CACHE = 50
+};
+
+#define IDXP_MAX_ROW 16384 /* longest generated row (H, Q) */
+
+/* rows x cols bf16 values U(-1,1), one generator per row (parallel, thread-count independent). */
+static void idxp_fill_bf16(uint64_t seed, uint64_t stream, int64_t rows, int64_t cols, uint16_t *dst)
+{
+#pragma omp parallel for schedule(static)
+    for (int64_t row = 0; row < rows; row++) {
+        float v[IDXP_MAX_ROW];
+        rng r = row_rng(seed, stream, row);
+        rng_uniform_pm1(&r, v, (size_t)cols);
+        for (int64_t k = 0; k < cols; k++)
+            dst[row * cols + k] = bf16_bits(v[k]);
+    }
+}
+
+/* rows x cols int8 values uniform in [-128, 128), eight per generator output. */
+static void idxp_fill_i8(uint64_t seed, uint64_t stream, int64_t rows, int64_t cols, int8_t *dst)
+{
+#pragma omp parallel for schedule(static)
+    for (int64_t row = 0; row < rows; row++) {
+        rng r = row_rng(seed, stream, row);
+        uint64_t bits = 0;
+        for (int64_t k = 0; k < cols; k++) {
+            if (k % 8 == 0)
+                bits = rng_next(&r);
+            dst[row * cols + k] = (int8_t)(uint8_t)(bits >> (8 * (k % 8)));
+        }
+    }
+}
+
+/* n fp32 values U(-1,1) from one generator. */
+static void idxp_fill_f32(uint64_t seed, uint64_t stream, int64_t n, float *dst)
+{
+    rng r = row_rng(seed, stream, 0);
+    rng_uniform_pm1(&r, dst, (size_t)n);
+}
+
+/* fp32 -> fp16 bits, round to nearest even (the draws here are finite and below 1 in magnitude). */
+static uint16_t idxp_fp16_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    const uint32_t a = u & 0x7fffffffu;
+    if (a < 0x38800000u) { /* below 2^-14: subnormal; |f| * 2^24 rounded to an integer */
+        const float big = 8388608.0f;
+        float m;
+        uint32_t ua = a;
+        memcpy(&m, &ua, sizeof m);
+        m = (m * 16777216.0f + big) - big;
+        return (uint16_t)(sign | (uint16_t)m);
+    }
+    uint32_t h = (a >> 13) - ((uint32_t)(127 - 15) << 10);
+    const uint32_t rest = a & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
+        h++;
+    return (uint16_t)(sign | h);
+}
+
+/* Random contents of every key-cache row. */
+static int idxp_fill_cache(dsops_idxp_problem *p, uint64_t seed)
+{
+    const dsops_idxp_case *c = &p->c;
+    const int64_t rows = p->NB * c->BS, DI = c->DI;
+    int64_t s3[3] = {p->NB, c->BS, DI}, s2[2] = {p->NB, c->BS};
+    if (c->int8) {
+        int8_t *key = idxp_alloc(p, (size_t)(rows * DI));                        /* [NB, BS, DI] int8 */
+        uint16_t *scale = idxp_alloc(p, sizeof(uint16_t) * (size_t)rows);        /* [NB, BS] fp16 */
+        if (!key || !scale)
+            return 0;
+        idxp_fill_i8(seed, STREAM_IDXP_CACHE, rows, DI, key);
+#pragma omp parallel for schedule(static)
+        for (int64_t row = 0; row < rows; row++) {
+            float v;
+            rng r = row_rng(seed ^ 0x5555u, STREAM_IDXP_CACHE, row);
+            rng_uniform_pm1(&r, &v, 1);
+            scale[row] = idxp_fp16_bits(v);
+        }
+        p->args.idx_k_cache = dsops_tensor_make(key, DSOPS_INT8, 3, s3);
+        p->args.idx_k_scale_cache = dsops_tensor_make(scale, DSOPS_FP16, 2, s2);
+        return 1;
+    }
+    uint16_t *key = idxp_alloc(p, sizeof(uint16_t) * (size_t)(rows * DI));     /* [NB, BS, DI] bf16 */
+    if (!key)
+        return 0;
+    idxp_fill_bf16(seed, STREAM_IDXP_CACHE, rows, DI, key);
+    p->args.idx_k_cache = dsops_tensor_make(key, DSOPS_BF16, 3, s3);
+    return 1;
+}
+
+dsops_idxp_problem *dsops_idxp_problem_make(const dsops_idxp_case *c, uint64_t seed)
+{
+    if (!c || c->B < 0 || c->S < 0 || c->kv < c->S || c->H < 1 || c->H > IDXP_MAX_ROW || c->Q < 1 ||
+        c->Q > IDXP_MAX_ROW || c->NI < 1 || c->DI < 64 || c->DI > IDXP_MAX_ROW || c->BS < 1)
+        return NULL;
+    dsops_idxp_problem *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->c = *c;
+    rng r = {seed};
+    const int64_t B = c->B, S = c->S, H = c->H, Q = c->Q, NI = c->NI, DI = c->DI, BS = c->BS;
+    const int64_t T = B * S, NQ = NI * DI;
+    const int had = c->int8 || c->hadamard;
+    p->T = T;
+
+    /* parameters (vendor): set explicitly, every tensor absent until filled below */
+    dsops_indexer_prolog_v32_args *a = &p->args;
+    memset(a, 0, sizeof *a);
+    a->ln_eps = 1e-6f;
+    a->weights_scale = c->unit_weights_scale ? 1.0f : (float)(1.0 / sqrt(64.0 * 128.0));
+    a->rope_mode = c->rope_mode;
+    a->rope_inverse = 0;
+    a->prepared = NULL;
+
+    /* block table: a random permutation of the blocks, ceil(kv / BS) per sequence */
+    const int64_t nb = (c->kv + BS - 1) / BS;
+    int64_t NB = B * nb, MB = nb > 1 ? nb : 1;
+    if (NB < 1)
+        NB = 1;
+    p->NB = NB;
+    p->MB = MB;
+    int32_t *bt = idxp_alloc(p, sizeof(int32_t) * (size_t)(B * MB > 0 ? B * MB : 1)); /* [B, MB] */
+    int32_t *perm = malloc(sizeof(int32_t) * (size_t)NB);
+    int64_t *ci = idxp_alloc(p, sizeof(int64_t) * (size_t)(T > 0 ? T : 1));         /* [T] */
+    if (!bt || !perm || !ci)
+        goto fail;
+    for (int64_t i = 0; i < NB; i++)
+        perm[i] = (int32_t)i;
+    for (int64_t i = NB - 1; i > 0; i--) {
+        int64_t j = (int64_t)rng_below(&r, (uint64_t)i + 1);
+        int32_t tmp = perm[i];
+        perm[i] = perm[j];
+        perm[j] = tmp;
+    }
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t j = 0; j < MB; j++)
+            bt[b * MB + j] = j < nb ? perm[b * nb + j] : -1;
+    free(perm);
+    perm = NULL;
+    p->block_table = bt;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < S; i++) {
+            int64_t pos = c->kv - S + i;
+            ci[b * S + i] = (int64_t)bt[b * MB + pos / BS] * BS + pos % BS;
+        }
+
+    /* inputs */
+    const size_t qe = c->int8 ? 1 : 2;
+    uint16_t *x = idxp_alloc(p, sizeof(uint16_t) * (size_t)(T * H));           /* [T, H] bf16 */
+    void *qr = idxp_alloc(p, qe * (size_t)(T * Q));                             /* [T, Q] */
+    float *qr_scale = c->int8 ? idxp_alloc(p, sizeof(float) * (size_t)(T > 0 ? T : 1)) : NULL; /* [T] */
+    void *wq_b = idxp_alloc(p, qe * (size_t)(NQ * Q));                          /* [NI*DI, Q] */
+    float *wq_b_scale = c->int8 ? idxp_alloc(p, sizeof(float) * (size_t)NQ) : NULL; /* [NI*DI] */
+    uint16_t *wk = idxp_alloc(p, sizeof(uint16_t) * (size_t)(DI * H));          /* [DI, H] */
+    uint16_t *wproj = idxp_alloc(p, sizeof(uint16_t) * (size_t)(NI * H));       /* [NI, H] */
+    uint16_t *gamma = idxp_alloc(p, sizeof(uint16_t) * (size_t)DI);             /* [DI] */
+    uint16_t *beta = idxp_alloc(p, sizeof(uint16_t) * (size_t)DI);              /* [DI] */
+    uint16_t *cosb = idxp_alloc(p, sizeof(uint16_t) * (size_t)(T * 64));       /* [T, 64] */
+    uint16_t *sinb = idxp_alloc(p, sizeof(uint16_t) * (size_t)(T * 64));       /* [T, 64] */
+    uint16_t *hq = had ? idxp_alloc(p, sizeof(uint16_t) * (size_t)(DI * DI)) : NULL; /* [DI, DI] */
+    uint16_t *hk = had ? idxp_alloc(p, sizeof(uint16_t) * (size_t)(DI * DI)) : NULL; /* [DI, DI] */
+    if (!x || !qr || !wq_b || !wk || !wproj || !gamma || !beta || !cosb || !sinb ||
+        (c->int8 && (!qr_scale || !wq_b_scale)) || (had && (!hq || !hk)))
+        goto fail;
+    idxp_fill_bf16(seed, STREAM_IDXP_X, T, H, x);
+    if (c->int8) {
+        idxp_fill_i8(seed, STREAM_IDXP_QR, T, Q, qr);
+        idxp_fill_i8(seed, STREAM_IDXP_WQB, NQ, Q, wq_b);
+        idxp_fill_f32(seed, STREAM_IDXP_QR_SCALE, T, qr_scale);
+        idxp_fill_f32(seed, STREAM_IDXP_WQB_SCALE, NQ, wq_b_scale);
+    } else {
+        idxp_fill_bf16(seed, STREAM_IDXP_QR, T, Q, qr);
+        idxp_fill_bf16(seed, STREAM_IDXP_WQB, NQ, Q, wq_b);
+    }
+    idxp_fill_bf16(seed, STREAM_IDXP_WK, DI, H, wk);
+    idxp_fill_bf16(seed, STREAM_IDXP_WPROJ, NI, H, wproj);
+    for (int64_t d = 0; d < DI; d++) {
+        gamma[d] = bf16_bits(1.0f);
+        beta[d] = bf16_bits(0.0f);
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < T; t++) {
+        float ang[64];
+        rng rr = row_rng(seed, STREAM_IDXP_ROPE, t);
+        rng_uniform_pm1(&rr, ang, 64);
+        for (int e = 0; e < 64; e++) {
+            const double th = ((double)ang[e] + 1.0) * 3.14159265358979323846; /* [0, 2pi) */
+            cosb[t * 64 + e] = bf16_bits((float)cos(th));
+            sinb[t * 64 + e] = bf16_bits((float)sin(th));
+        }
+    }
+    if (had) {
+        idxp_fill_bf16(seed, STREAM_IDXP_HAD, DI, DI, hq);
+        idxp_fill_bf16(seed ^ 0x5555u, STREAM_IDXP_HAD, DI, DI, hk);
+    }
+
+    if (!idxp_fill_cache(p, seed))
+        goto fail;
+
+    /* outputs */
+    void *q_idx = idxp_alloc(p, qe * (size_t)(T * NQ));                                   /* [T, NI, DI] */
+    uint16_t *q_idx_scale = c->int8 ? idxp_alloc(p, sizeof(uint16_t) * (size_t)(T * NI)) : NULL; /* [T, NI] fp16 */
+    uint16_t *weights = idxp_alloc(p, sizeof(uint16_t) * (size_t)(T * NI));             /* [T, NI] */
+    if (!q_idx || !weights || (c->int8 && !q_idx_scale))
+        goto fail;
+
+    const dsops_dtype qdt = c->int8 ? DSOPS_INT8 : DSOPS_BF16;
+    int64_t s1[1], s2[2], s3[3];
+    s2[0] = T, s2[1] = H;
+    a->x = dsops_tensor_make(x, DSOPS_BF16, 2, s2);
+    s2[0] = T, s2[1] = Q;
+    a->qr = dsops_tensor_make(qr, qdt, 2, s2);
+    s2[0] = NQ, s2[1] = Q;
+    a->idx_wq_b = dsops_tensor_make(wq_b, qdt, 2, s2);
+    if (c->int8) {
+        s1[0] = T;
+        a->qr_scale = dsops_tensor_make(qr_scale, DSOPS_FP32, 1, s1);
+        s1[0] = NQ;
+        a->idx_wq_b_scale = dsops_tensor_make(wq_b_scale, DSOPS_FP32, 1, s1);
+    }
+    s2[0] = DI, s2[1] = H;
+    a->idx_wk = dsops_tensor_make(wk, DSOPS_BF16, 2, s2);
+    s2[0] = NI, s2[1] = H;
+    a->weights_proj = dsops_tensor_make(wproj, DSOPS_BF16, 2, s2);
+    s1[0] = DI;
+    a->ln_gamma_k = dsops_tensor_make(gamma, DSOPS_BF16, 1, s1);
+    a->ln_beta_k = dsops_tensor_make(beta, DSOPS_BF16, 1, s1);
+    s2[0] = T, s2[1] = 64;
+    a->rope_cos = dsops_tensor_make(cosb, DSOPS_BF16, 2, s2);
+    a->rope_sin = dsops_tensor_make(sinb, DSOPS_BF16, 2, s2);
+    if (had) {
+        s2[0] = DI, s2[1] = DI;
+        a->hadamard_q = dsops_tensor_make(hq, DSOPS_BF16, 2, s2);
+        a->hadamard_k = dsops_tensor_make(hk, DSOPS_BF16, 2, s2);
+    }
+    s1[0] = T;
+    a->cache_index = dsops_tensor_make(ci, DSOPS_INT64, 1, s1);
+    s3[0] = T, s3[1] = NI, s3[2] = DI;
+    a->q_idx = dsops_tensor_make(q_idx, qdt, 3, s3);
+    s2[0] = T, s2[1] = NI;
+    if (c->int8)
+        a->q_idx_scale = dsops_tensor_make(q_idx_scale, DSOPS_FP16, 2, s2);
+    a->weights = dsops_tensor_make(weights, c->int8 ? DSOPS_FP16 : DSOPS_BF16, 2, s2);
+
+    p->flops = 2.0 * (double)T *
+               ((double)Q * NI * DI + (double)H * DI + (double)H * NI + (double)NI * DI * DI + (double)DI * DI);
+    p->weight_bytes = (double)qe * (double)NQ * Q + (c->int8 ? 4.0 * (double)NQ : 0.0) + 2.0 * (double)DI * H +
+                      2.0 * (double)NI * H + (had ? 4.0 * (double)DI * DI : 0.0);
+    return p;
+
+fail:
+    free(perm);
+    dsops_idxp_problem_free(p);
+    return NULL;
+}

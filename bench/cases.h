@@ -110,4 +110,45 @@ const dsops_mlap_case *dsops_mlap_case_find(const char *name);
 dsops_mlap_problem *dsops_mlap_problem_make(const dsops_mlap_case *c, uint64_t seed);
 void dsops_mlap_problem_free(dsops_mlap_problem *p);
 
+/* One indexer_prolog_v32 case (spec §4.2, CASES.md "indexer_prolog_v32"). Sequences are uniform: S tokens
+ * each, and the key cache holds kv tokens of every sequence including the call's (the call's tokens are
+ * positions kv - S ... kv - 1). */
+typedef struct dsops_idxp_case {
+    const char *name;        /* e.g. "v32_idx_prolog_int8_b4_s2_kv64k" */
+    int B, S;                /* sequences, query tokens per sequence */
+    int kv;                  /* tokens per sequence the cache holds */
+    int H, Q, NI, DI, BS;    /* hidden, q_lora_rank, indexer heads, indexer head dim, block size */
+    int int8;                /* 1: int8 variant (qr, idx_wq_b int8; int8 key cache), 0: bf16 variant */
+    int hadamard;            /* bf16 variant: 1 if hadamard_q / hadamard_k are given (int8: always) */
+    dsops_rope_mode rope_mode;
+    int unit_weights_scale;  /* 1: weights_scale = 1 (vendor DIA prolog); 0: 1 / sqrt(64 * 128) */
+    int ci;                  /* 1 if the case fits the CI budget of CASES.md */
+    const char *ci_variant;  /* for ci == 0: the name of its scaled-down "_ci" case */
+} dsops_idxp_case;
+
+/* A generated problem: args point into buffers owned by the problem. The caches start with random
+ * contents in every row (so rows the call does not address can be checked for being untouched). */
+typedef struct dsops_idxp_problem {
+    dsops_idxp_case c;
+    dsops_indexer_prolog_v32_args args;  /* vendor parameters (spec §5): ln_eps 1e-6, the case's rope mode */
+    int64_t T;               /* query tokens, B * S */
+    int64_t NB, MB;          /* physical blocks, block-table columns */
+    int32_t *block_table;    /* [B, MB] the random block table behind cache_index (-1 in unused columns) */
+    double flops;            /* 2 * T * (Q*NI*DI + H*DI + H*NI + NI*DI*DI + DI*DI) (GOP for int8) */
+    double weight_bytes;     /* bytes of idx_wq_b (+ scales), idx_wk, weights_proj and the Hadamard matrices */
+    void *buffers[32];       /* owned allocations (freed by dsops_idxp_problem_free) */
+    int nbuffers;
+} dsops_idxp_problem;
+
+const dsops_idxp_case *dsops_idxp_cases(int *count);
+const dsops_idxp_case *dsops_idxp_case_find(const char *name);
+/* Data per CASES.md "indexer_prolog_v32" (seed 7): x U(-1,1) bf16; int8: qr, idx_wq_b int8 uniform in
+ * [-128, 128), qr_scale, idx_wq_b_scale U(-1,1) fp32; bf16: qr, idx_wq_b U(-1,1) bf16; idx_wk,
+ * weights_proj U(-1,1) bf16; ln_gamma_k 1, ln_beta_k 0 (bf16); rope tables cos / sin of random angles in
+ * [0, 2pi) (bf16, element by element); Hadamard matrices U(-1,1) bf16; caches random in every row (int8
+ * uniform with fp16 scales U(-1,1), or bf16 U(-1,1)); cache_index[t] = slot of position kv - S + i through
+ * a random block table. `seed` replaces the case seed. Returns NULL if memory runs out. */
+dsops_idxp_problem *dsops_idxp_problem_make(const dsops_idxp_case *c, uint64_t seed);
+void dsops_idxp_problem_free(dsops_idxp_problem *p);
+
 #endif

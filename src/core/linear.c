@@ -50,8 +50,12 @@ static dsops_status dnnl_failed(dnnl_status_t st, const char *what)
         }                                    \
     } while (0)
 
-static dnnl_data_type_t weight_type(const dsops_linear *l) { return l->dtype == DSOPS_BF16 ? dnnl_bf16 : dnnl_s8; }
-static dnnl_data_type_t result_type(const dsops_linear *l) { return l->dtype == DSOPS_BF16 ? dnnl_f32 : dnnl_s32; }
+/* bf16 x bf16 -> fp32, fp32 x fp32 -> fp32, int8 x int8 -> int32 (the source has the weights' type) */
+static dnnl_data_type_t weight_type(const dsops_linear *l)
+{
+    return l->dtype == DSOPS_BF16 ? dnnl_bf16 : l->dtype == DSOPS_FP32 ? dnnl_f32 : dnnl_s8;
+}
+static dnnl_data_type_t result_type(const dsops_linear *l) { return l->dtype == DSOPS_INT8 ? dnnl_s32 : dnnl_f32; }
 
 /* Creates chunk c's matmul and packs its weights. */
 static dsops_status make_chunk(const dsops_linear *l, linear_chunk *c)

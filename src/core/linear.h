@@ -19,14 +19,14 @@ typedef struct dsops_linear_engine dsops_linear_engine;
 dsops_status dsops_linear_engine_create(dsops_linear_engine **out);
 void dsops_linear_engine_destroy(dsops_linear_engine *e);
 
-/* Packs W (dtype bf16 or int8): element W[n][k] at w + n * stride_n + k * stride_k (elements);
+/* Packs W (dtype bf16, fp32 or int8): element W[n][k] at w + n * stride_n + k * stride_k (elements);
  * checkpoint weights [N, K] have stride_k = 1, a [K, N] matrix (such as w_uk[h]) has stride_n = 1. */
 dsops_status dsops_linear_create(dsops_linear_engine *e, const void *w, dsops_dtype dtype, int64_t N, int64_t K,
                                  int64_t stride_n, int64_t stride_k, dsops_linear **out);
 void dsops_linear_destroy(dsops_linear *l);
 
-/* One product of a batch: y[m][n] = sum_k x[m][k] * W[n][k] for m < M, x bf16 -> y fp32 or x int8 ->
- * y int32 (exact); x rows at x + m * ldx, y rows at y + m * ldy (elements). */
+/* One product of a batch: y[m][n] = sum_k x[m][k] * W[n][k] for m < M; x has W's dtype; y is fp32
+ * (bf16 / fp32 W) or int32 (int8 W, exact); x rows at x + m * ldx, y rows at y + m * ldy (elements). */
 typedef struct dsops_linear_job {
     const dsops_linear *l;
     const void *x;

@@ -172,36 +172,6 @@ static dsops_status check_aliasing(const mlap_args *a)
     return DSOPS_OK;
 }
 
-typedef struct slot_of_token {
-    int64_t slot, t;
-} slot_of_token;
-
-static int cmp_slot(const void *x, const void *y)
-{
-    const slot_of_token *a = x, *b = y;
-    return a->slot != b->slot ? (a->slot < b->slot ? -1 : 1) : (a->t < b->t ? -1 : a->t > b->t);
-}
-
-/* V8: every non-negative slot below NB*BS and none repeated (checked on a sorted copy in `tmp`). */
-static dsops_status check_slots(const mlap_args *a, const mlap_dims *d, slot_of_token *tmp)
-{
-    int64_t rows = d->NB * d->BS, n = 0;
-    for (int64_t t = 0; t < d->T; t++) {
-        int64_t r = *(const int64_t *)dsops_at1(&a->cache_index, t);
-        if (r >= rows)
-            return dsops_fail(DSOPS_ERR_INDEX, "cache_index[%lld] = %lld is outside [0, %lld) (NB * BS)", (long long)t,
-                              (long long)r, (long long)rows);
-        if (r >= 0)
-            tmp[n++] = (slot_of_token){r, t};
-    }
-    qsort(tmp, (size_t)n, sizeof *tmp, cmp_slot);
-    for (int64_t i = 1; i < n; i++)
-        if (tmp[i].slot == tmp[i - 1].slot)
-            return dsops_fail(DSOPS_ERR_INDEX, "cache_index[%lld] = %lld repeats cache_index[%lld]", (long long)tmp[i].t,
-                              (long long)tmp[i].slot, (long long)tmp[i - 1].t);
-    return DSOPS_OK;
-}
-
 /* ---- prepared weights ------------------------------------------------------------------------ */
 
 /* Map k of a prepared object: 0 wq_a, 1 wkv_a, 2 wq_b, 3 + h w_uk[h]. */
@@ -307,7 +277,7 @@ static mlap_layout make_layout(const mlap_dims *d)
         L.head_group = 1;
     if (L.head_group > d->N)
         L.head_group = d->N;
-    L.slots = off; off += dsops_align64(T * sizeof(slot_of_token));
+    L.slots = off; off += dsops_align64(dsops_cache_slots_scratch_bytes(d->T));
     L.a = off;     off += dsops_align64(T * (size_t)d->Q * 4);             /* [T, Q] fp32 */
     L.kva = off;   off += dsops_align64(T * (size_t)(d->Dc + DR) * 4);    /* [T, Dc+64] fp32 */
     L.cq = off;    off += dsops_align64(T * (size_t)d->Q * 2);             /* [T, Q] bf16 */
@@ -417,7 +387,7 @@ dsops_status dsops_mla_prolog_v32(dsops_context *ctx, const mlap_args *a)
     mlap_layout L = make_layout(&d);
     size_t extra = dsops_align64((size_t)(d.Q + d.Dc) * 4) + dsops_align64((size_t)d.T * (size_t)(d.Dc + DR) * 2);
     char *scratch = dsops_scratch(use, L.total + extra);
-    dsops_status status = scratch ? check_slots(a, &d, (slot_of_token *)(scratch + L.slots)) : DSOPS_ERR_NOMEM;
+    dsops_status status = scratch ? dsops_check_cache_slots(&a->cache_index, d.NB * d.BS, scratch + L.slots) : DSOPS_ERR_NOMEM;
     const dsops_prepared *prep = a->prepared;
     dsops_prepared *own = NULL;
     if (status == DSOPS_OK && d.T > 0 && !prep) {

@@ -603,18 +603,6 @@ dsops_status dsops_quant_q8(dsops_context *ctx, const dsops_quant_q8_args *a)
 
 /* ---- cache_store (spec §2.8) ----------------------------------------------------------------- */
 
-typedef struct slot_entry {
-    int64_t slot, t;
-} slot_entry;
-
-static int slot_entry_cmp(const void *pa, const void *pb)
-{
-    const slot_entry *a = pa, *b = pb;
-    if (a->slot != b->slot)
-        return a->slot < b->slot ? -1 : 1;
-    return a->t < b->t ? -1 : (a->t > b->t);
-}
-
 static dsops_status cache_store_check(const dsops_cache_store_args *a, int *group)
 {
     DSOPS_TRY(dsops_check_tensor(&a->src, "src", 2, DSOPS_DT(DSOPS_BF16), true));
@@ -655,23 +643,34 @@ static dsops_status cache_store_check(const dsops_cache_store_args *a, int *grou
     DSOPS_TRY(dsops_check_no_overlap(&a->cache_scale, "cache_scale", &a->src, "src"));
     DSOPS_TRY(dsops_check_no_overlap(&a->cache_scale, "cache_scale", &a->cache_index, "cache_index"));
     DSOPS_TRY(dsops_check_no_overlap(&a->cache_scale, "cache_scale", &a->cache, "cache"));
-    int64_t rows = NB * BS;
-    for (int64_t t = 0; t < T; t++) {
-        int64_t r = *(const int64_t *)dsops_at1(&a->cache_index, t);
-        if (r >= rows)
-            return dsops_fail(DSOPS_ERR_INDEX, "cache_index[%lld] = %lld is outside [0, %lld) (NB * BS slots)",
-                              (long long)t, (long long)r, (long long)rows);
-    }
     return DSOPS_OK;
 }
 
-/* V8: no slot may be written twice. Sorts (slot, t) pairs of the non-negative slots; reports the
- * repeat with the smallest token index. */
-static dsops_status cache_store_check_duplicates(const dsops_cache_store_args *a, slot_entry *buf)
+typedef struct slot_entry {
+    int64_t slot, t;
+} slot_entry;
+
+static int slot_entry_cmp(const void *pa, const void *pb)
 {
-    int64_t T = a->src.shape[0], n = 0;
+    const slot_entry *a = pa, *b = pb;
+    if (a->slot != b->slot)
+        return a->slot < b->slot ? -1 : 1;
+    return a->t < b->t ? -1 : (a->t > b->t);
+}
+
+size_t dsops_cache_slots_scratch_bytes(int64_t T) { return (size_t)(T > 0 ? T : 1) * sizeof(slot_entry); }
+
+/* V8: every non-negative slot below `rows`, none written twice (sorted (slot, t) pairs in scratch;
+ * the repeat with the smallest token index is reported). */
+dsops_status dsops_check_cache_slots(const dsops_tensor *cache_index, int64_t rows, void *scratch)
+{
+    slot_entry *buf = scratch;
+    int64_t T = cache_index->shape[0], n = 0;
     for (int64_t t = 0; t < T; t++) {
-        int64_t r = *(const int64_t *)dsops_at1(&a->cache_index, t);
+        int64_t r = *(const int64_t *)dsops_at1(cache_index, t);
+        if (r >= rows)
+            return dsops_fail(DSOPS_ERR_INDEX, "cache_index[%lld] = %lld is outside [0, %lld) (NB * BS slots)",
+                              (long long)t, (long long)r, (long long)rows);
         if (r >= 0)
             buf[n++] = (slot_entry){r, t};
     }
@@ -689,7 +688,7 @@ static dsops_status cache_store_check_duplicates(const dsops_cache_store_args *a
     }
     if (dup >= 0)
         return dsops_fail(DSOPS_ERR_INDEX, "cache_index[%lld] = %lld repeats cache_index[%lld] (a slot is written once per call)",
-                          (long long)dup, (long long)*(const int64_t *)dsops_at1(&a->cache_index, dup), (long long)first);
+                          (long long)dup, (long long)*(const int64_t *)dsops_at1(cache_index, dup), (long long)first);
     return DSOPS_OK;
 }
 
@@ -716,7 +715,7 @@ dsops_status dsops_cache_store(dsops_context *ctx, const dsops_cache_store_args 
         dsops_context_end(ctx, use);
         return DSOPS_ERR_NOMEM;
     }
-    dsops_status st = cache_store_check_duplicates(a, (slot_entry *)scratch);
+    dsops_status st = dsops_check_cache_slots(&a->cache_index, a->cache.shape[0] * a->cache.shape[1], scratch);
     if (st != DSOPS_OK) {
         dsops_context_end(ctx, use);
         return st;

@@ -5,6 +5,7 @@
 #define DSOPS_PRIMITIVES_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "dsops.h"
@@ -28,5 +29,10 @@ void dsops_q8_group(const float *v, int n, int8_t *q, float *scale);
 
 /* y[j] = sum_k v[k] * hm[k][j] in fp32 (spec §2.6), hm: [d][d] fp32 (widened once by the caller). */
 void dsops_hadamard_row(const float *v, int d, const float *hm, float *y);
+
+/* V8 for a cache_index [T] int64: every non-negative slot below `rows` (NB * BS) and none repeated.
+ * scratch: dsops_cache_slots_scratch_bytes(T). */
+size_t dsops_cache_slots_scratch_bytes(int64_t T);
+dsops_status dsops_check_cache_slots(const dsops_tensor *cache_index, int64_t rows, void *scratch);
 
 #endif

@@ -46,6 +46,12 @@ int dsops_ref_topk_before(float sa, int64_t ia, float sb, int64_t ib);
  * a->prepared is ignored. The arguments must be valid. */
 void dsops_ref_mla_prolog_v32(const dsops_mla_prolog_v32_args *a);
 
+/* indexer_prolog_v32 (spec §4.2). The variant follows the dtype of qr (int8 or bf16). Writes q_idx,
+ * q_idx_scale (int8), weights and, for every token with cache_index[t] >= 0, that row of idx_k_cache (and
+ * idx_k_scale_cache for int8); no other cache element is touched. Absent Hadamard matrices of the bf16
+ * variant are the identity. a->prepared is ignored. The arguments must be valid. */
+void dsops_ref_indexer_prolog_v32(const dsops_indexer_prolog_v32_args *a);
+
 /* ---- shared primitives (spec §2.3 - §2.8) -------------------------------------------------------- */
 
 /* fp64 -> bf16 rounded once (nearest, ties to even; subnormals kept, overflow to +-Inf). */
