@@ -461,6 +461,61 @@ DSOPS_API dsops_status dsops_lightning_indexer_init(dsops_lightning_indexer_args
 DSOPS_API dsops_status dsops_lightning_indexer(dsops_context *ctx, const dsops_lightning_indexer_args *args);
 
 /* ---------------------------------------------------------------------------------------------
+ * sparse_attention_v32 (spec §4.5): one V3.2 attention layer, fused
+ *
+ *   1 mla_prolog_v32(x, ...)          -> q_nope, q_rope, qr (+qr_scale); writes the kv caches
+ *   2 indexer_prolog_v32(x, qr, ...)  -> q_idx (+scale), weights;        writes the indexer key cache
+ *   3 lightning_indexer(cmp_ratio 1, K = topk) over the indexer key cache -> top-k positions
+ *   4 sparse_flash_attention_v32(q_nope, q_rope, kv caches, top-k)        -> out (, lse)
+ * Each stage is exactly the stand-alone operator; stages 3 and 4 see the rows written by 1 and 2.
+ * Every stage is validated before stage 1 writes anything. The variant follows the dtypes: bf16
+ * (bf16 wq_b, idx_wq_b and indexer cache) or int8 (int8 wq_b, idx_wq_b and indexer cache; any
+ * kv_layout). For the call's tokens to see their own keys, cache_index[t] must be the slot of the
+ * token's position (not checked). Intermediate tensors live in the context's scratch.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct dsops_sparse_attention_v32_args {
+    dsops_tensor x;                  /* [T, H] bf16 */
+    dsops_tensor cu_seqlens_q;       /* [B+1] int32 */
+    dsops_tensor seqused_kv;         /* [B] int32 */
+    dsops_tensor block_table;        /* [B, MB] int32, shared by every cache */
+    dsops_tensor cache_index;        /* [T] int64 */
+    dsops_tensor rope_cos, rope_sin; /* [T, 64] bf16 or fp32 (halves tables, both prologs) */
+    /* stage 1 weights (as mla_prolog_v32) */
+    dsops_tensor wq_a, gamma_cq, wq_b, wq_b_scale, w_uk, wkv_a, gamma_ckv;
+    /* stage 2 weights (as indexer_prolog_v32) */
+    dsops_tensor idx_wq_b, idx_wq_b_scale, idx_wk, weights_proj, ln_gamma_k, ln_beta_k, hadamard_q, hadamard_k;
+    /* caches, in-out (layout of the kv cache by kv_layout, as mla_prolog_v32) */
+    dsops_tensor kv_cache, kv_scale_cache, kr_cache, kv_packed;
+    dsops_tensor idx_k_cache;        /* [NB, BS, DI] int8 or bf16 */
+    dsops_tensor idx_k_scale_cache;  /* [NB, BS] fp16 (int8 variant) */
+    /* outputs */
+    dsops_tensor out;                /* [T, N, Dc] bf16 */
+    dsops_tensor topk_indices;       /* [T, topk] int32, optional */
+    dsops_tensor lse;                /* [T, N] fp32, optional */
+    /* parameters (V3.2 defaults from dsops_sparse_attention_v32_init) */
+    float mla_eps_cq, mla_eps_ckv;
+    dsops_rope_mode mla_rope_mode;
+    int mla_rope_inverse;
+    float idx_ln_eps, weights_scale;
+    dsops_rope_mode idx_rope_mode;
+    int idx_rope_inverse;
+    float softmax_scale;
+    dsops_p_mode p_mode;
+    int p_tile;
+    dsops_kv_layout kv_layout;
+    int topk;                        /* K >= 1, default 2048 */
+    const dsops_prepared *prepared;  /* optional, from dsops_sparse_attention_v32_prepare */
+} dsops_sparse_attention_v32_args;
+
+DSOPS_API dsops_status dsops_sparse_attention_v32_init(dsops_sparse_attention_v32_args *args, dsops_preset preset);
+/* Packs the weights of both prologs. */
+DSOPS_API dsops_status dsops_sparse_attention_v32_prepare(dsops_context *ctx,
+                                                          const dsops_sparse_attention_v32_args *args,
+                                                          dsops_prepared **prepared);
+DSOPS_API dsops_status dsops_sparse_attention_v32(dsops_context *ctx, const dsops_sparse_attention_v32_args *args);
+
+/* ---------------------------------------------------------------------------------------------
  * Machine peaks (used by the benchmark tool as the 100 % mark)
  * ------------------------------------------------------------------------------------------- */
 

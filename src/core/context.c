@@ -58,6 +58,7 @@ void dsops_context_destroy(dsops_context *ctx)
     if (!ctx)
         return;
     free(ctx->scratch);
+    free(ctx->outer);
     free(ctx);
 }
 
@@ -103,15 +104,19 @@ void dsops_context_end(dsops_context *ctx, dsops_context *use)
         dsops_context_destroy(use);
 }
 
-void *dsops_scratch(dsops_context *ctx, size_t bytes)
+static void *grow(void **area, size_t *have, size_t bytes)
 {
     bytes = dsops_align64(bytes ? bytes : 64);
-    if (ctx->scratch_bytes >= bytes)
-        return ctx->scratch;
-    free(ctx->scratch);
-    ctx->scratch = aligned_alloc(64, bytes);
-    ctx->scratch_bytes = ctx->scratch ? bytes : 0;
-    if (!ctx->scratch)
+    if (*have >= bytes)
+        return *area;
+    free(*area);
+    *area = aligned_alloc(64, bytes);
+    *have = *area ? bytes : 0;
+    if (!*area)
         dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate %zu bytes of scratch", bytes);
-    return ctx->scratch;
+    return *area;
 }
+
+void *dsops_scratch(dsops_context *ctx, size_t bytes) { return grow(&ctx->scratch, &ctx->scratch_bytes, bytes); }
+
+void *dsops_scratch_outer(dsops_context *ctx, size_t bytes) { return grow(&ctx->outer, &ctx->outer_bytes, bytes); }

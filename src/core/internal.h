@@ -136,6 +136,8 @@ struct dsops_context {
     dsops_isa isa;
     void *scratch;        /* 64-byte aligned, grown on demand, reused between calls */
     size_t scratch_bytes;
+    void *outer;          /* a fused operator's intermediates, kept apart from its stages' scratch */
+    size_t outer_bytes;
 };
 
 /* A context for one call: `ctx` itself, or a temporary one when ctx is NULL (released by
@@ -144,6 +146,9 @@ dsops_status dsops_context_begin(dsops_context *ctx, dsops_context **use);
 void dsops_context_end(dsops_context *ctx, dsops_context *use);
 /* Returns a 64-byte aligned scratch area of at least `bytes`, or NULL (message set). */
 void *dsops_scratch(dsops_context *ctx, size_t bytes);
+/* The same for a fused operator's intermediates: a second area that its stages' dsops_scratch calls
+ * never move. */
+void *dsops_scratch_outer(dsops_context *ctx, size_t bytes);
 
 static inline size_t dsops_align64(size_t n) { return (n + 63) & ~(size_t)63; }
 

@@ -48,6 +48,7 @@ struct dsops_prepared {
     dsops_linear_engine *engine;   /* shared by the maps */
     int count;
     dsops_linear **maps;           /* [count] */
+    dsops_prepared *parts[2];      /* a fused operator's: its stages' prepared objects */
 };
 
 #endif

@@ -9,6 +9,7 @@
 #include "internal.h"
 #include "linear.h"
 #include "primitives.h"
+#include "stages.h"
 
 typedef dsops_indexer_prolog_v32_args idxp_args;
 
@@ -319,6 +320,16 @@ static void rope_first64(const idxp_args *a, int64_t t, uint16_t *row)
     dsops_rope_row(x, c, s, a->rope_mode, a->rope_inverse != 0, y);
     for (int e = 0; e < DR; e++)
         row[e] = dsops_f32_to_bf16(y[e]);
+}
+
+dsops_status dsops_indexer_prolog_v32_validate(const idxp_args *a, void *slot_scratch)
+{
+    idxp_dims d;
+    DSOPS_TRY(check_shapes(a, &d));
+    DSOPS_TRY(check_params(a));
+    DSOPS_TRY(check_aliasing(a));
+    DSOPS_TRY(check_prepared(a, &d));
+    return dsops_check_cache_slots(&a->cache_index, d.NB * d.BS, slot_scratch);
 }
 
 dsops_status dsops_indexer_prolog_v32(dsops_context *ctx, const idxp_args *a)

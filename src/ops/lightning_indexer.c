@@ -9,6 +9,7 @@
 
 #include "dispatch.h"
 #include "internal.h"
+#include "stages.h"
 #include "topk.h"
 
 typedef dsops_lightning_indexer_args li_args;
@@ -345,6 +346,14 @@ static void write_topk(const li_plan *p, int64_t t, const float *I, int64_t n, v
         if (dsops_tensor_present(&a->topk_scores))
             *(float *)dsops_at2(&a->topk_scores, t, j) = sc[j];
     }
+}
+
+dsops_status dsops_li_validate(const li_args *a)
+{
+    li_dims d;
+    int64_t nmax;
+    DSOPS_TRY(check_shapes(a, &d));
+    return check_indices(a, &d, &nmax);
 }
 
 dsops_status dsops_lightning_indexer(dsops_context *ctx, const li_args *a)

@@ -6,6 +6,7 @@
 #include "internal.h"
 #include "linear.h"
 #include "primitives.h"
+#include "stages.h"
 
 typedef dsops_mla_prolog_v32_args mlap_args;
 
@@ -371,6 +372,16 @@ static void store_token(const mlap_args *a, const mlap_dims *d, int64_t t, const
         memcpy(dsops_at3(&a->kr_cache, blk, off, 0), krope, DR * 2);
     else
         memcpy((uint8_t *)dsops_at3(&a->kv_packed, blk, off, 0) + 512, krope, DR * 2);
+}
+
+dsops_status dsops_mla_prolog_v32_validate(const mlap_args *a, void *slot_scratch)
+{
+    mlap_dims d;
+    DSOPS_TRY(check_shapes(a, &d));
+    DSOPS_TRY(check_params(a));
+    DSOPS_TRY(check_aliasing(a));
+    DSOPS_TRY(check_prepared(a, &d));
+    return dsops_check_cache_slots(&a->cache_index, d.NB * d.BS, slot_scratch);
 }
 
 dsops_status dsops_mla_prolog_v32(dsops_context *ctx, const mlap_args *a)

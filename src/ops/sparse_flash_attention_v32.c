@@ -7,6 +7,7 @@
 #endif
 
 #include "attention_core.h"
+#include "stages.h"
 #include "internal.h"
 
 #define PACKED656_ROW 656
@@ -294,6 +295,15 @@ static int collect_rows(const sfa_args *a, const sfa_dims *d, int64_t b, int64_t
         }
     }
     return n;
+}
+
+dsops_status dsops_sfa_v32_validate(const sfa_args *a, bool with_indices)
+{
+    sfa_dims d;
+    DSOPS_TRY(check_shapes(a, &d));
+    DSOPS_TRY(check_params(a));
+    DSOPS_TRY(check_aliasing(a));
+    return with_indices ? check_indices(a, &d) : DSOPS_OK;
 }
 
 dsops_status dsops_sparse_flash_attention_v32(dsops_context *ctx, const sfa_args *a)
