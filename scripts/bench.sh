@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Main job: set up, build, print the machine's peaks and benchmark the V3.2 sparse flash attention
-# cases of spec/CASES.md on 1 and 2 threads. Extra arguments are passed to `dsops bench`.
+# Main job: set up, build, print the machine's peaks and benchmark the V3.2 operators on named cases of
+# spec/CASES.md (sparse flash attention, lightning indexer, MLA prolog) on 1 and 2 threads. Extra
+# arguments are passed to `dsops bench`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 ./build/tools/dsops info
 for threads in 1 2; do
-  echo
-  ./build/tools/dsops bench v32_sfa --threads "$threads" "$@"
+  for cases in v32_sfa li_bench v32_li_int8_b4_s2_kv64k v32_mla_prolog_int8_b128_s1_kv1k v32_mla_prolog_bf16_b64_s2_kv64k_ci; do
+    echo
+    ./build/tools/dsops bench "$cases" --threads "$threads" "$@"
+  done
 done

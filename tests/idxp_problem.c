@@ -309,6 +309,15 @@ ip_problem *ip_make(const ip_spec *spec, uint64_t seed)
         fill_uniform(&a->qr, &r, -1, 1);
         fill_uniform(&a->idx_wq_b, &r, -0.1f, 0.1f);
     }
+    if (sp->int8 && sp->int8_extreme && T > 0) {
+        /* token 0 all 127 against rows n % 5 == 0 all 127: dots of 16129 * Q, beyond 2^24 for Q > 1040
+         * (the int32 -> fp32 conversion rounds) */
+        for (int64_t k = 0; k < Q; k++)
+            *(int8_t *)eaddr(&a->qr, 0, k, 0) = 127;
+        for (int64_t n = 0; n < NQ; n += 5)
+            for (int64_t k = 0; k < Q; k++)
+                *(int8_t *)eaddr(&a->idx_wq_b, n, k, 0) = 127;
+    }
     for (int64_t t = 0; t < T && t < sp->zero_qr; t++)
         for (int64_t k = 0; k < Q; k++)
             putf(&a->qr, t, k, 0, 0.0f);
