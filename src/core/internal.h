@@ -105,6 +105,16 @@ void dsops_tensor_byte_range(const dsops_tensor *t, uintptr_t *lo, uintptr_t *hi
 /* ERR_ALIAS if the byte ranges of `a` and `b` overlap (empty or absent tensors never overlap). */
 dsops_status dsops_check_no_overlap(const dsops_tensor *a, const char *an, const dsops_tensor *b, const char *bn);
 
+/* A named tensor of an operator's argument list. */
+typedef struct dsops_named_tensor {
+    const dsops_tensor *t;
+    const char *name;
+} dsops_named_tensor;
+
+/* V9 for an operator: no output overlaps an input or another output. */
+dsops_status dsops_check_outputs_apart(const dsops_named_tensor *outs, size_t nouts, const dsops_named_tensor *ins,
+                                       size_t nins);
+
 #define DSOPS_DT(x) (1u << (x))
 
 /* dsops_dtype_size, inlined for address arithmetic on hot paths. */

@@ -240,3 +240,15 @@ dsops_status dsops_check_no_overlap(const dsops_tensor *a, const char *an, const
         return dsops_fail(DSOPS_ERR_ALIAS, "%s overlaps %s in memory", an, bn);
     return DSOPS_OK;
 }
+
+dsops_status dsops_check_outputs_apart(const dsops_named_tensor *outs, size_t nouts, const dsops_named_tensor *ins,
+                                       size_t nins)
+{
+    for (size_t o = 0; o < nouts; o++) {
+        for (size_t i = 0; i < nins; i++)
+            DSOPS_TRY(dsops_check_no_overlap(outs[o].t, outs[o].name, ins[i].t, ins[i].name));
+        for (size_t p = o + 1; p < nouts; p++)
+            DSOPS_TRY(dsops_check_no_overlap(outs[o].t, outs[o].name, outs[p].t, outs[p].name));
+    }
+    return DSOPS_OK;
+}

@@ -153,22 +153,16 @@ static dsops_status check_params(const idxp_args *a)
 
 static dsops_status check_aliasing(const idxp_args *a)
 {
-    const dsops_tensor *outs[] = {&a->q_idx, &a->q_idx_scale, &a->weights, &a->idx_k_cache, &a->idx_k_scale_cache};
-    const char *out_names[] = {"q_idx", "q_idx_scale", "weights", "idx_k_cache", "idx_k_scale_cache"};
-    const dsops_tensor *ins[] = {&a->x, &a->qr, &a->qr_scale, &a->idx_wq_b, &a->idx_wq_b_scale, &a->idx_wk,
-                                 &a->weights_proj, &a->ln_gamma_k, &a->ln_beta_k, &a->rope_cos, &a->rope_sin,
-                                 &a->hadamard_q, &a->hadamard_k, &a->cache_index};
-    const char *in_names[] = {"x", "qr", "qr_scale", "idx_wq_b", "idx_wq_b_scale", "idx_wk", "weights_proj",
-                              "ln_gamma_k", "ln_beta_k", "rope_cos", "rope_sin", "hadamard_q", "hadamard_k",
-                              "cache_index"};
-    size_t no = sizeof outs / sizeof outs[0], ni = sizeof ins / sizeof ins[0];
-    for (size_t o = 0; o < no; o++) {
-        for (size_t i = 0; i < ni; i++)
-            DSOPS_TRY(dsops_check_no_overlap(outs[o], out_names[o], ins[i], in_names[i]));
-        for (size_t p = o + 1; p < no; p++)
-            DSOPS_TRY(dsops_check_no_overlap(outs[o], out_names[o], outs[p], out_names[p]));
-    }
-    return DSOPS_OK;
+    const dsops_named_tensor outs[] = {
+        {&a->q_idx, "q_idx"}, {&a->q_idx_scale, "q_idx_scale"}, {&a->weights, "weights"},
+        {&a->idx_k_cache, "idx_k_cache"}, {&a->idx_k_scale_cache, "idx_k_scale_cache"}};
+    const dsops_named_tensor ins[] = {
+        {&a->x, "x"}, {&a->qr, "qr"}, {&a->qr_scale, "qr_scale"}, {&a->idx_wq_b, "idx_wq_b"},
+        {&a->idx_wq_b_scale, "idx_wq_b_scale"}, {&a->idx_wk, "idx_wk"}, {&a->weights_proj, "weights_proj"},
+        {&a->ln_gamma_k, "ln_gamma_k"}, {&a->ln_beta_k, "ln_beta_k"}, {&a->rope_cos, "rope_cos"},
+        {&a->rope_sin, "rope_sin"}, {&a->hadamard_q, "hadamard_q"}, {&a->hadamard_k, "hadamard_k"},
+        {&a->cache_index, "cache_index"}};
+    return dsops_check_outputs_apart(outs, sizeof outs / sizeof outs[0], ins, sizeof ins / sizeof ins[0]);
 }
 
 /* ---- prepared weights ------------------------------------------------------------------------ */
@@ -312,14 +306,7 @@ static int thread_id(void)
 /* bf16 rotation of the first 64 values of row (in place) with token t's tables. */
 static void rope_first64(const idxp_args *a, int64_t t, uint16_t *row)
 {
-    float x[DR], c[DR], s[DR], y[DR];
-    for (int e = 0; e < DR; e++)
-        x[e] = dsops_bf16_to_f32(row[e]);
-    dsops_widen_row(dsops_at2(&a->rope_cos, t, 0), a->rope_cos.dtype, DR, c);
-    dsops_widen_row(dsops_at2(&a->rope_sin, t, 0), a->rope_sin.dtype, DR, s);
-    dsops_rope_row(x, c, s, a->rope_mode, a->rope_inverse != 0, y);
-    for (int e = 0; e < DR; e++)
-        row[e] = dsops_f32_to_bf16(y[e]);
+    dsops_rope_bf16_slice(row, &a->rope_cos, &a->rope_sin, t, a->rope_mode, a->rope_inverse != 0, row);
 }
 
 dsops_status dsops_indexer_prolog_v32_validate(const idxp_args *a, void *slot_scratch)

@@ -9,6 +9,7 @@
 
 #include "dispatch.h"
 #include "internal.h"
+#include "sequences.h"
 #include "stages.h"
 #include "topk.h"
 
@@ -92,15 +93,7 @@ static dsops_status check_shapes(const li_args *a, li_dims *d)
             return dsops_fail(DSOPS_ERR_PARAM,
                               "key_scale_cache is given but q_idx is bf16 (the bf16 variant has no scales)");
     }
-    DSOPS_TRY(dsops_check_tensor(&a->cu_seqlens_q, "cu_seqlens_q", 1, i32, false));
-    if (a->cu_seqlens_q.shape[0] < 1)
-        return dsops_fail(DSOPS_ERR_SHAPE, "cu_seqlens_q.shape[0] = 0, expected B + 1 >= 1");
-    d->B = a->cu_seqlens_q.shape[0] - 1;
-    DSOPS_TRY(dsops_check_tensor(&a->seqused_kv, "seqused_kv", 1, i32, false));
-    DSOPS_TRY(dsops_check_dim(&a->seqused_kv, "seqused_kv", 0, d->B, "B = cu_seqlens_q.shape[0] - 1"));
-    DSOPS_TRY(dsops_check_tensor(&a->block_table, "block_table", 2, i32, false));
-    DSOPS_TRY(dsops_check_dim(&a->block_table, "block_table", 0, d->B, "B = cu_seqlens_q.shape[0] - 1"));
-    d->MB = a->block_table.shape[1];
+    DSOPS_TRY(dsops_check_sequence_tensors(&a->cu_seqlens_q, &a->seqused_kv, &a->block_table, &d->B, &d->MB));
     DSOPS_TRY(dsops_check_tensor(&a->topk_indices, "topk_indices", 2, i32, false));
     DSOPS_TRY(dsops_check_dim(&a->topk_indices, "topk_indices", 0, d->T, "T of q_idx"));
     d->K = a->topk_indices.shape[1];
@@ -116,15 +109,12 @@ static dsops_status check_shapes(const li_args *a, li_dims *d)
     }
     if (a->cmp_ratio < 1)
         return dsops_fail(DSOPS_ERR_PARAM, "cmp_ratio = %d, expected >= 1", a->cmp_ratio);
-    const dsops_tensor *inputs[] = {&a->q_idx, &a->q_idx_scale, &a->weights, &a->key_cache, &a->key_scale_cache,
-                                    &a->block_table, &a->cu_seqlens_q, &a->seqused_kv};
-    const char *names[] = {"q_idx", "q_idx_scale", "weights", "key_cache", "key_scale_cache",
-                           "block_table", "cu_seqlens_q", "seqused_kv"};
-    for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++) {
-        DSOPS_TRY(dsops_check_no_overlap(&a->topk_indices, "topk_indices", inputs[i], names[i]));
-        DSOPS_TRY(dsops_check_no_overlap(&a->topk_scores, "topk_scores", inputs[i], names[i]));
-    }
-    return dsops_check_no_overlap(&a->topk_scores, "topk_scores", &a->topk_indices, "topk_indices");
+    const dsops_named_tensor outs[] = {{&a->topk_indices, "topk_indices"}, {&a->topk_scores, "topk_scores"}};
+    const dsops_named_tensor ins[] = {{&a->q_idx, "q_idx"}, {&a->q_idx_scale, "q_idx_scale"}, {&a->weights, "weights"},
+                                      {&a->key_cache, "key_cache"}, {&a->key_scale_cache, "key_scale_cache"},
+                                      {&a->block_table, "block_table"}, {&a->cu_seqlens_q, "cu_seqlens_q"},
+                                      {&a->seqused_kv, "seqused_kv"}};
+    return dsops_check_outputs_apart(outs, 2, ins, sizeof ins / sizeof ins[0]);
 }
 
 /* Sequence descriptors (V6) and the block-table entries of every visible key (V7); the largest key
@@ -132,19 +122,7 @@ static dsops_status check_shapes(const li_args *a, li_dims *d)
 static dsops_status check_indices(const li_args *a, const li_dims *d, int64_t *nmax)
 {
     const dsops_tensor *cu = &a->cu_seqlens_q;
-    if (i32_at1(cu, 0) != 0)
-        return dsops_fail(DSOPS_ERR_INDEX, "cu_seqlens_q[0] = %d, expected 0", i32_at1(cu, 0));
-    for (int64_t b = 0; b < d->B; b++) {
-        if (i32_at1(cu, b + 1) < i32_at1(cu, b))
-            return dsops_fail(DSOPS_ERR_INDEX, "cu_seqlens_q[%lld] = %d is below cu_seqlens_q[%lld] = %d",
-                              (long long)(b + 1), i32_at1(cu, b + 1), (long long)b, i32_at1(cu, b));
-        if (i32_at1(&a->seqused_kv, b) < 0)
-            return dsops_fail(DSOPS_ERR_INDEX, "seqused_kv[%lld] = %d is negative", (long long)b,
-                              i32_at1(&a->seqused_kv, b));
-    }
-    if (i32_at1(cu, d->B) != d->T)
-        return dsops_fail(DSOPS_ERR_INDEX, "cu_seqlens_q[%lld] = %d, expected T = %lld", (long long)d->B,
-                          i32_at1(cu, d->B), (long long)d->T);
+    DSOPS_TRY(dsops_check_sequence_values(cu, &a->seqused_kv, d->B, d->T));
     *nmax = 0;
     for (int64_t b = 0; b < d->B; b++) {
         int64_t S = i32_at1(cu, b + 1) - i32_at1(cu, b);
@@ -308,23 +286,6 @@ static li_scratch_layout scratch_layout(const li_plan *p, int64_t nmax)
     return s;
 }
 
-static void token_of(const dsops_tensor *cu, int64_t B, int64_t t, int64_t *b, int64_t *S, int64_t *i)
-{
-    int64_t lo = 0, hi = B;
-    while (hi - lo > 1) {
-        int64_t mid = (lo + hi) / 2;
-        if (i32_at1(cu, mid) <= t)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    while (i32_at1(cu, lo + 1) <= t)
-        lo++;
-    *b = lo;
-    *S = i32_at1(cu, lo + 1) - i32_at1(cu, lo);
-    *i = t - i32_at1(cu, lo);
-}
-
 static void write_topk(const li_plan *p, int64_t t, const float *I, int64_t n, void *topk_scratch)
 {
     const li_args *a = p->a;
@@ -400,7 +361,7 @@ dsops_status dsops_lightning_indexer(dsops_context *ctx, const li_args *a)
             char *mine = scratch;
 #endif
             int64_t b, S, i;
-            token_of(&a->cu_seqlens_q, d.B, t, &b, &S, &i);
+            dsops_token_of(&a->cu_seqlens_q, d.B, t, &b, &S, &i);
             int64_t n = visible_keys(i32_at1(&a->seqused_kv, b), S, i, a->cmp_ratio);
             li_query qs = {mine + L.q, (int32_t *)(mine + L.qsum), (float *)(mine + L.w)};
             float *I = (float *)(mine + L.I);
@@ -418,7 +379,7 @@ dsops_status dsops_lightning_indexer(dsops_context *ctx, const li_args *a)
         float *I = (float *)(shared + L.I);
         for (int64_t t = 0; t < d.T; t++) {
             int64_t b, S, i;
-            token_of(&a->cu_seqlens_q, d.B, t, &b, &S, &i);
+            dsops_token_of(&a->cu_seqlens_q, d.B, t, &b, &S, &i);
             int64_t n = visible_keys(i32_at1(&a->seqused_kv, b), S, i, a->cmp_ratio);
             if (n > 0) {
                 prepare_query(&p, t, &qs);

@@ -156,21 +156,15 @@ static dsops_status check_params(const mlap_args *a)
 
 static dsops_status check_aliasing(const mlap_args *a)
 {
-    const dsops_tensor *outs[] = {&a->q_nope, &a->q_rope, &a->qr, &a->qr_scale,
-                                  &a->kv_cache, &a->kv_scale_cache, &a->kr_cache, &a->kv_packed};
-    const char *out_names[] = {"q_nope", "q_rope", "qr", "qr_scale", "kv_cache", "kv_scale_cache", "kr_cache", "kv_packed"};
-    const dsops_tensor *ins[] = {&a->x, &a->wq_a, &a->gamma_cq, &a->wq_b, &a->wq_b_scale, &a->w_uk, &a->wkv_a,
-                                 &a->gamma_ckv, &a->rope_cos, &a->rope_sin, &a->cache_index};
-    const char *in_names[] = {"x", "wq_a", "gamma_cq", "wq_b", "wq_b_scale", "w_uk", "wkv_a", "gamma_ckv",
-                              "rope_cos", "rope_sin", "cache_index"};
-    size_t no = sizeof outs / sizeof outs[0], ni = sizeof ins / sizeof ins[0];
-    for (size_t o = 0; o < no; o++) {
-        for (size_t i = 0; i < ni; i++)
-            DSOPS_TRY(dsops_check_no_overlap(outs[o], out_names[o], ins[i], in_names[i]));
-        for (size_t p = o + 1; p < no; p++)
-            DSOPS_TRY(dsops_check_no_overlap(outs[o], out_names[o], outs[p], out_names[p]));
-    }
-    return DSOPS_OK;
+    const dsops_named_tensor outs[] = {
+        {&a->q_nope, "q_nope"}, {&a->q_rope, "q_rope"}, {&a->qr, "qr"}, {&a->qr_scale, "qr_scale"},
+        {&a->kv_cache, "kv_cache"}, {&a->kv_scale_cache, "kv_scale_cache"}, {&a->kr_cache, "kr_cache"},
+        {&a->kv_packed, "kv_packed"}};
+    const dsops_named_tensor ins[] = {
+        {&a->x, "x"}, {&a->wq_a, "wq_a"}, {&a->gamma_cq, "gamma_cq"}, {&a->wq_b, "wq_b"},
+        {&a->wq_b_scale, "wq_b_scale"}, {&a->w_uk, "w_uk"}, {&a->wkv_a, "wkv_a"}, {&a->gamma_ckv, "gamma_ckv"},
+        {&a->rope_cos, "rope_cos"}, {&a->rope_sin, "rope_sin"}, {&a->cache_index, "cache_index"}};
+    return dsops_check_outputs_apart(outs, sizeof outs / sizeof outs[0], ins, sizeof ins / sizeof ins[0]);
 }
 
 /* ---- prepared weights ------------------------------------------------------------------------ */
@@ -291,17 +285,9 @@ static mlap_layout make_layout(const mlap_dims *d)
     return L;
 }
 
-/* Rotates the 64 values of src (bf16) with token t's tables and rounds to bf16. */
 static void rope_bf16(const mlap_args *a, int64_t t, const uint16_t *src, uint16_t *dst)
 {
-    float x[DR], c[DR], s[DR], y[DR];
-    for (int e = 0; e < DR; e++)
-        x[e] = dsops_bf16_to_f32(src[e]);
-    dsops_widen_row(dsops_at2(&a->rope_cos, t, 0), a->rope_cos.dtype, DR, c);
-    dsops_widen_row(dsops_at2(&a->rope_sin, t, 0), a->rope_sin.dtype, DR, s);
-    dsops_rope_row(x, c, s, a->rope_mode, a->rope_inverse != 0, y);
-    for (int e = 0; e < DR; e++)
-        dst[e] = dsops_f32_to_bf16(y[e]);
+    dsops_rope_bf16_slice(src, &a->rope_cos, &a->rope_sin, t, a->rope_mode, a->rope_inverse != 0, dst);
 }
 
 /* Steps 1-2 of one token: cq (and qr / qr_scale) from a; ckv and krope from kva (kept in scratch

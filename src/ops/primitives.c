@@ -103,6 +103,19 @@ void dsops_rope_row(const float *x, const float *c, const float *s, dsops_rope_m
 }
 
 /* rint with ties to even, independent of the floating-point environment; |x| <= 2^22 here. */
+void dsops_rope_bf16_slice(const uint16_t *src, const dsops_tensor *cos, const dsops_tensor *sin, int64_t t,
+                           dsops_rope_mode mode, bool inverse, uint16_t *dst)
+{
+    float x[64], c[64], s[64], y[64];
+    for (int e = 0; e < 64; e++)
+        x[e] = dsops_bf16_to_f32(src[e]);
+    dsops_widen_row(dsops_at2(cos, t, 0), cos->dtype, 64, c);
+    dsops_widen_row(dsops_at2(sin, t, 0), sin->dtype, 64, s);
+    dsops_rope_row(x, c, s, mode, inverse, y);
+    for (int e = 0; e < 64; e++)
+        dst[e] = dsops_f32_to_bf16(y[e]);
+}
+
 static inline float round_half_even(float x)
 {
     float f = floorf(x);

@@ -24,6 +24,10 @@ void dsops_layernorm_row(const float *v, int n, const float *gamma, const float 
  * y must not alias x. */
 void dsops_rope_row(const float *x, const float *c, const float *s, dsops_rope_mode mode, bool inverse, float *y);
 
+/* dst[0..63] = bf16(rot(src[0..63])) with row t of the [T, 64] tables (bf16 or fp32); dst may alias src. */
+void dsops_rope_bf16_slice(const uint16_t *src, const dsops_tensor *cos, const dsops_tensor *sin, int64_t t,
+                           dsops_rope_mode mode, bool inverse, uint16_t *dst);
+
 /* One Q8 group (spec §2.7): q[0..n-1] and the fp32 scale. */
 void dsops_q8_group(const float *v, int n, int8_t *q, float *scale);
 

@@ -231,26 +231,19 @@ static void build_stages(const dia_args *a, const dia_dims *d, const dia_layout 
 /* The fused call's own outputs against everything it reads or updates (the stages check the rest). */
 static dsops_status check_outputs(const dia_args *a)
 {
-    const dsops_tensor *outs[] = {&a->out, &a->topk_indices, &a->lse};
-    const char *out_names[] = {"out", "topk_indices", "lse"};
-    const dsops_tensor *ins[] = {&a->x, &a->cu_seqlens_q, &a->seqused_kv, &a->block_table, &a->cache_index,
-                                 &a->rope_cos, &a->rope_sin, &a->wq_a, &a->gamma_cq, &a->wq_b, &a->wq_b_scale,
-                                 &a->w_uk, &a->wkv_a, &a->gamma_ckv, &a->idx_wq_b, &a->idx_wq_b_scale, &a->idx_wk,
-                                 &a->weights_proj, &a->ln_gamma_k, &a->ln_beta_k, &a->hadamard_q, &a->hadamard_k,
-                                 &a->kv_cache, &a->kv_scale_cache, &a->kr_cache, &a->kv_packed, &a->idx_k_cache,
-                                 &a->idx_k_scale_cache};
-    const char *in_names[] = {"x", "cu_seqlens_q", "seqused_kv", "block_table", "cache_index", "rope_cos",
-                              "rope_sin", "wq_a", "gamma_cq", "wq_b", "wq_b_scale", "w_uk", "wkv_a", "gamma_ckv",
-                              "idx_wq_b", "idx_wq_b_scale", "idx_wk", "weights_proj", "ln_gamma_k", "ln_beta_k",
-                              "hadamard_q", "hadamard_k", "kv_cache", "kv_scale_cache", "kr_cache", "kv_packed",
-                              "idx_k_cache", "idx_k_scale_cache"};
-    for (size_t o = 0; o < 3; o++) {
-        for (size_t i = 0; i < sizeof ins / sizeof ins[0]; i++)
-            DSOPS_TRY(dsops_check_no_overlap(outs[o], out_names[o], ins[i], in_names[i]));
-        for (size_t p = o + 1; p < 3; p++)
-            DSOPS_TRY(dsops_check_no_overlap(outs[o], out_names[o], outs[p], out_names[p]));
-    }
-    return DSOPS_OK;
+    const dsops_named_tensor outs[] = {
+        {&a->out, "out"}, {&a->topk_indices, "topk_indices"}, {&a->lse, "lse"}};
+    const dsops_named_tensor ins[] = {
+        {&a->x, "x"}, {&a->cu_seqlens_q, "cu_seqlens_q"}, {&a->seqused_kv, "seqused_kv"},
+        {&a->block_table, "block_table"}, {&a->cache_index, "cache_index"}, {&a->rope_cos, "rope_cos"},
+        {&a->rope_sin, "rope_sin"}, {&a->wq_a, "wq_a"}, {&a->gamma_cq, "gamma_cq"}, {&a->wq_b, "wq_b"},
+        {&a->wq_b_scale, "wq_b_scale"}, {&a->w_uk, "w_uk"}, {&a->wkv_a, "wkv_a"}, {&a->gamma_ckv, "gamma_ckv"},
+        {&a->idx_wq_b, "idx_wq_b"}, {&a->idx_wq_b_scale, "idx_wq_b_scale"}, {&a->idx_wk, "idx_wk"},
+        {&a->weights_proj, "weights_proj"}, {&a->ln_gamma_k, "ln_gamma_k"}, {&a->ln_beta_k, "ln_beta_k"},
+        {&a->hadamard_q, "hadamard_q"}, {&a->hadamard_k, "hadamard_k"}, {&a->kv_cache, "kv_cache"},
+        {&a->kv_scale_cache, "kv_scale_cache"}, {&a->kr_cache, "kr_cache"}, {&a->kv_packed, "kv_packed"},
+        {&a->idx_k_cache, "idx_k_cache"}, {&a->idx_k_scale_cache, "idx_k_scale_cache"}};
+    return dsops_check_outputs_apart(outs, sizeof outs / sizeof outs[0], ins, sizeof ins / sizeof ins[0]);
 }
 
 dsops_status dsops_sparse_attention_v32_prepare(dsops_context *ctx, const dia_args *a, dsops_prepared **out)

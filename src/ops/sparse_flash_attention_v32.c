@@ -7,6 +7,7 @@
 #endif
 
 #include "attention_core.h"
+#include "sequences.h"
 #include "stages.h"
 #include "internal.h"
 
@@ -121,15 +122,7 @@ static dsops_status check_shapes(const sfa_args *a, sfa_dims *d)
         DSOPS_TRY(dsops_check_tensor(&a->topk_length, "topk_length", 1, i32, false));
         DSOPS_TRY(dsops_check_dim(&a->topk_length, "topk_length", 0, d->T, "T of q_nope"));
     }
-    DSOPS_TRY(dsops_check_tensor(&a->cu_seqlens_q, "cu_seqlens_q", 1, i32, false));
-    if (a->cu_seqlens_q.shape[0] < 1)
-        return dsops_fail(DSOPS_ERR_SHAPE, "cu_seqlens_q.shape[0] = 0, expected B + 1 >= 1");
-    d->B = a->cu_seqlens_q.shape[0] - 1;
-    DSOPS_TRY(dsops_check_tensor(&a->seqused_kv, "seqused_kv", 1, i32, false));
-    DSOPS_TRY(dsops_check_dim(&a->seqused_kv, "seqused_kv", 0, d->B, "B = cu_seqlens_q.shape[0] - 1"));
-    DSOPS_TRY(dsops_check_tensor(&a->block_table, "block_table", 2, i32, false));
-    DSOPS_TRY(dsops_check_dim(&a->block_table, "block_table", 0, d->B, "B = cu_seqlens_q.shape[0] - 1"));
-    d->MB = a->block_table.shape[1];
+    DSOPS_TRY(dsops_check_sequence_tensors(&a->cu_seqlens_q, &a->seqused_kv, &a->block_table, &d->B, &d->MB));
 
     DSOPS_TRY(dsops_check_tensor(&a->out, "out", 3, bf16, true));
     DSOPS_TRY(dsops_check_dim(&a->out, "out", 0, d->T, "T of q_nope"));
@@ -154,35 +147,19 @@ static dsops_status check_params(const sfa_args *a)
 
 static dsops_status check_aliasing(const sfa_args *a)
 {
-    const dsops_tensor *inputs[] = {&a->q_nope, &a->q_rope, &a->key_nope, &a->key_nope_scale, &a->key_rope,
-                                    &a->kv_packed, &a->topk_indices, &a->topk_length, &a->block_table,
-                                    &a->cu_seqlens_q, &a->seqused_kv};
-    const char *names[] = {"q_nope", "q_rope", "key_nope", "key_nope_scale", "key_rope", "kv_packed",
-                           "topk_indices", "topk_length", "block_table", "cu_seqlens_q", "seqused_kv"};
-    for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++) {
-        DSOPS_TRY(dsops_check_no_overlap(&a->out, "out", inputs[i], names[i]));
-        DSOPS_TRY(dsops_check_no_overlap(&a->lse, "lse", inputs[i], names[i]));
-    }
-    return dsops_check_no_overlap(&a->lse, "lse", &a->out, "out");
+    const dsops_named_tensor outs[] = {{&a->out, "out"}, {&a->lse, "lse"}};
+    const dsops_named_tensor ins[] = {{&a->q_nope, "q_nope"}, {&a->q_rope, "q_rope"}, {&a->key_nope, "key_nope"},
+                                      {&a->key_nope_scale, "key_nope_scale"}, {&a->key_rope, "key_rope"},
+                                      {&a->kv_packed, "kv_packed"}, {&a->topk_indices, "topk_indices"},
+                                      {&a->topk_length, "topk_length"}, {&a->block_table, "block_table"},
+                                      {&a->cu_seqlens_q, "cu_seqlens_q"}, {&a->seqused_kv, "seqused_kv"}};
+    return dsops_check_outputs_apart(outs, 2, ins, sizeof ins / sizeof ins[0]);
 }
 
 /* Sequence descriptors (V6) and every used index's block-table entry (V7). */
 static dsops_status check_indices(const sfa_args *a, const sfa_dims *d)
 {
-    if (i32_at1(&a->cu_seqlens_q, 0) != 0)
-        return dsops_fail(DSOPS_ERR_INDEX, "cu_seqlens_q[0] = %d, expected 0", i32_at1(&a->cu_seqlens_q, 0));
-    for (int64_t b = 0; b < d->B; b++) {
-        int32_t lo = i32_at1(&a->cu_seqlens_q, b), hi = i32_at1(&a->cu_seqlens_q, b + 1);
-        if (hi < lo)
-            return dsops_fail(DSOPS_ERR_INDEX, "cu_seqlens_q[%lld] = %d is below cu_seqlens_q[%lld] = %d",
-                              (long long)(b + 1), hi, (long long)b, lo);
-        int32_t used = i32_at1(&a->seqused_kv, b);
-        if (used < 0)
-            return dsops_fail(DSOPS_ERR_INDEX, "seqused_kv[%lld] = %d is negative", (long long)b, used);
-    }
-    if (i32_at1(&a->cu_seqlens_q, d->B) != d->T)
-        return dsops_fail(DSOPS_ERR_INDEX, "cu_seqlens_q[%lld] = %d, expected T = %lld", (long long)d->B,
-                          i32_at1(&a->cu_seqlens_q, d->B), (long long)d->T);
+    DSOPS_TRY(dsops_check_sequence_values(&a->cu_seqlens_q, &a->seqused_kv, d->B, d->T));
     for (int64_t b = 0; b < d->B; b++) {
         int32_t lo = i32_at1(&a->cu_seqlens_q, b), hi = i32_at1(&a->cu_seqlens_q, b + 1);
         int64_t used = i32_at1(&a->seqused_kv, b), S = hi - lo;
@@ -364,18 +341,8 @@ dsops_status dsops_sparse_flash_attention_v32(dsops_context *ctx, const sfa_args
         void *core_scratch = mine + qbuf_bytes + rows_bytes;
         int64_t t = item / chunks, h0 = (item % chunks) * chunk_heads;
         int64_t nh = d.N - h0 < chunk_heads ? d.N - h0 : chunk_heads;
-        int64_t lo = 0, hi = d.B; /* find b with cu[b] <= t < cu[b+1] */
-        while (hi - lo > 1) {
-            int64_t mid = (lo + hi) / 2;
-            if (i32_at1(cu, mid) <= t)
-                lo = mid;
-            else
-                hi = mid;
-        }
-        int64_t b = lo;
-        while (i32_at1(cu, b + 1) <= t) /* skip empty sequences ending at t */
-            b++;
-        int64_t S = i32_at1(cu, b + 1) - i32_at1(cu, b), i = t - i32_at1(cu, b);
+        int64_t b, S, i;
+        dsops_token_of(cu, d.B, t, &b, &S, &i);
         int64_t L = (int64_t)i32_at1(&a->seqused_kv, b) - (S - 1 - i);
         int n = collect_rows(a, &d, b, t, L, rows);
 

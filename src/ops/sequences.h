@@ -1,0 +1,20 @@
+/* Sequence descriptors shared by the operators over paged caches (spec §1.4, V6). */
+#ifndef DSOPS_SEQUENCES_H
+#define DSOPS_SEQUENCES_H
+
+#include <stdint.h>
+
+#include "dsops.h"
+
+/* Shapes and dtypes of cu_seqlens_q [B+1], seqused_kv [B] and block_table [B, MB] (int32); sets B, MB. */
+dsops_status dsops_check_sequence_tensors(const dsops_tensor *cu_seqlens_q, const dsops_tensor *seqused_kv,
+                                          const dsops_tensor *block_table, int64_t *B, int64_t *MB);
+/* V6: cu_seqlens_q starts at 0, never decreases, ends at T; seqused_kv >= 0. */
+dsops_status dsops_check_sequence_values(const dsops_tensor *cu_seqlens_q, const dsops_tensor *seqused_kv, int64_t B,
+                                         int64_t T);
+/* Token t's sequence b, the sequence's token count S and t's index i in it. */
+void dsops_token_of(const dsops_tensor *cu_seqlens_q, int64_t B, int64_t t, int64_t *b, int64_t *S, int64_t *i);
+
+static inline int32_t dsops_i32_at(const dsops_tensor *t, int64_t i) { return *(const int32_t *)((const char *)t->data + (size_t)(i * t->stride[0]) * 4); }
+
+#endif
