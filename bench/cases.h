@@ -151,4 +151,77 @@ const dsops_idxp_case *dsops_idxp_case_find(const char *name);
 dsops_idxp_problem *dsops_idxp_problem_make(const dsops_idxp_case *c, uint64_t seed);
 void dsops_idxp_problem_free(dsops_idxp_problem *p);
 
+
+/* One sparse_attention_v32 case (spec §4.5, CASES.md "sparse_attention_v32"): the fused V3.2 attention
+ * layer. Sequence b has S query tokens (or S_each[b] when any S_each entry is nonzero), which are the
+ * positions seqused[b] - S ... seqused[b] - 1 of the sequence: the caches hold the earlier positions
+ * (the history) and the call writes its own rows at cache_index[t] = slot(b, position), so every token
+ * sees its own key. */
+typedef struct dsops_dia_case {
+    const char *name;        /* e.g. "v32_dia_b4_s1_mixed" */
+    int B, S;                /* sequences, query tokens per sequence */
+    int S_each[128];         /* optional per-sequence token counts (all zero: S for every sequence) */
+    int seqused[128];        /* seqused_kv per sequence, the call's tokens included (>= its token count) */
+    int table_width;         /* block-table columns MB (0: the most blocks any sequence needs) */
+    int H, Q, N, Dqn, Dc;    /* hidden, q_lora_rank, heads, nope head dim, latent (Dr = 64) */
+    int NI, DI, K, BS;       /* indexer heads, indexer head dim, top-k width, block size */
+    int int8;                /* 1: int8 variant (int8 wq_b, idx_wq_b and indexer cache, Hadamard matrices);
+                              * 0: bf16 variant (bf16 weights and indexer cache, no Hadamard) */
+    dsops_kv_layout layout;
+    int ci;                  /* 1 if the case fits the CI budget of CASES.md */
+    const char *ci_variant;  /* for ci == 0: the name of its scaled-down "_ci" case */
+} dsops_dia_case;
+
+/* A generated problem: args point into buffers owned by the problem (out, topk_indices and lse are all
+ * present). Parameters: the dsops V3.2 defaults of dsops_sparse_attention_v32_init, topk = K; the bf16
+ * variant has the indexer prolog of the vendor DIA op (no Hadamard, weights_scale 1). */
+typedef struct dsops_dia_problem {
+    dsops_dia_case c;
+    dsops_sparse_attention_v32_args args;
+    int64_t T;               /* query tokens */
+    int64_t NB, MB;          /* physical blocks, block-table columns */
+    int32_t *block_table;    /* [B, MB] the random block table (-1 in unused columns) */
+    int64_t visible;         /* sum over tokens of the visible keys L_t (keys the indexer scores) */
+    int64_t attended;        /* sum over tokens of min(K, L_t) (keys the attention reads) */
+    double flops_mla;        /* 2 T (H Q + Q N (Dqn+64) + N Dqn Dc + H (Dc+64))        (GOP where int8) */
+    double flops_idx;        /* 2 T (Q NI DI + H DI + H NI) (+ 2 T (NI+1) DI DI with Hadamard matrices) */
+    double flops_li;         /* 2 NI DI visible */
+    double flops_sfa;        /* 2 N attended (Dc + 64 + Dc) */
+    double flops;            /* the sum of the four */
+    double weight_bytes;     /* bytes of the weights of both prologs */
+    double cache_bytes;      /* cache bytes read: visible indexer rows + attended latent rows */
+    void *buffers[48];       /* owned allocations (freed by dsops_dia_problem_free) */
+    int nbuffers;
+} dsops_dia_problem;
+
+const dsops_dia_case *dsops_dia_cases(int *count);
+const dsops_dia_case *dsops_dia_case_find(const char *name);
+/* Data per CASES.md "sparse_attention_v32" (seed 42): x U(-1,1) bf16; wq_a, wq_b, w_uk, wkv_a
+ * U(-0.1,0.1) bf16 (int8 wq_b: Q8 per output channel); gamma_cq, gamma_ckv U(-1,1) bf16; idx_wq_b U(-1,1)
+ * bf16 (int8: int8 uniform in [-128, 128) with scales U(-1,1)); idx_wk, weights_proj U(-1,1) bf16;
+ * LayerNorm gamma 1, beta 0; rope tables U(-0.1,0.1) bf16; int8 variant: the normalised Sylvester Hadamard
+ * matrices (bf16; U(-1,1) when DI is not a power of two). Caches random in every row, consistent with
+ * the layout: latent U(-1,1) (int8 layouts quantised per 128-group), rope U(-1,1); indexer keys U(-1,1)
+ * bf16, or their Q8 (spec §2.7) with fp16 scales. Block tables are a random permutation of the blocks.
+ * `seed` replaces the case seed. Returns NULL if memory runs out or the case is malformed. */
+dsops_dia_problem *dsops_dia_problem_make(const dsops_dia_case *c, uint64_t seed);
+void dsops_dia_problem_free(dsops_dia_problem *p);
+
+/* The arguments of the four stand-alone operators that make up a sparse_attention_v32 call (spec §4.5
+ * steps 1-4), over the fused arguments `a`: weights, caches, block table, out and lse are a's; the
+ * intermediates (q_nope, q_rope, qr, qr_scale, q_idx, q_idx_scale, weights and the top-k indices) live in
+ * buffers owned by the stages. The stage arguments carry no prepared objects. Returns NULL if memory runs
+ * out or `a` lacks a required weight. */
+typedef struct dsops_dia_stages {
+    dsops_mla_prolog_v32_args mla;
+    dsops_indexer_prolog_v32_args idx;
+    dsops_lightning_indexer_args li;
+    dsops_sparse_flash_attention_v32_args sfa;
+    void *buffers[8];
+    int nbuffers;
+} dsops_dia_stages;
+
+dsops_dia_stages *dsops_dia_stages_make(const dsops_sparse_attention_v32_args *a);
+void dsops_dia_stages_free(dsops_dia_stages *s);
+
 #endif

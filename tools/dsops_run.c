@@ -462,6 +462,116 @@ static dsops_status cst_call(dsops_context *ctx, const void *args, const dsops_r
     return dsops_cache_store(ctx, args);
 }
 
+/* ---- sparse_attention_v32 (the fused V3.2 layer) ------------------------------------------------- */
+
+/* The caches are in-out: read from IN, updated by the call and written to OUT. The top-k width is the
+ * operator's own parameter `topk` (default 2048), which also sizes topk_indices. */
+typedef dsops_sparse_attention_v32_args dia_args;
+
+#define DIA_TOPK_MAX (1 << 24) /* the library's limit on K */
+
+static const run_tensor_desc dia_tensors[] = {
+    RUN_TENSOR(dia_args, x, RUN_IN, RUN_DT(DSOPS_BF16), "[T, H]"),
+    RUN_TENSOR(dia_args, cu_seqlens_q, RUN_IN, RUN_DT(DSOPS_INT32), "[B+1]"),
+    RUN_TENSOR(dia_args, seqused_kv, RUN_IN, RUN_DT(DSOPS_INT32), "[B], the call's tokens included"),
+    RUN_TENSOR(dia_args, block_table, RUN_IN, RUN_DT(DSOPS_INT32), "[B, MB], shared by every cache"),
+    RUN_TENSOR(dia_args, cache_index, RUN_IN, RUN_DT(DSOPS_INT64), "[T], slot(b, p_t); < 0: not stored"),
+    RUN_TENSOR(dia_args, rope_cos, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, 64], halves tables"),
+    RUN_TENSOR(dia_args, rope_sin, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, 64]"),
+    RUN_TENSOR(dia_args, wq_a, RUN_IN, RUN_DT(DSOPS_BF16), "[Q, H]"),
+    RUN_TENSOR(dia_args, gamma_cq, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[Q]"),
+    RUN_TENSOR(dia_args, wq_b, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_INT8),
+               "[N*(Dqn+64), Q] (I8: int8 variant)"),
+    RUN_TENSOR(dia_args, wq_b_scale, RUN_IN_OPT, RUN_DT(DSOPS_FP32), "[N*(Dqn+64)], int8 variant"),
+    RUN_TENSOR(dia_args, w_uk, RUN_IN, RUN_DT(DSOPS_BF16), "[N, Dqn, Dc]"),
+    RUN_TENSOR(dia_args, wkv_a, RUN_IN, RUN_DT(DSOPS_BF16), "[Dc+64, H]"),
+    RUN_TENSOR(dia_args, gamma_ckv, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[Dc]"),
+    RUN_TENSOR(dia_args, idx_wq_b, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_INT8), "[NI*DI, Q], dtype of wq_b"),
+    RUN_TENSOR(dia_args, idx_wq_b_scale, RUN_IN_OPT, RUN_DT(DSOPS_FP32), "[NI*DI], int8 variant"),
+    RUN_TENSOR(dia_args, idx_wk, RUN_IN, RUN_DT(DSOPS_BF16), "[DI, H]"),
+    RUN_TENSOR(dia_args, weights_proj, RUN_IN, RUN_DT(DSOPS_BF16), "[NI, H]"),
+    RUN_TENSOR(dia_args, ln_gamma_k, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[DI]"),
+    RUN_TENSOR(dia_args, ln_beta_k, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[DI]"),
+    RUN_TENSOR(dia_args, hadamard_q, RUN_IN_OPT, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32),
+               "[DI, DI] (int8 variant: required)"),
+    RUN_TENSOR(dia_args, hadamard_k, RUN_IN_OPT, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32),
+               "[DI, DI] (int8 variant: required)"),
+    RUN_TENSOR(dia_args, kv_cache, RUN_INOUT_OPT, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_INT8),
+               "[NB, BS, Dc], split layouts (I8: split_int8)"),
+    RUN_TENSOR(dia_args, kv_scale_cache, RUN_INOUT_OPT, RUN_DT(DSOPS_FP32), "[NB, BS, Dc/128], split_int8"),
+    RUN_TENSOR(dia_args, kr_cache, RUN_INOUT_OPT, RUN_DT(DSOPS_BF16), "[NB, BS, 64], split layouts"),
+    RUN_TENSOR(dia_args, kv_packed, RUN_INOUT_OPT, RUN_DT(DSOPS_UINT8), "[NB, BS, 656], packed656"),
+    RUN_TENSOR(dia_args, idx_k_cache, RUN_INOUT, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_INT8),
+               "[NB, BS, DI], dtype of idx_wq_b"),
+    RUN_TENSOR(dia_args, idx_k_scale_cache, RUN_INOUT_OPT, RUN_DT(DSOPS_FP16), "[NB, BS], int8 variant"),
+    RUN_TENSOR(dia_args, out, RUN_OUT, RUN_DT(DSOPS_BF16), "[T, N, Dc]"),
+    RUN_TENSOR(dia_args, topk_indices, RUN_OUT_OPT, RUN_DT(DSOPS_INT32), "[T, topk]"),
+    RUN_TENSOR(dia_args, lse, RUN_OUT_OPT, RUN_DT(DSOPS_FP32), "[T, N]"),
+};
+
+static const run_param_desc dia_params[] = {
+    RUN_PARAM(dia_args, mla_eps_cq, RUN_FLOAT, NULL, "default 1e-6 (vendor 1e-5)"),
+    RUN_PARAM(dia_args, mla_eps_ckv, RUN_FLOAT, NULL, "default 1e-6 (vendor 1e-5)"),
+    RUN_PARAM(dia_args, mla_rope_mode, RUN_ENUM, run_rope_modes, "default interleaved_in_half_out"),
+    RUN_PARAM(dia_args, mla_rope_inverse, RUN_BOOL, NULL, "default false"),
+    RUN_PARAM(dia_args, idx_ln_eps, RUN_FLOAT, NULL, "default 1e-6"),
+    RUN_PARAM(dia_args, idx_rope_mode, RUN_ENUM, run_rope_modes, "default half (vendor DIA: interleaved_in_half_out)"),
+    RUN_PARAM(dia_args, idx_rope_inverse, RUN_BOOL, NULL, "default false"),
+    RUN_PARAM(dia_args, weights_scale, RUN_FLOAT, NULL, "default 1/sqrt(64*128) (vendor DIA: 1)"),
+    RUN_PARAM(dia_args, softmax_scale, RUN_FLOAT, NULL, "default V3.2 (vendor 576^-0.5)"),
+    RUN_PARAM(dia_args, p_mode, RUN_ENUM, run_p_modes, "default normalised (vendor DIA golden: fp32)"),
+    RUN_PARAM(dia_args, p_tile, RUN_INT, NULL, "tile length of p_mode=tiled"),
+    RUN_PARAM(dia_args, kv_layout, RUN_ENUM, run_kv_layouts,
+              "default: packed656 if kv_packed is given, split_int8 if kv_cache is I8, else split_bf16"),
+    RUN_PARAM(dia_args, topk, RUN_INT, NULL, "K, the top-k width (default 2048; sizes topk_indices)"),
+};
+enum { DIA_PARAM_KV_LAYOUT = 11 };
+
+static dsops_status dia_init(void *args, dsops_preset preset) { return dsops_sparse_attention_v32_init(args, preset); }
+
+static void dia_infer(void *args, const bool *given)
+{
+    dia_args *a = args;
+    if (!given[DIA_PARAM_KV_LAYOUT]) {
+        if (a->kv_packed.data != NULL)
+            a->kv_layout = DSOPS_KV_PACKED656;
+        else if (a->kv_cache.data != NULL && a->kv_cache.dtype == DSOPS_INT8)
+            a->kv_layout = DSOPS_KV_SPLIT_INT8;
+        else
+            a->kv_layout = DSOPS_KV_SPLIT_BF16;
+    }
+}
+
+static dsops_status dia_output_shapes(void *args, char *msg, size_t len)
+{
+    dia_args *a = args;
+    if (a->topk < 1) {
+        snprintf(msg, len, "topk = %d: the top-k width must be >= 1", a->topk);
+        return DSOPS_ERR_PARAM;
+    }
+    if (a->topk > DIA_TOPK_MAX) {
+        snprintf(msg, len, "topk = %d exceeds the library's limit %d", a->topk, DIA_TOPK_MAX);
+        return DSOPS_ERR_UNSUPPORTED;
+    }
+    if (a->x.ndim != 2 || a->w_uk.ndim != 3) {
+        snprintf(msg, len, "x has rank %d and w_uk rank %d, expected 2 ([T, H]) and 3 ([N, Dqn, Dc])", a->x.ndim,
+                 a->w_uk.ndim);
+        return DSOPS_ERR_SHAPE;
+    }
+    int64_t tnd[3] = {a->x.shape[0], a->w_uk.shape[0], a->w_uk.shape[2]}, tk[2] = {a->x.shape[0], a->topk};
+    a->out = dsops_tensor_make(NULL, DSOPS_BF16, 3, tnd);
+    a->lse = dsops_tensor_make(NULL, DSOPS_FP32, 2, tnd);
+    a->topk_indices = dsops_tensor_make(NULL, DSOPS_INT32, 2, tk);
+    return DSOPS_OK;
+}
+
+static dsops_status dia_call(dsops_context *ctx, const void *args, const dsops_run_impl *impl)
+{
+    if (impl != NULL && impl->sparse_attention_v32 != NULL)
+        return impl->sparse_attention_v32(ctx, args);
+    return dsops_sparse_attention_v32(ctx, args);
+}
+
 /* ---- the registry ---------------------------------------------------------------------------- */
 
 static const run_op_desc run_ops[] = {
@@ -479,6 +589,8 @@ static const run_op_desc run_ops[] = {
      DSOPS_PRESET_V32, qa_init, qa_infer, qa_output_shapes, qa_call},
     {"cache_store", sizeof(cst_args), cst_tensors, RUN_COUNT(cst_tensors), cst_params, RUN_COUNT(cst_params),
      DSOPS_PRESET_V32, cst_init, NULL, cst_output_shapes, cst_call},
+    {"sparse_attention_v32", sizeof(dia_args), dia_tensors, RUN_COUNT(dia_tensors), dia_params, RUN_COUNT(dia_params),
+     DSOPS_PRESET_V32, dia_init, dia_infer, dia_output_shapes, dia_call},
 };
 
 /* ---- driver ---------------------------------------------------------------------------------- */

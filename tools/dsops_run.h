@@ -40,6 +40,7 @@ typedef struct dsops_run_impl {
     dsops_status (*rope_apply)(dsops_context *ctx, const dsops_rope_apply_args *args);
     dsops_status (*quant_q8)(dsops_context *ctx, const dsops_quant_q8_args *args);
     dsops_status (*cache_store)(dsops_context *ctx, const dsops_cache_store_args *args);
+    dsops_status (*sparse_attention_v32)(dsops_context *ctx, const dsops_sparse_attention_v32_args *args);
 } dsops_run_impl;
 
 /* argv[0] is the operator name (or --help), the rest the options. Returns the process exit code. */

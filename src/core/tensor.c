@@ -160,9 +160,9 @@ static bool disjoint_rows(const dsops_tensor *a, const dsops_tensor *b)
     return true;
 }
 
-/* Exact test for views with contiguous rows: every row of both views as a byte interval, sorted,
- * checked for a shared byte. Used when the pitch test cannot decide (padding between outer rows);
- * bounded to keep validation cheap. */
+/* Exact test: every contiguous row (or element) of both views as a byte interval, sorted, checked for
+ * a shared byte. Used when the pitch test cannot decide (padding between outer rows, strided
+ * innermost dimensions); bounded to keep validation cheap. */
 typedef struct byte_interval {
     uintptr_t lo, hi;
     int owner;
@@ -176,21 +176,25 @@ static int cmp_interval(const void *x, const void *y)
 
 #define ROW_SWEEP_LIMIT (1 << 22)
 
-static int64_t row_count(const dsops_tensor *t)
+/* A view as intervals: its contiguous rows, or every element when the innermost stride is not 1. */
+static bool unit_inner(const dsops_tensor *t) { return t->ndim >= 1 && (t->shape[t->ndim - 1] <= 1 || t->stride[t->ndim - 1] == 1); }
+
+static int64_t interval_count(const dsops_tensor *t)
 {
-    int64_t rows = 1;
-    for (int d = 0; d + 1 < t->ndim; d++)
-        rows *= t->shape[d];
-    return rows;
+    int64_t n = 1;
+    for (int d = 0; d + (unit_inner(t) ? 1 : 0) < t->ndim; d++)
+        n *= t->shape[d];
+    return n;
 }
 
-static void add_rows(const dsops_tensor *t, int owner, byte_interval *iv, int64_t *n)
+static void add_intervals(const dsops_tensor *t, int owner, byte_interval *iv, int64_t *n)
 {
-    int nd = t->ndim;
-    int64_t es = (int64_t)dsops_dtype_size(t->dtype), width = t->shape[nd - 1] * es, rows = row_count(t);
-    for (int64_t r = 0; r < rows; r++) {
+    int nd = t->ndim, outer = unit_inner(t) ? nd - 1 : nd;
+    int64_t es = (int64_t)dsops_dtype_size(t->dtype), count = interval_count(t);
+    int64_t width = unit_inner(t) ? t->shape[nd - 1] * es : es;
+    for (int64_t r = 0; r < count; r++) {
         int64_t rem = r, off = 0;
-        for (int d = nd - 2; d >= 0; d--) {
+        for (int d = outer - 1; d >= 0; d--) {
             off += (rem % t->shape[d]) * t->stride[d] * es;
             rem /= t->shape[d];
         }
@@ -202,18 +206,17 @@ static void add_rows(const dsops_tensor *t, int owner, byte_interval *iv, int64_
 /* 1: no shared byte; 0: a shared byte, or too large to decide. */
 static bool disjoint_by_sweep(const dsops_tensor *a, const dsops_tensor *b)
 {
-    if (a->ndim < 1 || b->ndim < 1 || (a->shape[a->ndim - 1] > 1 && a->stride[a->ndim - 1] != 1) ||
-        (b->shape[b->ndim - 1] > 1 && b->stride[b->ndim - 1] != 1))
+    if (a->ndim < 1 || b->ndim < 1)
         return false;
-    int64_t n = row_count(a) + row_count(b);
+    int64_t n = interval_count(a) + interval_count(b);
     if (n > ROW_SWEEP_LIMIT)
         return false;
     byte_interval *iv = malloc(sizeof *iv * (size_t)n);
     if (!iv)
         return false;
     int64_t k = 0;
-    add_rows(a, 0, iv, &k);
-    add_rows(b, 1, iv, &k);
+    add_intervals(a, 0, iv, &k);
+    add_intervals(b, 1, iv, &k);
     qsort(iv, (size_t)k, sizeof *iv, cmp_interval);
     bool disjoint = true;
     uintptr_t reach[2] = {0, 0}; /* furthest end seen so far per view */

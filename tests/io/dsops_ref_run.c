@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cases.h"
 #include "dsops.h"
 #include "dsops_run.h"
 #include "ref.h"
@@ -131,6 +132,50 @@ static dsops_status ref_cache_store(dsops_context *ctx, const dsops_cache_store_
     return st;
 }
 
+/* sparse_attention_v32: the library validates on scratch outputs and scratch copies of the caches; then the
+ * oracle of every stage runs in sequence (spec §4.5) on the real caches and outputs. */
+static dsops_status ref_dia(dsops_context *ctx, const dsops_sparse_attention_v32_args *a)
+{
+    dsops_sparse_attention_v32_args v = *a;
+    dsops_tensor *scratch[9] = {&v.out, &v.topk_indices, &v.lse, &v.kv_cache, &v.kv_scale_cache, &v.kr_cache,
+                                &v.kv_packed, &v.idx_k_cache, &v.idx_k_scale_cache};
+    void *mem[9];
+    int ok = 1;
+    for (int i = 0; i < 9; i++) {
+        const dsops_tensor orig = *scratch[i];
+        *scratch[i] = scratch_like(&orig, &mem[i]);
+        ok &= orig.data == NULL || mem[i] != NULL;
+        if (i >= 3 && mem[i] != NULL) { /* caches: the same contents, so that validation sees the same call */
+            size_t n = dsops_dtype_size(orig.dtype);
+            for (int d = 0; d < orig.ndim; d++)
+                n *= (size_t)orig.shape[d];
+            memcpy(mem[i], orig.data, n);
+        }
+    }
+    dsops_status st = ok ? dsops_sparse_attention_v32(ctx, &v) : DSOPS_ERR_NOMEM;
+    for (int i = 0; i < 9; i++)
+        free(mem[i]);
+    if (st != DSOPS_OK)
+        return st;
+    dsops_dia_stages *sg = dsops_dia_stages_make(a);
+    if (sg == NULL)
+        return DSOPS_ERR_NOMEM;
+    dsops_ref_mla_prolog_v32(&sg->mla);
+    dsops_ref_indexer_prolog_v32(&sg->idx);
+    dsops_ref_lightning_indexer(&sg->li);
+    dsops_ref_sparse_flash_attention_v32(&sg->sfa);
+    if (a->topk_indices.data != NULL) {
+        const int32_t *src = sg->li.topk_indices.data;
+        int32_t *dst = a->topk_indices.data;
+        const int64_t T = a->topk_indices.shape[0], K = a->topk_indices.shape[1];
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t k = 0; k < K; k++)
+                dst[t * a->topk_indices.stride[0] + k * a->topk_indices.stride[1]] = src[t * K + k];
+    }
+    dsops_dia_stages_free(sg);
+    return DSOPS_OK;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -147,5 +192,6 @@ int main(int argc, char **argv)
     impl.rope_apply = ref_rope_apply;
     impl.quant_q8 = ref_quant_q8;
     impl.cache_store = ref_cache_store;
+    impl.sparse_attention_v32 = ref_dia;
     return dsops_cmd_run(argc - 1, argv + 1, &impl);
 }
