@@ -79,6 +79,10 @@ static dsops_status derive_dims(const dia_args *a, dia_dims *d)
     d->NI = d->DI > 0 && a->idx_wq_b.ndim == 2 ? a->idx_wq_b.shape[0] / d->DI : 0;
     d->K = a->topk;
     d->int8 = a->wq_b.dtype == DSOPS_INT8;
+    /* one variant for the whole layer: the MLA prolog's qr feeds the indexer prolog */
+    if (a->idx_wq_b.dtype != a->wq_b.dtype)
+        return dsops_fail(DSOPS_ERR_DTYPE, "idx_wq_b has dtype %s, expected %s (the variant of wq_b)",
+                          dsops_dtype_name(a->idx_wq_b.dtype), dsops_dtype_name(a->wq_b.dtype));
     if (d->K < 1)
         return dsops_fail(DSOPS_ERR_PARAM, "topk = %d, expected >= 1", a->topk);
     if (d->K > (1 << 24))
