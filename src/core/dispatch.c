@@ -18,6 +18,7 @@ static void build_tables(void)
     tables[DSOPS_ISA_SCALAR] = t;
 #ifdef DSOPS_HAVE_AVX2
     dsops_attention_kernels_init__avx2(&t.attn);
+    dsops_indexer_kernels_init__avx2(&t.indexer);
     dsops_peak_kernels_init__avx2(&t);
 #endif
     t.isa = DSOPS_ISA_AVX2;

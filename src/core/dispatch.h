@@ -84,6 +84,7 @@ void dsops_attention_kernels_init__scalar(dsops_attention_kernels *k);
 void dsops_attention_kernels_init__avx2(dsops_attention_kernels *k);
 void dsops_attention_kernels_init__avx512bf16(dsops_attention_kernels *k);
 void dsops_indexer_kernels_init__scalar(dsops_indexer_kernels *k);
+void dsops_indexer_kernels_init__avx2(dsops_indexer_kernels *k);
 void dsops_indexer_kernels_init__avx512bf16(dsops_indexer_kernels *k);
 void dsops_peak_kernels_init__scalar(dsops_kernel_table *t);
 void dsops_peak_kernels_init__avx2(dsops_kernel_table *t);
