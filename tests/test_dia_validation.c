@@ -251,13 +251,14 @@ static void test_table(void)
     a = A;
     a.idx_wq_b = I.idx_wq_b;
     a.idx_wq_b_scale = I.idx_wq_b_scale;
-    a.hadamard_q = I.hadamard_q; /* else the int8 idx_wq_b reports the missing matrices first (ERR_NULL) */
+    expect_fail(s, &a, DSOPS_ERR_DTYPE, "idx_wq_b", "bf16 wq_b with int8 idx_wq_b");
+    a.hadamard_q = I.hadamard_q; /* with the matrices of the int8 variant too */
     a.hadamard_k = I.hadamard_k;
-    expect_fail(s, &a, DSOPS_ERR_DTYPE, NULL, "bf16 wq_b with int8 idx_wq_b");
+    expect_fail(s, &a, DSOPS_ERR_DTYPE, "idx_wq_b", "bf16 wq_b with int8 idx_wq_b and Hadamard matrices");
     a = I;
     a.idx_wq_b = A.idx_wq_b;
     a.idx_wq_b_scale = (dsops_tensor){0};
-    expect_fail(si, &a, DSOPS_ERR_DTYPE, NULL, "int8 wq_b with bf16 idx_wq_b");
+    expect_fail(si, &a, DSOPS_ERR_DTYPE, "idx_wq_b", "int8 wq_b with bf16 idx_wq_b");
     a = I;
     a.idx_k_cache = A.idx_k_cache;
     a.idx_k_scale_cache = (dsops_tensor){0};

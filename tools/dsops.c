@@ -259,12 +259,94 @@ static int no_check(void *pv, char *why, size_t cap)
 
 static void no_release(void *pv) { (void)pv; }
 
+/* sparse_attention_v32 (the fused layer): timed with prepared weights; --check compares the fused result
+ * with the four stand-alone operators run in sequence (bitwise). After the fused row, one row per stage
+ * times each stand-alone operator on the stage arguments (prepared weights for the prologs). */
+typedef struct dia_bench {
+    dsops_dia_problem *p;
+    dsops_prepared *prep;             /* the fused operator's */
+    dsops_dia_stages *st;             /* the stages' arguments and intermediates */
+    dsops_prepared *prep_mla, *prep_idx;
+} dia_bench;
+
+static dsops_status dia_run(dsops_context *ctx, void *pv)
+{
+    return dsops_sparse_attention_v32(ctx, &((dia_bench *)pv)->p->args);
+}
+
+static dsops_status dia_mla_run(dsops_context *ctx, void *pv)
+{
+    return dsops_mla_prolog_v32(ctx, &((dia_bench *)pv)->st->mla);
+}
+
+static dsops_status dia_idx_run(dsops_context *ctx, void *pv)
+{
+    return dsops_indexer_prolog_v32(ctx, &((dia_bench *)pv)->st->idx);
+}
+
+static dsops_status dia_li_run(dsops_context *ctx, void *pv)
+{
+    return dsops_lightning_indexer(ctx, &((dia_bench *)pv)->st->li);
+}
+
+static dsops_status dia_sfa_run(dsops_context *ctx, void *pv)
+{
+    return dsops_sparse_flash_attention_v32(ctx, &((dia_bench *)pv)->st->sfa);
+}
+
+static dsops_status dia_chain_run(dsops_context *ctx, void *pv)
+{
+    dsops_status s = dia_mla_run(ctx, pv);
+    if (s == DSOPS_OK)
+        s = dia_idx_run(ctx, pv);
+    if (s == DSOPS_OK)
+        s = dia_li_run(ctx, pv);
+    if (s == DSOPS_OK)
+        s = dia_sfa_run(ctx, pv);
+    return s;
+}
+
+/* The fused call has just run (bench_case): the stage chain must give the same out, lse and top-k. */
+static int dia_check(void *pv, char *why, size_t cap)
+{
+    dia_bench *b = pv;
+    const dsops_sparse_attention_v32_args *a = &b->p->args;
+    size_t no = (size_t)(b->p->T * b->p->c.N * b->p->c.Dc) * 2, nl = (size_t)(b->p->T * b->p->c.N) * 4,
+           nk = (size_t)(b->p->T * b->p->c.K) * 4;
+    unsigned char *keep = malloc(no + nl + nk + 1);
+    if (!keep) {
+        snprintf(why, cap, "out of memory");
+        return 1;
+    }
+    memcpy(keep, a->out.data, no);
+    memcpy(keep + no, a->lse.data, nl);
+    memcpy(keep + no + nl, a->topk_indices.data, nk);
+    dsops_status s = dia_chain_run(NULL, b);
+    int bad = s != DSOPS_OK || memcmp(keep, a->out.data, no) != 0 || memcmp(keep + no, a->lse.data, nl) != 0 ||
+              memcmp(keep + no + nl, b->st->li.topk_indices.data, nk) != 0;
+    free(keep);
+    snprintf(why, cap, "%s", s != DSOPS_OK ? dsops_last_error() : "the stage chain gives other bytes than the fused call");
+    return bad;
+}
+
+static void dia_release(void *pv)
+{
+    dia_bench *b = pv;
+    dsops_prepared_destroy(b->prep);
+    dsops_prepared_destroy(b->prep_mla);
+    dsops_prepared_destroy(b->prep_idx);
+    dsops_dia_stages_free(b->st);
+    dsops_dia_problem_free(b->p);
+    free(b);
+}
+
 typedef struct bench_case_ref {
     const char *name;
     int ci;
     const dsops_sfa_case *sfa;
     const dsops_li_case *li;
     const dsops_mlap_case *mlap;
+    const dsops_dia_case *dia;
 } bench_case_ref;
 
 static int all_cases(bench_case_ref *out, int cap)
@@ -272,13 +354,16 @@ static int all_cases(bench_case_ref *out, int cap)
     int n = 0, count;
     const dsops_sfa_case *sc = dsops_sfa_cases(&count);
     for (int i = 0; i < count && n < cap; i++)
-        out[n++] = (bench_case_ref){sc[i].name, sc[i].ci, &sc[i], NULL, NULL};
+        out[n++] = (bench_case_ref){sc[i].name, sc[i].ci, &sc[i], NULL, NULL, NULL};
     const dsops_li_case *lc = dsops_li_cases(&count);
     for (int i = 0; i < count && n < cap; i++)
-        out[n++] = (bench_case_ref){lc[i].name, lc[i].ci, NULL, &lc[i], NULL};
+        out[n++] = (bench_case_ref){lc[i].name, lc[i].ci, NULL, &lc[i], NULL, NULL};
     const dsops_mlap_case *mc = dsops_mlap_cases(&count);
     for (int i = 0; i < count && n < cap; i++)
-        out[n++] = (bench_case_ref){mc[i].name, mc[i].ci, NULL, NULL, &mc[i]};
+        out[n++] = (bench_case_ref){mc[i].name, mc[i].ci, NULL, NULL, &mc[i], NULL};
+    const dsops_dia_case *dc = dsops_dia_cases(&count);
+    for (int i = 0; i < count && n < cap; i++)
+        out[n++] = (bench_case_ref){dc[i].name, dc[i].ci, NULL, NULL, NULL, &dc[i]};
     return n;
 }
 
@@ -296,6 +381,22 @@ static int make_problem(const bench_case_ref *c, bench_problem *bp)
             return 1;
         *bp = (bench_problem){p, li_run, li_check, li_release, p->ops, p->key_bytes,
                               c->li->int8 ? DSOPS_PEAK_INT8_DOT : DSOPS_PEAK_BF16_DOT};
+    } else if (c->dia) {
+        dia_bench *b = calloc(1, sizeof *b);
+        if (!b || !(b->p = dsops_dia_problem_make(c->dia, 42)) || !(b->st = dsops_dia_stages_make(&b->p->args)) ||
+            dsops_sparse_attention_v32_prepare(NULL, &b->p->args, &b->prep) != DSOPS_OK ||
+            dsops_mla_prolog_v32_prepare(NULL, &b->st->mla, &b->prep_mla) != DSOPS_OK ||
+            dsops_indexer_prolog_v32_prepare(NULL, &b->st->idx, &b->prep_idx) != DSOPS_OK) {
+            if (b)
+                dia_release(b);
+            return 1;
+        }
+        b->p->args.prepared = b->prep;
+        b->st->mla.prepared = b->prep_mla;
+        b->st->idx.prepared = b->prep_idx;
+        /* mixed units: the indexer prolog and scorer of the int8 variant count int8 operations */
+        *bp = (bench_problem){b, dia_run, dia_check, dia_release, b->p->flops, b->p->cache_bytes,
+                              DSOPS_PEAK_BF16_DOT};
     } else {
         mlap_bench *b = calloc(1, sizeof *b);
         if (!b || !(b->p = dsops_mlap_problem_make(c->mlap, 5)) ||
@@ -356,8 +457,53 @@ static double time_and_print(const char *name, const bench_problem *bp, const be
     return med;
 }
 
+/* One row per stage of a fused sparse_attention_v32 case, each stand-alone operator timed on the stage
+ * arguments, then the sum of the stages against the fused time. */
+static int bench_dia_stages(void *pv, double fused, const bench_opts *o, dsops_context *ctx, const double peak_core[2])
+{
+    dia_bench *b = pv;
+    const dsops_dia_problem *p = b->p;
+    const dsops_dia_case *c = &p->c;
+    if (dia_chain_run(ctx, b) != DSOPS_OK) { /* the later stages read the earlier stages' outputs */
+        fprintf(stderr, "dsops bench: %s: stage chain: %s\n", c->name, dsops_last_error());
+        return 1;
+    }
+    const double i8 = c->int8 ? 1.0 : 2.0, NG = (double)c->N * (c->Dqn + 64), NQ = (double)c->NI * c->DI;
+    const double kv_row = c->layout == DSOPS_KV_SPLIT_BF16   ? 2.0 * (c->Dc + 64)
+                          : c->layout == DSOPS_KV_SPLIT_INT8 ? c->Dc + 4.0 * (c->Dc / 128) + 128.0
+                                                             : 656.0;
+    const dsops_peak_kind wq = c->int8 ? DSOPS_PEAK_INT8_DOT : DSOPS_PEAK_BF16_DOT;
+    struct {
+        const char *label;
+        dsops_status (*run)(dsops_context *, void *);
+        double work, bytes;
+        dsops_peak_kind peak;
+    } stages[4] = {
+        {"  mla_prolog_v32", dia_mla_run, p->flops_mla,
+         2.0 * c->Q * c->H + i8 * NG * c->Q + 2.0 * c->N * c->Dqn * c->Dc + 2.0 * (c->Dc + 64) * c->H, wq},
+        {"  indexer_prolog_v32", dia_idx_run, p->flops_idx, i8 * NQ * c->Q + 2.0 * (c->DI + c->NI) * c->H, wq},
+        {"  lightning_indexer", dia_li_run, p->flops_li, (double)p->visible * (i8 * c->DI + (c->int8 ? 2.0 : 0.0)), wq},
+        {"  sparse_flash_attention_v32", dia_sfa_run, p->flops_sfa, (double)p->attended * kv_row, DSOPS_PEAK_BF16_DOT},
+    };
+    double sum = 0.0;
+    int bad = 0;
+    for (int i = 0; i < 4; i++) {
+        bench_problem sp = {b, stages[i].run, no_check, no_release, stages[i].work, stages[i].bytes, stages[i].peak};
+        double t = time_and_print(stages[i].label, &sp, o, ctx, peak_core, "-");
+        if (t < 0)
+            bad = 1;
+        else
+            sum += t;
+    }
+    if (!bad)
+        printf("  %-34s sum of stages %.3f ms, fused %.3f ms (fused / sum = %.2f)\n", "", sum * 1e3, fused * 1e3,
+               fused / sum);
+    return bad;
+}
+
 static int bench_case(const bench_case_ref *c, const bench_opts *o, dsops_context *ctx, const double peak_core[2])
 {
+    int failures_stage = 0;
     bench_problem bp;
     if (make_problem(c, &bp)) {
         fprintf(stderr, "dsops bench: cannot allocate case %s\n", c->name);
@@ -386,8 +532,10 @@ static int bench_case(const bench_case_ref *c, const bench_opts *o, dsops_contex
         if (g > 0)
             printf("  %-34s prolog / matmuls = %.2f\n", "", med / g);
     }
+    if (c->dia && med > 0)
+        failures_stage = bench_dia_stages(bp.p, med, o, ctx, peak_core);
     bp.release(bp.p);
-    return med < 0 || (o->check && strcmp(check, "FAIL") == 0) ? 1 : 0;
+    return med < 0 || failures_stage || (o->check && strcmp(check, "FAIL") == 0) ? 1 : 0;
 }
 
 static int cmd_bench(int argc, char **argv)
@@ -430,6 +578,14 @@ static int cmd_bench(int argc, char **argv)
                 const dsops_sfa_case *c = cases[i].sfa;
                 printf("%-40s sparse_flash_attention_v32  B %-3d S %-4d N %-3d K %-5d BS %-4d %s%s\n", c->name, c->B,
                        c->S, c->N, c->K, c->BS,
+                       c->layout == DSOPS_KV_SPLIT_BF16   ? "split_bf16"
+                       : c->layout == DSOPS_KV_SPLIT_INT8 ? "split_int8"
+                                                          : "packed656",
+                       c->ci ? "" : "  (not in CI)");
+            } else if (cases[i].dia) {
+                const dsops_dia_case *c = cases[i].dia;
+                printf("%-40s sparse_attention_v32        B %-3d S %-4d H %d N %d K %-5d %s, %s%s\n", c->name, c->B,
+                       c->S, c->H, c->N, c->K, c->int8 ? "int8" : "bf16",
                        c->layout == DSOPS_KV_SPLIT_BF16   ? "split_bf16"
                        : c->layout == DSOPS_KV_SPLIT_INT8 ? "split_int8"
                                                           : "packed656",
@@ -483,7 +639,8 @@ static int cmd_bench(int argc, char **argv)
         int prefix = !strncmp(c->name, what, wl) && full;
         int all = !strcmp(what, "all") && full;
         int op = full && ((!strcmp(what, "sparse_flash_attention_v32") && c->sfa) ||
-                          (!strcmp(what, "lightning_indexer") && c->li) || (!strcmp(what, "mla_prolog_v32") && c->mlap));
+                          (!strcmp(what, "lightning_indexer") && c->li) || (!strcmp(what, "mla_prolog_v32") && c->mlap) ||
+                          (!strcmp(what, "sparse_attention_v32") && c->dia));
         if (!(exact || prefix || all || op))
             continue;
         matched++;
