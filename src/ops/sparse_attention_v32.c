@@ -2,6 +2,7 @@
  * sequence, every stage validated before the first write. Intermediates (queries, indexer queries and
  * weights, top-k) live in the context's outer scratch, apart from the stages' own scratch. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "internal.h"
@@ -299,21 +300,29 @@ dsops_status dsops_sparse_attention_v32(dsops_context *ctx, const dia_args *a)
     build_stages(a, &d, &L, buf, &st);
     /* every stage before the first write; stage 4's top-k indices are positions the indexer
      * produces (below each token's visible length, whose block-table entries stage 3 checks) */
+    const char *stage = "mla_prolog_v32";
     dsops_status s = dsops_mla_prolog_v32_validate(&st.mla, buf + L.slots);
-    if (s == DSOPS_OK)
+    if (s == DSOPS_OK && (stage = "indexer_prolog_v32"))
         s = dsops_indexer_prolog_v32_validate(&st.idx, buf + L.slots);
-    if (s == DSOPS_OK)
+    if (s == DSOPS_OK && (stage = "lightning_indexer"))
         s = dsops_li_validate(&st.li);
-    if (s == DSOPS_OK)
+    if (s == DSOPS_OK && (stage = "sparse_flash_attention_v32"))
         s = dsops_sfa_v32_validate(&st.sfa, false);
-    if (s == DSOPS_OK)
+    if (s == DSOPS_OK && (stage = "mla_prolog_v32"))
         s = dsops_mla_prolog_v32(use, &st.mla);
-    if (s == DSOPS_OK)
+    if (s == DSOPS_OK && (stage = "indexer_prolog_v32"))
         s = dsops_indexer_prolog_v32(use, &st.idx);
-    if (s == DSOPS_OK)
+    if (s == DSOPS_OK && (stage = "lightning_indexer"))
         s = dsops_lightning_indexer(use, &st.li);
-    if (s == DSOPS_OK)
+    if (s == DSOPS_OK && (stage = "sparse_flash_attention_v32"))
         s = dsops_sparse_flash_attention_v32(use, &st.sfa);
     dsops_context_end(ctx, use);
-    return s;
+    if (s != DSOPS_OK) {
+        /* name the stage: its fields are the stage operator's (eps_cq is mla_eps_cq here, q_nope an
+         * intermediate) */
+        char msg[448];
+        snprintf(msg, sizeof msg, "%s", dsops_last_error());
+        return dsops_fail(s, "%s stage: %s", stage, msg);
+    }
+    return DSOPS_OK;
 }
