@@ -250,6 +250,101 @@ static dsops_status mlap_gemms_run(dsops_context *ctx, void *pv)
     return s;
 }
 
+/* indexer_prolog_v32: timed with prepared weights (packed once, outside the timing); --check compares
+ * q_idx with the oracle at the spec's tolerance. A second row times the same matmuls alone. */
+typedef struct idxp_bench {
+    dsops_idxp_problem *p;
+    dsops_prepared *prep;
+    void *hx;                  /* [T*NI, DI] stand-in Hadamard operand, in the matrices' dtype */
+    void *y;                   /* fp32 / int32 results of the matmul-only row */
+} idxp_bench;
+
+/* The maps of an indexer_prolog_v32 prepared object, in its order (absent Hadamard matrix: no map). */
+enum { IDXP_MAP_WQ_B, IDXP_MAP_WK, IDXP_MAP_WPROJ, IDXP_MAP_HQ, IDXP_MAP_HK, IDXP_MAP_COUNT };
+
+static dsops_status idxp_run(dsops_context *ctx, void *pv)
+{
+    return dsops_indexer_prolog_v32(ctx, &((idxp_bench *)pv)->p->args);
+}
+
+static int idxp_check(void *pv, char *why, size_t cap)
+{
+    idxp_bench *b = pv;
+    const dsops_indexer_prolog_v32_args *a = &b->p->args;
+    const int int8 = b->p->c.int8;
+    size_t n = (size_t)(b->p->T * b->p->c.NI * b->p->c.DI), es = int8 ? 1 : 2;
+    unsigned char *got = malloc(n * es + 2);
+    if (!got) {
+        snprintf(why, cap, "out of memory");
+        return 1;
+    }
+    memcpy(got, a->q_idx.data, n * es);
+    /* the oracle rewrites outputs and cache rows from the same inputs */
+    dsops_ref_indexer_prolog_v32(a);
+    size_t bad = 0;
+    double max_err = 0;
+    for (size_t i = 0; i < n; i++) {
+        double x, y;
+        if (int8) {
+            x = ((const int8_t *)got)[i];
+            y = ((const int8_t *)a->q_idx.data)[i];
+        } else {
+            uint16_t gx, gy;
+            memcpy(&gx, got + 2 * i, 2);
+            gy = ((const uint16_t *)a->q_idx.data)[i];
+            x = bf16_value(gx);
+            y = bf16_value(gy);
+        }
+        double err = fabs(x - y);
+        /* int8: 1 / 0 / 0; bf16: 1e-4 / 2^-7 / 0.005 (spec §4.2) */
+        if (isnan(x) != isnan(y) || (!isnan(x) && err > (int8 ? 1.0 : 1e-4 + fabs(y) / 128.0)))
+            bad++;
+        if (err > max_err)
+            max_err = err;
+    }
+    free(got);
+    size_t allowed = int8 ? 0 : (size_t)floor(0.005 * (double)n + 0.5);
+    snprintf(why, cap, "%zu of %zu q_idx elements outside %s (allowed %zu), max |err| %.3g", bad, n,
+             int8 ? "1 / 0" : "1e-4 / 2^-7", allowed, max_err);
+    return bad > allowed;
+}
+
+static void idxp_release(void *pv)
+{
+    idxp_bench *b = pv;
+    dsops_prepared_destroy(b->prep);
+    dsops_idxp_problem_free(b->p);
+    free(b->hx);
+    free(b->y);
+    free(b);
+}
+
+/* The prolog's matmuls alone, on the prepared maps: a [T, Q] operand (qr) by idx_wq_b, x by idx_wk and
+ * weights_proj, and the Hadamard maps on [T*NI, DI] and [T, DI] operands of the matrices' dtype. */
+static dsops_status idxp_gemms_run(dsops_context *ctx, void *pv)
+{
+    idxp_bench *b = pv;
+    const dsops_idxp_case *c = &b->p->c;
+    const dsops_indexer_prolog_v32_args *a = &b->p->args;
+    int64_t T = b->p->T, NQ = (int64_t)c->NI * c->DI;
+    int threads = dsops_context_threads(ctx);
+    char *y = b->y; /* separate fp32 / int32 regions per concurrent job */
+    dsops_linear **m = b->prep->maps;
+    dsops_linear_job j1[3] = {{m[IDXP_MAP_WQ_B], a->qr.data, c->Q, y, NQ},
+                              {m[IDXP_MAP_WK], a->x.data, c->H, y + (size_t)(T * NQ) * 4, c->DI},
+                              {m[IDXP_MAP_WPROJ], a->x.data, c->H, y + (size_t)(T * (NQ + c->DI)) * 4, c->NI}};
+    dsops_status s = dsops_linear_run(j1, 3, T, threads);
+    if (s == DSOPS_OK && m[IDXP_MAP_HQ]) {
+        dsops_linear_job jq = {m[IDXP_MAP_HQ], b->hx, c->DI, y, c->DI};
+        s = dsops_linear_run(&jq, 1, T * c->NI, threads);
+    }
+    if (s == DSOPS_OK && m[IDXP_MAP_HK]) {
+        dsops_linear_job jk = {m[IDXP_MAP_HK], b->hx, c->DI, y, c->DI};
+        s = dsops_linear_run(&jk, 1, T, threads);
+    }
+    return s;
+}
+
 static int no_check(void *pv, char *why, size_t cap)
 {
     (void)pv;
@@ -347,6 +442,7 @@ typedef struct bench_case_ref {
     const dsops_li_case *li;
     const dsops_mlap_case *mlap;
     const dsops_dia_case *dia;
+    const dsops_idxp_case *idxp;
 } bench_case_ref;
 
 static int all_cases(bench_case_ref *out, int cap)
@@ -354,16 +450,19 @@ static int all_cases(bench_case_ref *out, int cap)
     int n = 0, count;
     const dsops_sfa_case *sc = dsops_sfa_cases(&count);
     for (int i = 0; i < count && n < cap; i++)
-        out[n++] = (bench_case_ref){sc[i].name, sc[i].ci, &sc[i], NULL, NULL, NULL};
+        out[n++] = (bench_case_ref){sc[i].name, sc[i].ci, &sc[i], NULL, NULL, NULL, NULL};
     const dsops_li_case *lc = dsops_li_cases(&count);
     for (int i = 0; i < count && n < cap; i++)
-        out[n++] = (bench_case_ref){lc[i].name, lc[i].ci, NULL, &lc[i], NULL, NULL};
+        out[n++] = (bench_case_ref){lc[i].name, lc[i].ci, NULL, &lc[i], NULL, NULL, NULL};
     const dsops_mlap_case *mc = dsops_mlap_cases(&count);
     for (int i = 0; i < count && n < cap; i++)
-        out[n++] = (bench_case_ref){mc[i].name, mc[i].ci, NULL, NULL, &mc[i], NULL};
+        out[n++] = (bench_case_ref){mc[i].name, mc[i].ci, NULL, NULL, &mc[i], NULL, NULL};
+    const dsops_idxp_case *ic = dsops_idxp_cases(&count);
+    for (int i = 0; i < count && n < cap; i++)
+        out[n++] = (bench_case_ref){ic[i].name, ic[i].ci, NULL, NULL, NULL, NULL, &ic[i]};
     const dsops_dia_case *dc = dsops_dia_cases(&count);
     for (int i = 0; i < count && n < cap; i++)
-        out[n++] = (bench_case_ref){dc[i].name, dc[i].ci, NULL, NULL, NULL, &dc[i]};
+        out[n++] = (bench_case_ref){dc[i].name, dc[i].ci, NULL, NULL, NULL, &dc[i], NULL};
     return n;
 }
 
@@ -397,6 +496,29 @@ static int make_problem(const bench_case_ref *c, bench_problem *bp)
         /* mixed units: the indexer prolog and scorer of the int8 variant count int8 operations */
         *bp = (bench_problem){b, dia_run, dia_check, dia_release, b->p->flops, b->p->cache_bytes,
                               DSOPS_PEAK_BF16_DOT};
+    } else if (c->idxp) {
+        idxp_bench *b = calloc(1, sizeof *b);
+        if (!b || !(b->p = dsops_idxp_problem_make(c->idxp, 7)) ||
+            dsops_indexer_prolog_v32_prepare(NULL, &b->p->args, &b->prep) != DSOPS_OK ||
+            b->prep->count != IDXP_MAP_COUNT) {
+            if (b)
+                idxp_release(b);
+            return 1;
+        }
+        const dsops_idxp_case *ic = c->idxp;
+        const dsops_indexer_prolog_v32_args *a = &b->p->args;
+        size_t rows = (size_t)b->p->T, NQ = (size_t)ic->NI * (size_t)ic->DI;
+        dsops_dtype hdt = a->hadamard_q.data ? a->hadamard_q.dtype : a->hadamard_k.data ? a->hadamard_k.dtype
+                                                                                       : DSOPS_BF16;
+        b->hx = calloc(rows * NQ + 1, dsops_dtype_size(hdt));
+        b->y = malloc(rows * 4 * (NQ + (size_t)ic->DI + (size_t)ic->NI) + 64);
+        if (!b->hx || !b->y) {
+            idxp_release(b);
+            return 1;
+        }
+        b->p->args.prepared = b->prep;
+        *bp = (bench_problem){b, idxp_run, idxp_check, idxp_release, b->p->flops, b->p->weight_bytes,
+                              ic->int8 ? DSOPS_PEAK_INT8_DOT : DSOPS_PEAK_BF16_DOT};
     } else {
         mlap_bench *b = calloc(1, sizeof *b);
         if (!b || !(b->p = dsops_mlap_problem_make(c->mlap, 5)) ||
@@ -520,10 +642,10 @@ static int bench_case(const bench_case_ref *c, const bench_opts *o, dsops_contex
                     s != DSOPS_OK ? dsops_last_error() : why);
     }
     double med = time_and_print(c->name, &bp, o, ctx, peak_core, check);
-    if (c->mlap && med > 0) {
+    if ((c->mlap || c->idxp) && med > 0) {
         /* the same matmuls alone: the prolog's epilogues cost the difference */
         bench_problem gemms = bp;
-        gemms.run = mlap_gemms_run;
+        gemms.run = c->mlap ? mlap_gemms_run : idxp_gemms_run;
         gemms.check = no_check;
         gemms.release = no_release;
         char label[96];
@@ -590,6 +712,15 @@ static int cmd_bench(int argc, char **argv)
                        : c->layout == DSOPS_KV_SPLIT_INT8 ? "split_int8"
                                                           : "packed656",
                        c->ci ? "" : "  (not in CI)");
+            } else if (cases[i].idxp) {
+                const dsops_idxp_case *c = cases[i].idxp;
+                printf("%-40s indexer_prolog_v32          B %-3d S %-4d H %d Q %d NI %d DI %d %s%s, %s%s\n", c->name,
+                       c->B, c->S, c->H, c->Q, c->NI, c->DI, c->int8 ? "int8" : "bf16",
+                       c->int8 || c->hadamard ? "" : " (no Hadamard)",
+                       c->rope_mode == DSOPS_ROPE_HALF          ? "half"
+                       : c->rope_mode == DSOPS_ROPE_INTERLEAVED ? "interleaved"
+                                                                : "interleaved_in_half_out",
+                       c->ci ? "" : "  (not in CI)");
             } else if (cases[i].mlap) {
                 const dsops_mlap_case *c = cases[i].mlap;
                 printf("%-40s mla_prolog_v32              B %-3d S %-4d H %d Q %d N %d %s wq_b, %s%s\n", c->name, c->B,
@@ -640,7 +771,8 @@ static int cmd_bench(int argc, char **argv)
         int all = !strcmp(what, "all") && full;
         int op = full && ((!strcmp(what, "sparse_flash_attention_v32") && c->sfa) ||
                           (!strcmp(what, "lightning_indexer") && c->li) || (!strcmp(what, "mla_prolog_v32") && c->mlap) ||
-                          (!strcmp(what, "sparse_attention_v32") && c->dia));
+                          (!strcmp(what, "sparse_attention_v32") && c->dia) ||
+                          (!strcmp(what, "indexer_prolog_v32") && c->idxp));
         if (!(exact || prefix || all || op))
             continue;
         matched++;

@@ -31,7 +31,8 @@ typedef enum run_dir {
     RUN_INOUT,      /* required, read from IN, updated and written to OUT */
     RUN_INOUT_OPT,  /* optional in-out */
     RUN_OUT,        /* output */
-    RUN_OUT_OPT     /* optional output (always produced by the tool) */
+    RUN_OUT_OPT     /* optional output: always produced by the tool, unless the call's variant has no such
+                     * output (output_shapes leaves its dtype DSOPS_DTYPE_INVALID; then it is not in OUT) */
 } run_dir;
 
 #define RUN_DT(d) (1u << (unsigned)(d))
@@ -572,6 +573,163 @@ static dsops_status dia_call(dsops_context *ctx, const void *args, const dsops_r
     return dsops_sparse_attention_v32(ctx, args);
 }
 
+/* ---- mla_prolog_v32 ----------------------------------------------------------------------------- */
+
+/* The kv caches of the chosen layout are in-out: read from IN, updated at cache_index and written to OUT.
+ * qr_scale exists only with int8 wq_b: it is produced (and written to OUT) only then. */
+typedef dsops_mla_prolog_v32_args mlap_args;
+
+static const run_tensor_desc mlap_tensors[] = {
+    RUN_TENSOR(mlap_args, x, RUN_IN, RUN_DT(DSOPS_BF16), "[T, H]"),
+    RUN_TENSOR(mlap_args, wq_a, RUN_IN, RUN_DT(DSOPS_BF16), "[Q, H]"),
+    RUN_TENSOR(mlap_args, gamma_cq, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[Q]"),
+    RUN_TENSOR(mlap_args, wq_b, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_INT8), "[N*(Dqn+64), Q] (I8: int8 qr)"),
+    RUN_TENSOR(mlap_args, wq_b_scale, RUN_IN_OPT, RUN_DT(DSOPS_FP32), "[N*(Dqn+64)], int8 wq_b"),
+    RUN_TENSOR(mlap_args, w_uk, RUN_IN, RUN_DT(DSOPS_BF16), "[N, Dqn, Dc]"),
+    RUN_TENSOR(mlap_args, wkv_a, RUN_IN, RUN_DT(DSOPS_BF16), "[Dc+64, H]"),
+    RUN_TENSOR(mlap_args, gamma_ckv, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[Dc]"),
+    RUN_TENSOR(mlap_args, rope_cos, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, 64], halves tables"),
+    RUN_TENSOR(mlap_args, rope_sin, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, 64]"),
+    RUN_TENSOR(mlap_args, cache_index, RUN_IN, RUN_DT(DSOPS_INT64), "[T], global cache rows; < 0: not stored"),
+    RUN_TENSOR(mlap_args, kv_cache, RUN_INOUT_OPT, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_INT8),
+               "[NB, BS, Dc], split layouts (I8: split_int8)"),
+    RUN_TENSOR(mlap_args, kv_scale_cache, RUN_INOUT_OPT, RUN_DT(DSOPS_FP32), "[NB, BS, Dc/128], split_int8"),
+    RUN_TENSOR(mlap_args, kr_cache, RUN_INOUT_OPT, RUN_DT(DSOPS_BF16), "[NB, BS, 64], split layouts"),
+    RUN_TENSOR(mlap_args, kv_packed, RUN_INOUT_OPT, RUN_DT(DSOPS_UINT8), "[NB, BS, 656], packed656"),
+    RUN_TENSOR(mlap_args, q_nope, RUN_OUT, RUN_DT(DSOPS_BF16), "[T, N, Dc]"),
+    RUN_TENSOR(mlap_args, q_rope, RUN_OUT, RUN_DT(DSOPS_BF16), "[T, N, 64]"),
+    RUN_TENSOR(mlap_args, qr, RUN_OUT, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_INT8), "[T, Q], dtype of wq_b"),
+    RUN_TENSOR(mlap_args, qr_scale, RUN_OUT_OPT, RUN_DT(DSOPS_FP32),
+               "[T], int8 wq_b only (not in OUT with bf16 wq_b)"),
+};
+
+static const run_param_desc mlap_params[] = {
+    RUN_PARAM(mlap_args, eps_cq, RUN_FLOAT, NULL, "default 1e-6 (vendor 1e-5)"),
+    RUN_PARAM(mlap_args, eps_ckv, RUN_FLOAT, NULL, "default 1e-6 (vendor 1e-5)"),
+    RUN_PARAM(mlap_args, rope_mode, RUN_ENUM, run_rope_modes, "default interleaved_in_half_out"),
+    RUN_PARAM(mlap_args, rope_inverse, RUN_BOOL, NULL, "default false"),
+    RUN_PARAM(mlap_args, kv_layout, RUN_ENUM, run_kv_layouts,
+              "default: packed656 if kv_packed is given, split_int8 if kv_cache is I8, else split_bf16"),
+};
+enum { MLAP_PARAM_KV_LAYOUT = 4 };
+
+static dsops_status mlap_init(void *args, dsops_preset preset) { return dsops_mla_prolog_v32_init(args, preset); }
+
+static void mlap_infer(void *args, const bool *given)
+{
+    mlap_args *a = args;
+    if (!given[MLAP_PARAM_KV_LAYOUT]) {
+        if (a->kv_packed.data != NULL)
+            a->kv_layout = DSOPS_KV_PACKED656;
+        else if (a->kv_cache.data != NULL && a->kv_cache.dtype == DSOPS_INT8)
+            a->kv_layout = DSOPS_KV_SPLIT_INT8;
+        else
+            a->kv_layout = DSOPS_KV_SPLIT_BF16;
+    }
+}
+
+static dsops_status mlap_output_shapes(void *args, char *msg, size_t len)
+{
+    mlap_args *a = args;
+    if (a->x.ndim != 2 || a->wq_a.ndim != 2 || a->w_uk.ndim != 3) {
+        snprintf(msg, len, "x, wq_a and w_uk have ranks %d, %d and %d, expected 2 ([T, H]), 2 ([Q, H]) and 3 ([N, Dqn, Dc])",
+                 a->x.ndim, a->wq_a.ndim, a->w_uk.ndim);
+        return DSOPS_ERR_SHAPE;
+    }
+    const int64_t T = a->x.shape[0], N = a->w_uk.shape[0], Dc = a->w_uk.shape[2], Q = a->wq_a.shape[0];
+    const bool int8w = a->wq_b.dtype == DSOPS_INT8;
+    int64_t tnd[3] = {T, N, Dc}, tnr[3] = {T, N, 64}, tq[2] = {T, Q}, t1[1] = {T};
+    a->q_nope = dsops_tensor_make(NULL, DSOPS_BF16, 3, tnd);
+    a->q_rope = dsops_tensor_make(NULL, DSOPS_BF16, 3, tnr);
+    a->qr = dsops_tensor_make(NULL, int8w ? DSOPS_INT8 : DSOPS_BF16, 2, tq);
+    if (int8w)
+        a->qr_scale = dsops_tensor_make(NULL, DSOPS_FP32, 1, t1);
+    else
+        memset(&a->qr_scale, 0, sizeof a->qr_scale); /* not an output of the bf16 variant */
+    return DSOPS_OK;
+}
+
+static dsops_status mlap_call(dsops_context *ctx, const void *args, const dsops_run_impl *impl)
+{
+    if (impl != NULL && impl->mla_prolog_v32 != NULL)
+        return impl->mla_prolog_v32(ctx, args);
+    return dsops_mla_prolog_v32(ctx, args);
+}
+
+/* ---- indexer_prolog_v32 ------------------------------------------------------------------------- */
+
+/* The indexer key cache (and its scales, int8) is in-out. The variant follows idx_wq_b: q_idx_scale
+ * exists only in the int8 variant and is produced (and written to OUT) only then. */
+typedef dsops_indexer_prolog_v32_args idxp_args;
+
+static const run_tensor_desc idxp_tensors[] = {
+    RUN_TENSOR(idxp_args, x, RUN_IN, RUN_DT(DSOPS_BF16), "[T, H]"),
+    RUN_TENSOR(idxp_args, qr, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_INT8), "[T, Q], dtype of idx_wq_b"),
+    RUN_TENSOR(idxp_args, qr_scale, RUN_IN_OPT, RUN_DT(DSOPS_FP32), "[T], int8 variant"),
+    RUN_TENSOR(idxp_args, idx_wq_b, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_INT8), "[NI*DI, Q] (I8: int8 variant)"),
+    RUN_TENSOR(idxp_args, idx_wq_b_scale, RUN_IN_OPT, RUN_DT(DSOPS_FP32), "[NI*DI], int8 variant"),
+    RUN_TENSOR(idxp_args, idx_wk, RUN_IN, RUN_DT(DSOPS_BF16), "[DI, H]"),
+    RUN_TENSOR(idxp_args, weights_proj, RUN_IN, RUN_DT(DSOPS_BF16), "[NI, H]"),
+    RUN_TENSOR(idxp_args, ln_gamma_k, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[DI]"),
+    RUN_TENSOR(idxp_args, ln_beta_k, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[DI]"),
+    RUN_TENSOR(idxp_args, rope_cos, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, 64], halves tables"),
+    RUN_TENSOR(idxp_args, rope_sin, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, 64]"),
+    RUN_TENSOR(idxp_args, hadamard_q, RUN_IN_OPT, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32),
+               "[DI, DI] (int8 variant: required; bf16: absent = no rotation)"),
+    RUN_TENSOR(idxp_args, hadamard_k, RUN_IN_OPT, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32),
+               "[DI, DI] (int8 variant: required; bf16: absent = no rotation)"),
+    RUN_TENSOR(idxp_args, cache_index, RUN_IN, RUN_DT(DSOPS_INT64), "[T], global cache rows; < 0: not stored"),
+    RUN_TENSOR(idxp_args, idx_k_cache, RUN_INOUT, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_INT8),
+               "[NB, BS, DI], dtype of idx_wq_b"),
+    RUN_TENSOR(idxp_args, idx_k_scale_cache, RUN_INOUT_OPT, RUN_DT(DSOPS_FP16), "[NB, BS], int8 variant"),
+    RUN_TENSOR(idxp_args, q_idx, RUN_OUT, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_INT8), "[T, NI, DI], dtype of idx_wq_b"),
+    RUN_TENSOR(idxp_args, q_idx_scale, RUN_OUT_OPT, RUN_DT(DSOPS_FP16),
+               "[T, NI], int8 variant only (not in OUT for bf16)"),
+    RUN_TENSOR(idxp_args, weights, RUN_OUT, RUN_DT(DSOPS_FP16) | RUN_DT(DSOPS_BF16), "[T, NI] (F16: int8, BF16: bf16)"),
+};
+
+static const run_param_desc idxp_params[] = {
+    RUN_PARAM(idxp_args, ln_eps, RUN_FLOAT, NULL, "default 1e-6"),
+    RUN_PARAM(idxp_args, weights_scale, RUN_FLOAT, NULL, "default 1/sqrt(64*128) (vendor DIA: 1)"),
+    RUN_PARAM(idxp_args, rope_mode, RUN_ENUM, run_rope_modes, "default half (vendor CRI / DIA: interleaved_in_half_out)"),
+    RUN_PARAM(idxp_args, rope_inverse, RUN_BOOL, NULL, "default false"),
+};
+
+static dsops_status idxp_init(void *args, dsops_preset preset) { return dsops_indexer_prolog_v32_init(args, preset); }
+
+static dsops_status idxp_output_shapes(void *args, char *msg, size_t len)
+{
+    idxp_args *a = args;
+    if (a->x.ndim != 2 || a->idx_wq_b.ndim != 2 || a->idx_wk.ndim != 2) {
+        snprintf(msg, len, "x, idx_wq_b and idx_wk have ranks %d, %d and %d, expected 2 ([T, H], [NI*DI, Q], [DI, H])",
+                 a->x.ndim, a->idx_wq_b.ndim, a->idx_wk.ndim);
+        return DSOPS_ERR_SHAPE;
+    }
+    const int64_t T = a->x.shape[0], DI = a->idx_wk.shape[0], rows = a->idx_wq_b.shape[0];
+    if (DI < 1 || rows % DI != 0) {
+        snprintf(msg, len, "idx_wq_b.shape[0] = %lld, expected NI * DI with DI = %lld (idx_wk.shape[0])",
+                 (long long)rows, (long long)DI);
+        return DSOPS_ERR_SHAPE;
+    }
+    const int64_t NI = rows / DI;
+    const bool int8 = a->idx_wq_b.dtype == DSOPS_INT8;
+    int64_t tnd[3] = {T, NI, DI}, tn[2] = {T, NI};
+    a->q_idx = dsops_tensor_make(NULL, int8 ? DSOPS_INT8 : DSOPS_BF16, 3, tnd);
+    a->weights = dsops_tensor_make(NULL, int8 ? DSOPS_FP16 : DSOPS_BF16, 2, tn);
+    if (int8)
+        a->q_idx_scale = dsops_tensor_make(NULL, DSOPS_FP16, 2, tn);
+    else
+        memset(&a->q_idx_scale, 0, sizeof a->q_idx_scale); /* not an output of the bf16 variant */
+    return DSOPS_OK;
+}
+
+static dsops_status idxp_call(dsops_context *ctx, const void *args, const dsops_run_impl *impl)
+{
+    if (impl != NULL && impl->indexer_prolog_v32 != NULL)
+        return impl->indexer_prolog_v32(ctx, args);
+    return dsops_indexer_prolog_v32(ctx, args);
+}
+
 /* ---- the registry ---------------------------------------------------------------------------- */
 
 static const run_op_desc run_ops[] = {
@@ -591,6 +749,10 @@ static const run_op_desc run_ops[] = {
      DSOPS_PRESET_V32, cst_init, NULL, cst_output_shapes, cst_call},
     {"sparse_attention_v32", sizeof(dia_args), dia_tensors, RUN_COUNT(dia_tensors), dia_params, RUN_COUNT(dia_params),
      DSOPS_PRESET_V32, dia_init, dia_infer, dia_output_shapes, dia_call},
+    {"mla_prolog_v32", sizeof(mlap_args), mlap_tensors, RUN_COUNT(mlap_tensors), mlap_params, RUN_COUNT(mlap_params),
+     DSOPS_PRESET_V32, mlap_init, mlap_infer, mlap_output_shapes, mlap_call},
+    {"indexer_prolog_v32", sizeof(idxp_args), idxp_tensors, RUN_COUNT(idxp_tensors), idxp_params,
+     RUN_COUNT(idxp_params), DSOPS_PRESET_V32, idxp_init, NULL, idxp_output_shapes, idxp_call},
 };
 
 /* ---- driver ---------------------------------------------------------------------------------- */
@@ -718,7 +880,9 @@ void dsops_run_print_usage(FILE *fp)
             "\n"
             "Tensors are read from IN under their argument names; parameters come from --set or from IN's\n"
             "__metadata__ (--set wins); --set preset=v32|v4_flash|v4_pro applies a preset's defaults first.\n"
-            "OUT receives every output. Errors: \"dsops run: <STATUS>: <message>\" on stderr, OUT untouched.\n");
+            "OUT receives every output and in-out tensor; an output that exists in one variant only (qr_scale of\n"
+            "mla_prolog_v32 and q_idx_scale of indexer_prolog_v32: int8 only) is in OUT only for that variant.\n"
+            "Errors: \"dsops run: <STATUS>: <message>\" on stderr, OUT untouched.\n");
     for (size_t i = 0; i < RUN_COUNT(run_ops); i++) {
         const run_op_desc *op = &run_ops[i];
         fprintf(fp, "\n%s\n  tensors:\n", op->name);
@@ -1124,6 +1288,8 @@ static int run_main(run_state *s, int argc, char **argv, const dsops_run_impl *i
         if (run_is_input(d->dir))
             continue;
         dsops_tensor *t = run_tensor_ptr(s->args, d);
+        if (d->dir == RUN_OUT_OPT && t->dtype == DSOPS_DTYPE_INVALID)
+            continue; /* an output the call's variant does not have: not produced, not in OUT */
         size_t esize = dsops_dtype_size(t->dtype);
         uint64_t bytes = esize;
         for (int dd = 0; dd < t->ndim; dd++) {

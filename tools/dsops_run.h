@@ -10,7 +10,9 @@
  * A parameter that no input determines and no preset fills (the top-k width `topk` of lightning_indexer,
  * which sizes its outputs) is required: without it the command is a usage error.
  * OUT receives every output (optional ones included) and every in-out tensor, plus metadata naming the
- * operator, the parameter values used, the library version, the ISA tier and the thread count.
+ * operator, the parameter values used, the library version, the ISA tier and the thread count. An output
+ * that only one variant of an operator has (qr_scale of mla_prolog_v32 and q_idx_scale of
+ * indexer_prolog_v32, both int8 only) is produced and written only by calls of that variant.
  *
  * Errors print "dsops run: <STATUS>: <message>" on standard error and leave OUT untouched (it is
  * written to a temporary file that replaces OUT only on success). <STATUS> is the library's status
@@ -41,6 +43,8 @@ typedef struct dsops_run_impl {
     dsops_status (*quant_q8)(dsops_context *ctx, const dsops_quant_q8_args *args);
     dsops_status (*cache_store)(dsops_context *ctx, const dsops_cache_store_args *args);
     dsops_status (*sparse_attention_v32)(dsops_context *ctx, const dsops_sparse_attention_v32_args *args);
+    dsops_status (*mla_prolog_v32)(dsops_context *ctx, const dsops_mla_prolog_v32_args *args);
+    dsops_status (*indexer_prolog_v32)(dsops_context *ctx, const dsops_indexer_prolog_v32_args *args);
 } dsops_run_impl;
 
 /* argv[0] is the operator name (or --help), the rest the options. Returns the process exit code. */

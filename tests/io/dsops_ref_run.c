@@ -176,6 +176,64 @@ static dsops_status ref_dia(dsops_context *ctx, const dsops_sparse_attention_v32
     return DSOPS_OK;
 }
 
+/* Dense scratch copy of t (contents included), for in-out caches that validation may see; NULL data when
+ * t is absent. */
+static dsops_tensor scratch_copy(const dsops_tensor *t, void **mem)
+{
+    dsops_tensor c = scratch_like(t, mem);
+    if (*mem != NULL) {
+        size_t n = dsops_dtype_size(t->dtype);
+        for (int d = 0; d < t->ndim; d++)
+            n *= (size_t)t->shape[d];
+        memcpy(*mem, t->data, n);
+    }
+    return c;
+}
+
+/* The prologs: the library validates on scratch outputs and scratch copies of the caches, then the oracle
+ * writes the real outputs and caches. */
+static dsops_status ref_mla_prolog(dsops_context *ctx, const dsops_mla_prolog_v32_args *a)
+{
+    dsops_mla_prolog_v32_args v = *a;
+    dsops_tensor *outs[4] = {&v.q_nope, &v.q_rope, &v.qr, &v.qr_scale};
+    dsops_tensor *caches[4] = {&v.kv_cache, &v.kv_scale_cache, &v.kr_cache, &v.kv_packed};
+    void *mem[8];
+    int ok = 1;
+    for (int i = 0; i < 8; i++) {
+        dsops_tensor *t = i < 4 ? outs[i] : caches[i - 4];
+        const dsops_tensor orig = *t;
+        *t = i < 4 ? scratch_like(&orig, &mem[i]) : scratch_copy(&orig, &mem[i]);
+        ok &= orig.data == NULL || mem[i] != NULL;
+    }
+    dsops_status st = ok ? dsops_mla_prolog_v32(ctx, &v) : DSOPS_ERR_NOMEM;
+    for (int i = 0; i < 8; i++)
+        free(mem[i]);
+    if (st == DSOPS_OK)
+        dsops_ref_mla_prolog_v32(a);
+    return st;
+}
+
+static dsops_status ref_indexer_prolog(dsops_context *ctx, const dsops_indexer_prolog_v32_args *a)
+{
+    dsops_indexer_prolog_v32_args v = *a;
+    dsops_tensor *outs[3] = {&v.q_idx, &v.q_idx_scale, &v.weights};
+    dsops_tensor *caches[2] = {&v.idx_k_cache, &v.idx_k_scale_cache};
+    void *mem[5];
+    int ok = 1;
+    for (int i = 0; i < 5; i++) {
+        dsops_tensor *t = i < 3 ? outs[i] : caches[i - 3];
+        const dsops_tensor orig = *t;
+        *t = i < 3 ? scratch_like(&orig, &mem[i]) : scratch_copy(&orig, &mem[i]);
+        ok &= orig.data == NULL || mem[i] != NULL;
+    }
+    dsops_status st = ok ? dsops_indexer_prolog_v32(ctx, &v) : DSOPS_ERR_NOMEM;
+    for (int i = 0; i < 5; i++)
+        free(mem[i]);
+    if (st == DSOPS_OK)
+        dsops_ref_indexer_prolog_v32(a);
+    return st;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -193,5 +251,7 @@ int main(int argc, char **argv)
     impl.quant_q8 = ref_quant_q8;
     impl.cache_store = ref_cache_store;
     impl.sparse_attention_v32 = ref_dia;
+    impl.mla_prolog_v32 = ref_mla_prolog;
+    impl.indexer_prolog_v32 = ref_indexer_prolog;
     return dsops_cmd_run(argc - 1, argv + 1, &impl);
 }
