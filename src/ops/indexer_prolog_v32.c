@@ -255,7 +255,7 @@ dsops_status dsops_indexer_prolog_v32_prepare(dsops_context *ctx, const idxp_arg
 /* ---- execution ------------------------------------------------------------------------------- */
 
 typedef struct idxp_layout {
-    size_t slots, k, w, qacc, u, hq, kr, hk, total;
+    size_t slots, k, w, qacc, u, hq, kr, hk, wscale, total;
 } idxp_layout;
 
 /* u and kr hold the Hadamard inputs in the matrices' dtype (fp32 or bf16 values). */
@@ -271,6 +271,7 @@ static idxp_layout make_layout(const idxp_dims *d)
     L.hq = off;    off += dsops_align64(T * NI * DI * 4);   /* [T*NI, DI] fp32 after hadamard_q */
     L.kr = off;    off += dsops_align64(T * DI * 4);        /* [T, DI] rotated keys */
     L.hk = off;    off += dsops_align64(T * DI * 4);        /* [T, DI] fp32 after hadamard_k */
+    L.wscale = off; off += dsops_align64(NI * DI * 4);      /* [NI*DI] idx_wq_b_scale, dense */
     L.total = off;
     return L;
 }
@@ -364,24 +365,35 @@ dsops_status dsops_indexer_prolog_v32(dsops_context *ctx, const idxp_args *a)
                               {prep->maps[MAP_WPROJ], a->x.data, a->x.stride[0], scratch + L.w, NI}};
     status = dsops_linear_run(j1, 3, T, threads);
 
+    float *wscale = (float *)(scratch + L.wscale);
+    if (d.int8)
+        for (int64_t n = 0; n < NI * DI; n++)
+            wscale[n] = *(const float *)dsops_at1(&a->idx_wq_b_scale, n);
     /* per token: qb (bf16) and its rotated heads u; the normalised, rotated key; the weights */
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t t = 0; t < T; t++) {
         uint16_t *row = (uint16_t *)(scratch + L.total + norm_bytes + per_thread * (size_t)thread_id());
+        float c[DR], sn[DR], x[DR], y[DR]; /* the token's tables, widened once for all heads */
+        dsops_widen_row(dsops_at2(&a->rope_cos, t, 0), a->rope_cos.dtype, DR, c);
+        dsops_widen_row(dsops_at2(&a->rope_sin, t, 0), a->rope_sin.dtype, DR, sn);
         for (int64_t h = 0; h < NI; h++) {
             int64_t base = t * NI * DI + h * DI;
             if (d.int8) {
                 const int32_t *acc = (const int32_t *)(scratch + L.qacc) + base;
                 float qs = *(const float *)dsops_at1(&a->qr_scale, t);
-                for (int64_t c = 0; c < DI; c++)
-                    row[c] = dsops_f32_to_bf16(((float)acc[c] * qs) *
-                                               *(const float *)dsops_at1(&a->idx_wq_b_scale, h * DI + c));
+                const float *ws = wscale + h * DI;
+                for (int64_t e = 0; e < DI; e++)
+                    row[e] = dsops_f32_to_bf16(((float)acc[e] * qs) * ws[e]);
             } else {
                 const float *acc = (const float *)(scratch + L.qacc) + base;
-                for (int64_t c = 0; c < DI; c++)
-                    row[c] = dsops_f32_to_bf16(acc[c]);
+                for (int64_t e = 0; e < DI; e++)
+                    row[e] = dsops_f32_to_bf16(acc[e]);
             }
-            rope_first64(a, t, row);
+            for (int e = 0; e < DR; e++)
+                x[e] = dsops_bf16_to_f32(row[e]);
+            dsops_rope_row(x, c, sn, a->rope_mode, a->rope_inverse != 0, y);
+            for (int e = 0; e < DR; e++)
+                row[e] = dsops_f32_to_bf16(y[e]);
             put_row(row, DI, hq_dt, scratch + L.u + (size_t)base * hq_es);
         }
         float *k = (float *)(scratch + L.k) + t * DI;
@@ -413,18 +425,20 @@ dsops_status dsops_indexer_prolog_v32(dsops_context *ctx, const idxp_args *a)
             float *f = (float *)(mine + dsops_align64((size_t)DI * 2));
             for (int64_t h = 0; h < NI; h++) {
                 int64_t base = t * NI * DI + h * DI;
+                if (d.int8) { /* int8 always has hadamard_q: Q8 of the bf16-rounded rotation */
+                    const float *hq = (const float *)(scratch + L.hq) + base;
+                    float s;
+                    for (int64_t e = 0; e < DI; e++)
+                        f[e] = dsops_round_bf16(hq[e]);
+                    dsops_q8_group(f, (int)DI, (int8_t *)dsops_at3(&a->q_idx, t, h, 0), &s);
+                    *(uint16_t *)dsops_at2(&a->q_idx_scale, t, h) = dsops_f32_to_fp16(s);
+                    continue;
+                }
                 if (d.had_q)
                     get_bf16_row((const float *)(scratch + L.hq) + base, DI, true, row);
                 else
                     get_bf16_row(scratch + L.u + (size_t)base * hq_es, DI, hq_dt == DSOPS_FP32, row);
-                if (d.int8) {
-                    float s;
-                    dsops_bf16_to_fp32(row, f, (size_t)DI);
-                    dsops_q8_group(f, (int)DI, (int8_t *)dsops_at3(&a->q_idx, t, h, 0), &s);
-                    *(uint16_t *)dsops_at2(&a->q_idx_scale, t, h) = dsops_f32_to_fp16(s);
-                } else {
-                    memcpy(dsops_at3(&a->q_idx, t, h, 0), row, (size_t)DI * 2);
-                }
+                memcpy(dsops_at3(&a->q_idx, t, h, 0), row, (size_t)DI * 2);
             }
         }
         /* key cache rows (slots were checked distinct) */

@@ -259,7 +259,7 @@ dsops_status dsops_mla_prolog_v32_prepare(dsops_context *ctx, const mlap_args *a
 
 /* Scratch areas of one call (byte offsets). */
 typedef struct mlap_layout {
-    size_t slots, a, kva, cq, qr8, qrs, qbacc, qb, qn, total;
+    size_t slots, a, kva, cq, qr8, qrs, qbacc, qb, qn, wscale, total;
     int64_t head_group;  /* heads whose absorbed products are held at once */
 } mlap_layout;
 
@@ -281,6 +281,7 @@ static mlap_layout make_layout(const mlap_dims *d)
     L.qbacc = off; off += dsops_align64(T * (size_t)(d->N * d->G) * 4);    /* [T, N*G] fp32 / int32 */
     L.qb = off;    off += dsops_align64(T * (size_t)(d->N * d->G) * 2);    /* [T, N*G] bf16 */
     L.qn = off;    off += dsops_align64((size_t)L.head_group * T * (size_t)d->Dc * 4); /* [hg][T][Dc] fp32 */
+    L.wscale = off; off += dsops_align64((size_t)(d->N * d->G) * 4);      /* [N*G] wq_b_scale, dense */
     L.total = off;
     return L;
 }
@@ -423,6 +424,10 @@ dsops_status dsops_mla_prolog_v32(dsops_context *ctx, const mlap_args *a)
         status = dsops_linear_run(&j3, 1, T, threads);
     }
     uint16_t *qb = (uint16_t *)(scratch + L.qb);
+    float *wscale = (float *)(scratch + L.wscale);
+    if (d.int8w)
+        for (int64_t n = 0; n < NG; n++)
+            wscale[n] = *(const float *)dsops_at1(&a->wq_b_scale, n);
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t t = 0; t < T; t++) {
         uint16_t *row = qb + t * NG;
@@ -430,7 +435,7 @@ dsops_status dsops_mla_prolog_v32(dsops_context *ctx, const mlap_args *a)
             const int32_t *acc = (const int32_t *)(scratch + L.qbacc) + t * NG;
             float qs = ((const float *)(scratch + L.qrs))[t];
             for (int64_t n = 0; n < NG; n++)
-                row[n] = dsops_f32_to_bf16(((float)acc[n] * qs) * *(const float *)dsops_at1(&a->wq_b_scale, n));
+                row[n] = dsops_f32_to_bf16(((float)acc[n] * qs) * wscale[n]);
         } else {
             const float *acc = (const float *)(scratch + L.qbacc) + t * NG;
             for (int64_t n = 0; n < NG; n++)

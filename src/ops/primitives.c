@@ -116,29 +116,27 @@ void dsops_rope_bf16_slice(const uint16_t *src, const dsops_tensor *cos, const d
         dst[e] = dsops_f32_to_bf16(y[e]);
 }
 
+/* Round to nearest, ties to even, for |x| < 2^22: adding and removing 1.5 * 2^23 leaves exactly the
+ * integer part in the fp32 round-to-nearest-even mode (never changed by the library). */
 static inline float round_half_even(float x)
 {
-    float f = floorf(x);
-    float d = x - f; /* exact */
-    if (d > 0.5f || (d == 0.5f && ((int32_t)f & 1)))
-        f += 1.0f;
-    return f;
+    const float magic = 12582912.0f; /* 1.5 * 2^23 */
+    volatile float keep = magic;     /* the addition must not be folded away */
+    float m = keep;
+    return (x + m) - m;
 }
 
 void dsops_q8_group(const float *v, int n, int8_t *q, float *scale)
 {
-    bool finite = true;
+    /* one pass: the largest magnitude, and whether any value is NaN or infinite */
     float amax = 0.0f;
+    int bad = 0;
     for (int i = 0; i < n; i++) {
-        if (!isfinite(v[i])) {
-            finite = false;
-            break;
-        }
         float a = fabsf(v[i]);
-        if (a > amax)
-            amax = a;
+        bad |= !(a <= 3.40282347e38f);
+        amax = a > amax ? a : amax;
     }
-    if (!finite) {
+    if (bad) {
         memset(q, 0, (size_t)n);
         *scale = NAN;
         return;
@@ -149,14 +147,9 @@ void dsops_q8_group(const float *v, int n, int8_t *q, float *scale)
         *scale = 0.0f;
         return;
     }
-    for (int i = 0; i < n; i++) {
-        float r = round_half_even(v[i] * sq);
-        if (r > 127.0f) /* |v_i| <= amax keeps |v_i * sq| within 127 + rounding: never taken */
-            r = 127.0f;
-        if (r < -127.0f)
-            r = -127.0f;
-        q[i] = (int8_t)r;
-    }
+    /* |v_i| <= amax keeps |v_i * sq| <= 127 (up to one rounding, which cannot pass 127.5) */
+    for (int i = 0; i < n; i++)
+        q[i] = (int8_t)round_half_even(v[i] * sq);
     *scale = 1.0f / sq;
 }
 
