@@ -41,7 +41,8 @@ const dsops_sfa_case *dsops_sfa_case_find(const char *name);
 dsops_sfa_problem *dsops_sfa_problem_make(const dsops_sfa_case *c, uint64_t seed);
 void dsops_sfa_problem_free(dsops_sfa_problem *p);
 
-/* One lightning_indexer case (V3.2 configuration: cmp_ratio 1). Sequences are uniform: S tokens each. */
+/* One lightning_indexer case (V3.2 configuration with cmp_ratio 1, V4 configuration with cmp_ratio 4 over
+ * compressed keys, or the AscendC example). Sequences are uniform: S tokens each. */
 typedef struct dsops_li_case {
     const char *name;        /* e.g. "v32_li_int8_b4_s2_kv64k" */
     int B, S;
@@ -67,8 +68,10 @@ typedef struct dsops_li_problem {
 
 const dsops_li_case *dsops_li_cases(int *count);
 const dsops_li_case *dsops_li_case_find(const char *name);
-/* Data per CASES.md "lightning_indexer, V3.2 configuration" (int8: int8(N(0,1)) values with fp16
- * scales max(fp16(amax/127), 1e-3) and requantisation; weights fp16(N(0,1)); bf16: N(0,1) bf16). */
+/* Data per CASES.md, chosen by the case name's prefix: "lightning_indexer, V3.2 configuration" (int8:
+ * int8(N(0,1)) values with fp16 scales max(fp16(amax/127), 1e-3) and requantisation; weights fp16(N(0,1));
+ * bf16: N(0,1) bf16), the V4 configuration (Q8 of N(0,1) vectors, fp16 scales, weights fp16(0.1 N(0,1)))
+ * or the AscendC example (uniform int8, scales U(0,10), weights U(0,0.01)). */
 dsops_li_problem *dsops_li_problem_make(const dsops_li_case *c, uint64_t seed);
 void dsops_li_problem_free(dsops_li_problem *p);
 
