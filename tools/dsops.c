@@ -237,15 +237,15 @@ static dsops_status mlap_gemms_run(dsops_context *ctx, void *pv)
     float *y = b->y;
     dsops_linear **m = b->prep->maps;
     dsops_linear_job j1[2] = {{m[0], b->p->args.x.data, c->H, y, Q}, {m[1], b->p->args.x.data, c->H, y, c->Dc + 64}};
-    dsops_status s = dsops_linear_run(j1, 2, T, threads);
+    dsops_status s = dsops_linear_run(j1, 2, T, threads, dsops_context_isa(ctx));
     dsops_linear_job j3 = {m[2], b->x2, Q, y, NG};
     if (s == DSOPS_OK)
-        s = dsops_linear_run(&j3, 1, T, threads);
+        s = dsops_linear_run(&j3, 1, T, threads, dsops_context_isa(ctx));
     dsops_linear_job *jh = malloc(sizeof *jh * (size_t)c->N);
     for (int h = 0; s == DSOPS_OK && jh && h < c->N; h++)
         jh[h] = (dsops_linear_job){m[3 + h], (const uint16_t *)b->x2 + h * G, NG, y + (size_t)h * T * c->Dc, c->Dc};
     if (s == DSOPS_OK && jh)
-        s = dsops_linear_run(jh, c->N, T, threads);
+        s = dsops_linear_run(jh, c->N, T, threads, dsops_context_isa(ctx));
     free(jh);
     return s;
 }
@@ -333,14 +333,14 @@ static dsops_status idxp_gemms_run(dsops_context *ctx, void *pv)
     dsops_linear_job j1[3] = {{m[IDXP_MAP_WQ_B], a->qr.data, c->Q, y, NQ},
                               {m[IDXP_MAP_WK], a->x.data, c->H, y + (size_t)(T * NQ) * 4, c->DI},
                               {m[IDXP_MAP_WPROJ], a->x.data, c->H, y + (size_t)(T * (NQ + c->DI)) * 4, c->NI}};
-    dsops_status s = dsops_linear_run(j1, 3, T, threads);
+    dsops_status s = dsops_linear_run(j1, 3, T, threads, dsops_context_isa(ctx));
     if (s == DSOPS_OK && m[IDXP_MAP_HQ]) {
         dsops_linear_job jq = {m[IDXP_MAP_HQ], b->hx, c->DI, y, c->DI};
-        s = dsops_linear_run(&jq, 1, T * c->NI, threads);
+        s = dsops_linear_run(&jq, 1, T * c->NI, threads, dsops_context_isa(ctx));
     }
     if (s == DSOPS_OK && m[IDXP_MAP_HK]) {
         dsops_linear_job jk = {m[IDXP_MAP_HK], b->hx, c->DI, y, c->DI};
-        s = dsops_linear_run(&jk, 1, T, threads);
+        s = dsops_linear_run(&jk, 1, T, threads, dsops_context_isa(ctx));
     }
     return s;
 }

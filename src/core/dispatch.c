@@ -29,6 +29,7 @@ static void build_tables(void)
 #ifdef DSOPS_HAVE_AVX512BF16
     dsops_attention_kernels_init__avx512bf16(&t.attn);
     dsops_indexer_kernels_init__avx512bf16(&t.indexer);
+    dsops_linear_kernels_init__avx512bf16(&t.linear);
     dsops_peak_kernels_init__avx512bf16(&t);
 #endif
     t.isa = DSOPS_ISA_AVX512BF16;

@@ -66,10 +66,21 @@ typedef struct dsops_indexer_kernels {
                        int dpairs, float *I);
 } dsops_indexer_kernels;
 
+/* Few-row linear maps from row-major weights W [N, K] (row n at w + n * ldw), for decode-size calls:
+ * y[m][n] = sum_k x[m][k] * W[n][k], m < M. The int8 form takes x + 128 as bytes (xb) and removes
+ * wsum128[n] = 128 * sum_k W[n][k]. A tier without them leaves the entries NULL (oneDNN is used). */
+typedef struct dsops_linear_kernels {
+    void (*rowdot_bf16)(const uint16_t *x, size_t ldx, int M, const uint16_t *w, size_t ldw, int N, int K, float *y,
+                        size_t ldy);
+    void (*rowdot_s8)(const uint8_t *xb, size_t ldx, int M, const int8_t *w, size_t ldw, int N, int K,
+                      const int32_t *wsum128, int32_t *y, size_t ldy);
+} dsops_linear_kernels;
+
 typedef struct dsops_kernel_table {
     dsops_isa isa;
     dsops_attention_kernels attn;
     dsops_indexer_kernels indexer;
+    dsops_linear_kernels linear;
     /* Dot-product throughput probes: run `iters` iterations of a register-resident loop and return
      * the number of multiply-adds (products) performed. */
     double (*peak_bf16_dot)(long iters);
@@ -86,6 +97,7 @@ void dsops_attention_kernels_init__avx512bf16(dsops_attention_kernels *k);
 void dsops_indexer_kernels_init__scalar(dsops_indexer_kernels *k);
 void dsops_indexer_kernels_init__avx2(dsops_indexer_kernels *k);
 void dsops_indexer_kernels_init__avx512bf16(dsops_indexer_kernels *k);
+void dsops_linear_kernels_init__avx512bf16(dsops_linear_kernels *k);
 void dsops_peak_kernels_init__scalar(dsops_kernel_table *t);
 void dsops_peak_kernels_init__avx2(dsops_kernel_table *t);
 void dsops_peak_kernels_init__avx512bf16(dsops_kernel_table *t);

@@ -6,12 +6,17 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
+#include "dispatch.h"
 #include "internal.h"
 #include "linear.h"
 
 /* Output columns per chunk: large enough for efficient matmuls, small enough to spread a few
  * thousand columns over the threads. Fixed, so the arithmetic never depends on the thread count. */
 #define LINEAR_CHUNK 256
+
+/* Up to this many rows, maps with row-major weights run on the tier's row-dot kernels (oneDNN's
+ * matmuls reach only a fraction of the memory speed there; docs/PERFORMANCE.md). */
+#define ROWDOT_MAX_M 16
 
 typedef struct linear_chunk {
     int64_t n0, n;              /* first column, columns */
@@ -32,6 +37,7 @@ struct dsops_linear {
     int64_t N, K, stride_n, stride_k;
     int nchunks;
     linear_chunk *chunks;
+    int32_t *wsum128;               /* int8 with stride_k 1: 128 * sum_k W[n][k], for the row-dot path */
 };
 
 static dsops_status dnnl_failed(dnnl_status_t st, const char *what)
@@ -122,6 +128,7 @@ void dsops_linear_destroy(dsops_linear *l)
         free(l->chunks[i].packed);
     }
     free(l->chunks);
+    free(l->wsum128);
     free(l);
 }
 
@@ -183,6 +190,18 @@ dsops_status dsops_linear_create(dsops_linear_engine *e, const void *w, dsops_dt
             status = s;
         }
     }
+    if (status == DSOPS_OK && dtype == DSOPS_INT8 && stride_k == 1) {
+        l->wsum128 = malloc(sizeof *l->wsum128 * (size_t)N);
+        if (!l->wsum128)
+            status = dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate %lld row sums", (long long)N);
+        for (int64_t n = 0; status == DSOPS_OK && n < N; n++) {
+            const int8_t *row = (const int8_t *)w + n * stride_n;
+            uint32_t sum = 0;
+            for (int64_t k = 0; k < K; k++)
+                sum += (uint32_t)(int32_t)row[k];
+            l->wsum128[n] = (int32_t)(sum * 128u);
+        }
+    }
     if (status != DSOPS_OK) {
         dsops_linear_destroy(l);
         return status;
@@ -234,15 +253,62 @@ done:
     return status;
 }
 
-dsops_status dsops_linear_run(const dsops_linear_job *jobs, int njobs, int64_t M, int threads)
+/* Whether job j runs on the row-dot kernels of `k` at M rows. */
+static bool use_rowdot(const dsops_linear *l, const dsops_linear_kernels *k, int64_t M)
+{
+    if (M > ROWDOT_MAX_M || l->stride_k != 1)
+        return false;
+    return (l->dtype == DSOPS_BF16 && k->rowdot_bf16) || (l->dtype == DSOPS_INT8 && k->rowdot_s8 && l->wsum128);
+}
+
+static void run_rowdot(const dsops_linear_kernels *k, const dsops_linear_job *job, const uint8_t *xb, int64_t M,
+                       const linear_chunk *c)
+{
+    const dsops_linear *l = job->l;
+    size_t es = dsops_elem_size(l->dtype);
+    const char *w = (const char *)l->w + (size_t)(c->n0 * l->stride_n) * es;
+    if (l->dtype == DSOPS_BF16)
+        k->rowdot_bf16((const uint16_t *)job->x, (size_t)job->ldx, (int)M, (const uint16_t *)w, (size_t)l->stride_n,
+                       (int)c->n, (int)l->K, (float *)job->y + c->n0, (size_t)job->ldy);
+    else
+        k->rowdot_s8(xb, (size_t)l->K, (int)M, (const int8_t *)w, (size_t)l->stride_n, (int)c->n, (int)l->K,
+                     l->wsum128 + c->n0, (int32_t *)job->y + c->n0, (size_t)job->ldy);
+}
+
+dsops_status dsops_linear_run(const dsops_linear_job *jobs, int njobs, int64_t M, int threads, dsops_isa isa)
 {
     if (M <= 0 || njobs <= 0)
         return DSOPS_OK;
+    const dsops_linear_kernels *rk = &dsops_kernel_table_get(isa)->linear;
     int64_t items = 0;
-    for (int j = 0; j < njobs; j++)
+    size_t biased_bytes = 0;
+    for (int j = 0; j < njobs; j++) {
         items += jobs[j].l->nchunks;
+        if (use_rowdot(jobs[j].l, rk, M) && jobs[j].l->dtype == DSOPS_INT8)
+            biased_bytes += (size_t)(M * jobs[j].l->K);
+    }
     if (threads > items)
         threads = (int)items;
+    /* the int8 row-dot kernels take x + 128 as unsigned bytes: one biased copy per job */
+    uint8_t *biased = biased_bytes ? malloc(biased_bytes) : NULL;
+    if (biased_bytes && !biased)
+        return dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate %zu bytes of biased activations", biased_bytes);
+    const uint8_t **xb = calloc((size_t)njobs, sizeof *xb);
+    if (!xb) {
+        free(biased);
+        return dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate %d job records", njobs);
+    }
+    for (int j = 0, off = 0; j < njobs; j++) {
+        const dsops_linear *l = jobs[j].l;
+        if (!(use_rowdot(l, rk, M) && l->dtype == DSOPS_INT8))
+            continue;
+        uint8_t *dst = biased + off;
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t k = 0; k < l->K; k++)
+                dst[m * l->K + k] = (uint8_t)(((const int8_t *)jobs[j].x)[m * jobs[j].ldx + k] ^ 0x80);
+        xb[j] = dst;
+        off += (int)(M * l->K);
+    }
     dsops_status status = DSOPS_OK;
     /* (job, chunk) items on the library's threads; each task caps its own nested parallelism at one
      * thread, so oneDNN never adds threads and the chunking alone fixes the arithmetic */
@@ -265,7 +331,10 @@ dsops_status dsops_linear_run(const dsops_linear_job *jobs, int njobs, int64_t M
             while (i >= jobs[j].l->nchunks)
                 i -= jobs[j++].l->nchunks;
             const dsops_linear_job *job = &jobs[j];
-            mine = run_chunk(job->l, &job->l->chunks[i], stream, job->x, M, job->ldx, job->y, job->ldy);
+            if (use_rowdot(job->l, rk, M))
+                run_rowdot(rk, job, xb[j], M, &job->l->chunks[i]);
+            else
+                mine = run_chunk(job->l, &job->l->chunks[i], stream, job->x, M, job->ldx, job->y, job->ldy);
         }
         if (stream) {
             if (dnnl_stream_wait(stream) != dnnl_success && mine == DSOPS_OK)
@@ -277,5 +346,7 @@ dsops_status dsops_linear_run(const dsops_linear_job *jobs, int njobs, int64_t M
             status = mine;
         }
     }
+    free(xb);
+    free(biased);
     return status;
 }

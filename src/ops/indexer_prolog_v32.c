@@ -363,7 +363,7 @@ dsops_status dsops_indexer_prolog_v32(dsops_context *ctx, const idxp_args *a)
     dsops_linear_job j1[3] = {{prep->maps[MAP_WQ_B], a->qr.data, a->qr.stride[0], scratch + L.qacc, NI * DI},
                               {prep->maps[MAP_WK], a->x.data, a->x.stride[0], scratch + L.k, DI},
                               {prep->maps[MAP_WPROJ], a->x.data, a->x.stride[0], scratch + L.w, NI}};
-    status = dsops_linear_run(j1, 3, T, threads);
+    status = dsops_linear_run(j1, 3, T, threads, use->isa);
 
     float *wscale = (float *)(scratch + L.wscale);
     if (d.int8)
@@ -411,11 +411,11 @@ dsops_status dsops_indexer_prolog_v32(dsops_context *ctx, const idxp_args *a)
     /* Hadamard rotations: every head row of every token by hadamard_q, every key by hadamard_k */
     if (status == DSOPS_OK && d.had_q) {
         dsops_linear_job jq = {prep->maps[MAP_HQ], scratch + L.u, DI, scratch + L.hq, DI};
-        status = dsops_linear_run(&jq, 1, T * NI, threads);
+        status = dsops_linear_run(&jq, 1, T * NI, threads, use->isa);
     }
     if (status == DSOPS_OK && d.had_k) {
         dsops_linear_job jk = {prep->maps[MAP_HK], scratch + L.kr, DI, scratch + L.hk, DI};
-        status = dsops_linear_run(&jk, 1, T, threads);
+        status = dsops_linear_run(&jk, 1, T, threads, use->isa);
     }
     if (status == DSOPS_OK) {
 #pragma omp parallel for schedule(static) num_threads(threads)

@@ -410,7 +410,7 @@ dsops_status dsops_mla_prolog_v32(dsops_context *ctx, const mlap_args *a)
     /* 1, 7: a and kva, one batch of matmuls over x */
     dsops_linear_job j1[2] = {{prep->maps[0], a->x.data, a->x.stride[0], scratch + L.a, Q},
                               {prep->maps[1], a->x.data, a->x.stride[0], scratch + L.kva, Dc + DR}};
-    status = dsops_linear_run(j1, 2, T, threads);
+    status = dsops_linear_run(j1, 2, T, threads, use->isa);
     /* 2, 3 (quantisation), 7: norms per token */
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t t = 0; t < T; t++) {
@@ -421,7 +421,7 @@ dsops_status dsops_mla_prolog_v32(dsops_context *ctx, const mlap_args *a)
     if (status == DSOPS_OK) {
         dsops_linear_job j3 = {prep->maps[2], d.int8w ? (void *)(scratch + L.qr8) : (void *)(scratch + L.cq), Q,
                                scratch + L.qbacc, NG};
-        status = dsops_linear_run(&j3, 1, T, threads);
+        status = dsops_linear_run(&j3, 1, T, threads, use->isa);
     }
     uint16_t *qb = (uint16_t *)(scratch + L.qb);
     float *wscale = (float *)(scratch + L.wscale);
@@ -454,7 +454,7 @@ dsops_status dsops_mla_prolog_v32(dsops_context *ctx, const mlap_args *a)
         float *qn = (float *)(scratch + L.qn); /* [hn][T][Dc] */
         for (int64_t h = 0; h < hn; h++)
             jobs[h] = (dsops_linear_job){prep->maps[3 + h0 + h], qb + (h0 + h) * d.G, NG, qn + h * T * Dc, Dc};
-        status = dsops_linear_run(jobs, (int)hn, T, threads);
+        status = dsops_linear_run(jobs, (int)hn, T, threads, use->isa);
 #pragma omp parallel for schedule(static) num_threads(threads)
         for (int64_t th = 0; th < hn * T; th++) {
             int64_t h = th / T, t = th % T;
