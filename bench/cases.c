@@ -25,6 +25,41 @@
 /* N 128, Dc 512, Dr 64, K 2048, BS 128 for every V3.2 case */
 #define V32_DIMS .N = 128, .Dc = 512, .Dr = 64, .K = 2048, .BS = 128
 
+/* ---- shared by every case family --------------------------------------------------------------- */
+
+/* A zeroed allocation recorded in an owner's buffer list (freed with free_owned); NULL when memory or
+ * the list runs out. */
+static void *alloc_owned(void **buffers, int *nbuffers, int capacity, size_t bytes)
+{
+    if (*nbuffers >= capacity)
+        return NULL;
+    void *m = calloc(1, bytes ? bytes : 1);
+    if (m)
+        buffers[(*nbuffers)++] = m;
+    return m;
+}
+
+static void free_owned(void **buffers, int nbuffers)
+{
+    for (int i = 0; i < nbuffers; i++)
+        free(buffers[i]);
+}
+
+#define ALLOC_OWNED(owner, bytes)                                                                        \
+    alloc_owned((owner)->buffers, &(owner)->nbuffers, (int)(sizeof (owner)->buffers / sizeof (owner)->buffers[0]), \
+                (bytes))
+
+/* The case named `name` in a table whose entries start with their name. */
+static const void *find_case(const void *table, int count, size_t stride, const char *name)
+{
+    for (int i = 0; name && i < count; i++) {
+        const char *entry_name = *(const char *const *)((const char *)table + (size_t)i * stride);
+        if (strcmp(entry_name, name) == 0)
+            return (const char *)table + (size_t)i * stride;
+    }
+    return NULL;
+}
+
 static const dsops_sfa_case sfa_cases[] = {
     {.name = "v32_sfa_b4_s2_int8_mixed", .B = 4, .S = 2, .seqused = {65536, 16381, 666, 15}, V32_DIMS,
      .layout = DSOPS_KV_SPLIT_INT8, .ci = 1},
@@ -75,10 +110,7 @@ const dsops_sfa_case *dsops_sfa_case_find(const char *name)
 {
     int n;
     const dsops_sfa_case *c = dsops_sfa_cases(&n);
-    for (int i = 0; name && i < n; i++)
-        if (strcmp(c[i].name, name) == 0)
-            return &c[i];
-    return NULL;
+    return find_case(c, n, sizeof *c, name);
 }
 
 /* ---- generator ----------------------------------------------------------------------------------- */
@@ -150,22 +182,13 @@ static float quant_group(const float *v, int8_t *q, int n)
     return scale;
 }
 
-static void *problem_alloc(dsops_sfa_problem *p, size_t bytes)
-{
-    if (p->nbuffers >= (int)(sizeof p->buffers / sizeof p->buffers[0]))
-        return NULL;
-    void *m = calloc(1, bytes ? bytes : 1);
-    if (m)
-        p->buffers[p->nbuffers++] = m;
-    return m;
-}
+static void *problem_alloc(dsops_sfa_problem *p, size_t bytes) { return ALLOC_OWNED(p, bytes); }
 
 void dsops_sfa_problem_free(dsops_sfa_problem *p)
 {
     if (!p)
         return;
-    for (int i = 0; i < p->nbuffers; i++)
-        free(p->buffers[i]);
+    free_owned(p->buffers, p->nbuffers);
     free(p);
 }
 
@@ -518,10 +541,7 @@ const dsops_li_case *dsops_li_case_find(const char *name)
 {
     int n;
     const dsops_li_case *c = dsops_li_cases(&n);
-    for (int i = 0; name && i < n; i++)
-        if (strcmp(c[i].name, name) == 0)
-            return &c[i];
-    return NULL;
+    return find_case(c, n, sizeof *c, name);
 }
 
 typedef enum li_data_kind { LI_DATA_V32 = 0, LI_DATA_V4 = 1, LI_DATA_ASCENDC = 2 } li_data_kind;
@@ -613,22 +633,13 @@ static void li_bf16_row(rng *r, uint16_t *q, int n)
         q[i] = bf16_bits(v[i]);
 }
 
-static void *li_alloc(dsops_li_problem *p, size_t bytes)
-{
-    if (p->nbuffers >= (int)(sizeof p->buffers / sizeof p->buffers[0]))
-        return NULL;
-    void *m = calloc(1, bytes ? bytes : 1);
-    if (m)
-        p->buffers[p->nbuffers++] = m;
-    return m;
-}
+static void *li_alloc(dsops_li_problem *p, size_t bytes) { return ALLOC_OWNED(p, bytes); }
 
 void dsops_li_problem_free(dsops_li_problem *p)
 {
     if (!p)
         return;
-    for (int i = 0; i < p->nbuffers; i++)
-        free(p->buffers[i]);
+    free_owned(p->buffers, p->nbuffers);
     free(p);
 }
 
@@ -829,28 +840,16 @@ const dsops_mlap_case *dsops_mlap_case_find(const char *name)
 {
     int n;
     const dsops_mlap_case *c = dsops_mlap_cases(&n);
-    for (int i = 0; name && i < n; i++)
-        if (strcmp(c[i].name, name) == 0)
-            return &c[i];
-    return NULL;
+    return find_case(c, n, sizeof *c, name);
 }
 
-static void *mlap_alloc(dsops_mlap_problem *p, size_t bytes)
-{
-    if (p->nbuffers >= (int)(sizeof p->buffers / sizeof p->buffers[0]))
-        return NULL;
-    void *m = calloc(1, bytes ? bytes : 1);
-    if (m)
-        p->buffers[p->nbuffers++] = m;
-    return m;
-}
+static void *mlap_alloc(dsops_mlap_problem *p, size_t bytes) { return ALLOC_OWNED(p, bytes); }
 
 void dsops_mlap_problem_free(dsops_mlap_problem *p)
 {
     if (!p)
         return;
-    for (int i = 0; i < p->nbuffers; i++)
-        free(p->buffers[i]);
+    free_owned(p->buffers, p->nbuffers);
     free(p);
 }
 
@@ -1178,28 +1177,16 @@ const dsops_idxp_case *dsops_idxp_case_find(const char *name)
 {
     int n;
     const dsops_idxp_case *c = dsops_idxp_cases(&n);
-    for (int i = 0; name && i < n; i++)
-        if (strcmp(c[i].name, name) == 0)
-            return &c[i];
-    return NULL;
+    return find_case(c, n, sizeof *c, name);
 }
 
-static void *idxp_alloc(dsops_idxp_problem *p, size_t bytes)
-{
-    if (p->nbuffers >= (int)(sizeof p->buffers / sizeof p->buffers[0]))
-        return NULL;
-    void *m = calloc(1, bytes ? bytes : 1);
-    if (m)
-        p->buffers[p->nbuffers++] = m;
-    return m;
-}
+static void *idxp_alloc(dsops_idxp_problem *p, size_t bytes) { return ALLOC_OWNED(p, bytes); }
 
 void dsops_idxp_problem_free(dsops_idxp_problem *p)
 {
     if (!p)
         return;
-    for (int i = 0; i < p->nbuffers; i++)
-        free(p->buffers[i]);
+    free_owned(p->buffers, p->nbuffers);
     free(p);
 }
 
@@ -1532,28 +1519,16 @@ const dsops_dia_case *dsops_dia_case_find(const char *name)
 {
     int n;
     const dsops_dia_case *c = dsops_dia_cases(&n);
-    for (int i = 0; name && i < n; i++)
-        if (strcmp(c[i].name, name) == 0)
-            return &c[i];
-    return NULL;
+    return find_case(c, n, sizeof *c, name);
 }
 
-static void *dia_alloc(dsops_dia_problem *p, size_t bytes)
-{
-    if (p->nbuffers >= (int)(sizeof p->buffers / sizeof p->buffers[0]))
-        return NULL;
-    void *m = calloc(1, bytes ? bytes : 1);
-    if (m)
-        p->buffers[p->nbuffers++] = m;
-    return m;
-}
+static void *dia_alloc(dsops_dia_problem *p, size_t bytes) { return ALLOC_OWNED(p, bytes); }
 
 void dsops_dia_problem_free(dsops_dia_problem *p)
 {
     if (!p)
         return;
-    for (int i = 0; i < p->nbuffers; i++)
-        free(p->buffers[i]);
+    free_owned(p->buffers, p->nbuffers);
     free(p);
 }
 
@@ -1897,22 +1872,13 @@ fail:
 
 /* ---- the four stages of one fused call ---------------------------------------------------------- */
 
-static void *dia_stage_alloc(dsops_dia_stages *s, size_t bytes)
-{
-    if (s->nbuffers >= (int)(sizeof s->buffers / sizeof s->buffers[0]))
-        return NULL;
-    void *m = calloc(1, bytes ? bytes : 1);
-    if (m)
-        s->buffers[s->nbuffers++] = m;
-    return m;
-}
+static void *dia_stage_alloc(dsops_dia_stages *s, size_t bytes) { return ALLOC_OWNED(s, bytes); }
 
 void dsops_dia_stages_free(dsops_dia_stages *s)
 {
     if (!s)
         return;
-    for (int i = 0; i < s->nbuffers; i++)
-        free(s->buffers[i]);
+    free_owned(s->buffers, s->nbuffers);
     free(s);
 }
 
