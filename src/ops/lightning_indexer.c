@@ -219,7 +219,7 @@ static void prefetch_rows(const li_plan *p, const void *const *rows, int64_t cou
     size_t row_bytes = (size_t)p->d->DI * (p->d->int8 ? 1 : 2);
     for (int64_t r = 0; r < count; r++)
         for (size_t off = 0; off < row_bytes; off += 64)
-            __builtin_prefetch((const char *)rows[r] + off);
+            __builtin_prefetch((const char *)rows[r] + off, 0, 2); /* to L2: L1 holds the tiles and queries */
 }
 
 /* Scores keys [j0, j1) of sequence b into I[j0 .. j1), CHUNK_KEYS at a time through `tiles`; the

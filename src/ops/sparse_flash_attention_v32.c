@@ -231,8 +231,8 @@ static void prefetch_bytes(const void *p, size_t bytes)
 {
     const char *c = p;
     for (size_t off = 0; off < bytes; off += 64)
-        __builtin_prefetch(c + off);
-    __builtin_prefetch(c + bytes - 1);
+        __builtin_prefetch(c + off, 0, 2);
+    __builtin_prefetch(c + bytes - 1, 0, 2);
 }
 
 static void prefetch_row(const void *src, int j)
@@ -241,7 +241,7 @@ static void prefetch_row(const void *src, int j)
     prefetch_bytes(r->ptr[j].nope, r->nope_bytes);
     prefetch_bytes(r->ptr[j].rope, (size_t)r->Dr * 2);
     if (r->ptr[j].scales)
-        __builtin_prefetch(r->ptr[j].scales);
+        __builtin_prefetch(r->ptr[j].scales, 0, 2);
 }
 
 /* Resolves token t's used indices to cache addresses; returns their count. */
