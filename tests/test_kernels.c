@@ -193,6 +193,63 @@ static void test_dots(const dsops_kernel_table *t, tu_rng *r, int nh, int n, int
     free(o);
 }
 
+/* Row-dot kernels (few-row linear maps from row-major weights): int8 exact, bf16 within the fp32 bound. */
+static void test_rowdot(const dsops_kernel_table *t, tu_rng *r, int M, int N, int K)
+{
+    if (!t->linear.rowdot_bf16 || !t->linear.rowdot_s8)
+        return;
+    size_t ldx = (size_t)K + 3, ldw = (size_t)K + 5, ldy = (size_t)N + 2;
+    uint16_t *xb = calloc((size_t)M * ldx, 2), *wb = calloc((size_t)N * ldw, 2);
+    int8_t *x8 = calloc((size_t)M * ldx, 1), *w8 = calloc((size_t)N * ldw, 1);
+    uint8_t *xbias = calloc((size_t)M * (size_t)K, 1);
+    int32_t *wsum = calloc((size_t)N, 4), *y8 = calloc((size_t)M * ldy, 4);
+    float *yb = calloc((size_t)M * ldy, 4);
+    for (int m = 0; m < M; m++)
+        for (int k = 0; k < K; k++) {
+            xb[m * ldx + k] = tu_bf16(rnd_bf16(r, -1, 1));
+            x8[m * ldx + k] = (int8_t)(m == 0 ? -128 : tu_rng_int(r, -128, 127)); /* row 0 at the extreme */
+            xbias[(size_t)m * K + k] = (uint8_t)(x8[m * ldx + k] ^ 0x80);
+        }
+    for (int n = 0; n < N; n++) {
+        int32_t sum = 0;
+        for (int k = 0; k < K; k++) {
+            wb[n * ldw + k] = tu_bf16(rnd_bf16(r, -1, 1));
+            w8[n * ldw + k] = (int8_t)(n == 0 ? -128 : tu_rng_int(r, -128, 127));
+            sum += w8[n * ldw + k];
+        }
+        wsum[n] = sum * 128;
+    }
+    t->linear.rowdot_bf16(xb, ldx, M, wb, ldw, N, K, yb, ldy);
+    t->linear.rowdot_s8(xbias, (size_t)K, M, w8, ldw, N, K, wsum, y8, ldy);
+    int exact = 1;
+    double worst = 0;
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            int64_t ref8 = 0;
+            double ref = 0, mag = 0;
+            for (int k = 0; k < K; k++) {
+                ref8 += (int64_t)x8[m * ldx + k] * w8[n * ldw + k];
+                double p = (double)tu_f32(xb[m * ldx + k]) * (double)tu_f32(wb[n * ldw + k]);
+                ref += p;
+                mag += fabs(p);
+            }
+            exact &= y8[m * ldy + n] == ref8;
+            double err = fabs((double)yb[m * ldy + n] - ref) / (mag * K * 6e-8 + 1e-30);
+            worst = err > worst ? err : worst;
+        }
+    tu_check(exact, "%s rowdot_s8 (M %d, N %d, K %d) is not exact", dsops_isa_name(t->isa), M, N, K);
+    tu_check(worst <= 1.0, "%s rowdot_bf16 (M %d, N %d, K %d): error %.3g of the fp32 bound", dsops_isa_name(t->isa),
+             M, N, K, worst);
+    free(xb);
+    free(wb);
+    free(x8);
+    free(w8);
+    free(xbias);
+    free(wsum);
+    free(y8);
+    free(yb);
+}
+
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 11);
@@ -209,6 +266,9 @@ int main(int argc, char **argv)
         int dots[][4] = {{128, 200, 576, 512}, {13, 37, 96, 64}, {1, 1, 2, 1}, {7, 16, 33, 20}, {9, 97, 576, 512}};
         for (size_t i = 0; i < sizeof dots / sizeof dots[0]; i++)
             test_dots(t, &r, dots[i][0], dots[i][1], dots[i][2], dots[i][3]);
+        int rows[][3] = {{1, 1, 1}, {8, 37, 1536}, {16, 9, 100}, {5, 4, 64}, {3, 6, 33}, {13, 5, 130}};
+        for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+            test_rowdot(t, &r, rows[i][0], rows[i][1], rows[i][2]);
         double g = 0;
         tu_check(dsops_measure_peak((dsops_isa)isa, DSOPS_PEAK_BF16_DOT, 0.02, &g) == DSOPS_OK && g > 0,
                  "%s bf16 peak probe returned %g", dsops_isa_name((dsops_isa)isa), g);
