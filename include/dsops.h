@@ -516,6 +516,46 @@ DSOPS_API dsops_status dsops_sparse_attention_v32_prepare(dsops_context *ctx,
 DSOPS_API dsops_status dsops_sparse_attention_v32(dsops_context *ctx, const dsops_sparse_attention_v32_args *args);
 
 /* ---------------------------------------------------------------------------------------------
+ * hc_pre and hc_post (spec §3.1, §3.2): mHC hyper-connections of DeepSeek-V4
+ *
+ * hc_pre, per token t (all fp32): xf = the HC streams of x flattened stream-major (HC*H values);
+ *   r = sqrt(sum(xf^2) / (HC*H) + norm_eps); mix = (xf hc_fn^T) / r  (M = (2+HC)*HC mixes);
+ *   pre_i = sigmoid(mix[i] hc_scale[0] + hc_base[i]) + hc_eps; post_i = 2 sigmoid(mix[HC+i] hc_scale[1] + ...);
+ *   comb = Sinkhorn of exp(A - rowmax) with A[a][c] = mix[2HC + a HC + c] hc_scale[2] + hc_base[...]
+ *   (row normalisation + hc_eps, column normalisation, then sinkhorn_iters - 1 rounds of row and column
+ *   normalisation with hc_eps in the denominators); y[t, d] = bf16(sum_i pre_i xf[i H + d]).
+ * hc_post: out[t, j, d] = cast(post[t][j] x[t][d] + sum_i comb[t][i][j] residual[t][i][d]) (comb used
+ * transposed); out may alias residual exactly.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct dsops_hc_pre_args {
+    dsops_tensor x;         /* [T, HC, H] bf16 */
+    dsops_tensor hc_fn;     /* [M, HC*H] fp32, M = (2+HC)*HC */
+    dsops_tensor hc_scale;  /* [3] fp32 */
+    dsops_tensor hc_base;   /* [M] fp32 */
+    dsops_tensor y;         /* [T, H] bf16, out */
+    dsops_tensor post;      /* [T, HC] fp32, out */
+    dsops_tensor comb;      /* [T, HC, HC] fp32, out */
+    dsops_tensor pre;       /* [T, HC] fp32, out, optional */
+    int sinkhorn_iters;     /* >= 1; V4: 20 */
+    float norm_eps;         /* V4: 1e-6 */
+    float hc_eps;           /* V4: 1e-6 */
+} dsops_hc_pre_args;
+
+DSOPS_API dsops_status dsops_hc_pre_init(dsops_hc_pre_args *args, dsops_preset preset);
+DSOPS_API dsops_status dsops_hc_pre(dsops_context *ctx, const dsops_hc_pre_args *args);
+
+typedef struct dsops_hc_post_args {
+    dsops_tensor x;         /* [T, H] bf16 or fp32 (sublayer output) */
+    dsops_tensor residual;  /* [T, HC, H] same dtype as x */
+    dsops_tensor post;      /* [T, HC] fp32 or bf16 */
+    dsops_tensor comb;      /* [T, HC, HC] same dtype as post */
+    dsops_tensor out;       /* [T, HC, H] same dtype as x, out (may alias residual exactly) */
+} dsops_hc_post_args;
+
+DSOPS_API dsops_status dsops_hc_post(dsops_context *ctx, const dsops_hc_post_args *args);
+
+/* ---------------------------------------------------------------------------------------------
  * Machine peaks (used by the benchmark tool as the 100 % mark)
  * ------------------------------------------------------------------------------------------- */
 
