@@ -1,0 +1,308 @@
+/* hc_pre and hc_post (spec §3.1, §3.2): DeepSeek-V4 hyper-connections. The 24-mix reduction of
+ * hc_pre is an fp32 matmul (oneDNN, in fixed groups of tokens); RMS, gates, Sinkhorn and the weighted
+ * sum are per-token epilogues. */
+#include <math.h>
+#include <stdlib.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "internal.h"
+#include "linear.h"
+
+/* Tokens per matmul job: fixed, so a token's arithmetic never depends on the thread count. */
+#define HC_TOKEN_GROUP 32
+
+dsops_status dsops_hc_pre_init(dsops_hc_pre_args *a, dsops_preset preset)
+{
+    if (!a)
+        return dsops_fail(DSOPS_ERR_NULL, "args is NULL");
+    memset(a, 0, sizeof *a);
+    a->sinkhorn_iters = 20;
+    a->norm_eps = 1e-6f;
+    a->hc_eps = 1e-6f;
+    if (preset != DSOPS_PRESET_V4_FLASH && preset != DSOPS_PRESET_V4_PRO)
+        return dsops_fail(DSOPS_ERR_PARAM, "preset = %d: hc_pre exists only for the V4 presets", (int)preset);
+    dsops_clear_error();
+    return DSOPS_OK;
+}
+
+static dsops_status check_eps(const char *name, float v)
+{
+    if (!isfinite(v) || v < 0)
+        return dsops_fail(DSOPS_ERR_PARAM, "%s = %g, expected finite and >= 0", name, (double)v);
+    return DSOPS_OK;
+}
+
+static dsops_status hc_pre_check(const dsops_hc_pre_args *a, int64_t *T, int64_t *HC, int64_t *H)
+{
+    const unsigned f32 = DSOPS_DT(DSOPS_FP32);
+    DSOPS_TRY(dsops_check_tensor(&a->x, "x", 3, DSOPS_DT(DSOPS_BF16), true));
+    *T = a->x.shape[0];
+    *HC = a->x.shape[1];
+    *H = a->x.shape[2];
+    if (*HC < 1 || *H < 1)
+        return dsops_fail(DSOPS_ERR_SHAPE, "x has HC = %lld, H = %lld, expected both >= 1", (long long)*HC, (long long)*H);
+    int64_t M = (2 + *HC) * *HC, W = *HC * *H;
+    DSOPS_TRY(dsops_check_tensor(&a->hc_fn, "hc_fn", 2, f32, true));
+    DSOPS_TRY(dsops_check_dim(&a->hc_fn, "hc_fn", 0, M, "M = (2 + HC) * HC"));
+    DSOPS_TRY(dsops_check_dim(&a->hc_fn, "hc_fn", 1, W, "HC * H"));
+    DSOPS_TRY(dsops_check_tensor(&a->hc_scale, "hc_scale", 1, f32, false));
+    DSOPS_TRY(dsops_check_dim(&a->hc_scale, "hc_scale", 0, 3, "three scales"));
+    DSOPS_TRY(dsops_check_tensor(&a->hc_base, "hc_base", 1, f32, false));
+    DSOPS_TRY(dsops_check_dim(&a->hc_base, "hc_base", 0, M, "M = (2 + HC) * HC"));
+    DSOPS_TRY(dsops_check_tensor(&a->y, "y", 2, DSOPS_DT(DSOPS_BF16), true));
+    DSOPS_TRY(dsops_check_dim(&a->y, "y", 0, *T, "T of x"));
+    DSOPS_TRY(dsops_check_dim(&a->y, "y", 1, *H, "H of x"));
+    DSOPS_TRY(dsops_check_tensor(&a->post, "post", 2, f32, false));
+    DSOPS_TRY(dsops_check_dim(&a->post, "post", 0, *T, "T of x"));
+    DSOPS_TRY(dsops_check_dim(&a->post, "post", 1, *HC, "HC of x"));
+    DSOPS_TRY(dsops_check_tensor(&a->comb, "comb", 3, f32, false));
+    DSOPS_TRY(dsops_check_dim(&a->comb, "comb", 0, *T, "T of x"));
+    DSOPS_TRY(dsops_check_dim(&a->comb, "comb", 1, *HC, "HC of x"));
+    DSOPS_TRY(dsops_check_dim(&a->comb, "comb", 2, *HC, "HC of x"));
+    if (dsops_tensor_present(&a->pre)) {
+        DSOPS_TRY(dsops_check_tensor(&a->pre, "pre", 2, f32, false));
+        DSOPS_TRY(dsops_check_dim(&a->pre, "pre", 0, *T, "T of x"));
+        DSOPS_TRY(dsops_check_dim(&a->pre, "pre", 1, *HC, "HC of x"));
+    }
+    if (a->sinkhorn_iters < 1)
+        return dsops_fail(DSOPS_ERR_PARAM, "sinkhorn_iters = %d, expected >= 1", a->sinkhorn_iters);
+    DSOPS_TRY(check_eps("norm_eps", a->norm_eps));
+    DSOPS_TRY(check_eps("hc_eps", a->hc_eps));
+    const dsops_named_tensor outs[] = {{&a->y, "y"}, {&a->post, "post"}, {&a->comb, "comb"}, {&a->pre, "pre"}};
+    const dsops_named_tensor ins[] = {{&a->x, "x"}, {&a->hc_fn, "hc_fn"}, {&a->hc_scale, "hc_scale"},
+                                      {&a->hc_base, "hc_base"}};
+    return dsops_check_outputs_apart(outs, 4, ins, 4);
+}
+
+static float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
+
+/* Steps 4-8 of one token from its M mixes (already divided by r). */
+static void gates_and_sinkhorn(const dsops_hc_pre_args *a, int64_t t, int64_t HC, const float *mix, float *pre,
+                               float *A)
+{
+    float s0 = *(const float *)dsops_at1(&a->hc_scale, 0), s1 = *(const float *)dsops_at1(&a->hc_scale, 1),
+          s2 = *(const float *)dsops_at1(&a->hc_scale, 2), eps = a->hc_eps;
+    const dsops_tensor *base = &a->hc_base;
+    for (int64_t i = 0; i < HC; i++) {
+        pre[i] = sigmoid(mix[i] * s0 + *(const float *)dsops_at1(base, i)) + eps;
+        *(float *)dsops_at2(&a->post, t, i) = 2.0f * sigmoid(mix[HC + i] * s1 + *(const float *)dsops_at1(base, HC + i));
+        if (dsops_tensor_present(&a->pre))
+            *(float *)dsops_at2(&a->pre, t, i) = pre[i];
+    }
+    for (int64_t k = 0; k < HC * HC; k++)
+        A[k] = mix[2 * HC + k] * s2 + *(const float *)dsops_at1(base, 2 * HC + k);
+    for (int64_t r = 0; r < HC; r++) { /* row softmax, + eps after the division */
+        float mx = -INFINITY, sum = 0.0f;
+        for (int64_t c = 0; c < HC; c++)
+            mx = A[r * HC + c] > mx ? A[r * HC + c] : mx;
+        for (int64_t c = 0; c < HC; c++) {
+            A[r * HC + c] = expf(A[r * HC + c] - mx);
+            sum += A[r * HC + c];
+        }
+        for (int64_t c = 0; c < HC; c++)
+            A[r * HC + c] = A[r * HC + c] / sum + eps;
+    }
+    for (int it = 0; it < a->sinkhorn_iters; it++) {
+        if (it > 0)
+            for (int64_t r = 0; r < HC; r++) { /* rows */
+                float sum = 0.0f;
+                for (int64_t c = 0; c < HC; c++)
+                    sum += A[r * HC + c];
+                for (int64_t c = 0; c < HC; c++)
+                    A[r * HC + c] = A[r * HC + c] / (sum + eps);
+            }
+        for (int64_t c = 0; c < HC; c++) { /* columns */
+            float sum = 0.0f;
+            for (int64_t r = 0; r < HC; r++)
+                sum += A[r * HC + c];
+            for (int64_t r = 0; r < HC; r++)
+                A[r * HC + c] = A[r * HC + c] / (sum + eps);
+        }
+    }
+    for (int64_t r = 0; r < HC; r++)
+        for (int64_t c = 0; c < HC; c++)
+            *(float *)dsops_at3(&a->comb, t, r, c) = A[r * HC + c];
+}
+
+dsops_status dsops_hc_pre(dsops_context *ctx, const dsops_hc_pre_args *a)
+{
+    if (!a)
+        return dsops_fail(DSOPS_ERR_NULL, "args is NULL");
+    int64_t T, HC, H;
+    DSOPS_TRY(hc_pre_check(a, &T, &HC, &H));
+    if (T == 0) {
+        dsops_clear_error();
+        return DSOPS_OK;
+    }
+    dsops_context *use;
+    DSOPS_TRY(dsops_context_begin(ctx, &use));
+    int64_t M = (2 + HC) * HC, W = HC * H;
+    size_t xf_bytes = dsops_align64((size_t)T * (size_t)W * 4), mix_bytes = dsops_align64((size_t)T * (size_t)M * 4);
+    size_t tmp_bytes = dsops_align64((size_t)(HC + HC * HC) * 4);
+    char *scratch = dsops_scratch(use, xf_bytes + mix_bytes + tmp_bytes * (size_t)use->threads);
+    dsops_linear_engine *engine = NULL;
+    dsops_linear *map = NULL;
+    dsops_status s = scratch ? dsops_linear_engine_create(&engine) : DSOPS_ERR_NOMEM;
+    if (s == DSOPS_OK)
+        s = dsops_linear_create(engine, a->hc_fn.data, DSOPS_FP32, M, W, a->hc_fn.stride[0], 1, &map);
+    if (s != DSOPS_OK) {
+        dsops_linear_destroy(map);
+        dsops_linear_engine_destroy(engine);
+        dsops_context_end(ctx, use);
+        return s;
+    }
+    int threads = use->threads;
+    float *xf = (float *)scratch, *mix = (float *)(scratch + xf_bytes);
+    /* step 1: the streams widened to fp32, stream-major */
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t i = 0; i < HC; i++)
+            dsops_bf16_to_fp32((const uint16_t *)dsops_at3(&a->x, t, i, 0), xf + t * W + i * H, (size_t)H);
+    /* step 3 (before the division by r): the mixes, one matmul job per fixed group of tokens; the full
+     * groups run together on the threads, a last partial group after them */
+    int64_t full = T / HC_TOKEN_GROUP, rest = T % HC_TOKEN_GROUP;
+    dsops_linear_job *jobs = malloc(sizeof *jobs * (size_t)(full + 1));
+    if (!jobs)
+        s = dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate %lld matmul jobs", (long long)(full + 1));
+    for (int64_t g = 0; s == DSOPS_OK && g <= full; g++)
+        jobs[g] = (dsops_linear_job){map, xf + g * HC_TOKEN_GROUP * W, W, mix + g * HC_TOKEN_GROUP * M, M};
+    if (s == DSOPS_OK && full > 0)
+        s = dsops_linear_run(jobs, (int)full, HC_TOKEN_GROUP, threads, use->isa);
+    if (s == DSOPS_OK && rest > 0)
+        s = dsops_linear_run(&jobs[full], 1, rest, 1, use->isa);
+    free(jobs);
+    if (s == DSOPS_OK) {
+#pragma omp parallel for schedule(static) num_threads(threads)
+        for (int64_t t = 0; t < T; t++) {
+#ifdef _OPENMP
+            float *pre = (float *)(scratch + xf_bytes + mix_bytes + tmp_bytes * (size_t)omp_get_thread_num());
+#else
+            float *pre = (float *)(scratch + xf_bytes + mix_bytes);
+#endif
+            float *A = pre + HC;
+            const float *x = xf + t * W;
+            float *m = mix + t * M;
+            float ss = 0.0f;
+            for (int64_t k = 0; k < W; k++)
+                ss += x[k] * x[k];
+            float r = sqrtf(ss / (float)W + a->norm_eps);
+            for (int64_t k = 0; k < M; k++)
+                m[k] = m[k] / r;
+            gates_and_sinkhorn(a, t, HC, m, pre, A);
+            uint16_t *y = dsops_at2(&a->y, t, 0);
+            for (int64_t d = 0; d < H; d++) {
+                float acc = 0.0f;
+                for (int64_t i = 0; i < HC; i++)
+                    acc += pre[i] * x[i * H + d];
+                y[d] = dsops_f32_to_bf16(acc);
+            }
+        }
+    }
+    dsops_linear_destroy(map);
+    dsops_linear_engine_destroy(engine);
+    dsops_context_end(ctx, use);
+    if (s == DSOPS_OK)
+        dsops_clear_error();
+    return s;
+}
+
+/* ---- hc_post ---------------------------------------------------------------------------------- */
+
+static bool same_view(const dsops_tensor *a, const dsops_tensor *b)
+{
+    if (a->data != b->data || a->dtype != b->dtype || a->ndim != b->ndim)
+        return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d] || (a->shape[d] > 1 && a->stride[d] != b->stride[d]))
+            return false;
+    return true;
+}
+
+static float load_real(const void *p, dsops_dtype dt)
+{
+    return dt == DSOPS_BF16 ? dsops_bf16_to_f32(*(const uint16_t *)p) : *(const float *)p;
+}
+
+dsops_status dsops_hc_post(dsops_context *ctx, const dsops_hc_post_args *a)
+{
+    if (!a)
+        return dsops_fail(DSOPS_ERR_NULL, "args is NULL");
+    const unsigned real = DSOPS_DT(DSOPS_BF16) | DSOPS_DT(DSOPS_FP32);
+    DSOPS_TRY(dsops_check_tensor(&a->x, "x", 2, real, true));
+    int64_t T = a->x.shape[0], H = a->x.shape[1];
+    DSOPS_TRY(dsops_check_tensor(&a->residual, "residual", 3, DSOPS_DT(a->x.dtype), true));
+    int64_t HC = a->residual.shape[1];
+    DSOPS_TRY(dsops_check_dim(&a->residual, "residual", 0, T, "T of x"));
+    DSOPS_TRY(dsops_check_dim(&a->residual, "residual", 2, H, "H of x"));
+    if (HC < 1 || H < 1)
+        return dsops_fail(DSOPS_ERR_SHAPE, "residual has HC = %lld, H = %lld, expected both >= 1", (long long)HC,
+                          (long long)H);
+    DSOPS_TRY(dsops_check_tensor(&a->post, "post", 2, real, false));
+    DSOPS_TRY(dsops_check_dim(&a->post, "post", 0, T, "T of x"));
+    DSOPS_TRY(dsops_check_dim(&a->post, "post", 1, HC, "HC of residual"));
+    DSOPS_TRY(dsops_check_tensor(&a->comb, "comb", 3, DSOPS_DT(a->post.dtype), false));
+    DSOPS_TRY(dsops_check_dim(&a->comb, "comb", 0, T, "T of x"));
+    DSOPS_TRY(dsops_check_dim(&a->comb, "comb", 1, HC, "HC of residual"));
+    DSOPS_TRY(dsops_check_dim(&a->comb, "comb", 2, HC, "HC of residual"));
+    DSOPS_TRY(dsops_check_tensor(&a->out, "out", 3, DSOPS_DT(a->x.dtype), true));
+    DSOPS_TRY(dsops_check_dim(&a->out, "out", 0, T, "T of x"));
+    DSOPS_TRY(dsops_check_dim(&a->out, "out", 1, HC, "HC of residual"));
+    DSOPS_TRY(dsops_check_dim(&a->out, "out", 2, H, "H of x"));
+    bool in_place = same_view(&a->out, &a->residual);
+    const dsops_named_tensor outs[] = {{&a->out, "out"}};
+    const dsops_named_tensor ins[] = {{&a->x, "x"}, {&a->post, "post"}, {&a->comb, "comb"}, {&a->residual, "residual"}};
+    DSOPS_TRY(dsops_check_outputs_apart(outs, 1, ins, in_place ? 3 : 4));
+    if (T == 0) {
+        dsops_clear_error();
+        return DSOPS_OK;
+    }
+    dsops_context *use;
+    DSOPS_TRY(dsops_context_begin(ctx, &use));
+    size_t per_thread = dsops_align64((size_t)(HC * H + HC + HC * HC) * 4);
+    char *scratch = dsops_scratch(use, per_thread * (size_t)use->threads);
+    if (!scratch) {
+        dsops_context_end(ctx, use);
+        return DSOPS_ERR_NOMEM;
+    }
+    bool bf16 = a->x.dtype == DSOPS_BF16;
+#pragma omp parallel for schedule(static) num_threads(use->threads)
+    for (int64_t t = 0; t < T; t++) {
+#ifdef _OPENMP
+        float *res = (float *)(scratch + per_thread * (size_t)omp_get_thread_num());
+#else
+        float *res = (float *)scratch;
+#endif
+        float *post = res + HC * H, *comb = post + HC;
+        /* every stream of the token is read before any is written (out may alias residual) */
+        for (int64_t i = 0; i < HC; i++) {
+            const void *row = dsops_at3(&a->residual, t, i, 0);
+            if (bf16)
+                dsops_bf16_to_fp32(row, res + i * H, (size_t)H);
+            else
+                memcpy(res + i * H, row, (size_t)H * 4);
+            post[i] = load_real(dsops_at2(&a->post, t, i), a->post.dtype);
+            for (int64_t j = 0; j < HC; j++)
+                comb[i * HC + j] = load_real(dsops_at3(&a->comb, t, i, j), a->comb.dtype);
+        }
+        const void *xrow = dsops_at2(&a->x, t, 0);
+        for (int64_t j = 0; j < HC; j++) {
+            void *orow = dsops_at3(&a->out, t, j, 0);
+            for (int64_t d = 0; d < H; d++) {
+                float acc = 0.0f;
+                for (int64_t i = 0; i < HC; i++)
+                    acc += comb[i * HC + j] * res[i * H + d];
+                float xv = bf16 ? dsops_bf16_to_f32(((const uint16_t *)xrow)[d]) : ((const float *)xrow)[d];
+                float v = post[j] * xv + acc;
+                if (bf16)
+                    ((uint16_t *)orow)[d] = dsops_f32_to_bf16(v);
+                else
+                    ((float *)orow)[d] = v;
+            }
+        }
+    }
+    dsops_context_end(ctx, use);
+    dsops_clear_error();
+    return DSOPS_OK;
+}
