@@ -184,9 +184,18 @@ dsops_status dsops_hc_pre(dsops_context *ctx, const dsops_hc_pre_args *a)
             float *A = pre + HC;
             const float *x = xf + t * W;
             float *m = mix + t * M;
-            float ss = 0.0f;
-            for (int64_t k = 0; k < W; k++)
-                ss += x[k] * x[k];
+            /* sum of squares in 16 interleaved partial sums (a fixed order the compiler can vectorise) */
+            float part[16] = {0};
+            int64_t k = 0;
+            for (; k + 16 <= W; k += 16)
+                for (int l = 0; l < 16; l++)
+                    part[l] += x[k + l] * x[k + l];
+            for (; k < W; k++)
+                part[k % 16] += x[k] * x[k];
+            for (int w = 8; w >= 1; w /= 2)
+                for (int l = 0; l < w; l++)
+                    part[l] += part[l + w];
+            float ss = part[0];
             float r = sqrtf(ss / (float)W + a->norm_eps);
             for (int64_t k = 0; k < M; k++)
                 m[k] = m[k] / r;
