@@ -730,6 +730,90 @@ static dsops_status idxp_call(dsops_context *ctx, const void *args, const dsops_
     return dsops_indexer_prolog_v32(ctx, args);
 }
 
+/* ---- hc_pre and hc_post (mHC hyper-connections, DeepSeek-V4 only) ----------------------------- */
+
+/* hc_pre: HC follows from x [T, HC, H]; V3.2 has no hyper-connections, so preset v32 is refused by the
+ * library's initialiser. pre is an optional output: the tool always produces it. */
+typedef dsops_hc_pre_args hcpre_args;
+
+static const run_tensor_desc hcpre_tensors[] = {
+    RUN_TENSOR(hcpre_args, x, RUN_IN, RUN_DT(DSOPS_BF16), "[T, HC, H]"),
+    RUN_TENSOR(hcpre_args, hc_fn, RUN_IN, RUN_DT(DSOPS_FP32), "[(2+HC)*HC, HC*H]"),
+    RUN_TENSOR(hcpre_args, hc_scale, RUN_IN, RUN_DT(DSOPS_FP32), "[3]"),
+    RUN_TENSOR(hcpre_args, hc_base, RUN_IN, RUN_DT(DSOPS_FP32), "[(2+HC)*HC]"),
+    RUN_TENSOR(hcpre_args, y, RUN_OUT, RUN_DT(DSOPS_BF16), "[T, H]"),
+    RUN_TENSOR(hcpre_args, post, RUN_OUT, RUN_DT(DSOPS_FP32), "[T, HC]"),
+    RUN_TENSOR(hcpre_args, comb, RUN_OUT, RUN_DT(DSOPS_FP32), "[T, HC, HC]"),
+    RUN_TENSOR(hcpre_args, pre, RUN_OUT_OPT, RUN_DT(DSOPS_FP32), "[T, HC]"),
+};
+
+static const run_param_desc hcpre_params[] = {
+    RUN_PARAM(hcpre_args, sinkhorn_iters, RUN_INT, NULL, ">= 1 (V4: 20)"),
+    RUN_PARAM(hcpre_args, norm_eps, RUN_FLOAT, NULL, "RMS denominator (V4: 1e-6)"),
+    RUN_PARAM(hcpre_args, hc_eps, RUN_FLOAT, NULL, "gates and Sinkhorn (V4: 1e-6)"),
+};
+
+static dsops_status hcpre_init(void *args, dsops_preset preset) { return dsops_hc_pre_init(args, preset); }
+
+static dsops_status hcpre_output_shapes(void *args, char *msg, size_t len)
+{
+    hcpre_args *a = args;
+    if (a->x.ndim != 3) {
+        snprintf(msg, len, "x has rank %d, expected 3 ([T, HC, H])", a->x.ndim);
+        return DSOPS_ERR_SHAPE;
+    }
+    int64_t T = a->x.shape[0], HC = a->x.shape[1], H = a->x.shape[2];
+    int64_t ys[2] = {T, H}, ps[2] = {T, HC}, cs[3] = {T, HC, HC};
+    a->y = dsops_tensor_make(NULL, DSOPS_BF16, 2, ys);
+    a->post = dsops_tensor_make(NULL, DSOPS_FP32, 2, ps);
+    a->comb = dsops_tensor_make(NULL, DSOPS_FP32, 3, cs);
+    a->pre = dsops_tensor_make(NULL, DSOPS_FP32, 2, ps);
+    return DSOPS_OK;
+}
+
+static dsops_status hcpre_call(dsops_context *ctx, const void *args, const dsops_run_impl *impl)
+{
+    if (impl != NULL && impl->hc_pre != NULL)
+        return impl->hc_pre(ctx, args);
+    return dsops_hc_pre(ctx, args);
+}
+
+/* hc_post: no parameters; out has the shape of residual and the dtype of x. */
+typedef dsops_hc_post_args hcpost_args;
+
+static const run_tensor_desc hcpost_tensors[] = {
+    RUN_TENSOR(hcpost_args, x, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, H], sublayer output"),
+    RUN_TENSOR(hcpost_args, residual, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, HC, H], dtype of x"),
+    RUN_TENSOR(hcpost_args, post, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, HC]"),
+    RUN_TENSOR(hcpost_args, comb, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, HC, HC], dtype of post"),
+    RUN_TENSOR(hcpost_args, out, RUN_OUT, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, HC, H], dtype of x"),
+};
+
+static dsops_status hcpost_init(void *args, dsops_preset preset)
+{
+    (void)preset;
+    memset(args, 0, sizeof(hcpost_args));
+    return DSOPS_OK;
+}
+
+static dsops_status hcpost_output_shapes(void *args, char *msg, size_t len)
+{
+    hcpost_args *a = args;
+    if (a->residual.ndim != 3) {
+        snprintf(msg, len, "residual has rank %d, expected 3 ([T, HC, H])", a->residual.ndim);
+        return DSOPS_ERR_SHAPE;
+    }
+    a->out = dsops_tensor_make(NULL, a->x.dtype, 3, a->residual.shape);
+    return DSOPS_OK;
+}
+
+static dsops_status hcpost_call(dsops_context *ctx, const void *args, const dsops_run_impl *impl)
+{
+    if (impl != NULL && impl->hc_post != NULL)
+        return impl->hc_post(ctx, args);
+    return dsops_hc_post(ctx, args);
+}
+
 /* ---- the registry ---------------------------------------------------------------------------- */
 
 static const run_op_desc run_ops[] = {
@@ -753,6 +837,10 @@ static const run_op_desc run_ops[] = {
      DSOPS_PRESET_V32, mlap_init, mlap_infer, mlap_output_shapes, mlap_call},
     {"indexer_prolog_v32", sizeof(idxp_args), idxp_tensors, RUN_COUNT(idxp_tensors), idxp_params,
      RUN_COUNT(idxp_params), DSOPS_PRESET_V32, idxp_init, NULL, idxp_output_shapes, idxp_call},
+    {"hc_pre", sizeof(hcpre_args), hcpre_tensors, RUN_COUNT(hcpre_tensors), hcpre_params, RUN_COUNT(hcpre_params),
+     DSOPS_PRESET_V4_FLASH, hcpre_init, NULL, hcpre_output_shapes, hcpre_call},
+    {"hc_post", sizeof(hcpost_args), hcpost_tensors, RUN_COUNT(hcpost_tensors), NULL, 0, DSOPS_PRESET_V4_FLASH,
+     hcpost_init, NULL, hcpost_output_shapes, hcpost_call},
 };
 
 /* ---- driver ---------------------------------------------------------------------------------- */

@@ -45,6 +45,8 @@ typedef struct dsops_run_impl {
     dsops_status (*sparse_attention_v32)(dsops_context *ctx, const dsops_sparse_attention_v32_args *args);
     dsops_status (*mla_prolog_v32)(dsops_context *ctx, const dsops_mla_prolog_v32_args *args);
     dsops_status (*indexer_prolog_v32)(dsops_context *ctx, const dsops_indexer_prolog_v32_args *args);
+    dsops_status (*hc_pre)(dsops_context *ctx, const dsops_hc_pre_args *args);
+    dsops_status (*hc_post)(dsops_context *ctx, const dsops_hc_post_args *args);
 } dsops_run_impl;
 
 /* argv[0] is the operator name (or --help), the rest the options. Returns the process exit code. */

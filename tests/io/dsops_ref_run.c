@@ -234,6 +234,37 @@ static dsops_status ref_indexer_prolog(dsops_context *ctx, const dsops_indexer_p
     return st;
 }
 
+static dsops_status ref_hc_pre(dsops_context *ctx, const dsops_hc_pre_args *a)
+{
+    dsops_hc_pre_args v = *a;
+    dsops_tensor *outs[4] = {&v.y, &v.post, &v.comb, &v.pre};
+    void *mem[4];
+    int ok = 1;
+    for (int i = 0; i < 4; i++) {
+        const dsops_tensor orig = *outs[i];
+        *outs[i] = scratch_like(&orig, &mem[i]);
+        ok &= orig.data == NULL || mem[i] != NULL;
+    }
+    dsops_status st = ok ? dsops_hc_pre(ctx, &v) : DSOPS_ERR_NOMEM;
+    for (int i = 0; i < 4; i++)
+        free(mem[i]);
+    if (st == DSOPS_OK)
+        dsops_ref_hc_pre(a);
+    return st;
+}
+
+static dsops_status ref_hc_post(dsops_context *ctx, const dsops_hc_post_args *a)
+{
+    dsops_hc_post_args v = *a;
+    void *omem;
+    v.out = scratch_like(&a->out, &omem);
+    dsops_status st = a->out.data == NULL || omem != NULL ? dsops_hc_post(ctx, &v) : DSOPS_ERR_NOMEM;
+    free(omem);
+    if (st == DSOPS_OK)
+        dsops_ref_hc_post(a);
+    return st;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -253,5 +284,7 @@ int main(int argc, char **argv)
     impl.sparse_attention_v32 = ref_dia;
     impl.mla_prolog_v32 = ref_mla_prolog;
     impl.indexer_prolog_v32 = ref_indexer_prolog;
+    impl.hc_pre = ref_hc_pre;
+    impl.hc_post = ref_hc_post;
     return dsops_cmd_run(argc - 1, argv + 1, &impl);
 }

@@ -83,6 +83,13 @@ void dsops_ref_quant_q8(const dsops_quant_q8_args *a);
 /* cache_store (§2.8): writes the rows of the non-negative slots (group 0 = W); nothing else. */
 void dsops_ref_cache_store(const dsops_cache_store_args *a);
 
+/* ---- DeepSeek-V4 hyper-connections (spec §3.1, §3.2) ---------------------------------------------- */
+
+/* hc_pre (§3.1): writes a->y, a->post, a->comb and, when present, a->pre, for every token. */
+void dsops_ref_hc_pre(const dsops_hc_pre_args *a);
+/* hc_post (§3.2): writes a->out (may be a->residual exactly); comb is used transposed. */
+void dsops_ref_hc_post(const dsops_hc_post_args *a);
+
 #ifdef __cplusplus
 }
 #endif

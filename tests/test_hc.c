@@ -1,0 +1,740 @@
+/* hc_pre and hc_post (spec §3.1, §3.2) against their oracles (tests/ref/ref_hc.c), on every instruction
+ * -set tier from scalar up to the detected one:
+ *  - hc_pre on well-conditioned data (x U(0,2) bf16, hc_fn U(0, 1/(4H)), hc_scale, hc_base U(0,2)),
+ *    comparing y 1e-4 / 2^-7 / 0.005 and post, pre, comb 2.5e-5 / 0.005 / 0.005; on ill-conditioned data
+ *    (x, hc_fn, hc_scale, hc_base U(-1,1)) comparing y and post only (comb is ill-conditioned there);
+ *    HC 1 - 4, H 64 / 4096 / 7168, T 0 / 1 / 16 / 127, sinkhorn_iters 1 / 20, pre absent or present;
+ *    an all-zero token with norm_eps 0 (y, pre and post NaN by IEEE, coinciding with the oracle) and with
+ *    norm_eps 1e-6 (mix = 0, finite);
+ *  - hc_post with bf16 and fp32 x / residual and fp32 or bf16 post / comb (bf16 output 1e-4 / 2^-7 / 0,
+ *    fp32 output 1e-4 / 1e-5 / 0), exact aliasing out == residual, T = 0;
+ *  - a guard element after every output that must stay untouched, and bitwise determinism for 1, 2 and
+ *    3 threads;
+ *  - argument validation (spec §1.6): a table of bad argument sets with the expected status and a
+ *    message fragment naming the field; a rejected call leaves every byte of the fixture unchanged. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ref.h"
+#include "test_util.h"
+
+static dsops_context *ctx;
+static tu_rng rng;
+
+static const tu_tol Y_TOL = {1e-4, 1.0 / 128, 0.005};
+static const tu_tol GATE_TOL = {2.5e-5, 0.005, 0.005};
+static const tu_tol POST_BF16_TOL = {1e-4, 1.0 / 128, 0};
+static const tu_tol POST_F32_TOL = {1e-4, 1e-5, 0};
+
+#define GUARD_F32 0x7fa5a5a5u
+#define GUARD_BF16 0x7fa5u
+
+/* ---- helpers ------------------------------------------------------------------------------------ */
+
+static void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size);
+    if (!p) {
+        printf("out of memory\n");
+        exit(1);
+    }
+    return p;
+}
+
+/* n values of dtype dt (+ one guard element), uniform in [lo, hi) */
+static void *rand_buf(dsops_dtype dt, size_t n, float lo, float hi)
+{
+    void *p = xcalloc(n + 1, dsops_dtype_size(dt));
+    for (size_t i = 0; i < n; i++) {
+        float v = tu_rng_uniform(&rng, lo, hi);
+        if (dt == DSOPS_FP32)
+            ((float *)p)[i] = v;
+        else
+            ((uint16_t *)p)[i] = tu_bf16(v);
+    }
+    return p;
+}
+
+/* fills n values and the guard element after them with the guard pattern */
+static void poison(void *p, dsops_dtype dt, size_t n)
+{
+    for (size_t i = 0; i <= n; i++) {
+        if (dt == DSOPS_FP32) {
+            uint32_t g = GUARD_F32;
+            memcpy((char *)p + 4 * i, &g, 4);
+        } else {
+            ((uint16_t *)p)[i] = GUARD_BF16;
+        }
+    }
+}
+
+static int guard_kept(const void *p, dsops_dtype dt, size_t n)
+{
+    if (dt == DSOPS_FP32) {
+        uint32_t g;
+        memcpy(&g, (const char *)p + 4 * n, 4);
+        return g == GUARD_F32;
+    }
+    return ((const uint16_t *)p)[n] == GUARD_BF16;
+}
+
+/* n values of dtype dt widened to fp32 */
+static float *widen(const void *p, dsops_dtype dt, size_t n)
+{
+    float *f = xcalloc(n, 4);
+    for (size_t i = 0; i < n; i++)
+        f[i] = dt == DSOPS_FP32 ? ((const float *)p)[i] : tu_f32(((const uint16_t *)p)[i]);
+    return f;
+}
+
+static int compare_dt(const char *label, const void *out, const void *ref, dsops_dtype dt, size_t n, tu_tol tol)
+{
+    float *o = widen(out, dt, n), *r = widen(ref, dt, n);
+    int ok = tu_compare_close(label, o, r, n, tol, NULL);
+    free(o);
+    free(r);
+    return ok;
+}
+
+static void set_threads(int n)
+{
+    if (dsops_context_set_threads(ctx, n) != DSOPS_OK) {
+        printf("cannot set %d threads\n", n);
+        exit(1);
+    }
+}
+
+/* ---- hc_pre ------------------------------------------------------------------------------------- */
+
+typedef enum hc_data { DATA_WC, DATA_ILL } hc_data;
+
+typedef struct pre_problem {
+    int64_t T, HC, H;
+    void *x, *fn, *scale, *base;
+    void *y, *post, *comb, *pre;
+    dsops_hc_pre_args a;
+} pre_problem;
+
+static void pre_make(pre_problem *p, int64_t T, int64_t HC, int64_t H, hc_data data, int iters, float norm_eps,
+                     int with_pre, int64_t zero_token)
+{
+    memset(p, 0, sizeof *p);
+    p->T = T, p->HC = HC, p->H = H;
+    const int64_t M = (2 + HC) * HC, K = HC * H;
+    if (data == DATA_WC) {
+        p->x = rand_buf(DSOPS_BF16, (size_t)(T * K), 0, 2);
+        p->fn = rand_buf(DSOPS_FP32, (size_t)(M * K), 0, 1.0f / (4.0f * (float)H));
+        p->scale = rand_buf(DSOPS_FP32, 3, 0, 2);
+        p->base = rand_buf(DSOPS_FP32, (size_t)M, 0, 2);
+    } else {
+        p->x = rand_buf(DSOPS_BF16, (size_t)(T * K), -1, 1);
+        p->fn = rand_buf(DSOPS_FP32, (size_t)(M * K), -1, 1);
+        p->scale = rand_buf(DSOPS_FP32, 3, -1, 1);
+        p->base = rand_buf(DSOPS_FP32, (size_t)M, -1, 1);
+    }
+    if (zero_token >= 0 && zero_token < T)
+        memset((uint16_t *)p->x + zero_token * K, 0, (size_t)K * 2);
+    p->y = xcalloc((size_t)(T * H) + 1, 2);
+    p->post = xcalloc((size_t)(T * HC) + 1, 4);
+    p->comb = xcalloc((size_t)(T * HC * HC) + 1, 4);
+    p->pre = xcalloc((size_t)(T * HC) + 1, 4);
+    int64_t xs[3] = {T, HC, H}, fs[2] = {M, K}, ss = 3, bs = M, ys[2] = {T, H}, ps[2] = {T, HC}, cs[3] = {T, HC, HC};
+    dsops_hc_pre_init(&p->a, DSOPS_PRESET_V4_FLASH);
+    p->a.x = dsops_tensor_make(p->x, DSOPS_BF16, 3, xs);
+    p->a.hc_fn = dsops_tensor_make(p->fn, DSOPS_FP32, 2, fs);
+    p->a.hc_scale = dsops_tensor_make(p->scale, DSOPS_FP32, 1, &ss);
+    p->a.hc_base = dsops_tensor_make(p->base, DSOPS_FP32, 1, &bs);
+    p->a.y = dsops_tensor_make(p->y, DSOPS_BF16, 2, ys);
+    p->a.post = dsops_tensor_make(p->post, DSOPS_FP32, 2, ps);
+    p->a.comb = dsops_tensor_make(p->comb, DSOPS_FP32, 3, cs);
+    if (with_pre)
+        p->a.pre = dsops_tensor_make(p->pre, DSOPS_FP32, 2, ps);
+    p->a.sinkhorn_iters = iters;
+    p->a.norm_eps = norm_eps;
+}
+
+static void pre_poison(pre_problem *p)
+{
+    poison(p->y, DSOPS_BF16, (size_t)(p->T * p->H));
+    poison(p->post, DSOPS_FP32, (size_t)(p->T * p->HC));
+    poison(p->comb, DSOPS_FP32, (size_t)(p->T * p->HC * p->HC));
+    poison(p->pre, DSOPS_FP32, (size_t)(p->T * p->HC));
+}
+
+static void pre_free(pre_problem *p)
+{
+    free(p->x), free(p->fn), free(p->scale), free(p->base);
+    free(p->y), free(p->post), free(p->comb), free(p->pre);
+}
+
+/* Copies the outputs of p into fresh buffers (for comparisons after later calls). */
+static void pre_snapshot(const pre_problem *p, void **y, void **post, void **comb, void **pre)
+{
+    size_t ny = (size_t)(p->T * p->H) + 1, ng = (size_t)(p->T * p->HC) + 1, nc = (size_t)(p->T * p->HC * p->HC) + 1;
+    *y = xcalloc(ny, 2), *post = xcalloc(ng, 4), *comb = xcalloc(nc, 4), *pre = xcalloc(ng, 4);
+    memcpy(*y, p->y, ny * 2), memcpy(*post, p->post, ng * 4), memcpy(*comb, p->comb, nc * 4);
+    memcpy(*pre, p->pre, ng * 4);
+}
+
+/* One hc_pre problem on every tier against the oracle. comb is compared on well-conditioned data only,
+ * and never for the token zero_token when norm_eps = 0 (its Sinkhorn runs on NaN: unspecified). */
+static void pre_case(int64_t T, int64_t HC, int64_t H, hc_data data, int iters, float norm_eps, int with_pre,
+                     int64_t zero_token)
+{
+    char label[160];
+    snprintf(label, sizeof label, "hc_pre %s T %lld HC %lld H %lld iters %d norm_eps %g%s%s",
+             data == DATA_WC ? "wc" : "ill", (long long)T, (long long)HC, (long long)H, iters, (double)norm_eps,
+             with_pre ? " pre" : "", zero_token >= 0 ? " zero token" : "");
+    if (!tu_selected(label))
+        return;
+    if (tu_quick() && T * HC * H > 16 * 4 * 4096)
+        return;
+    pre_problem p;
+    pre_make(&p, T, HC, H, data, iters, norm_eps, with_pre, zero_token);
+    pre_poison(&p);
+    dsops_ref_hc_pre(&p.a);
+    void *ry, *rpost, *rcomb, *rpre;
+    pre_snapshot(&p, &ry, &rpost, &rcomb, &rpre);
+    const size_t ny = (size_t)(T * H), ng = (size_t)(T * HC), nc = (size_t)(T * HC * HC);
+    const int nan_token = zero_token >= 0 && norm_eps == 0.0f;
+    if (nan_token) /* the formula gives 0 / 0 = NaN */
+        tu_check(isnan(((float *)rpost)[zero_token * HC]) && isnan(tu_f32(((uint16_t *)ry)[zero_token * H])),
+                 "%s: the oracle's zero token is not NaN", label);
+    for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
+        dsops_context_set_isa(ctx, (dsops_isa)isa);
+        char l2[220];
+        snprintf(l2, sizeof l2, "%s [%s]", label, dsops_isa_name((dsops_isa)isa));
+        pre_poison(&p);
+        dsops_status st = dsops_hc_pre(ctx, &p.a);
+        if (!tu_check(st == DSOPS_OK, "%s: %s (%s)", l2, dsops_status_name(st), dsops_last_error()))
+            continue;
+        char l3[260];
+        snprintf(l3, sizeof l3, "%s y", l2);
+        compare_dt(l3, p.y, ry, DSOPS_BF16, ny, Y_TOL);
+        snprintf(l3, sizeof l3, "%s post", l2);
+        compare_dt(l3, p.post, rpost, DSOPS_FP32, ng, GATE_TOL);
+        if (with_pre) {
+            snprintf(l3, sizeof l3, "%s pre", l2);
+            compare_dt(l3, p.pre, rpre, DSOPS_FP32, ng, GATE_TOL);
+        } else {
+            size_t kept = 0;
+            for (size_t i = 0; i <= ng; i++)
+                kept += ((uint32_t *)p.pre)[i] == GUARD_F32;
+            tu_check(kept == ng + 1, "%s: pre absent, yet its buffer was written", l2);
+        }
+        if (data == DATA_WC) {
+            snprintf(l3, sizeof l3, "%s comb", l2);
+            if (nan_token) {
+                size_t per = (size_t)(HC * HC), z = (size_t)zero_token * per;
+                float *o = widen(p.comb, DSOPS_FP32, nc), *r = widen(rcomb, DSOPS_FP32, nc);
+                memmove(o + z, o + z + per, (nc - z - per) * 4); /* drop the NaN token */
+                memmove(r + z, r + z + per, (nc - z - per) * 4);
+                tu_compare_close(l3, o, r, nc - per, GATE_TOL, NULL);
+                free(o), free(r);
+            } else {
+                compare_dt(l3, p.comb, rcomb, DSOPS_FP32, nc, GATE_TOL);
+            }
+        } else {
+            /* ill-conditioned: comb is not compared, but every value must be written */
+            int ok = 1;
+            for (size_t i = 0; i < nc; i++)
+                ok &= ((uint32_t *)p.comb)[i] != GUARD_F32;
+            tu_check(ok, "%s: comb not fully written", l2);
+        }
+        tu_check(guard_kept(p.y, DSOPS_BF16, ny) && guard_kept(p.post, DSOPS_FP32, ng) &&
+                     guard_kept(p.comb, DSOPS_FP32, nc) && guard_kept(p.pre, DSOPS_FP32, ng),
+                 "%s: an output was written beyond its end", l2);
+        if (T == 0) {
+            tu_check(((uint16_t *)p.y)[0] == GUARD_BF16 && ((uint32_t *)p.post)[0] == GUARD_F32,
+                     "%s: T = 0 wrote something", l2);
+        }
+    }
+    dsops_context_set_isa(ctx, dsops_isa_detected());
+    free(ry), free(rpost), free(rcomb), free(rpre);
+    pre_free(&p);
+}
+
+static void test_hc_pre(void)
+{
+    /* well conditioned (AscendC data), all outputs compared */
+    pre_case(16, 4, 4096, DATA_WC, 20, 1e-6f, 1, -1);
+    pre_case(127, 4, 64, DATA_WC, 20, 1e-6f, 0, -1);
+    pre_case(1, 4, 4096, DATA_WC, 1, 1e-6f, 1, -1);
+    pre_case(16, 4, 7168, DATA_WC, 20, 1e-6f, 1, -1);
+    pre_case(0, 4, 4096, DATA_WC, 20, 1e-6f, 1, -1);
+    pre_case(16, 1, 64, DATA_WC, 20, 1e-6f, 1, -1);
+    pre_case(16, 2, 64, DATA_WC, 20, 1e-6f, 1, -1);
+    pre_case(127, 3, 64, DATA_WC, 1, 1e-6f, 1, -1);
+    pre_case(16, 4, 64, DATA_WC, 20, 0.0f, 1, 5);  /* all-zero token, norm_eps 0: NaN */
+    pre_case(16, 4, 64, DATA_WC, 20, 1e-6f, 1, 3); /* all-zero token, norm_eps > 0: mix = 0 */
+    /* ill conditioned (PyPTO data), y and post compared */
+    pre_case(16, 4, 4096, DATA_ILL, 20, 1e-6f, 1, -1);
+    pre_case(127, 4, 4096, DATA_ILL, 20, 1e-6f, 0, -1);
+    pre_case(1, 3, 64, DATA_ILL, 1, 1e-6f, 1, -1);
+    pre_case(16, 2, 64, DATA_ILL, 20, 1e-6f, 1, -1);
+}
+
+/* ---- hc_post ------------------------------------------------------------------------------------ */
+
+static void post_case(int64_t T, int64_t HC, int64_t H, dsops_dtype xdt, dsops_dtype gdt, int alias)
+{
+    char label[160];
+    snprintf(label, sizeof label, "hc_post T %lld HC %lld H %lld x %s post %s%s", (long long)T, (long long)HC,
+             (long long)H, dsops_dtype_name(xdt), dsops_dtype_name(gdt), alias ? " out == residual" : "");
+    if (!tu_selected(label))
+        return;
+    const size_t nx = (size_t)(T * H), nr = (size_t)(T * HC * H), ng = (size_t)(T * HC), nc = (size_t)(T * HC * HC);
+    const size_t esz = dsops_dtype_size(xdt);
+    void *x = rand_buf(xdt, nx, -10, 10), *res = rand_buf(xdt, nr, -10, 10);
+    void *post = rand_buf(gdt, ng, -10, 10), *comb = rand_buf(gdt, nc, -10, 10);
+    void *out = xcalloc(nr + 1, esz), *ref = xcalloc(nr + 1, esz);
+    int64_t xs[2] = {T, H}, rs[3] = {T, HC, H}, ps[2] = {T, HC}, cs[3] = {T, HC, HC};
+    dsops_hc_post_args a;
+    memset(&a, 0, sizeof a);
+    a.x = dsops_tensor_make(x, xdt, 2, xs);
+    a.residual = dsops_tensor_make(res, xdt, 3, rs);
+    a.post = dsops_tensor_make(post, gdt, 2, ps);
+    a.comb = dsops_tensor_make(comb, gdt, 3, cs);
+    a.out = dsops_tensor_make(ref, xdt, 3, rs);
+    poison(ref, xdt, nr);
+    dsops_ref_hc_post(&a);
+    const tu_tol tol = xdt == DSOPS_FP32 ? POST_F32_TOL : POST_BF16_TOL;
+    for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
+        dsops_context_set_isa(ctx, (dsops_isa)isa);
+        char l2[220];
+        snprintf(l2, sizeof l2, "%s [%s]", label, dsops_isa_name((dsops_isa)isa));
+        dsops_hc_post_args b = a;
+        if (alias) {
+            memcpy(out, res, nr * esz);
+            poison((char *)out + nr * esz, xdt, 0); /* only the guard after the end */
+            b.residual.data = out;
+        } else {
+            poison(out, xdt, nr);
+        }
+        b.out.data = out;
+        dsops_status st = dsops_hc_post(ctx, &b);
+        if (!tu_check(st == DSOPS_OK, "%s: %s (%s)", l2, dsops_status_name(st), dsops_last_error()))
+            continue;
+        compare_dt(l2, out, ref, xdt, nr, tol);
+        tu_check(guard_kept(out, xdt, nr), "%s: out written beyond its end", l2);
+        if (T == 0)
+            tu_check(guard_kept(out, xdt, 0), "%s: T = 0 wrote something", l2);
+    }
+    dsops_context_set_isa(ctx, dsops_isa_detected());
+    free(x), free(res), free(post), free(comb), free(out), free(ref);
+}
+
+static void test_hc_post(void)
+{
+    post_case(16, 4, 4096, DSOPS_BF16, DSOPS_BF16, 0);
+    post_case(16, 4, 7168, DSOPS_BF16, DSOPS_BF16, 0);
+    post_case(16, 4, 4096, DSOPS_FP32, DSOPS_FP32, 0);
+    post_case(16, 4, 7168, DSOPS_FP32, DSOPS_FP32, 0);
+    post_case(16, 4, 4096, DSOPS_BF16, DSOPS_FP32, 0);
+    post_case(16, 4, 4096, DSOPS_FP32, DSOPS_BF16, 0);
+    post_case(1, 3, 64, DSOPS_BF16, DSOPS_FP32, 0);
+    post_case(127, 1, 64, DSOPS_FP32, DSOPS_FP32, 0);
+    post_case(5, 2, 77, DSOPS_BF16, DSOPS_BF16, 0);
+    post_case(0, 4, 4096, DSOPS_BF16, DSOPS_FP32, 0);
+    post_case(16, 4, 4096, DSOPS_BF16, DSOPS_FP32, 1);
+    post_case(16, 4, 4096, DSOPS_FP32, DSOPS_FP32, 1);
+    post_case(3, 3, 64, DSOPS_BF16, DSOPS_BF16, 1);
+}
+
+/* ---- determinism -------------------------------------------------------------------------------- */
+
+static void test_determinism(void)
+{
+    if (!tu_selected("determinism"))
+        return;
+    static const int threads[] = {1, 2, 3};
+    const dsops_isa tiers[2] = {DSOPS_ISA_SCALAR, dsops_isa_detected()};
+    for (int ti = 0; ti < 2; ti++) {
+        dsops_context_set_isa(ctx, tiers[ti]);
+        /* hc_pre: 67 tokens (groups of tokens split unevenly among threads) */
+        pre_problem p;
+        pre_make(&p, 67, 4, 4096, DATA_ILL, 20, 1e-6f, 1, -1);
+        void *y0 = NULL, *post0 = NULL, *comb0 = NULL, *pre0 = NULL;
+        /* hc_post bf16, 37 tokens */
+        const int64_t T = 37, HC = 4, H = 4096;
+        const size_t nr = (size_t)(T * HC * H);
+        void *x = rand_buf(DSOPS_BF16, (size_t)(T * H), -1, 1), *res = rand_buf(DSOPS_BF16, nr, -1, 1);
+        void *post = rand_buf(DSOPS_FP32, (size_t)(T * HC), -1, 1), *comb = rand_buf(DSOPS_FP32, (size_t)(T * HC * HC), -1, 1);
+        uint16_t *out[3];
+        int64_t xs[2] = {T, H}, rs[3] = {T, HC, H}, ps[2] = {T, HC}, cs[3] = {T, HC, HC};
+        for (int k = 0; k < 3; k++) {
+            set_threads(threads[k]);
+            pre_poison(&p);
+            dsops_status st = dsops_hc_pre(ctx, &p.a);
+            tu_check(st == DSOPS_OK, "determinism: hc_pre with %d threads: %s (%s)", threads[k], dsops_status_name(st),
+                     dsops_last_error());
+            if (k == 0) {
+                pre_snapshot(&p, &y0, &post0, &comb0, &pre0);
+            } else {
+                tu_check(memcmp(p.y, y0, (size_t)(p.T * p.H) * 2) == 0 &&
+                             memcmp(p.post, post0, (size_t)(p.T * p.HC) * 4) == 0 &&
+                             memcmp(p.comb, comb0, (size_t)(p.T * p.HC * p.HC) * 4) == 0 &&
+                             memcmp(p.pre, pre0, (size_t)(p.T * p.HC) * 4) == 0,
+                         "determinism [%s]: hc_pre differs with %d threads", dsops_isa_name(tiers[ti]), threads[k]);
+            }
+            out[k] = xcalloc(nr, 2);
+            dsops_hc_post_args a;
+            memset(&a, 0, sizeof a);
+            a.x = dsops_tensor_make(x, DSOPS_BF16, 2, xs);
+            a.residual = dsops_tensor_make(res, DSOPS_BF16, 3, rs);
+            a.post = dsops_tensor_make(post, DSOPS_FP32, 2, ps);
+            a.comb = dsops_tensor_make(comb, DSOPS_FP32, 3, cs);
+            a.out = dsops_tensor_make(out[k], DSOPS_BF16, 3, rs);
+            st = dsops_hc_post(ctx, &a);
+            tu_check(st == DSOPS_OK, "determinism: hc_post with %d threads: %s", threads[k], dsops_status_name(st));
+            if (k > 0)
+                tu_check(memcmp(out[k], out[0], nr * 2) == 0, "determinism [%s]: hc_post differs with %d threads",
+                         dsops_isa_name(tiers[ti]), threads[k]);
+        }
+        for (int k = 0; k < 3; k++)
+            free(out[k]);
+        free(x), free(res), free(post), free(comb);
+        free(y0), free(post0), free(comb0), free(pre0);
+        pre_free(&p);
+    }
+    dsops_context_set_isa(ctx, dsops_isa_detected());
+    set_threads(2);
+}
+
+/* ---- validation --------------------------------------------------------------------------------- */
+
+/* One valid problem per operator. hc_pre: x [3, 4, 16] bf16 (HC 4, H 16, M 24), hc_fn [24, 64],
+ * hc_scale [3], hc_base [24], y [3, 16], post [3, 4], comb [3, 4, 4], pre [3, 4]. hc_post: x [3, 16],
+ * residual [3, 4, 16] and out [3, 4, 16] bf16 (buffers sized for fp32 views), post [3, 4] and comb
+ * [3, 4, 4] fp32. */
+typedef struct fixture {
+    _Alignas(64) uint16_t x[3 * 4 * 16];
+    _Alignas(64) float fn[24 * 64];
+    _Alignas(64) float scale[3];
+    _Alignas(64) float base[24];
+    _Alignas(64) uint16_t y[3 * 16];
+    _Alignas(64) float post[3 * 4];
+    _Alignas(64) float comb[3 * 4 * 4];
+    _Alignas(64) float pre[3 * 4];
+    dsops_hc_pre_args hp;
+    _Alignas(64) float px[3 * 16];
+    _Alignas(64) float pres[3 * 4 * 16];
+    _Alignas(64) float ppost[3 * 4];
+    _Alignas(64) float pcomb[3 * 4 * 4];
+    _Alignas(64) float pout[3 * 4 * 16];
+    dsops_hc_post_args ho;
+} fixture;
+
+static fixture *alloc_fixture(void)
+{
+    fixture *f = aligned_alloc(64, sizeof(fixture));
+    if (!f)
+        abort();
+    memset(f, 0, sizeof *f);
+    return f;
+}
+
+static fixture *make_fixture(void)
+{
+    fixture *f = alloc_fixture();
+    tu_rng r;
+    tu_rng_seed(&r, tu_seed());
+    for (int i = 0; i < 3 * 4 * 16; i++)
+        f->x[i] = tu_bf16(tu_rng_uniform(&r, 0, 2));
+    for (int i = 0; i < 24 * 64; i++)
+        f->fn[i] = tu_rng_uniform(&r, 0, 1.0f / 64);
+    for (int i = 0; i < 3; i++)
+        f->scale[i] = tu_rng_uniform(&r, 0, 2);
+    for (int i = 0; i < 24; i++)
+        f->base[i] = tu_rng_uniform(&r, 0, 2);
+    for (int i = 0; i < 3 * 16; i++)
+        f->y[i] = 0x7fa5;
+    for (int i = 0; i < 12; i++)
+        f->post[i] = f->pre[i] = -7.0f;
+    for (int i = 0; i < 48; i++)
+        f->comb[i] = -7.0f;
+    int64_t xs[3] = {3, 4, 16}, fs[2] = {24, 64}, ss = 3, bs = 24, ys[2] = {3, 16}, ps[2] = {3, 4}, cs[3] = {3, 4, 4};
+    dsops_hc_pre_init(&f->hp, DSOPS_PRESET_V4_FLASH);
+    f->hp.x = dsops_tensor_make(f->x, DSOPS_BF16, 3, xs);
+    f->hp.hc_fn = dsops_tensor_make(f->fn, DSOPS_FP32, 2, fs);
+    f->hp.hc_scale = dsops_tensor_make(f->scale, DSOPS_FP32, 1, &ss);
+    f->hp.hc_base = dsops_tensor_make(f->base, DSOPS_FP32, 1, &bs);
+    f->hp.y = dsops_tensor_make(f->y, DSOPS_BF16, 2, ys);
+    f->hp.post = dsops_tensor_make(f->post, DSOPS_FP32, 2, ps);
+    f->hp.comb = dsops_tensor_make(f->comb, DSOPS_FP32, 3, cs);
+    f->hp.pre = dsops_tensor_make(f->pre, DSOPS_FP32, 2, ps);
+
+    for (int i = 0; i < 3 * 16; i++) /* bf16 values at the start of the buffers (the fixture's views) */
+        ((uint16_t *)f->px)[i] = tu_bf16(tu_rng_uniform(&r, -1, 1));
+    for (int i = 0; i < 3 * 4 * 16; i++)
+        ((uint16_t *)f->pres)[i] = tu_bf16(tu_rng_uniform(&r, -1, 1)), f->pout[i] = -7.0f;
+    for (int i = 0; i < 12; i++)
+        f->ppost[i] = tu_rng_uniform(&r, 0, 2);
+    for (int i = 0; i < 48; i++)
+        f->pcomb[i] = tu_rng_uniform(&r, 0, 1);
+    int64_t pxs[2] = {3, 16}, prs[3] = {3, 4, 16};
+    memset(&f->ho, 0, sizeof f->ho);
+    f->ho.x = dsops_tensor_make(f->px, DSOPS_BF16, 2, pxs);
+    f->ho.residual = dsops_tensor_make(f->pres, DSOPS_BF16, 3, prs);
+    f->ho.post = dsops_tensor_make(f->ppost, DSOPS_FP32, 2, ps);
+    f->ho.comb = dsops_tensor_make(f->pcomb, DSOPS_FP32, 3, cs);
+    f->ho.out = dsops_tensor_make(f->pout, DSOPS_BF16, 3, prs);
+    return f;
+}
+
+typedef enum hc_op { OP_PRE, OP_POST } hc_op;
+
+typedef struct bad_case {
+    const char *name;
+    hc_op op;
+    dsops_status want;
+    void (*mutate)(fixture *f, char *frag);
+} bad_case;
+
+#define FRAG(...) snprintf(frag, 200, __VA_ARGS__)
+
+/* hc_pre */
+static void hp_null_x(fixture *f, char *frag) { f->hp.x.data = NULL; FRAG("x is NULL"); }
+static void hp_null_fn(fixture *f, char *frag) { f->hp.hc_fn.data = NULL; FRAG("hc_fn is NULL"); }
+static void hp_null_scale(fixture *f, char *frag) { f->hp.hc_scale.data = NULL; FRAG("hc_scale is NULL"); }
+static void hp_null_base(fixture *f, char *frag) { f->hp.hc_base.data = NULL; FRAG("hc_base is NULL"); }
+static void hp_null_y(fixture *f, char *frag) { f->hp.y.data = NULL; FRAG("y is NULL"); }
+static void hp_null_post(fixture *f, char *frag) { f->hp.post.data = NULL; FRAG("post is NULL"); }
+static void hp_null_comb(fixture *f, char *frag) { f->hp.comb.data = NULL; FRAG("comb is NULL"); }
+static void hp_rank_x(fixture *f, char *frag) { f->hp.x.ndim = 2; FRAG("x has rank 2"); }
+static void hp_rank_comb(fixture *f, char *frag) { f->hp.comb.ndim = 2; FRAG("comb has rank 2"); }
+static void hp_fn_rows(fixture *f, char *frag) { f->hp.hc_fn.shape[0] = 20; FRAG("hc_fn.shape[0] = 20"); }
+static void hp_fn_cols(fixture *f, char *frag) { f->hp.hc_fn.shape[1] = 16; FRAG("hc_fn.shape[1] = 16"); }
+static void hp_base_len(fixture *f, char *frag) { f->hp.hc_base.shape[0] = 16; FRAG("hc_base.shape[0] = 16"); }
+static void hp_scale_len(fixture *f, char *frag) { f->hp.hc_scale.shape[0] = 2; FRAG("hc_scale.shape[0] = 2"); }
+static void hp_y_t(fixture *f, char *frag) { f->hp.y.shape[0] = 2; FRAG("y.shape[0] = 2"); }
+static void hp_y_h(fixture *f, char *frag) { f->hp.y.shape[1] = 8; FRAG("y.shape[1] = 8"); }
+static void hp_post_hc(fixture *f, char *frag) { f->hp.post.shape[1] = 3; FRAG("post.shape[1] = 3"); }
+static void hp_comb_hc(fixture *f, char *frag) { f->hp.comb.shape[2] = 3; FRAG("comb.shape[2] = 3"); }
+static void hp_pre_t(fixture *f, char *frag) { f->hp.pre.shape[0] = 4; FRAG("pre.shape[0] = 4"); }
+static void hp_hc_zero(fixture *f, char *frag)
+{
+    f->hp.x.shape[1] = 0;
+    FRAG("HC = 0");
+}
+static void hp_dtype_x(fixture *f, char *frag) { f->hp.x.dtype = DSOPS_FP16; FRAG("x has dtype fp16"); }
+static void hp_dtype_fn(fixture *f, char *frag) { f->hp.hc_fn.dtype = DSOPS_BF16; FRAG("hc_fn has dtype bf16"); }
+static void hp_dtype_y(fixture *f, char *frag) { f->hp.y.dtype = DSOPS_FP32; FRAG("y has dtype fp32"); }
+static void hp_dtype_post(fixture *f, char *frag) { f->hp.post.dtype = DSOPS_BF16; FRAG("post has dtype bf16"); }
+static void hp_dtype_pre(fixture *f, char *frag) { f->hp.pre.dtype = DSOPS_BF16; FRAG("pre has dtype bf16"); }
+static void hp_iters0(fixture *f, char *frag) { f->hp.sinkhorn_iters = 0; FRAG("sinkhorn_iters = 0"); }
+static void hp_iters_neg(fixture *f, char *frag) { f->hp.sinkhorn_iters = -3; FRAG("sinkhorn_iters = -3"); }
+static void hp_neps_nan(fixture *f, char *frag) { f->hp.norm_eps = NAN; FRAG("norm_eps = nan"); }
+static void hp_neps_neg(fixture *f, char *frag) { f->hp.norm_eps = -1e-6f; FRAG("norm_eps = -1e-06"); }
+static void hp_heps_inf(fixture *f, char *frag) { f->hp.hc_eps = INFINITY; FRAG("hc_eps = inf"); }
+static void hp_heps_nan(fixture *f, char *frag) { f->hp.hc_eps = NAN; FRAG("hc_eps = nan"); }
+static void hp_alias_y_x(fixture *f, char *frag) { f->hp.y.data = f->x + 8; FRAG("y overlaps x"); }
+static void hp_alias_post_comb(fixture *f, char *frag) { f->hp.post.data = f->comb + 4; FRAG("overlaps"); }
+static void hp_alias_pre_post(fixture *f, char *frag) { f->hp.pre.data = f->post; FRAG("overlaps"); }
+static void hp_alias_comb_fn(fixture *f, char *frag) { f->hp.comb.data = f->fn + 100; FRAG("comb overlaps hc_fn"); }
+
+/* hc_post */
+static void ho_null_x(fixture *f, char *frag) { f->ho.x.data = NULL; FRAG("x is NULL"); }
+static void ho_null_res(fixture *f, char *frag) { f->ho.residual.data = NULL; FRAG("residual is NULL"); }
+static void ho_null_post(fixture *f, char *frag) { f->ho.post.data = NULL; FRAG("post is NULL"); }
+static void ho_null_comb(fixture *f, char *frag) { f->ho.comb.data = NULL; FRAG("comb is NULL"); }
+static void ho_null_out(fixture *f, char *frag) { f->ho.out.data = NULL; FRAG("out is NULL"); }
+static void ho_rank_x(fixture *f, char *frag) { f->ho.x.ndim = 3; f->ho.x.shape[2] = 1; FRAG("x has rank 3"); }
+static void ho_rank_res(fixture *f, char *frag) { f->ho.residual.ndim = 2; FRAG("residual has rank 2"); }
+static void ho_res_t(fixture *f, char *frag) { f->ho.residual.shape[0] = 2; FRAG("residual.shape[0] = 2"); }
+static void ho_res_h(fixture *f, char *frag) { f->ho.residual.shape[2] = 8; FRAG("residual.shape[2] = 8"); }
+static void ho_post_hc(fixture *f, char *frag) { f->ho.post.shape[1] = 3; FRAG("post.shape[1] = 3"); }
+static void ho_comb_hc(fixture *f, char *frag) { f->ho.comb.shape[1] = 3; FRAG("comb.shape[1] = 3"); }
+static void ho_out_hc(fixture *f, char *frag) { f->ho.out.shape[1] = 3; FRAG("out.shape[1] = 3"); }
+static void ho_dtype_x(fixture *f, char *frag) { f->ho.x.dtype = DSOPS_FP16; FRAG("x has dtype fp16"); }
+static void ho_dtype_mix(fixture *f, char *frag) { f->ho.residual.dtype = DSOPS_FP32; FRAG("residual has dtype fp32"); }
+static void ho_dtype_mix2(fixture *f, char *frag)
+{
+    f->ho.x.dtype = DSOPS_FP32;
+    f->ho.out.dtype = DSOPS_FP32;
+    FRAG("residual has dtype bf16");
+}
+static void ho_dtype_out(fixture *f, char *frag) { f->ho.out.dtype = DSOPS_FP32; FRAG("out has dtype fp32"); }
+static void ho_dtype_comb(fixture *f, char *frag) { f->ho.comb.dtype = DSOPS_BF16; FRAG("comb has dtype bf16"); }
+static void ho_dtype_post(fixture *f, char *frag) { f->ho.post.dtype = DSOPS_INT8; FRAG("post has dtype int8"); }
+static void ho_alias_shift(fixture *f, char *frag) { f->ho.out.data = (uint16_t *)f->pres + 16; FRAG("out overlaps residual"); }
+static void ho_alias_stride(fixture *f, char *frag)
+{
+    f->ho.out.data = f->pres; /* same memory, different view */
+    f->ho.out.stride[0] = 80;
+    FRAG("out overlaps residual");
+}
+static void ho_alias_x(fixture *f, char *frag) { f->ho.out.data = f->px; FRAG("out overlaps x"); }
+static void ho_alias_comb(fixture *f, char *frag) { f->ho.out.data = f->pcomb; FRAG("out overlaps comb"); }
+
+#define P OP_PRE
+#define Q OP_POST
+
+static const bad_case bad_cases[] = {
+    {"hc_pre_null_x", P, DSOPS_ERR_NULL, hp_null_x},
+    {"hc_pre_null_hc_fn", P, DSOPS_ERR_NULL, hp_null_fn},
+    {"hc_pre_null_hc_scale", P, DSOPS_ERR_NULL, hp_null_scale},
+    {"hc_pre_null_hc_base", P, DSOPS_ERR_NULL, hp_null_base},
+    {"hc_pre_null_y", P, DSOPS_ERR_NULL, hp_null_y},
+    {"hc_pre_null_post", P, DSOPS_ERR_NULL, hp_null_post},
+    {"hc_pre_null_comb", P, DSOPS_ERR_NULL, hp_null_comb},
+    {"hc_pre_rank_x", P, DSOPS_ERR_SHAPE, hp_rank_x},
+    {"hc_pre_rank_comb", P, DSOPS_ERR_SHAPE, hp_rank_comb},
+    {"hc_pre_hc_fn_rows", P, DSOPS_ERR_SHAPE, hp_fn_rows},
+    {"hc_pre_hc_fn_cols", P, DSOPS_ERR_SHAPE, hp_fn_cols},
+    {"hc_pre_hc_base_len", P, DSOPS_ERR_SHAPE, hp_base_len},
+    {"hc_pre_hc_scale_len", P, DSOPS_ERR_SHAPE, hp_scale_len},
+    {"hc_pre_shape_y_t", P, DSOPS_ERR_SHAPE, hp_y_t},
+    {"hc_pre_shape_y_h", P, DSOPS_ERR_SHAPE, hp_y_h},
+    {"hc_pre_shape_post", P, DSOPS_ERR_SHAPE, hp_post_hc},
+    {"hc_pre_shape_comb", P, DSOPS_ERR_SHAPE, hp_comb_hc},
+    {"hc_pre_shape_pre", P, DSOPS_ERR_SHAPE, hp_pre_t},
+    {"hc_pre_hc_zero", P, DSOPS_ERR_SHAPE, hp_hc_zero},
+    {"hc_pre_dtype_x", P, DSOPS_ERR_DTYPE, hp_dtype_x},
+    {"hc_pre_dtype_hc_fn", P, DSOPS_ERR_DTYPE, hp_dtype_fn},
+    {"hc_pre_dtype_y", P, DSOPS_ERR_DTYPE, hp_dtype_y},
+    {"hc_pre_dtype_post", P, DSOPS_ERR_DTYPE, hp_dtype_post},
+    {"hc_pre_dtype_pre", P, DSOPS_ERR_DTYPE, hp_dtype_pre},
+    {"hc_pre_sinkhorn_iters_zero", P, DSOPS_ERR_PARAM, hp_iters0},
+    {"hc_pre_sinkhorn_iters_negative", P, DSOPS_ERR_PARAM, hp_iters_neg},
+    {"hc_pre_norm_eps_nan", P, DSOPS_ERR_PARAM, hp_neps_nan},
+    {"hc_pre_norm_eps_negative", P, DSOPS_ERR_PARAM, hp_neps_neg},
+    {"hc_pre_hc_eps_inf", P, DSOPS_ERR_PARAM, hp_heps_inf},
+    {"hc_pre_hc_eps_nan", P, DSOPS_ERR_PARAM, hp_heps_nan},
+    {"hc_pre_alias_y_x", P, DSOPS_ERR_ALIAS, hp_alias_y_x},
+    {"hc_pre_alias_post_comb", P, DSOPS_ERR_ALIAS, hp_alias_post_comb},
+    {"hc_pre_alias_pre_post", P, DSOPS_ERR_ALIAS, hp_alias_pre_post},
+    {"hc_pre_alias_comb_hc_fn", P, DSOPS_ERR_ALIAS, hp_alias_comb_fn},
+    {"hc_post_null_x", Q, DSOPS_ERR_NULL, ho_null_x},
+    {"hc_post_null_residual", Q, DSOPS_ERR_NULL, ho_null_res},
+    {"hc_post_null_post", Q, DSOPS_ERR_NULL, ho_null_post},
+    {"hc_post_null_comb", Q, DSOPS_ERR_NULL, ho_null_comb},
+    {"hc_post_null_out", Q, DSOPS_ERR_NULL, ho_null_out},
+    {"hc_post_rank_x", Q, DSOPS_ERR_SHAPE, ho_rank_x},
+    {"hc_post_rank_residual", Q, DSOPS_ERR_SHAPE, ho_rank_res},
+    {"hc_post_shape_residual_t", Q, DSOPS_ERR_SHAPE, ho_res_t},
+    {"hc_post_shape_residual_h", Q, DSOPS_ERR_SHAPE, ho_res_h},
+    {"hc_post_shape_post", Q, DSOPS_ERR_SHAPE, ho_post_hc},
+    {"hc_post_shape_comb", Q, DSOPS_ERR_SHAPE, ho_comb_hc},
+    {"hc_post_shape_out", Q, DSOPS_ERR_SHAPE, ho_out_hc},
+    {"hc_post_dtype_x", Q, DSOPS_ERR_DTYPE, ho_dtype_x},
+    {"hc_post_dtype_residual_fp32_x_bf16", Q, DSOPS_ERR_DTYPE, ho_dtype_mix},
+    {"hc_post_dtype_residual_bf16_x_fp32", Q, DSOPS_ERR_DTYPE, ho_dtype_mix2},
+    {"hc_post_dtype_out", Q, DSOPS_ERR_DTYPE, ho_dtype_out},
+    {"hc_post_dtype_comb_post", Q, DSOPS_ERR_DTYPE, ho_dtype_comb},
+    {"hc_post_dtype_post", Q, DSOPS_ERR_DTYPE, ho_dtype_post},
+    {"hc_post_alias_partial", Q, DSOPS_ERR_ALIAS, ho_alias_shift},
+    {"hc_post_alias_other_stride", Q, DSOPS_ERR_ALIAS, ho_alias_stride},
+    {"hc_post_alias_x", Q, DSOPS_ERR_ALIAS, ho_alias_x},
+    {"hc_post_alias_comb", Q, DSOPS_ERR_ALIAS, ho_alias_comb},
+};
+
+static void run_bad(const bad_case *c)
+{
+    if (!tu_selected(c->name))
+        return;
+    fixture *f = make_fixture();
+    char frag[200] = "";
+    c->mutate(f, frag);
+    fixture *before = alloc_fixture();
+    memcpy(before, f, sizeof *f);
+    dsops_status st = c->op == OP_PRE ? dsops_hc_pre(ctx, &f->hp) : dsops_hc_post(ctx, &f->ho);
+    const char *msg = dsops_last_error();
+    tu_check(st == c->want, "%s: status %s, expected %s (message \"%s\")", c->name, dsops_status_name(st),
+             dsops_status_name(c->want), msg);
+    tu_check(st == DSOPS_OK || strstr(msg, frag) != NULL, "%s: message \"%s\" lacks \"%s\"", c->name, msg, frag);
+    tu_check(memcmp(before, f, sizeof *f) == 0, "%s: memory written although the call failed", c->name);
+    if (tu_verbose())
+        printf("  %-40s %s: %s\n", c->name, dsops_status_name(st), msg);
+    free(before);
+    free(f);
+}
+
+/* Valid calls on the fixture: the fixture itself, pre absent, eps 0, exact aliasing out == residual; each
+ * against the oracle on a copy (bitwise where every step is the oracle's literal order is not required:
+ * the spec's tolerances). */
+static void test_valid_fixture(void)
+{
+    if (!tu_selected("valid fixture"))
+        return;
+    for (int k = 0; k < 4; k++) {
+        fixture *f = make_fixture(), *ref = alloc_fixture();
+        const char *what[4] = {"as built", "pre absent", "eps 0", "out == residual"};
+        if (k == 1)
+            f->hp.pre.data = NULL;
+        if (k == 2)
+            f->hp.norm_eps = f->hp.hc_eps = 0.0f;
+        if (k == 3)
+            f->ho.out.data = f->pres;
+        memcpy(ref, f, sizeof *f);
+        /* the oracle on ref (its args point into f: redirect them) */
+        dsops_hc_pre_args rp = ref->hp;
+        rp.x.data = ref->x, rp.hc_fn.data = ref->fn, rp.hc_scale.data = ref->scale, rp.hc_base.data = ref->base;
+        rp.y.data = ref->y, rp.post.data = ref->post, rp.comb.data = ref->comb;
+        if (rp.pre.data)
+            rp.pre.data = ref->pre;
+        dsops_ref_hc_pre(&rp);
+        dsops_hc_post_args ro = ref->ho;
+        ro.x.data = ref->px, ro.residual.data = ref->pres, ro.post.data = ref->ppost, ro.comb.data = ref->pcomb;
+        ro.out.data = k == 3 ? (void *)ref->pres : (void *)ref->pout;
+        dsops_ref_hc_post(&ro);
+        dsops_status s1 = dsops_hc_pre(ctx, &f->hp), s2 = dsops_hc_post(ctx, &f->ho);
+        tu_check(s1 == DSOPS_OK && s2 == DSOPS_OK, "valid fixture %s: %s / %s (%s)", what[k], dsops_status_name(s1),
+                 dsops_status_name(s2), dsops_last_error());
+        char l[120];
+        snprintf(l, sizeof l, "valid fixture %s: hc_pre y", what[k]);
+        compare_dt(l, f->y, ref->y, DSOPS_BF16, 48, Y_TOL);
+        snprintf(l, sizeof l, "valid fixture %s: hc_pre post", what[k]);
+        compare_dt(l, f->post, ref->post, DSOPS_FP32, 12, GATE_TOL);
+        snprintf(l, sizeof l, "valid fixture %s: hc_pre comb", what[k]);
+        compare_dt(l, f->comb, ref->comb, DSOPS_FP32, 48, GATE_TOL);
+        snprintf(l, sizeof l, "valid fixture %s: hc_pre pre", what[k]);
+        compare_dt(l, f->pre, ref->pre, DSOPS_FP32, 12, GATE_TOL); /* absent: both keep -7 */
+        snprintf(l, sizeof l, "valid fixture %s: hc_post out", what[k]);
+        compare_dt(l, k == 3 ? (void *)f->pres : (void *)f->pout, k == 3 ? (void *)ref->pres : (void *)ref->pout,
+                   DSOPS_BF16, 3 * 4 * 16, POST_BF16_TOL);
+        free(ref);
+        free(f);
+    }
+}
+
+static void test_init(void)
+{
+    if (!tu_selected("init"))
+        return;
+    dsops_hc_pre_args a;
+    for (int p = DSOPS_PRESET_V4_FLASH; p <= DSOPS_PRESET_V4_PRO; p++) {
+        memset(&a, 0x5a, sizeof a);
+        dsops_status st = dsops_hc_pre_init(&a, (dsops_preset)p);
+        tu_check(st == DSOPS_OK && a.sinkhorn_iters == 20 && a.norm_eps == 1e-6f && a.hc_eps == 1e-6f &&
+                     a.x.data == NULL && a.pre.data == NULL,
+                 "init: hc_pre preset %d: %s", p, dsops_status_name(st));
+    }
+    tu_check(dsops_hc_pre_init(&a, DSOPS_PRESET_V32) == DSOPS_ERR_PARAM, "init: hc_pre with preset v32 accepted");
+    tu_check(dsops_hc_pre_init(&a, (dsops_preset)9) == DSOPS_ERR_PARAM, "init: hc_pre with a bad preset");
+    tu_check(dsops_hc_pre_init(NULL, DSOPS_PRESET_V4_FLASH) == DSOPS_ERR_NULL, "init: hc_pre NULL args");
+    tu_check(dsops_hc_pre(ctx, NULL) == DSOPS_ERR_NULL && dsops_hc_post(ctx, NULL) == DSOPS_ERR_NULL,
+             "a NULL args pointer is DSOPS_ERR_NULL");
+}
+
+int main(int argc, char **argv)
+{
+    tu_init(argc, argv, 20251130);
+    tu_rng_seed(&rng, tu_seed());
+    if (dsops_context_create(&ctx) != DSOPS_OK) {
+        printf("cannot create a context: %s\n", dsops_last_error());
+        return 1;
+    }
+    set_threads(2);
+    test_init();
+    for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++)
+        run_bad(&bad_cases[i]);
+    test_valid_fixture();
+    test_hc_pre();
+    test_hc_post();
+    test_determinism();
+    dsops_context_destroy(ctx);
+    return tu_finish();
+}
