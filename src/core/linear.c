@@ -83,13 +83,19 @@ static dsops_status make_chunk(const dsops_linear *l, linear_chunk *c)
     DNNL_TRY(dnnl_matmul_desc_init(&desc, &src_md, &w_any, NULL, &dst_md), "matmul descriptor");
     DNNL_TRY(dnnl_primitive_desc_create(&pd, &desc, NULL, l->engine, NULL), "matmul primitive descriptor");
     c->w_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    const char *src = (const char *)l->w + (size_t)(c->n0 * l->stride_n) * dsops_elem_size(l->dtype);
+    if (dnnl_memory_desc_equal(&w_plain, &c->w_md)) {
+        /* the matmul reads the caller's layout as it is: no copy (the weights must stay unchanged) */
+        DNNL_TRY(dnnl_memory_create(&c->w_mem, &c->w_md, l->engine, (void *)src), "weights memory");
+        DNNL_TRY(dnnl_primitive_create(&c->matmul, pd), "matmul primitive");
+        goto done;
+    }
     size_t bytes = dnnl_memory_desc_get_size(&c->w_md);
     c->packed = aligned_alloc(64, dsops_align64(bytes ? bytes : 64));
     if (!c->packed) {
         status = dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate %zu bytes of packed weights", bytes);
         goto done;
     }
-    const char *src = (const char *)l->w + (size_t)(c->n0 * l->stride_n) * dsops_elem_size(l->dtype);
     DNNL_TRY(dnnl_memory_create(&from, &w_plain, l->engine, (void *)src), "weights memory");
     DNNL_TRY(dnnl_memory_create(&to, &c->w_md, l->engine, c->packed), "packed weights memory");
     DNNL_TRY(dnnl_reorder_primitive_desc_create(&rpd, &w_plain, l->engine, &c->w_md, l->engine, NULL), "reorder");

@@ -140,7 +140,7 @@ dsops_status dsops_hc_pre(dsops_context *ctx, const dsops_hc_pre_args *a)
     DSOPS_TRY(dsops_context_begin(ctx, &use));
     int64_t M = (2 + HC) * HC, W = HC * H;
     size_t xf_bytes = dsops_align64((size_t)T * (size_t)W * 4), mix_bytes = dsops_align64((size_t)T * (size_t)M * 4);
-    size_t tmp_bytes = dsops_align64((size_t)(HC + HC * HC) * 4);
+    size_t tmp_bytes = dsops_align64((size_t)(HC + HC * HC + H) * 4); /* pre, A, a row of y sums */
     char *scratch = dsops_scratch(use, xf_bytes + mix_bytes + tmp_bytes * (size_t)use->threads);
     dsops_linear_engine *engine = NULL;
     dsops_linear *map = NULL;
@@ -200,13 +200,16 @@ dsops_status dsops_hc_pre(dsops_context *ctx, const dsops_hc_pre_args *a)
             for (int64_t k = 0; k < M; k++)
                 m[k] = m[k] / r;
             gates_and_sinkhorn(a, t, HC, m, pre, A);
+            /* y = sum_i pre_i x_i, i ascending, one stream at a time over a row of accumulators */
+            float *acc = A + HC * HC;
+            for (int64_t d = 0; d < H; d++)
+                acc[d] = 0.0f;
+            for (int64_t i = 0; i < HC; i++)
+                for (int64_t d = 0; d < H; d++)
+                    acc[d] += pre[i] * x[i * H + d];
             uint16_t *y = dsops_at2(&a->y, t, 0);
-            for (int64_t d = 0; d < H; d++) {
-                float acc = 0.0f;
-                for (int64_t i = 0; i < HC; i++)
-                    acc += pre[i] * x[i * H + d];
-                y[d] = dsops_f32_to_bf16(acc);
-            }
+            for (int64_t d = 0; d < H; d++)
+                y[d] = dsops_f32_to_bf16(acc[d]);
         }
     }
     dsops_linear_destroy(map);
