@@ -310,13 +310,19 @@ static void rope_first64(const idxp_args *a, int64_t t, uint16_t *row)
     dsops_rope_bf16_slice(row, &a->rope_cos, &a->rope_sin, t, a->rope_mode, a->rope_inverse != 0, row);
 }
 
+/* Every check but the cache slots (those need scratch). */
+static dsops_status check_all(const idxp_args *a, idxp_dims *d)
+{
+    DSOPS_TRY(check_shapes(a, d));
+    DSOPS_TRY(check_params(a));
+    DSOPS_TRY(check_aliasing(a));
+    return check_prepared(a, d);
+}
+
 dsops_status dsops_indexer_prolog_v32_validate(const idxp_args *a, void *slot_scratch)
 {
     idxp_dims d;
-    DSOPS_TRY(check_shapes(a, &d));
-    DSOPS_TRY(check_params(a));
-    DSOPS_TRY(check_aliasing(a));
-    DSOPS_TRY(check_prepared(a, &d));
+    DSOPS_TRY(check_all(a, &d));
     return dsops_check_cache_slots(&a->cache_index, d.NB * d.BS, slot_scratch);
 }
 
@@ -325,10 +331,7 @@ dsops_status dsops_indexer_prolog_v32(dsops_context *ctx, const idxp_args *a)
     if (!a)
         return dsops_fail(DSOPS_ERR_NULL, "args is NULL");
     idxp_dims d;
-    DSOPS_TRY(check_shapes(a, &d));
-    DSOPS_TRY(check_params(a));
-    DSOPS_TRY(check_aliasing(a));
-    DSOPS_TRY(check_prepared(a, &d));
+    DSOPS_TRY(check_all(a, &d));
     dsops_context *use;
     DSOPS_TRY(dsops_context_begin(ctx, &use));
     idxp_layout L = make_layout(&d);

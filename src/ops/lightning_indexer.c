@@ -40,7 +40,6 @@ typedef struct li_dims {
     bool int8;
 } li_dims;
 
-static int32_t i32_at1(const dsops_tensor *t, int64_t i) { return *(const int32_t *)dsops_at1(t, i); }
 
 /* Visible keys of token t of a sequence with S tokens and `used` original tokens (index i). */
 static int64_t visible_keys(int64_t used, int64_t S, int64_t i, int cmp_ratio)
@@ -51,7 +50,7 @@ static int64_t visible_keys(int64_t used, int64_t S, int64_t i, int cmp_ratio)
 
 static dsops_status check_shapes(const li_args *a, li_dims *d)
 {
-    const unsigned i32 = DSOPS_DT(DSOPS_INT32), f16 = DSOPS_DT(DSOPS_FP16);
+    const unsigned f16 = DSOPS_DT(DSOPS_FP16);
     if (!a->q_idx.data)
         return dsops_fail(DSOPS_ERR_NULL, "q_idx is NULL (required)");
     d->int8 = a->q_idx.dtype == DSOPS_INT8;
@@ -94,14 +93,7 @@ static dsops_status check_shapes(const li_args *a, li_dims *d)
                               "key_scale_cache is given but q_idx is bf16 (the bf16 variant has no scales)");
     }
     DSOPS_TRY(dsops_check_sequence_tensors(&a->cu_seqlens_q, &a->seqused_kv, &a->block_table, &d->B, &d->MB));
-    DSOPS_TRY(dsops_check_tensor(&a->topk_indices, "topk_indices", 2, i32, false));
-    DSOPS_TRY(dsops_check_dim(&a->topk_indices, "topk_indices", 0, d->T, "T of q_idx"));
-    d->K = a->topk_indices.shape[1];
-    if (d->K < 1)
-        return dsops_fail(DSOPS_ERR_SHAPE, "topk_indices.shape[1] = %lld (K), expected >= 1", (long long)d->K);
-    if (d->K > (1 << 24))
-        return dsops_fail(DSOPS_ERR_UNSUPPORTED, "topk_indices.shape[1] = %lld (K), this build supports at most 2^24",
-                          (long long)d->K);
+    DSOPS_TRY(dsops_check_topk_tensor(&a->topk_indices, "topk_indices", d->T, "T of q_idx", &d->K));
     if (dsops_tensor_present(&a->topk_scores)) {
         DSOPS_TRY(dsops_check_tensor(&a->topk_scores, "topk_scores", 2, DSOPS_DT(DSOPS_FP32), false));
         DSOPS_TRY(dsops_check_dim(&a->topk_scores, "topk_scores", 0, d->T, "T of q_idx"));
@@ -125,10 +117,10 @@ static dsops_status check_indices(const li_args *a, const li_dims *d, int64_t *n
     DSOPS_TRY(dsops_check_sequence_values(cu, &a->seqused_kv, d->B, d->T));
     *nmax = 0;
     for (int64_t b = 0; b < d->B; b++) {
-        int64_t S = i32_at1(cu, b + 1) - i32_at1(cu, b);
+        int64_t S = dsops_i32_at(cu, b + 1) - dsops_i32_at(cu, b);
         if (S == 0)
             continue; /* no token of this sequence in the call: nothing of it is read */
-        int64_t n = visible_keys(i32_at1(&a->seqused_kv, b), S, S - 1, a->cmp_ratio); /* the last token sees most */
+        int64_t n = visible_keys(dsops_i32_at(&a->seqused_kv, b), S, S - 1, a->cmp_ratio); /* the last token sees most */
         if (n > *nmax)
             *nmax = n;
         for (int64_t col = 0; col * d->BS < n; col++) {
@@ -362,7 +354,7 @@ dsops_status dsops_lightning_indexer(dsops_context *ctx, const li_args *a)
 #endif
             int64_t b, S, i;
             dsops_token_of(&a->cu_seqlens_q, d.B, t, &b, &S, &i);
-            int64_t n = visible_keys(i32_at1(&a->seqused_kv, b), S, i, a->cmp_ratio);
+            int64_t n = visible_keys(dsops_i32_at(&a->seqused_kv, b), S, i, a->cmp_ratio);
             li_query qs = {mine + L.q, (int32_t *)(mine + L.qsum), (float *)(mine + L.w)};
             float *I = (float *)(mine + L.I);
             if (n > 0) {
@@ -380,7 +372,7 @@ dsops_status dsops_lightning_indexer(dsops_context *ctx, const li_args *a)
         for (int64_t t = 0; t < d.T; t++) {
             int64_t b, S, i;
             dsops_token_of(&a->cu_seqlens_q, d.B, t, &b, &S, &i);
-            int64_t n = visible_keys(i32_at1(&a->seqused_kv, b), S, i, a->cmp_ratio);
+            int64_t n = visible_keys(dsops_i32_at(&a->seqused_kv, b), S, i, a->cmp_ratio);
             if (n > 0) {
                 prepare_query(&p, t, &qs);
                 int64_t chunks = (n + CHUNK_KEYS - 1) / CHUNK_KEYS;

@@ -361,13 +361,19 @@ static void store_token(const mlap_args *a, const mlap_dims *d, int64_t t, const
         memcpy((uint8_t *)dsops_at3(&a->kv_packed, blk, off, 0) + 512, krope, DR * 2);
 }
 
+/* Every check but the cache slots (those need scratch). */
+static dsops_status check_all(const mlap_args *a, mlap_dims *d)
+{
+    DSOPS_TRY(check_shapes(a, d));
+    DSOPS_TRY(check_params(a));
+    DSOPS_TRY(check_aliasing(a));
+    return check_prepared(a, d);
+}
+
 dsops_status dsops_mla_prolog_v32_validate(const mlap_args *a, void *slot_scratch)
 {
     mlap_dims d;
-    DSOPS_TRY(check_shapes(a, &d));
-    DSOPS_TRY(check_params(a));
-    DSOPS_TRY(check_aliasing(a));
-    DSOPS_TRY(check_prepared(a, &d));
+    DSOPS_TRY(check_all(a, &d));
     return dsops_check_cache_slots(&a->cache_index, d.NB * d.BS, slot_scratch);
 }
 
@@ -376,10 +382,7 @@ dsops_status dsops_mla_prolog_v32(dsops_context *ctx, const mlap_args *a)
     if (!a)
         return dsops_fail(DSOPS_ERR_NULL, "args is NULL");
     mlap_dims d;
-    DSOPS_TRY(check_shapes(a, &d));
-    DSOPS_TRY(check_params(a));
-    DSOPS_TRY(check_aliasing(a));
-    DSOPS_TRY(check_prepared(a, &d));
+    DSOPS_TRY(check_all(a, &d));
     dsops_context *use;
     DSOPS_TRY(dsops_context_begin(ctx, &use));
     mlap_layout L = make_layout(&d);

@@ -53,3 +53,16 @@ void dsops_token_of(const dsops_tensor *cu, int64_t B, int64_t t, int64_t *b, in
     *S = dsops_i32_at(cu, lo + 1) - dsops_i32_at(cu, lo);
     *i = t - dsops_i32_at(cu, lo);
 }
+
+dsops_status dsops_check_topk_tensor(const dsops_tensor *t, const char *name, int64_t T, const char *t_from, int64_t *K)
+{
+    DSOPS_TRY(dsops_check_tensor(t, name, 2, DSOPS_DT(DSOPS_INT32), false));
+    DSOPS_TRY(dsops_check_dim(t, name, 0, T, t_from));
+    *K = t->shape[1];
+    if (*K < 1)
+        return dsops_fail(DSOPS_ERR_SHAPE, "%s.shape[1] = %lld (K), expected >= 1", name, (long long)*K);
+    if (*K > (1 << 24))
+        return dsops_fail(DSOPS_ERR_UNSUPPORTED, "%s.shape[1] = %lld (K), this build supports at most 2^24", name,
+                          (long long)*K);
+    return DSOPS_OK;
+}

@@ -12,6 +12,10 @@ dsops_status dsops_check_sequence_tensors(const dsops_tensor *cu_seqlens_q, cons
 /* V6: cu_seqlens_q starts at 0, never decreases, ends at T; seqused_kv >= 0. */
 dsops_status dsops_check_sequence_values(const dsops_tensor *cu_seqlens_q, const dsops_tensor *seqused_kv, int64_t B,
                                          int64_t T);
+/* A top-k index tensor [T, K] int32 (inner stride free): K >= 1 (ERR_SHAPE) and K <= 2^24 (ERR_UNSUPPORTED). */
+dsops_status dsops_check_topk_tensor(const dsops_tensor *t, const char *name, int64_t T, const char *t_from,
+                                     int64_t *K);
+
 /* Token t's sequence b, the sequence's token count S and t's index i in it. */
 void dsops_token_of(const dsops_tensor *cu_seqlens_q, int64_t B, int64_t t, int64_t *b, int64_t *S, int64_t *i);
 

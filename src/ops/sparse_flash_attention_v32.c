@@ -39,7 +39,6 @@ typedef struct sfa_dims {
     int64_t T, N, Dc, Dr, K, B, MB, NB, BS;
 } sfa_dims;
 
-static int32_t i32_at1(const dsops_tensor *t, int64_t i) { return *(const int32_t *)dsops_at1(t, i); }
 static int32_t i32_at2(const dsops_tensor *t, int64_t i, int64_t j) { return *(const int32_t *)dsops_at2(t, i, j); }
 
 static dsops_status check_shapes(const sfa_args *a, sfa_dims *d)
@@ -110,14 +109,7 @@ static dsops_status check_shapes(const sfa_args *a, sfa_dims *d)
         return dsops_fail(DSOPS_ERR_SHAPE, "%s.shape[1] = %lld (block size), expected in [1, 2^31)", cache0_name,
                           (long long)d->BS);
 
-    DSOPS_TRY(dsops_check_tensor(&a->topk_indices, "topk_indices", 2, i32, false));
-    DSOPS_TRY(dsops_check_dim(&a->topk_indices, "topk_indices", 0, d->T, "T of q_nope"));
-    d->K = a->topk_indices.shape[1];
-    if (d->K < 1)
-        return dsops_fail(DSOPS_ERR_SHAPE, "topk_indices.shape[1] = %lld (K), expected >= 1", (long long)d->K);
-    if (d->K > (1 << 24))
-        return dsops_fail(DSOPS_ERR_UNSUPPORTED, "topk_indices.shape[1] = %lld (K), this build supports at most 2^24",
-                          (long long)d->K);
+    DSOPS_TRY(dsops_check_topk_tensor(&a->topk_indices, "topk_indices", d->T, "T of q_nope", &d->K));
     if (dsops_tensor_present(&a->topk_length)) {
         DSOPS_TRY(dsops_check_tensor(&a->topk_length, "topk_length", 1, i32, false));
         DSOPS_TRY(dsops_check_dim(&a->topk_length, "topk_length", 0, d->T, "T of q_nope"));
@@ -161,15 +153,15 @@ static dsops_status check_indices(const sfa_args *a, const sfa_dims *d)
 {
     DSOPS_TRY(dsops_check_sequence_values(&a->cu_seqlens_q, &a->seqused_kv, d->B, d->T));
     for (int64_t b = 0; b < d->B; b++) {
-        int32_t lo = i32_at1(&a->cu_seqlens_q, b), hi = i32_at1(&a->cu_seqlens_q, b + 1);
-        int64_t used = i32_at1(&a->seqused_kv, b), S = hi - lo;
+        int32_t lo = dsops_i32_at(&a->cu_seqlens_q, b), hi = dsops_i32_at(&a->cu_seqlens_q, b + 1);
+        int64_t used = dsops_i32_at(&a->seqused_kv, b), S = hi - lo;
         for (int64_t t = lo; t < hi; t++) {
             int64_t L = used - (S - 1 - (t - lo));
             int64_t cnt = d->K < L ? d->K : L;
             if (cnt < 0)
                 cnt = 0;
             if (dsops_tensor_present(&a->topk_length)) {
-                int32_t tl = i32_at1(&a->topk_length, t);
+                int32_t tl = dsops_i32_at(&a->topk_length, t);
                 if (tl < 0)
                     return dsops_fail(DSOPS_ERR_INDEX, "topk_length[%lld] = %d is negative", (long long)t, tl);
                 if (tl < cnt)
@@ -247,12 +239,12 @@ static void prefetch_row(const void *src, int j)
 /* Resolves token t's used indices to cache addresses; returns their count. */
 static int collect_rows(const sfa_args *a, const sfa_dims *d, int64_t b, int64_t t, int64_t L, sfa_row_ptrs *rows)
 {
-    int64_t used = i32_at1(&a->seqused_kv, b);
+    int64_t used = dsops_i32_at(&a->seqused_kv, b);
     int64_t cnt = d->K < L ? d->K : L;
     if (cnt < 0)
         cnt = 0;
-    if (dsops_tensor_present(&a->topk_length) && i32_at1(&a->topk_length, t) < cnt)
-        cnt = i32_at1(&a->topk_length, t);
+    if (dsops_tensor_present(&a->topk_length) && dsops_i32_at(&a->topk_length, t) < cnt)
+        cnt = dsops_i32_at(&a->topk_length, t);
     int n = 0;
     for (int64_t j = 0; j < cnt; j++) {
         int64_t idx = i32_at2(&a->topk_indices, t, j);
@@ -343,7 +335,7 @@ dsops_status dsops_sparse_flash_attention_v32(dsops_context *ctx, const sfa_args
         int64_t nh = d.N - h0 < chunk_heads ? d.N - h0 : chunk_heads;
         int64_t b, S, i;
         dsops_token_of(cu, d.B, t, &b, &S, &i);
-        int64_t L = (int64_t)i32_at1(&a->seqused_kv, b) - (S - 1 - i);
+        int64_t L = (int64_t)dsops_i32_at(&a->seqused_kv, b) - (S - 1 - i);
         int n = collect_rows(a, &d, b, t, L, rows);
 
         for (int64_t h = 0; h < nh; h++) {
