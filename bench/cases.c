@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cases.h"
+#include "cases_internal.h"
 
 /* ---- the case table ------------------------------------------------------------------------------ */
 
@@ -27,9 +28,9 @@
 
 /* ---- shared by every case family --------------------------------------------------------------- */
 
-/* A zeroed allocation recorded in an owner's buffer list (freed with free_owned); NULL when memory or
+/* A zeroed allocation recorded in an owner's buffer list (freed with cases_free_owned); NULL when memory or
  * the list runs out. */
-static void *alloc_owned(void **buffers, int *nbuffers, int capacity, size_t bytes)
+void *cases_alloc_owned(void **buffers, int *nbuffers, int capacity, size_t bytes)
 {
     if (*nbuffers >= capacity)
         return NULL;
@@ -39,18 +40,15 @@ static void *alloc_owned(void **buffers, int *nbuffers, int capacity, size_t byt
     return m;
 }
 
-static void free_owned(void **buffers, int nbuffers)
+void cases_free_owned(void **buffers, int nbuffers)
 {
     for (int i = 0; i < nbuffers; i++)
         free(buffers[i]);
 }
 
-#define ALLOC_OWNED(owner, bytes)                                                                        \
-    alloc_owned((owner)->buffers, &(owner)->nbuffers, (int)(sizeof (owner)->buffers / sizeof (owner)->buffers[0]), \
-                (bytes))
 
 /* The case named `name` in a table whose entries start with their name. */
-static const void *find_case(const void *table, int count, size_t stride, const char *name)
+const void *cases_find_case(const void *table, int count, size_t stride, const char *name)
 {
     for (int i = 0; name && i < count; i++) {
         const char *entry_name = *(const char *const *)((const char *)table + (size_t)i * stride);
@@ -110,17 +108,12 @@ const dsops_sfa_case *dsops_sfa_case_find(const char *name)
 {
     int n;
     const dsops_sfa_case *c = dsops_sfa_cases(&n);
-    return find_case(c, n, sizeof *c, name);
+    return cases_find_case(c, n, sizeof *c, name);
 }
 
 /* ---- generator ----------------------------------------------------------------------------------- */
 
-/* splitmix64: fast, seedable, good enough for test data */
-typedef struct rng {
-    uint64_t s;
-} rng;
-
-static uint64_t rng_next(rng *r)
+uint64_t cases_rng_next(rng *r)
 {
     uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -129,22 +122,22 @@ static uint64_t rng_next(rng *r)
 }
 
 /* Fills v[0 .. n-1] with U(-1, 1) fp32 values, two 24-bit draws per 64-bit output. */
-static void rng_uniform_pm1(rng *r, float *v, size_t n)
+void cases_rng_uniform_pm1(rng *r, float *v, size_t n)
 {
     const float k = 1.0f / 16777216.0f;
     size_t i = 0;
     for (; i + 1 < n; i += 2) {
-        uint64_t x = rng_next(r);
+        uint64_t x = cases_rng_next(r);
         v[i] = (float)(x >> 40) * k * 2.0f - 1.0f;
         v[i + 1] = (float)((x >> 16) & 0xffffffu) * k * 2.0f - 1.0f;
     }
     if (i < n)
-        v[i] = (float)(rng_next(r) >> 40) * k * 2.0f - 1.0f;
+        v[i] = (float)(cases_rng_next(r) >> 40) * k * 2.0f - 1.0f;
 }
 
-static uint64_t rng_below(rng *r, uint64_t n) { return rng_next(r) % n; }
+uint64_t cases_rng_below(rng *r, uint64_t n) { return cases_rng_next(r) % n; }
 
-static uint16_t bf16_bits(float f)
+uint16_t cases_bf16_bits(float f)
 {
     uint32_t u;
     memcpy(&u, &f, sizeof u);
@@ -188,7 +181,7 @@ void dsops_sfa_problem_free(dsops_sfa_problem *p)
 {
     if (!p)
         return;
-    free_owned(p->buffers, p->nbuffers);
+    cases_free_owned(p->buffers, p->nbuffers);
     free(p);
 }
 
@@ -210,7 +203,7 @@ static int64_t row_bytes(const dsops_sfa_case *c)
 static rng row_rng(uint64_t seed, uint64_t stream, int64_t row)
 {
     rng r = {seed ^ (stream << 56) ^ ((uint64_t)row * 0xd1b54a32d192ed03ull)};
-    rng_next(&r); /* decorrelate neighbouring rows */
+    cases_rng_next(&r); /* decorrelate neighbouring rows */
     return r;
 }
 
@@ -233,7 +226,7 @@ static int fill_cache(dsops_sfa_problem *p, uint64_t seed)
             float v[MAX_ROW];
             rng r = row_rng(seed, STREAM_CACHE, row);
             uint8_t *dst = kv + row * 656;
-            rng_uniform_pm1(&r, v, (size_t)(Dc + Dr));
+            cases_rng_uniform_pm1(&r, v, (size_t)(Dc + Dr));
             for (int g = 0; g < 4; g++) {
                 float s = quant_group(v + g * 128, (int8_t *)dst + g * 128, 128);
                 uint32_t u;
@@ -242,7 +235,7 @@ static int fill_cache(dsops_sfa_problem *p, uint64_t seed)
                     dst[640 + 4 * g + k] = (uint8_t)(u >> (8 * k)); /* little-endian fp32 */
             }
             for (int k = 0; k < 64; k++) {
-                uint16_t h = bf16_bits(v[512 + k]);
+                uint16_t h = cases_bf16_bits(v[512 + k]);
                 dst[512 + 2 * k] = (uint8_t)h;                      /* little-endian bf16 */
                 dst[512 + 2 * k + 1] = (uint8_t)(h >> 8);
             }
@@ -263,11 +256,11 @@ static int fill_cache(dsops_sfa_problem *p, uint64_t seed)
         for (int64_t row = 0; row < rows; row++) {
             float v[MAX_ROW];
             rng r = row_rng(seed, STREAM_CACHE, row);
-            rng_uniform_pm1(&r, v, (size_t)(Dc + Dr));
+            cases_rng_uniform_pm1(&r, v, (size_t)(Dc + Dr));
             for (int k = 0; k < Dc; k++)
-                nope[row * Dc + k] = bf16_bits(v[k]);
+                nope[row * Dc + k] = cases_bf16_bits(v[k]);
             for (int k = 0; k < Dr; k++)
-                rope[row * Dr + k] = bf16_bits(v[Dc + k]);
+                rope[row * Dr + k] = cases_bf16_bits(v[Dc + k]);
         }
         shape3[2] = Dc;
         p->args.key_nope = dsops_tensor_make(nope, DSOPS_BF16, 3, shape3);
@@ -280,11 +273,11 @@ static int fill_cache(dsops_sfa_problem *p, uint64_t seed)
         for (int64_t row = 0; row < rows; row++) {
             float v[MAX_ROW];
             rng r = row_rng(seed, STREAM_CACHE, row);
-            rng_uniform_pm1(&r, v, (size_t)(Dc + Dr));
+            cases_rng_uniform_pm1(&r, v, (size_t)(Dc + Dr));
             for (int g = 0; g < G; g++)
                 scale[row * G + g] = quant_group(v + g * 128, nope + row * Dc + g * 128, 128);
             for (int k = 0; k < Dr; k++)
-                rope[row * Dr + k] = bf16_bits(v[Dc + k]);
+                rope[row * Dr + k] = cases_bf16_bits(v[Dc + k]);
         }
         shape3[2] = Dc;
         p->args.key_nope = dsops_tensor_make(nope, DSOPS_INT8, 3, shape3);
@@ -344,7 +337,7 @@ dsops_sfa_problem *dsops_sfa_problem_make(const dsops_sfa_case *c, uint64_t seed
     for (int64_t i = 0; i < NB; i++)
         perm[i] = (int32_t)i;
     for (int64_t i = NB - 1; i > 0; i--) {
-        int64_t j = (int64_t)rng_below(&r, (uint64_t)i + 1);
+        int64_t j = (int64_t)cases_rng_below(&r, (uint64_t)i + 1);
         int32_t tmp = perm[i];
         perm[i] = perm[j];
         perm[j] = tmp;
@@ -365,11 +358,11 @@ dsops_sfa_problem *dsops_sfa_problem_make(const dsops_sfa_case *c, uint64_t seed
     for (int64_t th = 0; th < T * N; th++) {
         float qv[MAX_ROW];
         rng rq = row_rng(seed, STREAM_Q, th);
-        rng_uniform_pm1(&rq, qv, (size_t)(Dc + Dr));
+        cases_rng_uniform_pm1(&rq, qv, (size_t)(Dc + Dr));
         for (int k = 0; k < Dc; k++)
-            qn[th * Dc + k] = bf16_bits(qv[k]);
+            qn[th * Dc + k] = cases_bf16_bits(qv[k]);
         for (int k = 0; k < Dr; k++)
-            qr[th * Dr + k] = bf16_bits(qv[Dc + k]);
+            qr[th * Dr + k] = cases_bf16_bits(qv[Dc + k]);
     }
 
     if (!fill_cache(p, seed))
@@ -401,7 +394,7 @@ dsops_sfa_problem *dsops_sfa_problem_make(const dsops_sfa_case *c, uint64_t seed
             for (int32_t i = 0; i < used; i++)
                 perm[i] = i;
             for (int j = 0; j < K; j++) { /* partial Fisher-Yates: the first K of a permutation */
-                int32_t k = j + (int32_t)rng_below(&r, (uint64_t)(used - j));
+                int32_t k = j + (int32_t)cases_rng_below(&r, (uint64_t)(used - j));
                 int32_t tmp = perm[j];
                 perm[j] = perm[k];
                 perm[k] = tmp;
@@ -541,7 +534,7 @@ const dsops_li_case *dsops_li_case_find(const char *name)
 {
     int n;
     const dsops_li_case *c = dsops_li_cases(&n);
-    return find_case(c, n, sizeof *c, name);
+    return cases_find_case(c, n, sizeof *c, name);
 }
 
 typedef enum li_data_kind { LI_DATA_V32 = 0, LI_DATA_V4 = 1, LI_DATA_ASCENDC = 2 } li_data_kind;
@@ -556,11 +549,11 @@ static li_data_kind li_kind(const dsops_li_case *c)
 }
 
 /* Fills v[0 .. n-1] with N(0,1) values (Box-Muller, two values per 64-bit draw). */
-static void rng_normal(rng *r, float *v, size_t n)
+void cases_rng_normal(rng *r, float *v, size_t n)
 {
     const float k = 1.0f / 16777216.0f, two_pi = 6.28318530717958647692f;
     for (size_t i = 0; i < n; i += 2) {
-        uint64_t x = rng_next(r);
+        uint64_t x = cases_rng_next(r);
         float u1 = (float)((x >> 40) + 1) * k; /* (0, 1] */
         float u2 = (float)((x >> 16) & 0xffffffu) * k;
         float rad = sqrtf(-2.0f * logf(u1));
@@ -570,16 +563,16 @@ static void rng_normal(rng *r, float *v, size_t n)
     }
 }
 
-static float rng_unit(rng *r) { return (float)(rng_next(r) >> 40) * (1.0f / 16777216.0f); } /* [0, 1) */
+float cases_rng_unit(rng *r) { return (float)(cases_rng_next(r) >> 40) * (1.0f / 16777216.0f); } /* [0, 1) */
 
-static uint16_t fp16_bits(float f)
+uint16_t cases_fp16_bits(float f)
 {
     uint16_t h;
     dsops_fp32_to_fp16(&f, &h, 1);
     return h;
 }
 
-static float fp16_value(uint16_t h)
+float cases_fp16_value(uint16_t h)
 {
     float f;
     dsops_fp16_to_fp32(&h, &f, 1);
@@ -592,19 +585,19 @@ static uint16_t li_int8_row(li_data_kind kind, rng *r, int8_t *q, int n)
     float v[LI_MAX_DI];
     if (kind == LI_DATA_ASCENDC) {
         for (int i = 0; i < n; i++)
-            q[i] = (int8_t)((int)(rng_next(r) & 0xff) - 128);
-        return fp16_bits(10.0f * rng_unit(r));
+            q[i] = (int8_t)((int)(cases_rng_next(r) & 0xff) - 128);
+        return cases_fp16_bits(10.0f * cases_rng_unit(r));
     }
-    rng_normal(r, v, (size_t)n);
+    cases_rng_normal(r, v, (size_t)n);
     float amax = 0.0f;
     if (kind == LI_DATA_V32) {
         for (int i = 0; i < n; i++) {
             v[i] = (float)(int)v[i]; /* int8(N(0,1)): truncation */
             amax = fabsf(v[i]) > amax ? fabsf(v[i]) : amax;
         }
-        float s = fp16_value(fp16_bits(amax / 127.0f));
-        uint16_t sh = fp16_bits(s > 1e-3f ? s : 1e-3f);
-        s = fp16_value(sh);
+        float s = cases_fp16_value(cases_fp16_bits(amax / 127.0f));
+        uint16_t sh = cases_fp16_bits(s > 1e-3f ? s : 1e-3f);
+        s = cases_fp16_value(sh);
         for (int i = 0; i < n; i++) {
             float x = rint_small(v[i] / s);
             q[i] = (int8_t)(x > 127.0f ? 127 : (x < -127.0f ? -127 : (int)x));
@@ -621,16 +614,16 @@ static uint16_t li_int8_row(li_data_kind kind, rng *r, int8_t *q, int n)
     }
     for (int i = 0; i < n; i++)
         q[i] = (int8_t)(int)rint_small(v[i] * sq);
-    return fp16_bits(1.0f / sq);
+    return cases_fp16_bits(1.0f / sq);
 }
 
 /* One bf16 row of N(0,1) values. */
 static void li_bf16_row(rng *r, uint16_t *q, int n)
 {
     float v[LI_MAX_DI];
-    rng_normal(r, v, (size_t)n);
+    cases_rng_normal(r, v, (size_t)n);
     for (int i = 0; i < n; i++)
-        q[i] = bf16_bits(v[i]);
+        q[i] = cases_bf16_bits(v[i]);
 }
 
 static void *li_alloc(dsops_li_problem *p, size_t bytes) { return ALLOC_OWNED(p, bytes); }
@@ -639,7 +632,7 @@ void dsops_li_problem_free(dsops_li_problem *p)
 {
     if (!p)
         return;
-    free_owned(p->buffers, p->nbuffers);
+    cases_free_owned(p->buffers, p->nbuffers);
     free(p);
 }
 
@@ -687,7 +680,7 @@ dsops_li_problem *dsops_li_problem_make(const dsops_li_case *c, uint64_t seed)
     for (int64_t i = 0; i < NB; i++)
         perm[i] = (int32_t)i;
     for (int64_t i = NB - 1; i > 0; i--) {
-        int64_t j = (int64_t)rng_below(&r, (uint64_t)i + 1);
+        int64_t j = (int64_t)cases_rng_below(&r, (uint64_t)i + 1);
         int32_t tmp = perm[i];
         perm[i] = perm[j];
         perm[j] = tmp;
@@ -721,13 +714,13 @@ dsops_li_problem *dsops_li_problem_make(const dsops_li_case *c, uint64_t seed)
         float v[2];
         for (int h = 0; h < NI; h++) {
             if (kind == LI_DATA_ASCENDC) {
-                w[t * NI + h] = fp16_bits(0.01f * rng_unit(&rw));
+                w[t * NI + h] = cases_fp16_bits(0.01f * cases_rng_unit(&rw));
                 continue;
             }
             if (h % 2 == 0)
-                rng_normal(&rw, v, 2);
+                cases_rng_normal(&rw, v, 2);
             float x = v[h % 2];
-            w[t * NI + h] = !c->int8 ? bf16_bits(x) : fp16_bits(kind == LI_DATA_V4 ? x * 0.1f : x);
+            w[t * NI + h] = !c->int8 ? cases_bf16_bits(x) : cases_fp16_bits(kind == LI_DATA_V4 ? x * 0.1f : x);
         }
     }
 
@@ -840,7 +833,7 @@ const dsops_mlap_case *dsops_mlap_case_find(const char *name)
 {
     int n;
     const dsops_mlap_case *c = dsops_mlap_cases(&n);
-    return find_case(c, n, sizeof *c, name);
+    return cases_find_case(c, n, sizeof *c, name);
 }
 
 static void *mlap_alloc(dsops_mlap_problem *p, size_t bytes) { return ALLOC_OWNED(p, bytes); }
@@ -849,7 +842,7 @@ void dsops_mlap_problem_free(dsops_mlap_problem *p)
 {
     if (!p)
         return;
-    free_owned(p->buffers, p->nbuffers);
+    cases_free_owned(p->buffers, p->nbuffers);
     free(p);
 }
 
@@ -867,9 +860,9 @@ static void mlap_fill_bf16(uint64_t seed, uint64_t stream, int64_t rows, int64_t
     for (int64_t row = 0; row < rows; row++) {
         float v[MLAP_MAX_ROW];
         rng r = row_rng(seed, stream, row);
-        rng_uniform_pm1(&r, v, (size_t)cols);
+        cases_rng_uniform_pm1(&r, v, (size_t)cols);
         for (int64_t k = 0; k < cols; k++)
-            dst[row * cols + k] = bf16_bits(amp * v[k]);
+            dst[row * cols + k] = cases_bf16_bits(amp * v[k]);
     }
 }
 
@@ -881,10 +874,10 @@ static void mlap_fill_q8(uint64_t seed, uint64_t stream, int64_t rows, int64_t c
     for (int64_t row = 0; row < rows; row++) {
         float v[MLAP_MAX_ROW];
         rng r = row_rng(seed, stream, row);
-        rng_uniform_pm1(&r, v, (size_t)cols);
+        cases_rng_uniform_pm1(&r, v, (size_t)cols);
         float amax = 0.0f;
         for (int64_t k = 0; k < cols; k++) {
-            uint16_t h = bf16_bits(amp * v[k]);
+            uint16_t h = cases_bf16_bits(amp * v[k]);
             uint32_t u = (uint32_t)h << 16;
             memcpy(&v[k], &u, sizeof u);
             amax = fabsf(v[k]) > amax ? fabsf(v[k]) : amax;
@@ -918,7 +911,7 @@ static int mlap_fill_cache(dsops_mlap_problem *p, uint64_t seed)
             float v[512 + 64];
             rng r = row_rng(seed, STREAM_MLAP_CACHE, row);
             uint8_t *dst = kv + row * 656;
-            rng_uniform_pm1(&r, v, 512 + 64);
+            cases_rng_uniform_pm1(&r, v, 512 + 64);
             for (int g = 0; g < 4; g++) {
                 float s = quant_group(v + g * 128, (int8_t *)dst + g * 128, 128);
                 uint32_t u;
@@ -927,7 +920,7 @@ static int mlap_fill_cache(dsops_mlap_problem *p, uint64_t seed)
                     dst[640 + 4 * g + k] = (uint8_t)(u >> (8 * k)); /* little-endian fp32 */
             }
             for (int k = 0; k < 64; k++) {
-                uint16_t h = bf16_bits(v[512 + k]);
+                uint16_t h = cases_bf16_bits(v[512 + k]);
                 dst[512 + 2 * k] = (uint8_t)h; /* little-endian bf16 */
                 dst[512 + 2 * k + 1] = (uint8_t)(h >> 8);
             }
@@ -950,11 +943,11 @@ static int mlap_fill_cache(dsops_mlap_problem *p, uint64_t seed)
         for (int64_t row = 0; row < rows; row++) {
             float v[MAX_ROW];
             rng r = row_rng(seed, STREAM_MLAP_CACHE, row);
-            rng_uniform_pm1(&r, v, (size_t)(Dc + Dr));
+            cases_rng_uniform_pm1(&r, v, (size_t)(Dc + Dr));
             for (int k = 0; k < Dc; k++)
-                nope[row * Dc + k] = bf16_bits(v[k]);
+                nope[row * Dc + k] = cases_bf16_bits(v[k]);
             for (int k = 0; k < Dr; k++)
-                rope[row * Dr + k] = bf16_bits(v[Dc + k]);
+                rope[row * Dr + k] = cases_bf16_bits(v[Dc + k]);
         }
         s3[2] = Dc;
         p->args.kv_cache = dsops_tensor_make(nope, DSOPS_BF16, 3, s3);
@@ -968,11 +961,11 @@ static int mlap_fill_cache(dsops_mlap_problem *p, uint64_t seed)
     for (int64_t row = 0; row < rows; row++) {
         float v[MAX_ROW];
         rng r = row_rng(seed, STREAM_MLAP_CACHE, row);
-        rng_uniform_pm1(&r, v, (size_t)(Dc + Dr));
+        cases_rng_uniform_pm1(&r, v, (size_t)(Dc + Dr));
         for (int g = 0; g < G; g++)
             scale[row * G + g] = quant_group(v + g * 128, nope + row * Dc + g * 128, 128);
         for (int k = 0; k < Dr; k++)
-            rope[row * Dr + k] = bf16_bits(v[Dc + k]);
+            rope[row * Dr + k] = cases_bf16_bits(v[Dc + k]);
     }
     s3[2] = Dc;
     p->args.kv_cache = dsops_tensor_make(nope, DSOPS_INT8, 3, s3);
@@ -1021,7 +1014,7 @@ dsops_mlap_problem *dsops_mlap_problem_make(const dsops_mlap_case *c, uint64_t s
     for (int64_t i = 0; i < NB; i++)
         perm[i] = (int32_t)i;
     for (int64_t i = NB - 1; i > 0; i--) {
-        int64_t j = (int64_t)rng_below(&r, (uint64_t)i + 1);
+        int64_t j = (int64_t)cases_rng_below(&r, (uint64_t)i + 1);
         int32_t tmp = perm[i];
         perm[i] = perm[j];
         perm[j] = tmp;
@@ -1177,7 +1170,7 @@ const dsops_idxp_case *dsops_idxp_case_find(const char *name)
 {
     int n;
     const dsops_idxp_case *c = dsops_idxp_cases(&n);
-    return find_case(c, n, sizeof *c, name);
+    return cases_find_case(c, n, sizeof *c, name);
 }
 
 static void *idxp_alloc(dsops_idxp_problem *p, size_t bytes) { return ALLOC_OWNED(p, bytes); }
@@ -1186,7 +1179,7 @@ void dsops_idxp_problem_free(dsops_idxp_problem *p)
 {
     if (!p)
         return;
-    free_owned(p->buffers, p->nbuffers);
+    cases_free_owned(p->buffers, p->nbuffers);
     free(p);
 }
 
@@ -1205,9 +1198,9 @@ static void idxp_fill_bf16(uint64_t seed, uint64_t stream, int64_t rows, int64_t
     for (int64_t row = 0; row < rows; row++) {
         float v[IDXP_MAX_ROW];
         rng r = row_rng(seed, stream, row);
-        rng_uniform_pm1(&r, v, (size_t)cols);
+        cases_rng_uniform_pm1(&r, v, (size_t)cols);
         for (int64_t k = 0; k < cols; k++)
-            dst[row * cols + k] = bf16_bits(v[k]);
+            dst[row * cols + k] = cases_bf16_bits(v[k]);
     }
 }
 
@@ -1220,7 +1213,7 @@ static void idxp_fill_i8(uint64_t seed, uint64_t stream, int64_t rows, int64_t c
         uint64_t bits = 0;
         for (int64_t k = 0; k < cols; k++) {
             if (k % 8 == 0)
-                bits = rng_next(&r);
+                bits = cases_rng_next(&r);
             dst[row * cols + k] = (int8_t)(uint8_t)(bits >> (8 * (k % 8)));
         }
     }
@@ -1230,7 +1223,7 @@ static void idxp_fill_i8(uint64_t seed, uint64_t stream, int64_t rows, int64_t c
 static void idxp_fill_f32(uint64_t seed, uint64_t stream, int64_t n, float *dst)
 {
     rng r = row_rng(seed, stream, 0);
-    rng_uniform_pm1(&r, dst, (size_t)n);
+    cases_rng_uniform_pm1(&r, dst, (size_t)n);
 }
 
 /* fp32 -> fp16 bits, round to nearest even (the draws here are finite and below 1 in magnitude). */
@@ -1271,7 +1264,7 @@ static int idxp_fill_cache(dsops_idxp_problem *p, uint64_t seed)
         for (int64_t row = 0; row < rows; row++) {
             float v;
             rng r = row_rng(seed ^ 0x5555u, STREAM_IDXP_CACHE, row);
-            rng_uniform_pm1(&r, &v, 1);
+            cases_rng_uniform_pm1(&r, &v, 1);
             scale[row] = idxp_fp16_bits(v);
         }
         p->args.idx_k_cache = dsops_tensor_make(key, DSOPS_INT8, 3, s3);
@@ -1325,7 +1318,7 @@ dsops_idxp_problem *dsops_idxp_problem_make(const dsops_idxp_case *c, uint64_t s
     for (int64_t i = 0; i < NB; i++)
         perm[i] = (int32_t)i;
     for (int64_t i = NB - 1; i > 0; i--) {
-        int64_t j = (int64_t)rng_below(&r, (uint64_t)i + 1);
+        int64_t j = (int64_t)cases_rng_below(&r, (uint64_t)i + 1);
         int32_t tmp = perm[i];
         perm[i] = perm[j];
         perm[j] = tmp;
@@ -1373,18 +1366,18 @@ dsops_idxp_problem *dsops_idxp_problem_make(const dsops_idxp_case *c, uint64_t s
     idxp_fill_bf16(seed, STREAM_IDXP_WK, DI, H, wk);
     idxp_fill_bf16(seed, STREAM_IDXP_WPROJ, NI, H, wproj);
     for (int64_t d = 0; d < DI; d++) {
-        gamma[d] = bf16_bits(1.0f);
-        beta[d] = bf16_bits(0.0f);
+        gamma[d] = cases_bf16_bits(1.0f);
+        beta[d] = cases_bf16_bits(0.0f);
     }
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < T; t++) {
         float ang[64];
         rng rr = row_rng(seed, STREAM_IDXP_ROPE, t);
-        rng_uniform_pm1(&rr, ang, 64);
+        cases_rng_uniform_pm1(&rr, ang, 64);
         for (int e = 0; e < 64; e++) {
             const double th = ((double)ang[e] + 1.0) * 3.14159265358979323846; /* [0, 2pi) */
-            cosb[t * 64 + e] = bf16_bits((float)cos(th));
-            sinb[t * 64 + e] = bf16_bits((float)sin(th));
+            cosb[t * 64 + e] = cases_bf16_bits((float)cos(th));
+            sinb[t * 64 + e] = cases_bf16_bits((float)sin(th));
         }
     }
     if (had) {
@@ -1519,7 +1512,7 @@ const dsops_dia_case *dsops_dia_case_find(const char *name)
 {
     int n;
     const dsops_dia_case *c = dsops_dia_cases(&n);
-    return find_case(c, n, sizeof *c, name);
+    return cases_find_case(c, n, sizeof *c, name);
 }
 
 static void *dia_alloc(dsops_dia_problem *p, size_t bytes) { return ALLOC_OWNED(p, bytes); }
@@ -1528,7 +1521,7 @@ void dsops_dia_problem_free(dsops_dia_problem *p)
 {
     if (!p)
         return;
-    free_owned(p->buffers, p->nbuffers);
+    cases_free_owned(p->buffers, p->nbuffers);
     free(p);
 }
 
@@ -1563,7 +1556,7 @@ static int dia_fill_kv(dsops_dia_problem *p, uint64_t seed)
             float v[512 + 64];
             rng r = row_rng(seed, STREAM_DIA_KV, row);
             uint8_t *dst = kv + row * 656;
-            rng_uniform_pm1(&r, v, 512 + 64);
+            cases_rng_uniform_pm1(&r, v, 512 + 64);
             for (int g = 0; g < 4; g++) {
                 float s = quant_group(v + g * 128, (int8_t *)dst + g * 128, 128);
                 uint32_t u;
@@ -1572,7 +1565,7 @@ static int dia_fill_kv(dsops_dia_problem *p, uint64_t seed)
                     dst[640 + 4 * g + k] = (uint8_t)(u >> (8 * k)); /* little-endian fp32 */
             }
             for (int k = 0; k < 64; k++) {
-                uint16_t h = bf16_bits(v[512 + k]);
+                uint16_t h = cases_bf16_bits(v[512 + k]);
                 dst[512 + 2 * k] = (uint8_t)h; /* little-endian bf16 */
                 dst[512 + 2 * k + 1] = (uint8_t)(h >> 8);
             }
@@ -1590,16 +1583,16 @@ static int dia_fill_kv(dsops_dia_problem *p, uint64_t seed)
     for (int64_t row = 0; row < rows; row++) {
         float v[MAX_ROW];
         rng r = row_rng(seed, STREAM_DIA_KV, row);
-        rng_uniform_pm1(&r, v, (size_t)(Dc + Dr));
+        cases_rng_uniform_pm1(&r, v, (size_t)(Dc + Dr));
         if (scale) {
             for (int g = 0; g < G; g++)
                 scale[row * G + g] = quant_group(v + g * 128, (int8_t *)nope + row * Dc + g * 128, 128);
         } else {
             for (int k = 0; k < Dc; k++)
-                ((uint16_t *)nope)[row * Dc + k] = bf16_bits(v[k]);
+                ((uint16_t *)nope)[row * Dc + k] = cases_bf16_bits(v[k]);
         }
         for (int k = 0; k < Dr; k++)
-            rope[row * Dr + k] = bf16_bits(v[Dc + k]);
+            rope[row * Dr + k] = cases_bf16_bits(v[Dc + k]);
     }
     s3[2] = Dr;
     a->kr_cache = dsops_tensor_make(rope, DSOPS_BF16, 3, s3);
@@ -1634,7 +1627,7 @@ static int dia_fill_idx_cache(dsops_dia_problem *p, uint64_t seed)
     for (int64_t row = 0; row < rows; row++) {
         float v[IDXP_MAX_ROW];
         rng r = row_rng(seed, STREAM_DIA_IDXK, row);
-        rng_uniform_pm1(&r, v, (size_t)DI);
+        cases_rng_uniform_pm1(&r, v, (size_t)DI);
         float amax = 0.0f;
         for (int64_t k = 0; k < DI; k++)
             amax = fabsf(v[k]) > amax ? fabsf(v[k]) : amax;
@@ -1704,7 +1697,7 @@ dsops_dia_problem *dsops_dia_problem_make(const dsops_dia_case *c, uint64_t seed
     for (int64_t i = 0; i < NB; i++)
         perm[i] = (int32_t)i;
     for (int64_t i = NB - 1; i > 0; i--) {
-        int64_t j = (int64_t)rng_below(&r, (uint64_t)i + 1);
+        int64_t j = (int64_t)cases_rng_below(&r, (uint64_t)i + 1);
         int32_t tmp = perm[i];
         perm[i] = perm[j];
         perm[j] = tmp;
@@ -1773,8 +1766,8 @@ dsops_dia_problem *dsops_dia_problem_make(const dsops_dia_case *c, uint64_t seed
     idxp_fill_bf16(seed, STREAM_DIA_IWK, DI, H, iwk);
     idxp_fill_bf16(seed, STREAM_DIA_WPROJ, NI, H, wproj);
     for (int64_t d = 0; d < DI; d++) {
-        ln_g[d] = bf16_bits(1.0f);
-        ln_b[d] = bf16_bits(0.0f);
+        ln_g[d] = cases_bf16_bits(1.0f);
+        ln_b[d] = cases_bf16_bits(0.0f);
     }
     int64_t s1[1], s2[2], s3[3];
     if (had) {
@@ -1878,7 +1871,7 @@ void dsops_dia_stages_free(dsops_dia_stages *s)
 {
     if (!s)
         return;
-    free_owned(s->buffers, s->nbuffers);
+    cases_free_owned(s->buffers, s->nbuffers);
     free(s);
 }
 

@@ -227,4 +227,148 @@ typedef struct dsops_dia_stages {
 dsops_dia_stages *dsops_dia_stages_make(const dsops_sparse_attention_v32_args *a);
 void dsops_dia_stages_free(dsops_dia_stages *s);
 
+
+/* ---- DeepSeek-V4 case families (CASES.md "V4") ---------------------------------------------------
+ * Every case carries the vendor's published time (vendor_us, 0 when none) and the vendor's label
+ * ("PyPTO" or "AscendC", NULL when none) so that the benchmark prints them beside dsops's. */
+
+/* One hc_pre case (spec §3.1). */
+typedef struct dsops_hcpre_case {
+    const char *name;        /* e.g. "v4_hc_pre_b64_s2" */
+    int T, HC, H;
+    int well_conditioned;    /* 1: AscendC data (x U(0,2), hc_fn U(0, 1/(4H)), scale/base U(0,2)): compare comb;
+                              * 0: PyPTO data (everything U(-1,1)): comb is ill-conditioned, not compared */
+    double vendor_us;
+    const char *vendor;
+    int ci;
+    const char *ci_variant;
+} dsops_hcpre_case;
+
+typedef struct dsops_hcpre_problem {
+    dsops_hcpre_case c;
+    dsops_hc_pre_args args;  /* V4 defaults; pre present */
+    double flops;            /* 2 T M HC H (the 24-mix reduction) */
+    void *buffers[16];
+    int nbuffers;
+} dsops_hcpre_problem;
+
+const dsops_hcpre_case *dsops_hcpre_cases(int *count);
+const dsops_hcpre_case *dsops_hcpre_case_find(const char *name);
+dsops_hcpre_problem *dsops_hcpre_problem_make(const dsops_hcpre_case *c, uint64_t seed);
+void dsops_hcpre_problem_free(dsops_hcpre_problem *p);
+
+/* One hc_post case (spec §3.2). */
+typedef struct dsops_hcpost_case {
+    const char *name;        /* e.g. "v4_hc_post_bench_t128" */
+    int T, HC, H;
+    dsops_dtype x_dtype;     /* x, residual and out: bf16 or fp32 */
+    dsops_dtype post_dtype;  /* post and comb: bf16 or fp32 */
+    float amplitude;         /* data U(-amplitude, amplitude) */
+    double vendor_us;
+    const char *vendor;
+    int ci;
+    const char *ci_variant;
+} dsops_hcpost_case;
+
+typedef struct dsops_hcpost_problem {
+    dsops_hcpost_case c;
+    dsops_hc_post_args args;
+    double bytes;            /* bytes read and written (x, residual, post, comb, out) */
+    void *buffers[16];
+    int nbuffers;
+} dsops_hcpost_problem;
+
+const dsops_hcpost_case *dsops_hcpost_cases(int *count);
+const dsops_hcpost_case *dsops_hcpost_case_find(const char *name);
+dsops_hcpost_problem *dsops_hcpost_problem_make(const dsops_hcpost_case *c, uint64_t seed);
+void dsops_hcpost_problem_free(dsops_hcpost_problem *p);
+
+/* One mla_prolog_v4 case (spec §3.3, CASES.md "mla_prolog_v4"; data seed 5). */
+typedef struct dsops_mla4_case {
+    const char *name;        /* e.g. "v4_mla_prolog_int8_t16" */
+    int T, H, Q, N, D;
+    int int8;                /* 1: int8 wq_b (Q8 per output channel of the bf16 draw) */
+    double vendor_us;
+    const char *vendor;
+    int ci;
+    const char *ci_variant;
+} dsops_mla4_case;
+
+typedef struct dsops_mla4_problem {
+    dsops_mla4_case c;
+    dsops_mla_prolog_v4_args args;  /* V4 defaults */
+    double flops;            /* 2 T (H Q + Q N D + H D) (the GEMMs) */
+    double weight_bytes;
+    void *buffers[24];
+    int nbuffers;
+} dsops_mla4_problem;
+
+const dsops_mla4_case *dsops_mla4_cases(int *count);
+const dsops_mla4_case *dsops_mla4_case_find(const char *name);
+dsops_mla4_problem *dsops_mla4_problem_make(const dsops_mla4_case *c, uint64_t seed);
+void dsops_mla4_problem_free(dsops_mla4_problem *p);
+
+/* One indexer_prolog_v4 case (spec §3.5, CASES.md "indexer_prolog_v4"; data seed 42; vendor parameters:
+ * rope_inverse = 1). */
+typedef struct dsops_idxp4_case {
+    const char *name;        /* e.g. "v4_idx_prolog_t128" */
+    int T, H, Q, NI, DI;
+    double vendor_us;
+    const char *vendor;
+    int ci;
+    const char *ci_variant;
+} dsops_idxp4_case;
+
+typedef struct dsops_idxp4_problem {
+    dsops_idxp4_case c;
+    dsops_indexer_prolog_v4_args args;
+    double flops;            /* 2 T (Q NI DI + H NI + NI DI DI) */
+    double weight_bytes;
+    void *buffers[24];
+    int nbuffers;
+} dsops_idxp4_problem;
+
+const dsops_idxp4_case *dsops_idxp4_cases(int *count);
+const dsops_idxp4_case *dsops_idxp4_case_find(const char *name);
+dsops_idxp4_problem *dsops_idxp4_problem_make(const dsops_idxp4_case *c, uint64_t seed);
+void dsops_idxp4_problem_free(dsops_idxp4_problem *p);
+
+/* One compressor case (spec §3.4, CASES.md "compressor"). */
+typedef enum dsops_cmp_variant { DSOPS_CMP_C4A = 0, DSOPS_CMP_C4LI = 1, DSOPS_CMP_C128A = 2 } dsops_cmp_variant;
+
+typedef struct dsops_cmp_case {
+    const char *name;        /* e.g. "v4_cmp_c4a_b64_s2_sp255" */
+    dsops_cmp_variant variant;  /* D, R, C, rotate: c4a 512/4/2/no, c4li 128/4/2/yes, c128a 512/128/1/no */
+    int B;
+    int S_each[8];           /* tokens per sequence; a single entry S_each[0] with the rest 0 is uniform */
+    int start_pos;           /* the same for every sequence */
+    int H;
+    int vendor_data;         /* 1: the vendor's data and tables (rand data, zero states, the ring / pair block
+                              * tables of CASES.md, row_per_seq, NO = min(B S, B S / R + B));
+                              * 0: the dsops data (weights U(-1,1) H^-0.5, x N(0,1), states kv 0 / score -Inf,
+                              * packed, one block per 128 positions) */
+    int norm_fp32;           /* norm_weight fp32 (else bf16) */
+    int ring;                /* dsops data: every logical block of a sequence maps to one physical block */
+    double vendor_us;
+    const char *vendor;
+    int ci;
+    const char *ci_variant;
+} dsops_cmp_case;
+
+typedef struct dsops_cmp_problem {
+    dsops_cmp_case c;
+    dsops_compressor_args args;
+    int64_t T, NO;
+    int64_t entries;         /* entries the call writes (sum of count_b) */
+    double flops;            /* 2 T H 2 C D (the projections) */
+    double weight_bytes;
+    void *buffers[32];
+    int nbuffers;
+} dsops_cmp_problem;
+
+const dsops_cmp_case *dsops_cmp_cases(int *count);
+const dsops_cmp_case *dsops_cmp_case_find(const char *name);
+dsops_cmp_problem *dsops_cmp_problem_make(const dsops_cmp_case *c, uint64_t seed);
+void dsops_cmp_problem_free(dsops_cmp_problem *p);
+
 #endif

@@ -556,6 +556,141 @@ typedef struct dsops_hc_post_args {
 DSOPS_API dsops_status dsops_hc_post(dsops_context *ctx, const dsops_hc_post_args *args);
 
 /* ---------------------------------------------------------------------------------------------
+ * mla_prolog_v4 (spec §3.3): the DeepSeek-V4 attention prolog (writes no cache)
+ *
+ * Per token t (D = head dim, Dn = D - 64; rotation on the last 64 dims):
+ *   bf16 wq_b: a = bf16(x wq_a^T); qr = bf16(RMSNorm(a; gamma_cq, eps_cq)); qb = bf16(qr wq_b^T)
+ *   int8 wq_b: a = x wq_a^T (fp32); cq = RMSNorm(a; gamma_cq, eps_cq) (fp32); (qr, qr_scale) = Q8(cq);
+ *              qb[n] = (f32(qr . wq_b[n]) * qr_scale) * wq_b_scale[n] (fp32)
+ *   head h: qn = bf16(RMSNorm_unweighted(qb[h*D : h*D+D]; eps_qh)); q[t,h] = [qn[0:Dn] ; bf16(rot(qn[Dn:D]))]
+ *   ka = x wkv^T (bf16-rounded in the bf16 variant); kn = bf16(RMSNorm(ka; gamma_ckv, eps_ckv));
+ *   kv[t] = [kn[0:Dn] ; bf16(rot(kn[Dn:D]))]
+ * N = rows of wq_b / D. Errors: _NULL, _SHAPE (extents; D > 64; Q <= 131072 for int8 wq_b), _DTYPE,
+ * _PARAM (eps, enums, a prepared object made from other weights), _ALIAS, _NOMEM.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct dsops_mla_prolog_v4_args {
+    dsops_tensor x;           /* [T, H] bf16 */
+    dsops_tensor wq_a;        /* [Q, H] bf16 */
+    dsops_tensor gamma_cq;    /* [Q] bf16 or fp32 */
+    dsops_tensor wq_b;        /* [N*D, Q] bf16 or int8 (the variant) */
+    dsops_tensor wq_b_scale;  /* [N*D] fp32 (int8 wq_b only) */
+    dsops_tensor wkv;         /* [D, H] bf16 */
+    dsops_tensor gamma_ckv;   /* [D] bf16 or fp32 */
+    dsops_tensor rope_cos;    /* [T, 64] bf16 or fp32 */
+    dsops_tensor rope_sin;    /* [T, 64] bf16 or fp32 */
+    dsops_tensor q;           /* [T, N, D] bf16, out */
+    dsops_tensor kv;          /* [T, D] bf16, out */
+    dsops_tensor qr;          /* [T, Q] bf16 (bf16 wq_b) or int8 (int8 wq_b), out */
+    dsops_tensor qr_scale;    /* [T] fp32, out (int8 wq_b only) */
+    float eps_cq, eps_ckv, eps_qh;  /* V4: 1e-6 */
+    dsops_rope_mode rope_mode;      /* V4: interleaved */
+    int rope_inverse;               /* V4: 0 */
+    const dsops_prepared *prepared; /* optional, from dsops_mla_prolog_v4_prepare */
+} dsops_mla_prolog_v4_args;
+
+DSOPS_API dsops_status dsops_mla_prolog_v4_init(dsops_mla_prolog_v4_args *args, dsops_preset preset);
+/* Packs wq_a, wq_b and wkv of `args` (only the weight tensors are read). */
+DSOPS_API dsops_status dsops_mla_prolog_v4_prepare(dsops_context *ctx, const dsops_mla_prolog_v4_args *args,
+                                                   dsops_prepared **prepared);
+DSOPS_API dsops_status dsops_mla_prolog_v4(dsops_context *ctx, const dsops_mla_prolog_v4_args *args);
+
+/* ---------------------------------------------------------------------------------------------
+ * compressor (spec §3.4): gated pooling of every R consecutive positions into one compressed entry,
+ * with paged fp32 state so that decode continues where prefill or earlier calls stopped
+ *
+ * Sequence b covers positions start_pos[b] ... start_pos[b] + S_b - 1 (token t = cu[b] + i at
+ * position p = start_pos[b] + i). Per token: kvp = x wkv^T, scp = x wgate^T + ape[p % R] (fp32, C*D each);
+ * both are stored in the states at the slot of p (slot = table[b][p / BSS] * BSS + p % BSS).
+ * Window k closes when position (k+1)R - 1 is in the call; its entry pools, per channel d, the values
+ * of positions kR ... kR+R-1 (channel C == 2: channel D + d of those and channel d of the previous
+ * window's positions, skipping positions < 0) with softmax weights of their logits. Positions before
+ * start_pos come from the states. Entry: y = bf16(RMSNorm(bf16(pool); norm_weight)); the last 64
+ * dims rotated with table row r; optionally y = bf16(y hadamard); written to row r of out:
+ *   packed: entries ordered by sequence then window; row_per_seq: r = b (at most one entry each).
+ * Rows of out that receive no entry are zeroed; out_count[b] = number of entries of b.
+ * Errors: _NULL, _SHAPE (extents, NO too small, row_per_seq with two entries in a sequence), _DTYPE,
+ * _PARAM (explicit dim / ratio / overlap / rotate that disagree with the shapes, eps, enums, prepared),
+ * _INDEX (cu_seqlens_q, start_pos < 0 or start_pos + S_b > 2^31 - 1, a needed state table entry out of
+ * range, two sequences sharing a state row), _ALIAS, _NOMEM. On error nothing is written.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum dsops_compressor_layout {
+    DSOPS_CMP_PACKED = 0,      /* entries ordered by sequence, then window */
+    DSOPS_CMP_ROW_PER_SEQ = 1  /* row b holds sequence b's entry (at most one per call) */
+} dsops_compressor_layout;
+
+typedef struct dsops_compressor_args {
+    dsops_tensor x;                        /* [T, H] bf16 */
+    dsops_tensor cu_seqlens_q;             /* [B+1] int32 */
+    dsops_tensor start_pos;                /* [B] int32 */
+    dsops_tensor wkv;                      /* [C*D, H] bf16 */
+    dsops_tensor wgate;                    /* [C*D, H] bf16 */
+    dsops_tensor ape;                      /* [R, C*D] fp32 */
+    dsops_tensor norm_weight;              /* [D] bf16 or fp32 */
+    dsops_tensor hadamard;                 /* [D, D] bf16 or fp32, optional (given: rotate) */
+    dsops_tensor rope_cos;                 /* [NO, 64] bf16 or fp32 (row r serves out row r) */
+    dsops_tensor rope_sin;                 /* [NO, 64] bf16 or fp32 */
+    dsops_tensor kv_state;                 /* [NBS, BSS, C*D] fp32, in-out */
+    dsops_tensor score_state;              /* [NBS2, BSS2, C*D] fp32, in-out */
+    dsops_tensor kv_state_block_table;     /* [B, MBS] int32 */
+    dsops_tensor score_state_block_table;  /* [B, MBS2] int32 (may be the same array) */
+    dsops_tensor out;                      /* [NO, D] bf16, out */
+    dsops_tensor out_count;                /* [B] int32, out, optional */
+    int dim;       /* 0: from the shapes; else must equal D */
+    int ratio;     /* 0: from the shapes; else must equal R */
+    int overlap;   /* -1: from the shapes (C == 2); 0 / 1 must agree */
+    int rotate;    /* -1: from the shapes (hadamard given); 0 / 1 must agree */
+    float norm_eps;                     /* V4: 1e-6 */
+    dsops_rope_mode rope_mode;          /* V4: interleaved */
+    int rope_inverse;                   /* V4: 0 */
+    dsops_compressor_layout out_layout; /* V4: packed */
+    const dsops_prepared *prepared;     /* optional, from dsops_compressor_prepare */
+} dsops_compressor_args;
+
+DSOPS_API dsops_status dsops_compressor_init(dsops_compressor_args *args, dsops_preset preset);
+/* Packs wkv and wgate of `args`. */
+DSOPS_API dsops_status dsops_compressor_prepare(dsops_context *ctx, const dsops_compressor_args *args,
+                                                dsops_prepared **prepared);
+DSOPS_API dsops_status dsops_compressor(dsops_context *ctx, const dsops_compressor_args *args);
+
+/* ---------------------------------------------------------------------------------------------
+ * indexer_prolog_v4 (spec §3.5): the V4 lightning-indexer query and weights (writes no cache)
+ *
+ * Per token t: qb = bf16((f32(qr . idx_wq_b[n]) * qr_scale[t]) * idx_wq_b_scale[n]) viewed [NI, DI];
+ *   head h: u = [qb_h[0:DI-64] ; bf16(rot(qb_h[DI-64:DI]))]; hq = bf16(u hadamard);
+ *   (q_idx[t,h], s) = Q8(hq), q_idx_scale[t,h] = fp16(s);
+ *   weights[t,h] = fp16(f32(bf16(x . weights_proj[h])) * weights_scale).
+ * NI from weights_proj, DI from hadamard. Errors: _NULL, _SHAPE (extents, DI >= 64, Q <= 131072),
+ * _DTYPE, _PARAM (weights_scale not finite, enums, prepared), _ALIAS, _NOMEM.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct dsops_indexer_prolog_v4_args {
+    dsops_tensor qr;              /* [T, Q] int8 (from mla_prolog_v4, int8 variant) */
+    dsops_tensor qr_scale;        /* [T] fp32 */
+    dsops_tensor x;               /* [T, H] bf16 */
+    dsops_tensor idx_wq_b;        /* [NI*DI, Q] int8 */
+    dsops_tensor idx_wq_b_scale;  /* [NI*DI] fp32 */
+    dsops_tensor weights_proj;    /* [NI, H] bf16 */
+    dsops_tensor rope_cos;        /* [T, 64] bf16 or fp32 */
+    dsops_tensor rope_sin;        /* [T, 64] bf16 or fp32 */
+    dsops_tensor hadamard;        /* [DI, DI] bf16 or fp32 */
+    dsops_tensor q_idx;           /* [T, NI, DI] int8, out */
+    dsops_tensor q_idx_scale;     /* [T, NI] fp16, out */
+    dsops_tensor weights;         /* [T, NI] fp16, out */
+    float weights_scale;          /* V4: 1 / sqrt(64 * 128); finite */
+    dsops_rope_mode rope_mode;    /* V4: interleaved */
+    int rope_inverse;             /* V4: 0 (vendor op: 1) */
+    const dsops_prepared *prepared;  /* optional, from dsops_indexer_prolog_v4_prepare */
+} dsops_indexer_prolog_v4_args;
+
+DSOPS_API dsops_status dsops_indexer_prolog_v4_init(dsops_indexer_prolog_v4_args *args, dsops_preset preset);
+/* Packs idx_wq_b and weights_proj of `args`. */
+DSOPS_API dsops_status dsops_indexer_prolog_v4_prepare(dsops_context *ctx, const dsops_indexer_prolog_v4_args *args,
+                                                       dsops_prepared **prepared);
+DSOPS_API dsops_status dsops_indexer_prolog_v4(dsops_context *ctx, const dsops_indexer_prolog_v4_args *args);
+
+/* ---------------------------------------------------------------------------------------------
  * Machine peaks (used by the benchmark tool as the 100 % mark)
  * ------------------------------------------------------------------------------------------- */
 

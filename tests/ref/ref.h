@@ -90,6 +90,17 @@ void dsops_ref_hc_pre(const dsops_hc_pre_args *a);
 /* hc_post (§3.2): writes a->out (may be a->residual exactly); comb is used transposed. */
 void dsops_ref_hc_post(const dsops_hc_post_args *a);
 
+/* ---- DeepSeek-V4 prologs and compressor (spec §3.3 - §3.5) ------------------------------------- */
+
+/* mla_prolog_v4 (§3.3): writes q, kv, qr and (int8 wq_b) qr_scale. a->prepared is ignored. */
+void dsops_ref_mla_prolog_v4(const dsops_mla_prolog_v4_args *a);
+/* compressor (§3.4): writes out (every row: entries, zeros elsewhere), out_count when present, and the
+ * state rows of every token's position (later positions win on a shared row). Explicit dim / ratio /
+ * overlap / rotate are ignored (the shapes decide). a->prepared is ignored. */
+void dsops_ref_compressor(const dsops_compressor_args *a);
+/* indexer_prolog_v4 (§3.5): writes q_idx, q_idx_scale and weights. a->prepared is ignored. */
+void dsops_ref_indexer_prolog_v4(const dsops_indexer_prolog_v4_args *a);
+
 #ifdef __cplusplus
 }
 #endif

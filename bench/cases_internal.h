@@ -1,0 +1,38 @@
+/* Helpers shared by the case families' generators (bench/cases*.c); not part of the cases API. */
+#ifndef DSOPS_BENCH_CASES_INTERNAL_H
+#define DSOPS_BENCH_CASES_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* splitmix64: fast, seedable, good enough for test data */
+typedef struct rng {
+    uint64_t s;
+} rng;
+
+uint64_t cases_rng_next(rng *r);
+uint64_t cases_rng_below(rng *r, uint64_t n);
+/* v[0 .. n-1] = U(-1, 1) fp32 values (two 24-bit draws per 64-bit output). */
+void cases_rng_uniform_pm1(rng *r, float *v, size_t n);
+/* v[0 .. n-1] = N(0, 1) values (Box-Muller). */
+void cases_rng_normal(rng *r, float *v, size_t n);
+/* One U[0, 1) value. */
+float cases_rng_unit(rng *r);
+
+/* fp32 -> bf16 / fp16 bits (round to nearest even) and fp16 bits -> fp32. */
+uint16_t cases_bf16_bits(float f);
+uint16_t cases_fp16_bits(float f);
+float cases_fp16_value(uint16_t h);
+
+/* A zeroed allocation recorded in an owner's buffer list (freed with cases_free_owned); NULL when
+ * memory or the list runs out. */
+void *cases_alloc_owned(void **buffers, int *nbuffers, int capacity, size_t bytes);
+void cases_free_owned(void **buffers, int nbuffers);
+#define ALLOC_OWNED(owner, bytes)                                                                                 \
+    cases_alloc_owned((owner)->buffers, &(owner)->nbuffers,                                                       \
+                      (int)(sizeof (owner)->buffers / sizeof (owner)->buffers[0]), (bytes))
+
+/* The case named `name` in a table whose entries start with their name (const char *), or NULL. */
+const void *cases_find_case(const void *table, int count, size_t stride, const char *name);
+
+#endif
