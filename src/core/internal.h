@@ -8,6 +8,20 @@
 
 #include "dsops.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* The calling thread's number inside an OpenMP parallel region (0 outside one or without OpenMP). */
+static inline int dsops_thread_num(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
 /* ---- errors ---------------------------------------------------------------------------------- */
 
 /* Records a formatted message for this thread and returns `status`. */

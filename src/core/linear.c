@@ -236,6 +236,43 @@ void dsops_prepared_destroy(dsops_prepared *p)
     free(p);
 }
 
+dsops_status dsops_prepared_make(const char *op, const dsops_linear_source *src, int count, dsops_prepared **out)
+{
+    *out = NULL;
+    dsops_prepared *p = calloc(1, sizeof *p);
+    if (!p || !(p->maps = calloc((size_t)count, sizeof *p->maps))) {
+        free(p);
+        return dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate prepared weights");
+    }
+    p->op = op;
+    dsops_status s = dsops_linear_engine_create(&p->engine);
+    for (int k = 0; s == DSOPS_OK && k < count; k++) {
+        s = dsops_linear_create(p->engine, src[k].w, src[k].dtype, src[k].N, src[k].K, src[k].stride_n, src[k].stride_k,
+                                &p->maps[k]);
+        p->count = k + 1;
+    }
+    if (s != DSOPS_OK) {
+        dsops_prepared_destroy(p);
+        return s;
+    }
+    *out = p;
+    return DSOPS_OK;
+}
+
+dsops_status dsops_prepared_check(const dsops_prepared *p, const char *op, const dsops_linear_source *src, int count)
+{
+    if (!p)
+        return DSOPS_OK;
+    if (p->count != count || strcmp(p->op, op) != 0)
+        return dsops_fail(DSOPS_ERR_PARAM, "prepared was made for %s with %d maps, not for these %s weights", p->op,
+                          p->count, op);
+    for (int k = 0; k < count; k++)
+        if (!dsops_linear_matches(p->maps[k], src[k].w, src[k].dtype, src[k].N, src[k].K, src[k].stride_n,
+                                  src[k].stride_k))
+            return dsops_fail(DSOPS_ERR_PARAM, "prepared was made from another %s", src[k].name);
+    return DSOPS_OK;
+}
+
 /* Runs one chunk on `stream` (oneDNN runs single-threaded inside the caller's parallel region). */
 static dsops_status run_chunk(const dsops_linear *l, const linear_chunk *c, dnnl_stream_t stream, const void *x,
                               int64_t M, int64_t ldx, void *y, int64_t ldy)

@@ -53,4 +53,18 @@ struct dsops_prepared {
     dsops_prepared *parts[2];      /* a fused operator's: its stages' prepared objects */
 };
 
+/* One weight of an operator, as dsops_linear_create takes it, with its name for messages. */
+typedef struct dsops_linear_source {
+    const char *name;
+    const void *w;
+    dsops_dtype dtype;
+    int64_t N, K, stride_n, stride_k;
+} dsops_linear_source;
+
+/* A prepared object for operator `op` with one map per source, sharing one engine. */
+dsops_status dsops_prepared_make(const char *op, const dsops_linear_source *src, int count, dsops_prepared **out);
+/* DSOPS_OK when p is NULL or was made by dsops_prepared_make(op, src, count) from exactly these weights;
+ * else DSOPS_ERR_PARAM naming the first weight that differs. */
+dsops_status dsops_prepared_check(const dsops_prepared *p, const char *op, const dsops_linear_source *src, int count);
+
 #endif
