@@ -114,7 +114,7 @@ static dsops_status check_shapes(const li_args *a, li_dims *d)
 static dsops_status check_indices(const li_args *a, const li_dims *d, int64_t *nmax)
 {
     const dsops_tensor *cu = &a->cu_seqlens_q;
-    DSOPS_TRY(dsops_check_sequence_values(cu, &a->seqused_kv, d->B, d->T));
+    DSOPS_TRY(dsops_check_sequence_values(cu, &a->seqused_kv, "seqused_kv", d->B, d->T));
     *nmax = 0;
     for (int64_t b = 0; b < d->B; b++) {
         int64_t S = dsops_i32_at(cu, b + 1) - dsops_i32_at(cu, b);

@@ -19,7 +19,8 @@ dsops_status dsops_check_sequence_tensors(const dsops_tensor *cu, const dsops_te
     return DSOPS_OK;
 }
 
-dsops_status dsops_check_sequence_values(const dsops_tensor *cu, const dsops_tensor *used, int64_t B, int64_t T)
+dsops_status dsops_check_sequence_values(const dsops_tensor *cu, const dsops_tensor *used, const char *used_name,
+                                         int64_t B, int64_t T)
 {
     if (dsops_i32_at(cu, 0) != 0)
         return dsops_fail(DSOPS_ERR_INDEX, "cu_seqlens_q[0] = %d, expected 0", dsops_i32_at(cu, 0));
@@ -29,7 +30,7 @@ dsops_status dsops_check_sequence_values(const dsops_tensor *cu, const dsops_ten
             return dsops_fail(DSOPS_ERR_INDEX, "cu_seqlens_q[%lld] = %d is below cu_seqlens_q[%lld] = %d",
                               (long long)(b + 1), hi, (long long)b, lo);
         if (dsops_i32_at(used, b) < 0)
-            return dsops_fail(DSOPS_ERR_INDEX, "seqused_kv[%lld] = %d is negative", (long long)b, dsops_i32_at(used, b));
+            return dsops_fail(DSOPS_ERR_INDEX, "%s[%lld] = %d is negative", used_name, (long long)b, dsops_i32_at(used, b));
     }
     if (dsops_i32_at(cu, B) != T)
         return dsops_fail(DSOPS_ERR_INDEX, "cu_seqlens_q[%lld] = %d, expected T = %lld", (long long)B,

@@ -9,9 +9,10 @@
 /* Shapes and dtypes of cu_seqlens_q [B+1], seqused_kv [B] and block_table [B, MB] (int32); sets B, MB. */
 dsops_status dsops_check_sequence_tensors(const dsops_tensor *cu_seqlens_q, const dsops_tensor *seqused_kv,
                                           const dsops_tensor *block_table, int64_t *B, int64_t *MB);
-/* V6: cu_seqlens_q starts at 0, never decreases, ends at T; seqused_kv >= 0. */
-dsops_status dsops_check_sequence_values(const dsops_tensor *cu_seqlens_q, const dsops_tensor *seqused_kv, int64_t B,
-                                         int64_t T);
+/* V6: cu_seqlens_q starts at 0, never decreases, ends at T; every value of `used` ([B] int32: seqused_kv or
+ * start_pos, named used_name in messages) >= 0. */
+dsops_status dsops_check_sequence_values(const dsops_tensor *cu_seqlens_q, const dsops_tensor *used,
+                                         const char *used_name, int64_t B, int64_t T);
 /* A top-k index tensor [T, K] int32 (inner stride free): K >= 1 (ERR_SHAPE) and K <= 2^24 (ERR_UNSUPPORTED). */
 dsops_status dsops_check_topk_tensor(const dsops_tensor *t, const char *name, int64_t T, const char *t_from,
                                      int64_t *K);

@@ -151,7 +151,7 @@ static dsops_status check_aliasing(const sfa_args *a)
 /* Sequence descriptors (V6) and every used index's block-table entry (V7). */
 static dsops_status check_indices(const sfa_args *a, const sfa_dims *d)
 {
-    DSOPS_TRY(dsops_check_sequence_values(&a->cu_seqlens_q, &a->seqused_kv, d->B, d->T));
+    DSOPS_TRY(dsops_check_sequence_values(&a->cu_seqlens_q, &a->seqused_kv, "seqused_kv", d->B, d->T));
     for (int64_t b = 0; b < d->B; b++) {
         int32_t lo = dsops_i32_at(&a->cu_seqlens_q, b), hi = dsops_i32_at(&a->cu_seqlens_q, b + 1);
         int64_t used = dsops_i32_at(&a->seqused_kv, b), S = hi - lo;
