@@ -76,11 +76,27 @@ typedef struct dsops_linear_kernels {
                       const int32_t *wsum128, int32_t *y, size_t ldy);
 } dsops_linear_kernels;
 
+/* hc_pre's mix reduction (spec §3.1 steps 1-3 before the division by r) for a group of nt tokens: token
+ * t's HC streams are the bf16 rows x + t*ldt + i*lds (H values each), flattened stream-major into xf;
+ * mix[t][m] = sum_k xf[k] w[m][k] and ss[t] = sum_k xf[k]^2, each in one fixed order. w ([M][ldw] fp32,
+ * hc_fn) is first packed by `pack` into packed_floats(M, HC, H) floats (64-byte aligned).
+ * work: DSOPS_HC_MIX_WORK(nt, M) floats. A tier without it leaves the entries NULL (oneDNN is used). */
+#define DSOPS_HC_MIX_WORK(nt, M) ((size_t)(((nt) + 1) / 2) * (size_t)((((M) + 11) / 12) * 24 + 2) * 16)
+typedef struct dsops_hc_kernels {
+    size_t (*packed_floats)(int M, int HC, int64_t H);
+    void (*pack)(const float *w, size_t ldw, int M, int HC, int64_t H, float *wp);
+    void (*mix)(const uint16_t *x, size_t ldt, size_t lds, int nt, int HC, int64_t H, const float *wp, int M,
+                float *mix, size_t ldm, float *ss, float *work);
+    /* Step 9: y[d] = bf16(sum_i pre[i] f32(x_i[d])), i ascending, x_i = x + i*lds (no contraction). */
+    void (*weighted_sum)(const uint16_t *x, size_t lds, int HC, int64_t H, const float *pre, uint16_t *y);
+} dsops_hc_kernels;
+
 typedef struct dsops_kernel_table {
     dsops_isa isa;
     dsops_attention_kernels attn;
     dsops_indexer_kernels indexer;
     dsops_linear_kernels linear;
+    dsops_hc_kernels hc;
     /* Dot-product throughput probes: run `iters` iterations of a register-resident loop and return
      * the number of multiply-adds (products) performed. */
     double (*peak_bf16_dot)(long iters);
@@ -98,6 +114,7 @@ void dsops_indexer_kernels_init__scalar(dsops_indexer_kernels *k);
 void dsops_indexer_kernels_init__avx2(dsops_indexer_kernels *k);
 void dsops_indexer_kernels_init__avx512bf16(dsops_indexer_kernels *k);
 void dsops_linear_kernels_init__avx512bf16(dsops_linear_kernels *k);
+void dsops_hc_kernels_init__avx512bf16(dsops_hc_kernels *k);
 void dsops_peak_kernels_init__scalar(dsops_kernel_table *t);
 void dsops_peak_kernels_init__avx2(dsops_kernel_table *t);
 void dsops_peak_kernels_init__avx512bf16(dsops_kernel_table *t);

@@ -1,6 +1,7 @@
 /* hc_pre and hc_post (spec §3.1, §3.2): DeepSeek-V4 hyper-connections. The 24-mix reduction of
- * hc_pre is an fp32 matmul (oneDNN, in fixed groups of tokens); RMS, gates, Sinkhorn and the weighted
- * sum are per-token epilogues. */
+ * hc_pre runs in the tier's own kernel (bf16 streams read in place, hc_fn packed per call) or, on tiers
+ * without one, as an fp32 oneDNN matmul over a widened copy; both in fixed groups of tokens. RMS, gates,
+ * Sinkhorn and the weighted sum are per-token epilogues. */
 #include <math.h>
 #include <stdlib.h>
 #ifdef _OPENMP
@@ -8,6 +9,7 @@
 #endif
 
 #include "internal.h"
+#include "dispatch.h"
 #include "linear.h"
 
 /* Tokens per matmul job: fixed, so a token's arithmetic never depends on the thread count. */
@@ -110,20 +112,71 @@ static void gates_and_sinkhorn(const dsops_hc_pre_args *a, int64_t t, int64_t HC
                 float sum = 0.0f;
                 for (int64_t c = 0; c < HC; c++)
                     sum += A[r * HC + c];
+                float inv = 1.0f / (sum + eps); /* v / r as v * (1 / r) (spec §1.7) */
                 for (int64_t c = 0; c < HC; c++)
-                    A[r * HC + c] = A[r * HC + c] / (sum + eps);
+                    A[r * HC + c] = A[r * HC + c] * inv;
             }
         for (int64_t c = 0; c < HC; c++) { /* columns */
             float sum = 0.0f;
             for (int64_t r = 0; r < HC; r++)
                 sum += A[r * HC + c];
+            float inv = 1.0f / (sum + eps);
             for (int64_t r = 0; r < HC; r++)
-                A[r * HC + c] = A[r * HC + c] / (sum + eps);
+                A[r * HC + c] = A[r * HC + c] * inv;
         }
     }
     for (int64_t r = 0; r < HC; r++)
         for (int64_t c = 0; c < HC; c++)
             *(float *)dsops_at3(&a->comb, t, r, c) = A[r * HC + c];
+}
+
+/* Sum of squares of n fp32 values in 16 interleaved partial sums (a fixed order the compiler can vectorise). */
+static float sum_of_squares(const float *x, int64_t n)
+{
+    float part[16] = {0};
+    int64_t k = 0;
+    for (; k + 16 <= n; k += 16)
+        for (int l = 0; l < 16; l++)
+            part[l] += x[k + l] * x[k + l];
+    for (; k < n; k++)
+        part[k % 16] += x[k] * x[k];
+    for (int w = 8; w >= 1; w /= 2)
+        for (int l = 0; l < w; l++)
+            part[l] += part[l + w];
+    return part[0];
+}
+
+/* Steps 1-3 (before the division by r) through oneDNN: the streams widened to fp32, one fp32 matmul
+ * job per fixed group of tokens (full groups together on the threads, a last partial group after). */
+static dsops_status mixes_by_matmul(const dsops_hc_pre_args *a, int64_t T, int64_t HC, int64_t H, float *xf,
+                                    float *mix, float *ss, int threads, dsops_isa isa)
+{
+    int64_t M = (2 + HC) * HC, W = HC * H;
+    dsops_linear_engine *engine = NULL;
+    dsops_linear *map = NULL;
+    dsops_status s = dsops_linear_engine_create(&engine);
+    if (s == DSOPS_OK)
+        s = dsops_linear_create(engine, a->hc_fn.data, DSOPS_FP32, M, W, a->hc_fn.stride[0], 1, &map);
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t t = 0; t < T; t++) {
+        for (int64_t i = 0; i < HC; i++)
+            dsops_bf16_to_fp32((const uint16_t *)dsops_at3(&a->x, t, i, 0), xf + t * W + i * H, (size_t)H);
+        ss[t] = sum_of_squares(xf + t * W, W);
+    }
+    int64_t full = T / HC_TOKEN_GROUP, rest = T % HC_TOKEN_GROUP;
+    dsops_linear_job *jobs = s == DSOPS_OK ? malloc(sizeof *jobs * (size_t)(full + 1)) : NULL;
+    if (s == DSOPS_OK && !jobs)
+        s = dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate %lld matmul jobs", (long long)(full + 1));
+    for (int64_t g = 0; s == DSOPS_OK && g <= full; g++)
+        jobs[g] = (dsops_linear_job){map, xf + g * HC_TOKEN_GROUP * W, W, mix + g * HC_TOKEN_GROUP * M, M};
+    if (s == DSOPS_OK && full > 0)
+        s = dsops_linear_run(jobs, (int)full, HC_TOKEN_GROUP, threads, isa);
+    if (s == DSOPS_OK && rest > 0)
+        s = dsops_linear_run(&jobs[full], 1, rest, 1, isa);
+    free(jobs);
+    dsops_linear_destroy(map);
+    dsops_linear_engine_destroy(engine);
+    return s;
 }
 
 dsops_status dsops_hc_pre(dsops_context *ctx, const dsops_hc_pre_args *a)
@@ -139,81 +192,63 @@ dsops_status dsops_hc_pre(dsops_context *ctx, const dsops_hc_pre_args *a)
     dsops_context *use;
     DSOPS_TRY(dsops_context_begin(ctx, &use));
     int64_t M = (2 + HC) * HC, W = HC * H;
-    size_t xf_bytes = dsops_align64((size_t)T * (size_t)W * 4), mix_bytes = dsops_align64((size_t)T * (size_t)M * 4);
-    size_t tmp_bytes = dsops_align64((size_t)(HC + HC * HC + H) * 4); /* pre, A, a row of y sums */
-    char *scratch = dsops_scratch(use, xf_bytes + mix_bytes + tmp_bytes * (size_t)use->threads);
-    dsops_linear_engine *engine = NULL;
-    dsops_linear *map = NULL;
-    dsops_status s = scratch ? dsops_linear_engine_create(&engine) : DSOPS_ERR_NOMEM;
-    if (s == DSOPS_OK)
-        s = dsops_linear_create(engine, a->hc_fn.data, DSOPS_FP32, M, W, a->hc_fn.stride[0], 1, &map);
-    if (s != DSOPS_OK) {
-        dsops_linear_destroy(map);
-        dsops_linear_engine_destroy(engine);
-        dsops_context_end(ctx, use);
-        return s;
-    }
     int threads = use->threads;
-    float *xf = (float *)scratch, *mix = (float *)(scratch + xf_bytes);
-    /* step 1: the streams widened to fp32, stream-major */
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t i = 0; i < HC; i++)
-            dsops_bf16_to_fp32((const uint16_t *)dsops_at3(&a->x, t, i, 0), xf + t * W + i * H, (size_t)H);
-    /* step 3 (before the division by r): the mixes, one matmul job per fixed group of tokens; the full
-     * groups run together on the threads, a last partial group after them */
-    int64_t full = T / HC_TOKEN_GROUP, rest = T % HC_TOKEN_GROUP;
-    dsops_linear_job *jobs = malloc(sizeof *jobs * (size_t)(full + 1));
-    if (!jobs)
-        s = dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate %lld matmul jobs", (long long)(full + 1));
-    for (int64_t g = 0; s == DSOPS_OK && g <= full; g++)
-        jobs[g] = (dsops_linear_job){map, xf + g * HC_TOKEN_GROUP * W, W, mix + g * HC_TOKEN_GROUP * M, M};
-    if (s == DSOPS_OK && full > 0)
-        s = dsops_linear_run(jobs, (int)full, HC_TOKEN_GROUP, threads, use->isa);
-    if (s == DSOPS_OK && rest > 0)
-        s = dsops_linear_run(&jobs[full], 1, rest, 1, use->isa);
-    free(jobs);
+    const dsops_hc_kernels *kern = &dsops_kernel_table_get(use->isa)->hc;
+    /* the own kernel reads x in place (stream rows of unit stride) and hc_fn packed into xf's place;
+     * oneDNN needs the widened copy xf */
+    size_t mix_bytes = dsops_align64((size_t)T * (size_t)(M + 1) * 4);
+    size_t xf_bytes = kern->mix ? dsops_align64(kern->packed_floats((int)M, (int)HC, H) * 4)
+                                : dsops_align64((size_t)T * (size_t)W * 4);
+    size_t work_bytes = kern->mix ? dsops_align64(DSOPS_HC_MIX_WORK(HC_TOKEN_GROUP, M) * 4) : 0;
+    size_t tmp_bytes = dsops_align64((size_t)(HC + HC * HC + H) * 4) + work_bytes; /* pre, A, a row of y sums */
+    char *scratch = dsops_scratch(use, mix_bytes + xf_bytes + tmp_bytes * (size_t)threads);
+    if (!scratch) {
+        dsops_context_end(ctx, use);
+        return DSOPS_ERR_NOMEM;
+    }
+    float *mix = (float *)scratch, *ss = mix + T * M, *xf = (float *)(scratch + mix_bytes);
+    char *tmp = scratch + mix_bytes + xf_bytes;
+    dsops_status s = DSOPS_OK;
+    if (kern->mix) {
+        int64_t groups = (T + HC_TOKEN_GROUP - 1) / HC_TOKEN_GROUP;
+        kern->pack(a->hc_fn.data, (size_t)a->hc_fn.stride[0], (int)M, (int)HC, H, xf);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+        for (int64_t g = 0; g < groups; g++) {
+            int64_t t0 = g * HC_TOKEN_GROUP, nt = T - t0 < HC_TOKEN_GROUP ? T - t0 : HC_TOKEN_GROUP;
+            float *work = (float *)(tmp + tmp_bytes * (size_t)dsops_thread_num() + (tmp_bytes - work_bytes));
+            kern->mix(dsops_at3(&a->x, t0, 0, 0), (size_t)a->x.stride[0], (size_t)a->x.stride[1], (int)nt, (int)HC, H,
+                      xf, (int)M, mix + t0 * M, (size_t)M, ss + t0, work);
+        }
+    } else {
+        s = mixes_by_matmul(a, T, HC, H, xf, mix, ss, threads, use->isa);
+    }
     if (s == DSOPS_OK) {
 #pragma omp parallel for schedule(static) num_threads(threads)
         for (int64_t t = 0; t < T; t++) {
-#ifdef _OPENMP
-            float *pre = (float *)(scratch + xf_bytes + mix_bytes + tmp_bytes * (size_t)omp_get_thread_num());
-#else
-            float *pre = (float *)(scratch + xf_bytes + mix_bytes);
-#endif
-            float *A = pre + HC;
-            const float *x = xf + t * W;
+            float *pre = (float *)(tmp + tmp_bytes * (size_t)dsops_thread_num()), *A = pre + HC, *acc = A + HC * HC;
             float *m = mix + t * M;
-            /* sum of squares in 16 interleaved partial sums (a fixed order the compiler can vectorise) */
-            float part[16] = {0};
-            int64_t k = 0;
-            for (; k + 16 <= W; k += 16)
-                for (int l = 0; l < 16; l++)
-                    part[l] += x[k + l] * x[k + l];
-            for (; k < W; k++)
-                part[k % 16] += x[k] * x[k];
-            for (int w = 8; w >= 1; w /= 2)
-                for (int l = 0; l < w; l++)
-                    part[l] += part[l + w];
-            float ss = part[0];
-            float r = sqrtf(ss / (float)W + a->norm_eps);
+            float r = sqrtf(ss[t] / (float)W + a->norm_eps);
             for (int64_t k = 0; k < M; k++)
                 m[k] = m[k] / r;
             gates_and_sinkhorn(a, t, HC, m, pre, A);
+            if (kern->weighted_sum) {
+                kern->weighted_sum(dsops_at3(&a->x, t, 0, 0), (size_t)a->x.stride[1], (int)HC, H, pre,
+                                   dsops_at2(&a->y, t, 0));
+                continue;
+            }
             /* y = sum_i pre_i x_i, i ascending, one stream at a time over a row of accumulators */
-            float *acc = A + HC * HC;
             for (int64_t d = 0; d < H; d++)
                 acc[d] = 0.0f;
-            for (int64_t i = 0; i < HC; i++)
+            for (int64_t i = 0; i < HC; i++) {
+                const uint16_t *xi = dsops_at3(&a->x, t, i, 0);
                 for (int64_t d = 0; d < H; d++)
-                    acc[d] += pre[i] * x[i * H + d];
+                    acc[d] += pre[i] * dsops_bf16_to_f32(xi[d]);
+            }
             uint16_t *y = dsops_at2(&a->y, t, 0);
             for (int64_t d = 0; d < H; d++)
                 y[d] = dsops_f32_to_bf16(acc[d]);
         }
     }
-    dsops_linear_destroy(map);
-    dsops_linear_engine_destroy(engine);
     dsops_context_end(ctx, use);
     if (s == DSOPS_OK)
         dsops_clear_error();

@@ -5,6 +5,7 @@
 
 #include "dispatch.h"
 #include "exp-simd.h"
+#include "../common/bf16-avx512.h"
 #include "../common/transpose-avx512.h"
 #include "internal.h"
 
@@ -180,17 +181,6 @@ static float exp_sum__avx512bf16(const float *s, int n, float m, float *w)
         sum = _mm512_add_ps(sum, x);
     }
     return _mm512_reduce_add_ps(sum);
-}
-
-/* fp32 -> bf16 round to nearest even with quiet NaNs, bit-identical to the scalar conversion. */
-INLINE __m256i bf16_rne(__m512 v)
-{
-    __m512i u = _mm512_castps_si512(v);
-    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
-    __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x00400000));
-    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
 }
 
 static void scale_to_bf16__avx512bf16(const float *w, int n, float r, uint16_t *p)
