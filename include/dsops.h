@@ -696,7 +696,8 @@ DSOPS_API dsops_status dsops_indexer_prolog_v4(dsops_context *ctx, const dsops_i
 
 typedef enum dsops_peak_kind {
     DSOPS_PEAK_BF16_DOT = 0,  /* bf16 dot products with fp32 accumulation, FLOP/s (2 per product) */
-    DSOPS_PEAK_INT8_DOT = 1   /* u8 x s8 dot products with int32 accumulation, OP/s (2 per product) */
+    DSOPS_PEAK_INT8_DOT = 1,  /* u8 x s8 dot products with int32 accumulation, OP/s (2 per product) */
+    DSOPS_PEAK_FP32_FMA = 2   /* fp32 fused multiply-adds, FLOP/s (2 per FMA) */
 } dsops_peak_kind;
 
 /* Runs a register-resident dot-product loop on the calling thread for about `seconds` with the

@@ -101,6 +101,7 @@ typedef struct dsops_kernel_table {
      * the number of multiply-adds (products) performed. */
     double (*peak_bf16_dot)(long iters);
     double (*peak_int8_dot)(long iters);
+    double (*peak_fp32_fma)(long iters);
 } dsops_kernel_table;
 
 /* The table of `isa` (capped to the detected tier). */

@@ -15,12 +15,14 @@ dsops_status dsops_measure_peak(dsops_isa isa, dsops_peak_kind kind, double seco
 {
     if (!giga_per_s)
         return dsops_fail(DSOPS_ERR_NULL, "giga_per_s is NULL");
-    if (kind != DSOPS_PEAK_BF16_DOT && kind != DSOPS_PEAK_INT8_DOT)
+    if (kind != DSOPS_PEAK_BF16_DOT && kind != DSOPS_PEAK_INT8_DOT && kind != DSOPS_PEAK_FP32_FMA)
         return dsops_fail(DSOPS_ERR_PARAM, "kind = %d is not a dsops_peak_kind value", (int)kind);
     if (!(seconds > 0.0 && seconds < 60.0))
         return dsops_fail(DSOPS_ERR_PARAM, "seconds = %g, expected in (0, 60)", seconds);
     const dsops_kernel_table *t = dsops_kernel_table_get(isa);
-    double (*probe)(long) = kind == DSOPS_PEAK_BF16_DOT ? t->peak_bf16_dot : t->peak_int8_dot;
+    double (*probe)(long) = kind == DSOPS_PEAK_BF16_DOT   ? t->peak_bf16_dot
+                            : kind == DSOPS_PEAK_INT8_DOT ? t->peak_int8_dot
+                                                          : t->peak_fp32_fma;
     /* warm up (clock ramp), then grow the iteration count until one run lasts long enough;
      * report the best of the timed runs */
     long iters = 1 << 12;

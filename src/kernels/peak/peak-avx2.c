@@ -50,4 +50,5 @@ void dsops_peak_kernels_init__avx2(dsops_kernel_table *t)
 {
     t->peak_bf16_dot = peak_bf16_dot__avx2;
     t->peak_int8_dot = peak_int8_dot__avx2;
+    t->peak_fp32_fma = peak_bf16_dot__avx2; /* the AVX2 bf16 probe is an fp32 FMA chain */
 }

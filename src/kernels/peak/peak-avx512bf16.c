@@ -45,8 +45,29 @@ static double peak_int8_dot__avx512bf16(long iters)
     return (double)iters * CHAINS * 64.0;
 }
 
+static double peak_fp32_fma__avx512bf16(long iters)
+{
+    __m512 acc[CHAINS];
+    for (int i = 0; i < CHAINS; i++)
+        acc[i] = _mm512_set1_ps((float)i);
+    __m512 x = _mm512_set1_ps(0.999f), y = _mm512_set1_ps(1e-7f);
+    for (long it = 0; it < iters; it++) {
+#pragma GCC unroll 16
+        for (int i = 0; i < CHAINS; i++)
+            acc[i] = _mm512_fmadd_ps(acc[i], x, y);
+        __asm__ volatile("" : "+v"(x));
+    }
+    __m512 s = acc[0];
+    for (int i = 1; i < CHAINS; i++)
+        s = _mm512_add_ps(s, acc[i]);
+    volatile float sink = _mm512_reduce_add_ps(s);
+    (void)sink;
+    return (double)iters * CHAINS * 16.0;
+}
+
 void dsops_peak_kernels_init__avx512bf16(dsops_kernel_table *t)
 {
     t->peak_bf16_dot = peak_bf16_dot__avx512bf16;
     t->peak_int8_dot = peak_int8_dot__avx512bf16;
+    t->peak_fp32_fma = peak_fp32_fma__avx512bf16;
 }
