@@ -1,1 +1,403 @@
-/* placeholder */
+/* Named compressor cases of spec/CASES.md ("compressor") and their data generators (spec/OPS.md §3.4).
+ *
+ * Vendor cases (vendor_data = 1; PyPTO test data, seed 42):
+ *   x                      rand bf16                                            [T, H]
+ *   wkv, wgate             rand bf16                                            [C*D, H]
+ *   ape                    rand fp32                                            [R, C*D]
+ *   norm_weight            ones, bf16 or fp32 (norm_fp32)                       [D]
+ *   hadamard (c4li)        rand * D^-0.5 bf16                                   [D, D]
+ *   rope_cos, rope_sin     rand bf16                                            [NO, 64]
+ *   kv / score state       zeros                                                [max_block + 1, 128, C*D]
+ *   block tables           ratio 4: every logical block of sequence b -> physical block 1 + 2b (a 128-row
+ *                          ring); ratio 128: logical block j -> 1 + 2b + (j mod 2); one array serves both
+ *                          states; columns cover every position up to start_pos + S - 1
+ *   layout                 row_per_seq, NO = min(B S, B S / R + B) (the vendor's output rows)
+ * ("rand" = U[0, 1).) The vendor's table row of sequence b is row b, which is what row_per_seq uses.
+ *
+ * dsops cases (vendor_data = 0; the official prefill / decode behaviour):
+ *   x                      N(0, 1) bf16
+ *   wkv, wgate             U(-1, 1) H^-0.5 bf16
+ *   ape                    U(-1, 1) fp32
+ *   norm_weight            U(-1, 1), bf16 (rounded) or fp32 (norm_fp32)
+ *   hadamard (c4li)        hadamard_matrix(D), fp32 (the official rotation, without the bf16 rounding of
+ *                          the matrix; the vendor cases cover bf16 matrices)
+ *   rope_cos, rope_sin     dsops_rope_tables with the V4-Flash preset (base 160000, YaRN, pairs), fp32,
+ *                          position k R for the entry of window k (the vendor cases cover bf16 tables)
+ *   kv / score state       kv 0, score -Inf (the official initialisation), except the rows of positions
+ *                          0 ... start_pos - 1 of each sequence: kv N(0, 1), score U(-1, 1), standing for
+ *                          what earlier calls left there (so a chunk reads real candidates from the state)
+ *   block tables           block size 128; one distinct physical block per 128 positions of a sequence
+ *                          (a random permutation of all blocks), -1 in unused columns; ring: every logical
+ *                          block of a sequence maps to that sequence's single physical block
+ *   layout                 packed, NO = the number of entries
+ *
+ * Every generated row draws from its own generator seeded from (seed, stream, row), so the data do not
+ * depend on the thread count and rows fill in parallel. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cases.h"
+#include "cases_internal.h"
+
+#define CMP_BSS 128   /* state block size of every case */
+#define CMP_H 4096    /* hidden size of every case (the vendor's) */
+
+/* ---- the case table ------------------------------------------------------------------------------ */
+
+/* the vendor's decode shape: B 64, S 2 */
+#define CMP_VENDOR .B = 64, .S_each = {2}, .H = CMP_H, .vendor_data = 1, .ci = 1
+#define CMP_DSOPS .H = CMP_H, .vendor_data = 0, .ci = 1
+
+static const dsops_cmp_case cmp_cases[] = {
+    {.name = "v4_cmp_c128a_b64_s2_sp8192", .variant = DSOPS_CMP_C128A, .start_pos = 8192, CMP_VENDOR},
+    {.name = "v4_cmp_c128a_b64_s2_sp254", .variant = DSOPS_CMP_C128A, .start_pos = 254, CMP_VENDOR},
+    {.name = "v4_cmp_c4a_b64_s2_sp2", .variant = DSOPS_CMP_C4A, .start_pos = 2, CMP_VENDOR},
+    {.name = "v4_cmp_c4a_b64_s2_sp255", .variant = DSOPS_CMP_C4A, .start_pos = 255, CMP_VENDOR},
+    {.name = "v4_cmp_c4li_b64_s2_sp1", .variant = DSOPS_CMP_C4LI, .start_pos = 1, CMP_VENDOR},
+    {.name = "v4_cmp_c4li_b64_s2_sp255", .variant = DSOPS_CMP_C4LI, .start_pos = 255, CMP_VENDOR},
+    /* the other vendor copy's fp32 norm weight, on the window-closing cases */
+    {.name = "v4_cmp_c128a_b64_s2_sp254_normfp32", .variant = DSOPS_CMP_C128A, .start_pos = 254, .norm_fp32 = 1,
+     CMP_VENDOR},
+    {.name = "v4_cmp_c4a_b64_s2_sp255_normfp32", .variant = DSOPS_CMP_C4A, .start_pos = 255, .norm_fp32 = 1,
+     CMP_VENDOR},
+    {.name = "v4_cmp_c4li_b64_s2_sp255_normfp32", .variant = DSOPS_CMP_C4LI, .start_pos = 255, .norm_fp32 = 1,
+     CMP_VENDOR},
+    /* the vendor's timed shapes: no window closes (8192), every sequence closes one at i = 0 (8191) */
+    {.name = "v4_cmp_c4li_bench_sp8192", .variant = DSOPS_CMP_C4LI, .start_pos = 8192, .vendor_us = 55,
+     .vendor = "PyPTO", CMP_VENDOR},
+    {.name = "v4_cmp_c4a_bench_sp8192", .variant = DSOPS_CMP_C4A, .start_pos = 8192, .vendor_us = 80,
+     .vendor = "PyPTO", CMP_VENDOR},
+    {.name = "v4_cmp_c128a_bench_sp8192", .variant = DSOPS_CMP_C128A, .start_pos = 8192, .vendor_us = 55,
+     .vendor = "PyPTO", CMP_VENDOR},
+    {.name = "v4_cmp_c4li_bench_sp8191", .variant = DSOPS_CMP_C4LI, .start_pos = 8191, .vendor_us = 75,
+     .vendor = "PyPTO", CMP_VENDOR},
+    {.name = "v4_cmp_c4a_bench_sp8191", .variant = DSOPS_CMP_C4A, .start_pos = 8191, .vendor_us = 95,
+     .vendor = "PyPTO", CMP_VENDOR},
+    {.name = "v4_cmp_c128a_bench_sp8191", .variant = DSOPS_CMP_C128A, .start_pos = 8191, .vendor_us = 125,
+     .vendor = "PyPTO", CMP_VENDOR},
+    /* dsops: prefill, chunked prefill, ring state */
+    {.name = "v4_cmp_c4a_prefill_b2_s1027", .variant = DSOPS_CMP_C4A, .B = 2, .S_each = {1027, 1024}, CMP_DSOPS},
+    {.name = "v4_cmp_c128a_prefill_b2_s300", .variant = DSOPS_CMP_C128A, .B = 2, .S_each = {300, 256},
+     .norm_fp32 = 1, CMP_DSOPS},
+    {.name = "v4_cmp_c4li_prefill_b1_s64", .variant = DSOPS_CMP_C4LI, .B = 1, .S_each = {64}, CMP_DSOPS},
+    {.name = "v4_cmp_c4a_chunk_b1_sp1021_s9", .variant = DSOPS_CMP_C4A, .B = 1, .S_each = {9}, .start_pos = 1021,
+     CMP_DSOPS},
+    /* the whole 1024-token prefill; the test also runs it as prefill 1023 + decode 1 and compares */
+    {.name = "v4_cmp_c4a_prefill_then_decode", .variant = DSOPS_CMP_C4A, .B = 1, .S_each = {1024}, CMP_DSOPS},
+    {.name = "v4_cmp_c4a_ring_b1_s300", .variant = DSOPS_CMP_C4A, .B = 1, .S_each = {300}, .ring = 1, CMP_DSOPS},
+    /* Edge case: an invalid call (row_per_seq, and each sequence closes two windows) -> DSOPS_ERR_SHAPE */
+    {.name = "v4_cmp_edge_two_windows_rowmode", .variant = DSOPS_CMP_C4A, .B = 2, .S_each = {8}, .H = CMP_H,
+     .vendor_data = 1, .ci = 1},
+};
+
+const dsops_cmp_case *dsops_cmp_cases(int *count)
+{
+    if (count)
+        *count = (int)(sizeof cmp_cases / sizeof cmp_cases[0]);
+    return cmp_cases;
+}
+
+const dsops_cmp_case *dsops_cmp_case_find(const char *name)
+{
+    int n;
+    const dsops_cmp_case *c = dsops_cmp_cases(&n);
+    return cases_find_case(c, n, sizeof *c, name);
+}
+
+/* ---- generator ----------------------------------------------------------------------------------- */
+
+enum {
+    STREAM_CMP_X = 41, STREAM_CMP_WKV = 42, STREAM_CMP_WGATE = 43, STREAM_CMP_APE = 44, STREAM_CMP_NORM = 45,
+    STREAM_CMP_HAD = 46, STREAM_CMP_ROPE = 47, STREAM_CMP_STATE = 48, STREAM_CMP_TABLE = 49
+};
+
+#define CMP_MAX_ROW 8192 /* longest generated row (H, C D) */
+
+static rng cmp_row_rng(uint64_t seed, uint64_t stream, int64_t row)
+{
+    rng r = {seed ^ (stream << 56) ^ ((uint64_t)row * 0x9e6c63d0676a9a99ull)};
+    cases_rng_next(&r); /* decorrelate neighbouring rows */
+    return r;
+}
+
+typedef enum cmp_dist { DIST_UNIT, DIST_PM1, DIST_NORMAL } cmp_dist; /* U[0,1), U(-1,1), N(0,1) */
+
+/* One row of n values of distribution `dist` times amp, from the row's own generator. */
+static void cmp_draw_row(uint64_t seed, uint64_t stream, int64_t row, cmp_dist dist, float amp, float *v, int64_t n)
+{
+    rng r = cmp_row_rng(seed, stream, row);
+    if (dist == DIST_UNIT) {
+        for (int64_t k = 0; k < n; k++)
+            v[k] = cases_rng_unit(&r);
+    } else if (dist == DIST_PM1) {
+        cases_rng_uniform_pm1(&r, v, (size_t)n);
+    } else {
+        cases_rng_normal(&r, v, (size_t)n);
+    }
+    for (int64_t k = 0; k < n; k++)
+        v[k] *= amp;
+}
+
+/* rows x cols bf16 values of `dist` times amp, rows in parallel. */
+static void cmp_fill_bf16(uint64_t seed, uint64_t stream, int64_t rows, int64_t cols, cmp_dist dist, float amp,
+                          uint16_t *dst)
+{
+#pragma omp parallel for schedule(static)
+    for (int64_t row = 0; row < rows; row++) {
+        float v[CMP_MAX_ROW];
+        cmp_draw_row(seed, stream, row, dist, amp, v, cols);
+        for (int64_t k = 0; k < cols; k++)
+            dst[row * cols + k] = cases_bf16_bits(v[k]);
+    }
+}
+
+/* rows x cols fp32 values of `dist` times amp. */
+static void cmp_fill_f32(uint64_t seed, uint64_t stream, int64_t rows, int64_t cols, cmp_dist dist, float amp,
+                         float *dst)
+{
+#pragma omp parallel for schedule(static)
+    for (int64_t row = 0; row < rows; row++)
+        cmp_draw_row(seed, stream, row, dist, amp, dst + row * cols, cols);
+}
+
+static void *cmp_alloc(dsops_cmp_problem *p, size_t bytes) { return ALLOC_OWNED(p, bytes); }
+
+void dsops_cmp_problem_free(dsops_cmp_problem *p)
+{
+    if (!p)
+        return;
+    cases_free_owned(p->buffers, p->nbuffers);
+    free(p);
+}
+
+/* Tokens of sequence b: S_each[b], or S_each[0] for every b when the other entries are all 0. */
+static int cmp_seq_len(const dsops_cmp_case *c, int b)
+{
+    int uniform = 1;
+    for (int i = 1; i < 8; i++)
+        uniform &= c->S_each[i] == 0;
+    return uniform ? c->S_each[0] : c->S_each[b];
+}
+
+dsops_cmp_problem *dsops_cmp_problem_make(const dsops_cmp_case *c, uint64_t seed)
+{
+    if (!c || c->B < 1 || c->H < 1 || c->H > CMP_MAX_ROW || c->start_pos < 0 ||
+        (c->variant != DSOPS_CMP_C4A && c->variant != DSOPS_CMP_C4LI && c->variant != DSOPS_CMP_C128A))
+        return NULL;
+    int uniform = 1;
+    for (int i = 1; i < 8; i++)
+        uniform &= c->S_each[i] == 0;
+    if (!uniform && c->B > 8)
+        return NULL;
+    const int64_t B = c->B, H = c->H, sp = c->start_pos;
+    const int64_t D = c->variant == DSOPS_CMP_C4LI ? 128 : 512;
+    const int64_t R = c->variant == DSOPS_CMP_C128A ? 128 : 4;
+    const int64_t C = c->variant == DSOPS_CMP_C128A ? 1 : 2, CD = C * D;
+    const int rotate = c->variant == DSOPS_CMP_C4LI;
+    const int vendor = c->vendor_data;
+
+    dsops_cmp_problem *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->c = *c;
+
+    /* sequences, entries, output rows */
+    int32_t *cu = cmp_alloc(p, sizeof(int32_t) * (size_t)(B + 1)); /* [B+1] */
+    int32_t *spv = cmp_alloc(p, sizeof(int32_t) * (size_t)B);     /* [B] */
+    if (!cu || !spv)
+        goto fail;
+    int64_t T = 0, entries = 0, Smax = 0;
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t S = cmp_seq_len(c, (int)b);
+        if (S < 0 || sp + S > 2147483647)
+            goto fail;
+        cu[b] = (int32_t)T;
+        spv[b] = (int32_t)sp;
+        T += S;
+        entries += (sp + S) / R - sp / R;
+        Smax = S > Smax ? S : Smax;
+    }
+    cu[B] = (int32_t)T;
+    if (T > 2147483647)
+        goto fail;
+    const int64_t NO = vendor ? (B * Smax < B * Smax / R + B ? B * Smax : B * Smax / R + B) : entries;
+    p->T = T;
+    p->NO = NO;
+    p->entries = entries;
+    p->flops = 2.0 * (double)T * (double)H * 2.0 * (double)CD;
+    p->weight_bytes = 2.0 * (double)CD * (double)H * 2.0;
+
+    /* parameters: the V4 defaults, set explicitly (every tensor absent until filled below); the vendor
+     * cases use row_per_seq */
+    memset(&p->args, 0, sizeof p->args);
+    p->args.dim = 0;
+    p->args.ratio = 0;
+    p->args.overlap = -1;
+    p->args.rotate = -1;
+    p->args.norm_eps = 1e-6f;
+    p->args.rope_mode = DSOPS_ROPE_INTERLEAVED;
+    p->args.rope_inverse = 0;
+    p->args.out_layout = vendor ? DSOPS_CMP_ROW_PER_SEQ : DSOPS_CMP_PACKED;
+    p->args.prepared = NULL;
+
+    /* block tables and state extents */
+    const int64_t MBS = (sp + Smax - 1) / CMP_BSS + 1; /* columns up to the last position of the call */
+    int32_t *bt = cmp_alloc(p, sizeof(int32_t) * (size_t)(B * MBS)); /* [B, MBS] */
+    if (!bt)
+        goto fail;
+    int64_t NBS;
+    if (vendor) {
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t j = 0; j < MBS; j++)
+                bt[b * MBS + j] = (int32_t)(R == 4 ? 1 + 2 * b : 1 + 2 * b + j % 2);
+        NBS = (R == 4 || MBS == 1) ? 2 * B : 2 * B + 1; /* max_block + 1 */
+    } else {
+        /* logical blocks of sequence b: every position 0 ... start_pos + S_b - 1 (the call reads earlier
+         * positions as candidates); a ring uses one block per sequence */
+        int64_t total = 0;
+        for (int64_t b = 0; b < B; b++)
+            total += c->ring ? 1 : (sp + (cu[b + 1] - cu[b]) + CMP_BSS - 1) / CMP_BSS;
+        NBS = total > 0 ? total : 1;
+        int32_t *perm = malloc(sizeof(int32_t) * (size_t)NBS);
+        if (!perm)
+            goto fail;
+        rng r = cmp_row_rng(seed, STREAM_CMP_TABLE, 0);
+        for (int64_t i = 0; i < NBS; i++)
+            perm[i] = (int32_t)i;
+        for (int64_t i = NBS - 1; i > 0; i--) {
+            int64_t j = (int64_t)cases_rng_below(&r, (uint64_t)i + 1);
+            int32_t tmp = perm[i];
+            perm[i] = perm[j];
+            perm[j] = tmp;
+        }
+        for (int64_t b = 0, next = 0; b < B; b++) {
+            const int64_t nb = (sp + (cu[b + 1] - cu[b]) + CMP_BSS - 1) / CMP_BSS;
+            for (int64_t j = 0; j < MBS; j++)
+                bt[b * MBS + j] = c->ring ? perm[next] : (j < nb ? perm[next + j] : -1);
+            next += c->ring ? 1 : nb;
+        }
+        free(perm);
+    }
+    p->args.kv_state_block_table = dsops_tensor_make(bt, DSOPS_INT32, 2, (int64_t[]){B, MBS});
+    p->args.score_state_block_table = p->args.kv_state_block_table;
+
+    /* states [NBS, 128, C D] fp32 */
+    const int64_t srows = NBS * CMP_BSS;
+    float *kvs = cmp_alloc(p, sizeof(float) * (size_t)(srows * CD));
+    float *scs = cmp_alloc(p, sizeof(float) * (size_t)(srows * CD));
+    if (!kvs || !scs)
+        goto fail;
+    if (!vendor) {
+        for (int64_t i = 0; i < srows * CD; i++)
+            scs[i] = -INFINITY;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t u = 0; u < sp; u++) {
+                const int64_t row = (int64_t)bt[b * MBS + u / CMP_BSS] * CMP_BSS + u % CMP_BSS;
+                cmp_draw_row(seed, STREAM_CMP_STATE, 2 * (b * sp + u), DIST_NORMAL, 1.0f, kvs + row * CD, CD);
+                cmp_draw_row(seed, STREAM_CMP_STATE, 2 * (b * sp + u) + 1, DIST_PM1, 1.0f, scs + row * CD, CD);
+            }
+    }
+    const int64_t s3[3] = {NBS, CMP_BSS, CD};
+    p->args.kv_state = dsops_tensor_make(kvs, DSOPS_FP32, 3, s3);
+    p->args.score_state = dsops_tensor_make(scs, DSOPS_FP32, 3, s3);
+
+    /* sequences */
+    p->args.cu_seqlens_q = dsops_tensor_make(cu, DSOPS_INT32, 1, (int64_t[]){B + 1});
+    p->args.start_pos = dsops_tensor_make(spv, DSOPS_INT32, 1, (int64_t[]){B});
+
+    /* activations and weights */
+    uint16_t *x = cmp_alloc(p, sizeof(uint16_t) * (size_t)(T * H));      /* [T, H] bf16 */
+    uint16_t *wkv = cmp_alloc(p, sizeof(uint16_t) * (size_t)(CD * H));   /* [C D, H] bf16 */
+    uint16_t *wg = cmp_alloc(p, sizeof(uint16_t) * (size_t)(CD * H));    /* [C D, H] bf16 */
+    float *ape = cmp_alloc(p, sizeof(float) * (size_t)(R * CD));         /* [R, C D] fp32 */
+    if (!x || !wkv || !wg || !ape)
+        goto fail;
+    const float wamp = vendor ? 1.0f : 1.0f / sqrtf((float)H);
+    cmp_fill_bf16(seed, STREAM_CMP_X, T, H, vendor ? DIST_UNIT : DIST_NORMAL, 1.0f, x);
+    cmp_fill_bf16(seed, STREAM_CMP_WKV, CD, H, vendor ? DIST_UNIT : DIST_PM1, wamp, wkv);
+    cmp_fill_bf16(seed, STREAM_CMP_WGATE, CD, H, vendor ? DIST_UNIT : DIST_PM1, wamp, wg);
+    cmp_fill_f32(seed, STREAM_CMP_APE, R, CD, vendor ? DIST_UNIT : DIST_PM1, 1.0f, ape);
+    p->args.x = dsops_tensor_make(x, DSOPS_BF16, 2, (int64_t[]){T, H});
+    p->args.wkv = dsops_tensor_make(wkv, DSOPS_BF16, 2, (int64_t[]){CD, H});
+    p->args.wgate = dsops_tensor_make(wg, DSOPS_BF16, 2, (int64_t[]){CD, H});
+    p->args.ape = dsops_tensor_make(ape, DSOPS_FP32, 2, (int64_t[]){R, CD});
+
+    /* norm weight [D]: ones (vendor) or U(-1, 1) */
+    {
+        float v[512];
+        if (vendor) {
+            for (int64_t i = 0; i < D; i++)
+                v[i] = 1.0f;
+        } else {
+            cmp_draw_row(seed, STREAM_CMP_NORM, 0, DIST_PM1, 1.0f, v, D);
+        }
+        void *nw = cmp_alloc(p, (size_t)D * (c->norm_fp32 ? 4 : 2));
+        if (!nw)
+            goto fail;
+        for (int64_t i = 0; i < D; i++) {
+            if (c->norm_fp32)
+                ((float *)nw)[i] = v[i];
+            else
+                ((uint16_t *)nw)[i] = cases_bf16_bits(v[i]);
+        }
+        p->args.norm_weight = dsops_tensor_make(nw, c->norm_fp32 ? DSOPS_FP32 : DSOPS_BF16, 1, (int64_t[]){D});
+    }
+
+    /* Hadamard [D, D] (c4li): rand D^-0.5 bf16 (vendor) or the normalised Sylvester matrix in fp32 */
+    if (rotate) {
+        void *hm = cmp_alloc(p, (size_t)(D * D) * (vendor ? 2 : 4));
+        if (!hm)
+            goto fail;
+        p->args.hadamard = dsops_tensor_make(hm, vendor ? DSOPS_BF16 : DSOPS_FP32, 2, (int64_t[]){D, D});
+        if (vendor)
+            cmp_fill_bf16(seed, STREAM_CMP_HAD, D, D, DIST_UNIT, 1.0f / sqrtf((float)D), hm);
+        else if (dsops_hadamard_matrix(&p->args.hadamard) != DSOPS_OK)
+            goto fail;
+    }
+
+    /* rope tables [NO, 64]: rand bf16 (vendor) or the V4 tables of position k R for the entry of window k */
+    {
+        const int64_t rows = NO > 0 ? NO : 0;
+        void *rc = cmp_alloc(p, (size_t)(rows * 64) * (vendor ? 2 : 4));
+        void *rs = cmp_alloc(p, (size_t)(rows * 64) * (vendor ? 2 : 4));
+        if (!rc || !rs)
+            goto fail;
+        const dsops_dtype rdt = vendor ? DSOPS_BF16 : DSOPS_FP32;
+        p->args.rope_cos = dsops_tensor_make(rc, rdt, 2, (int64_t[]){rows, 64});
+        p->args.rope_sin = dsops_tensor_make(rs, rdt, 2, (int64_t[]){rows, 64});
+        if (vendor) {
+            cmp_fill_bf16(seed, STREAM_CMP_ROPE, rows, 64, DIST_UNIT, 1.0f, rc);
+            cmp_fill_bf16(seed, STREAM_CMP_ROPE + 16, rows, 64, DIST_UNIT, 1.0f, rs);
+        } else if (rows > 0) {
+            int64_t *pos = malloc(sizeof(int64_t) * (size_t)rows); /* [NO] */
+            if (!pos)
+                goto fail;
+            for (int64_t b = 0, r = 0; b < B; b++) /* packed: entries ordered by sequence, then window */
+                for (int64_t k = sp / R; k < (sp + (cu[b + 1] - cu[b])) / R; k++)
+                    pos[r++] = k * R;
+            dsops_rope_tables_args ra;
+            dsops_rope_tables_init(&ra, DSOPS_PRESET_V4_FLASH);
+            ra.positions = dsops_tensor_make(pos, DSOPS_INT64, 1, (int64_t[]){rows});
+            ra.cos = p->args.rope_cos;
+            ra.sin = p->args.rope_sin;
+            dsops_status st = dsops_rope_tables(NULL, &ra);
+            free(pos);
+            if (st != DSOPS_OK)
+                goto fail;
+        }
+    }
+
+    /* outputs: out [NO, D] bf16, out_count [B] int32 */
+    uint16_t *out = cmp_alloc(p, sizeof(uint16_t) * (size_t)(NO * D));
+    int32_t *cnt = cmp_alloc(p, sizeof(int32_t) * (size_t)B);
+    if (!out || !cnt)
+        goto fail;
+    p->args.out = dsops_tensor_make(out, DSOPS_BF16, 2, (int64_t[]){NO, D});
+    p->args.out_count = dsops_tensor_make(cnt, DSOPS_INT32, 1, (int64_t[]){B});
+    return p;
+
+fail:
+    dsops_cmp_problem_free(p);
+    return NULL;
+}

@@ -1,5 +1,7 @@
 /* dsops — command-line tool: `info`, `bench`, `run`. */
+#include <fnmatch.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,8 +19,10 @@ static void usage(FILE *f)
     fprintf(f,
             "usage:\n"
             "  dsops info                          version, ISA tier, threads, measured peaks\n"
-            "  dsops bench <case|prefix|all> [--isa T] [--threads N] [--repeat R] [--check] [--list]\n"
-            "                                      time named cases of spec/CASES.md\n"
+            "  dsops bench <case|prefix|operator|all> [--isa T] [--threads N] [--repeat R] [--check] [--list]\n"
+            "  dsops bench --suite seed-v4 [options]\n"
+            "                                      time named cases of spec/CASES.md (a suite: the cases of\n"
+            "                                      a published vendor table, with the vendor's times beside)\n"
             "  dsops run <op> --in IN.safetensors --out OUT.safetensors [--set name=value]... [--threads N] [--isa T]\n"
             "                                      run an operator on tensors from a file\n");
 }
@@ -44,11 +48,13 @@ static int cmd_info(void)
     printf("detected ISA tier : %s\n", dsops_isa_name(det));
     printf("context ISA tier  : %s\n", dsops_isa_name(dsops_context_isa(ctx)));
     printf("threads           : %d\n", dsops_context_threads(ctx));
-    double bf16 = 0, int8 = 0;
+    double bf16 = 0, int8 = 0, fp32 = 0;
     dsops_measure_peak(det, DSOPS_PEAK_BF16_DOT, 0.3, &bf16);
     dsops_measure_peak(det, DSOPS_PEAK_INT8_DOT, 0.3, &int8);
+    dsops_measure_peak(det, DSOPS_PEAK_FP32_FMA, 0.3, &fp32);
     printf("peak bf16 dot     : %.1f GFLOP/s per core (%s)\n", bf16, dsops_isa_name(det));
     printf("peak int8 dot     : %.1f GOP/s per core (%s)\n", int8, dsops_isa_name(det));
+    printf("peak fp32 fma     : %.1f GFLOP/s per core (%s)\n", fp32, dsops_isa_name(det));
     dsops_context_destroy(ctx);
     return 0;
 }
@@ -77,9 +83,14 @@ typedef struct bench_problem {
     dsops_status (*run)(dsops_context *ctx, void *p);
     int (*check)(void *p, char *why, size_t cap);  /* 0 = agrees with the oracle */
     void (*release)(void *p);
-    double work;                                   /* FLOP (bf16) or OP (int8) per call */
-    double bytes;                                  /* cache bytes read per call */
+    double work;                                   /* FLOP (bf16) or OP (int8) per call; 0: not counted */
+    double bytes;                                  /* bytes per call: cache rows read (attention), weights
+                                                    * (prologs) or every tensor (hc_pre, hc_post) */
     dsops_peak_kind peak;
+    const char *unit;                              /* NULL: the peak's ("bf16", "int8", "fp32") */
+    int no_peak;                                   /* 1: %peak not applicable (memory-bound) */
+    double vendor_us;                              /* the vendor's published time (0: none) */
+    const char *vendor;                            /* its label ("PyPTO", "AscendC") */
 } bench_problem;
 
 static float bf16_value(uint16_t h)
@@ -435,6 +446,356 @@ static void dia_release(void *pv)
     free(b);
 }
 
+/* ---- DeepSeek-V4 operators ------------------------------------------------------------------------ */
+
+/* Value i of a bf16, fp32 or int8 buffer. */
+static double elem_value(const void *p, dsops_dtype dt, size_t i)
+{
+    switch (dt) {
+    case DSOPS_FP32: return ((const float *)p)[i];
+    case DSOPS_INT8: return ((const int8_t *)p)[i];
+    default: return bf16_value(((const uint16_t *)p)[i]);
+    }
+}
+
+/* Counts the elements of got outside atol + rtol |ref| (non-finite values must coincide, spec §1.8) and
+ * adds them to *bad; *n_total += n. */
+static void count_outside(const void *got, const void *ref, dsops_dtype dt, size_t n, double atol, double rtol,
+                          size_t *bad, size_t *n_total, double *max_err)
+{
+    for (size_t i = 0; i < n; i++) {
+        double x = elem_value(got, dt, i), y = elem_value(ref, dt, i);
+        if (!isfinite(x) || !isfinite(y)) {
+            *bad += !(isnan(x) && isnan(y)) && x != y;
+            continue;
+        }
+        double err = fabs(x - y);
+        *bad += err > atol + rtol * fabs(y);
+        if (err > *max_err)
+            *max_err = err;
+    }
+    *n_total += n;
+}
+
+/* The token windows a --check of a V4 case compares (the oracles are slow single-threaded loops): all
+ * tokens up to 384, else the first, middle and last 128. */
+static int check_windows(int64_t T, int64_t start[3], int64_t len[3])
+{
+    if (T <= 384) {
+        start[0] = 0, len[0] = T;
+        return 1;
+    }
+    start[0] = 0, start[1] = T / 2 - 64, start[2] = T - 128;
+    len[0] = len[1] = len[2] = 128;
+    return 3;
+}
+
+/* hc_pre: y (1e-4 / 2^-7 / 0.005) and post (2.5e-5 / 0.005 / 0.005) on sampled tokens; pre and comb
+ * too on well-conditioned data (spec §3.1, CASES.md). */
+static dsops_status hcpre_run(dsops_context *ctx, void *p)
+{
+    return dsops_hc_pre(ctx, &((dsops_hcpre_problem *)p)->args);
+}
+
+static int hcpre_check(void *pv, char *why, size_t cap)
+{
+    const dsops_hcpre_problem *p = pv;
+    const dsops_hc_pre_args *a = &p->args;
+    const int64_t HC = p->c.HC, H = p->c.H;
+    int64_t w0[3], wn[3];
+    const int nw = check_windows(p->c.T, w0, wn);
+    size_t bad_y = 0, n_y = 0, bad_g = 0, n_g = 0;
+    double max_y = 0, max_g = 0;
+    for (int w = 0; w < nw; w++) {
+        const int64_t t0 = w0[w], n = wn[w];
+        uint16_t *ry = malloc((size_t)(n * H) * 2 + 2);
+        float *rg = malloc((size_t)(n * (2 * HC + HC * HC)) * 4 + 4); /* post | pre | comb */
+        if (!ry || !rg) {
+            free(ry), free(rg);
+            snprintf(why, cap, "out of memory");
+            return 1;
+        }
+        dsops_hc_pre_args r = *a; /* the oracle on tokens t0 .. t0+n-1 (tokens are independent) */
+        r.x.data = (uint16_t *)a->x.data + t0 * HC * H;
+        r.x.shape[0] = r.y.shape[0] = r.post.shape[0] = r.pre.shape[0] = r.comb.shape[0] = n;
+        r.y.data = ry, r.post.data = rg, r.pre.data = rg + n * HC, r.comb.data = rg + 2 * n * HC;
+        if (!a->pre.data)
+            r.pre.data = NULL;
+        dsops_ref_hc_pre(&r);
+        count_outside((const uint16_t *)a->y.data + t0 * H, ry, DSOPS_BF16, (size_t)(n * H), 1e-4, 1.0 / 128, &bad_y,
+                      &n_y, &max_y);
+        count_outside((const float *)a->post.data + t0 * HC, rg, DSOPS_FP32, (size_t)(n * HC), 2.5e-5, 0.005, &bad_g,
+                      &n_g, &max_g);
+        if (p->c.well_conditioned) {
+            if (a->pre.data)
+                count_outside((const float *)a->pre.data + t0 * HC, rg + n * HC, DSOPS_FP32, (size_t)(n * HC), 2.5e-5,
+                              0.005, &bad_g, &n_g, &max_g);
+            count_outside((const float *)a->comb.data + t0 * HC * HC, rg + 2 * n * HC, DSOPS_FP32,
+                          (size_t)(n * HC * HC), 2.5e-5, 0.005, &bad_g, &n_g, &max_g);
+        }
+        free(ry), free(rg);
+    }
+    snprintf(why, cap, "y: %zu of %zu outside 1e-4 / 2^-7 (max |err| %.3g); %s: %zu of %zu outside 2.5e-5 / 0.005 "
+             "(max |err| %.3g)", bad_y, n_y, max_y, p->c.well_conditioned ? "post, pre, comb" : "post", bad_g, n_g,
+             max_g);
+    return bad_y > (size_t)floor(0.005 * (double)n_y + 0.5) || bad_g > (size_t)floor(0.005 * (double)n_g + 0.5);
+}
+
+static void hcpre_release(void *p) { dsops_hcpre_problem_free(p); }
+
+/* hc_post: out on sampled tokens, bf16 1e-4 / 2^-7 / 0, fp32 1e-4 / 1e-5 / 0 (spec §3.2). */
+static dsops_status hcpost_run(dsops_context *ctx, void *p)
+{
+    return dsops_hc_post(ctx, &((dsops_hcpost_problem *)p)->args);
+}
+
+static int hcpost_check(void *pv, char *why, size_t cap)
+{
+    const dsops_hcpost_problem *p = pv;
+    const dsops_hc_post_args *a = &p->args;
+    const int64_t HC = p->c.HC, H = p->c.H, row = HC * H;
+    const dsops_dtype dt = p->c.x_dtype;
+    const size_t xe = dsops_dtype_size(dt), pe = dsops_dtype_size(p->c.post_dtype);
+    const double rtol = dt == DSOPS_FP32 ? 1e-5 : 1.0 / 128;
+    int64_t w0[3], wn[3];
+    const int nw = check_windows(p->c.T, w0, wn);
+    size_t bad = 0, total = 0;
+    double max_err = 0;
+    for (int w = 0; w < nw; w++) {
+        const int64_t t0 = w0[w], n = wn[w];
+        void *ref = malloc((size_t)(n * row) * xe + 4);
+        if (!ref) {
+            snprintf(why, cap, "out of memory");
+            return 1;
+        }
+        dsops_hc_post_args r = *a; /* the oracle on tokens t0 .. t0+n-1 */
+        r.x.data = (char *)a->x.data + (size_t)(t0 * H) * xe;
+        r.residual.data = (char *)a->residual.data + (size_t)(t0 * row) * xe;
+        r.post.data = (char *)a->post.data + (size_t)(t0 * HC) * pe;
+        r.comb.data = (char *)a->comb.data + (size_t)(t0 * HC * HC) * pe;
+        r.out.data = ref;
+        r.x.shape[0] = r.residual.shape[0] = r.post.shape[0] = r.comb.shape[0] = r.out.shape[0] = n;
+        dsops_ref_hc_post(&r);
+        count_outside((const char *)a->out.data + (size_t)(t0 * row) * xe, ref, dt, (size_t)(n * row), 1e-4, rtol,
+                      &bad, &total, &max_err);
+        free(ref);
+    }
+    snprintf(why, cap, "%zu of %zu out elements outside 1e-4 / %g, max |err| %.3g", bad, total, rtol, max_err);
+    return bad != 0;
+}
+
+static void hcpost_release(void *p) { dsops_hcpost_problem_free(p); }
+
+/* mla_prolog_v4: timed with prepared weights; --check compares q with the oracle (1e-4 / 2^-7 / 0.005;
+ * int8 variant: see mla4_check). A second row times the same matmuls alone. */
+typedef struct mla4_bench {
+    dsops_mla4_problem *p;
+    dsops_prepared *prep;
+    void *y;                   /* fp32 / int32 results of the matmul-only row */
+} mla4_bench;
+
+/* The maps of an mla_prolog_v4 prepared object, in its order. */
+enum { MLA4_MAP_WQ_A, MLA4_MAP_WKV, MLA4_MAP_WQ_B, MLA4_MAP_COUNT };
+
+static dsops_status mla4_run(dsops_context *ctx, void *pv)
+{
+    return dsops_mla_prolog_v4(ctx, &((mla4_bench *)pv)->p->args);
+}
+
+/* int8 wq_b: the library may round a qr element the other way than the oracle (its fp32 sums run in
+ * another order; qr tolerance 1 / 0 / 0), which moves q of that token beyond q's tolerance; q is then
+ * compared only on tokens whose qr rows agree, and the others must have qr within 1. */
+static int mla4_check(void *pv, char *why, size_t cap)
+{
+    mla4_bench *b = pv;
+    const dsops_mla_prolog_v4_args *a = &b->p->args;
+    const int64_t T = b->p->c.T, ND = (int64_t)b->p->c.N * b->p->c.D, Q = b->p->c.Q;
+    const int int8 = b->p->c.int8;
+    size_t n = (size_t)(T * ND);
+    uint16_t *got = malloc(n * 2 + 2);
+    int8_t *got_qr = malloc((size_t)(T * Q) + 1);
+    if (!got || !got_qr) {
+        free(got), free(got_qr);
+        snprintf(why, cap, "out of memory");
+        return 1;
+    }
+    memcpy(got, a->q.data, n * 2);
+    if (int8)
+        memcpy(got_qr, a->qr.data, (size_t)(T * Q));
+    dsops_ref_mla_prolog_v4(a); /* rewrites the outputs from the same inputs */
+    size_t bad = 0, total = 0, bad_qr = 0, qr_total = 0;
+    double max_err = 0, max_qr = 0;
+    int64_t skipped = 0;
+    for (int64_t t = 0; t < T; t++) {
+        if (int8 && memcmp(got_qr + t * Q, (const int8_t *)a->qr.data + t * Q, (size_t)Q) != 0) {
+            count_outside(got_qr + t * Q, (const int8_t *)a->qr.data + t * Q, DSOPS_INT8, (size_t)Q, 1.0, 0.0, &bad_qr,
+                          &qr_total, &max_qr);
+            skipped++;
+            continue;
+        }
+        count_outside(got + t * ND, (const uint16_t *)a->q.data + t * ND, DSOPS_BF16, (size_t)ND, 1e-4, 1.0 / 128,
+                      &bad, &total, &max_err);
+    }
+    free(got), free(got_qr);
+    snprintf(why, cap, "%zu of %zu q elements outside 1e-4 / 2^-7, max |err| %.3g; %lld token(s) with qr rows "
+             "other than the oracle's (%zu elements beyond 1)", bad, total, max_err, (long long)skipped, bad_qr);
+    return bad > (size_t)floor(0.005 * (double)total + 0.5) || bad_qr != 0;
+}
+
+static void mla4_release(void *pv)
+{
+    mla4_bench *b = pv;
+    dsops_prepared_destroy(b->prep);
+    dsops_mla4_problem_free(b->p);
+    free(b->y);
+    free(b);
+}
+
+/* The prolog's matmuls alone, on the prepared maps: x by wq_a and wkv together, then the call's qr (int8
+ * or bf16, as wq_b) by wq_b. */
+static dsops_status mla4_gemms_run(dsops_context *ctx, void *pv)
+{
+    mla4_bench *b = pv;
+    const dsops_mla4_case *c = &b->p->c;
+    const dsops_mla_prolog_v4_args *a = &b->p->args;
+    const int64_t T = c->T, ND = (int64_t)c->N * c->D;
+    const int threads = dsops_context_threads(ctx);
+    char *y = b->y; /* separate regions for the concurrent jobs */
+    dsops_linear **m = b->prep->maps;
+    dsops_linear_job j1[2] = {{m[MLA4_MAP_WQ_A], a->x.data, c->H, y, c->Q},
+                              {m[MLA4_MAP_WKV], a->x.data, c->H, y + (size_t)(T * c->Q) * 4, c->D}};
+    dsops_status s = dsops_linear_run(j1, 2, T, threads, dsops_context_isa(ctx));
+    dsops_linear_job j2 = {m[MLA4_MAP_WQ_B], a->qr.data, c->Q, y, ND};
+    if (s == DSOPS_OK)
+        s = dsops_linear_run(&j2, 1, T, threads, dsops_context_isa(ctx));
+    return s;
+}
+
+/* indexer_prolog_v4: timed with prepared weights; --check compares q_idx with the oracle (1 / 0 / 0).
+ * A second row times the same matmuls alone (idx_wq_b, weights_proj and the Hadamard map). */
+typedef struct idxp4_bench {
+    dsops_idxp4_problem *p;
+    dsops_prepared *prep;
+    void *hx;                  /* [T*NI, DI] stand-in Hadamard operand, in the matrix's dtype */
+    void *y;                   /* int32 / fp32 results of the matmul-only row */
+} idxp4_bench;
+
+/* The maps of an indexer_prolog_v4 prepared object, in its order. */
+enum { IDXP4_MAP_WQ_B, IDXP4_MAP_WPROJ, IDXP4_MAP_HAD, IDXP4_MAP_COUNT };
+
+static dsops_status idxp4_run(dsops_context *ctx, void *pv)
+{
+    return dsops_indexer_prolog_v4(ctx, &((idxp4_bench *)pv)->p->args);
+}
+
+static int idxp4_check(void *pv, char *why, size_t cap)
+{
+    idxp4_bench *b = pv;
+    const dsops_indexer_prolog_v4_args *a = &b->p->args;
+    size_t n = (size_t)((int64_t)b->p->c.T * b->p->c.NI * b->p->c.DI);
+    int8_t *got = malloc(n + 1);
+    if (!got) {
+        snprintf(why, cap, "out of memory");
+        return 1;
+    }
+    memcpy(got, a->q_idx.data, n);
+    dsops_ref_indexer_prolog_v4(a); /* rewrites the outputs from the same inputs */
+    size_t bad = 0, total = 0;
+    double max_err = 0;
+    count_outside(got, a->q_idx.data, DSOPS_INT8, n, 1.0, 0.0, &bad, &total, &max_err);
+    free(got);
+    snprintf(why, cap, "%zu of %zu q_idx elements outside 1 / 0, max |err| %.3g", bad, n, max_err);
+    return bad != 0;
+}
+
+static void idxp4_release(void *pv)
+{
+    idxp4_bench *b = pv;
+    dsops_prepared_destroy(b->prep);
+    dsops_idxp4_problem_free(b->p);
+    free(b->hx);
+    free(b->y);
+    free(b);
+}
+
+/* The prolog's matmuls alone, on the prepared maps: qr (int8) by idx_wq_b and x by weights_proj, then the
+ * Hadamard map on a [T*NI, DI] operand of the matrix's dtype. */
+static dsops_status idxp4_gemms_run(dsops_context *ctx, void *pv)
+{
+    idxp4_bench *b = pv;
+    const dsops_idxp4_case *c = &b->p->c;
+    const dsops_indexer_prolog_v4_args *a = &b->p->args;
+    const int64_t T = c->T, NQ = (int64_t)c->NI * c->DI;
+    const int threads = dsops_context_threads(ctx);
+    char *y = b->y;
+    dsops_linear **m = b->prep->maps;
+    dsops_linear_job j[2] = {{m[IDXP4_MAP_WQ_B], a->qr.data, c->Q, y, NQ},
+                             {m[IDXP4_MAP_WPROJ], a->x.data, c->H, y + (size_t)(T * NQ) * 4, c->NI}};
+    dsops_status s = dsops_linear_run(j, 2, T, threads, dsops_context_isa(ctx));
+    dsops_linear_job jh = {m[IDXP4_MAP_HAD], b->hx, c->DI, y, c->DI};
+    if (s == DSOPS_OK)
+        s = dsops_linear_run(&jh, 1, T * c->NI, threads, dsops_context_isa(ctx));
+    return s;
+}
+
+/* compressor: timed with prepared weights (repeated calls write the same state rows and entries, so each
+ * call does the same work); --check compares out with the oracle (1e-4 / 2^-7 / 0.005). A second row
+ * times the two projections alone. */
+typedef struct cmp_bench {
+    dsops_cmp_problem *p;
+    dsops_prepared *prep;
+    void *y;                   /* fp32 results of the matmul-only row */
+} cmp_bench;
+
+enum { CMP_MAP_WKV, CMP_MAP_WGATE, CMP_MAP_COUNT };
+
+static dsops_status cmp_run(dsops_context *ctx, void *pv)
+{
+    return dsops_compressor(ctx, &((cmp_bench *)pv)->p->args);
+}
+
+static int cmp_check(void *pv, char *why, size_t cap)
+{
+    cmp_bench *b = pv;
+    const dsops_compressor_args *a = &b->p->args;
+    size_t n = (size_t)(a->out.shape[0] * a->out.shape[1]);
+    uint16_t *got = malloc(n * 2 + 2);
+    if (!got) {
+        snprintf(why, cap, "out of memory");
+        return 1;
+    }
+    memcpy(got, a->out.data, n * 2);
+    dsops_ref_compressor(a); /* rewrites out and the call's own state rows from the same inputs */
+    size_t bad = 0, total = 0;
+    double max_err = 0;
+    count_outside(got, a->out.data, DSOPS_BF16, n, 1e-4, 1.0 / 128, &bad, &total, &max_err);
+    free(got);
+    snprintf(why, cap, "%zu of %zu out elements outside 1e-4 / 2^-7, max |err| %.3g", bad, n, max_err);
+    return bad > (size_t)floor(0.005 * (double)n + 0.5);
+}
+
+static void cmp_release(void *pv)
+{
+    cmp_bench *b = pv;
+    dsops_prepared_destroy(b->prep);
+    dsops_cmp_problem_free(b->p);
+    free(b->y);
+    free(b);
+}
+
+/* The compressor's projections alone, on the prepared maps: x by wkv and by wgate. */
+static dsops_status cmp_gemms_run(dsops_context *ctx, void *pv)
+{
+    cmp_bench *b = pv;
+    const dsops_compressor_args *a = &b->p->args;
+    const int64_t T = b->p->T, CD = a->wkv.shape[0], H = a->wkv.shape[1];
+    char *y = b->y;
+    dsops_linear **m = b->prep->maps;
+    dsops_linear_job j[2] = {{m[CMP_MAP_WKV], a->x.data, H, y, CD},
+                             {m[CMP_MAP_WGATE], a->x.data, H, y + (size_t)(T * CD) * 4, CD}};
+    return dsops_linear_run(j, 2, T, dsops_context_threads(ctx), dsops_context_isa(ctx));
+}
+
 typedef struct bench_case_ref {
     const char *name;
     int ci;
@@ -443,6 +804,11 @@ typedef struct bench_case_ref {
     const dsops_mlap_case *mlap;
     const dsops_dia_case *dia;
     const dsops_idxp_case *idxp;
+    const dsops_hcpre_case *hcpre;
+    const dsops_hcpost_case *hcpost;
+    const dsops_mla4_case *mla4;
+    const dsops_idxp4_case *idxp4;
+    const dsops_cmp_case *cmp;
 } bench_case_ref;
 
 static int all_cases(bench_case_ref *out, int cap)
@@ -450,36 +816,140 @@ static int all_cases(bench_case_ref *out, int cap)
     int n = 0, count;
     const dsops_sfa_case *sc = dsops_sfa_cases(&count);
     for (int i = 0; i < count && n < cap; i++)
-        out[n++] = (bench_case_ref){sc[i].name, sc[i].ci, &sc[i], NULL, NULL, NULL, NULL};
+        out[n++] = (bench_case_ref){.name = sc[i].name, .ci = sc[i].ci, .sfa = &sc[i]};
     const dsops_li_case *lc = dsops_li_cases(&count);
     for (int i = 0; i < count && n < cap; i++)
-        out[n++] = (bench_case_ref){lc[i].name, lc[i].ci, NULL, &lc[i], NULL, NULL, NULL};
+        out[n++] = (bench_case_ref){.name = lc[i].name, .ci = lc[i].ci, .li = &lc[i]};
     const dsops_mlap_case *mc = dsops_mlap_cases(&count);
     for (int i = 0; i < count && n < cap; i++)
-        out[n++] = (bench_case_ref){mc[i].name, mc[i].ci, NULL, NULL, &mc[i], NULL, NULL};
+        out[n++] = (bench_case_ref){.name = mc[i].name, .ci = mc[i].ci, .mlap = &mc[i]};
     const dsops_idxp_case *ic = dsops_idxp_cases(&count);
     for (int i = 0; i < count && n < cap; i++)
-        out[n++] = (bench_case_ref){ic[i].name, ic[i].ci, NULL, NULL, NULL, NULL, &ic[i]};
+        out[n++] = (bench_case_ref){.name = ic[i].name, .ci = ic[i].ci, .idxp = &ic[i]};
     const dsops_dia_case *dc = dsops_dia_cases(&count);
     for (int i = 0; i < count && n < cap; i++)
-        out[n++] = (bench_case_ref){dc[i].name, dc[i].ci, NULL, NULL, NULL, &dc[i], NULL};
+        out[n++] = (bench_case_ref){.name = dc[i].name, .ci = dc[i].ci, .dia = &dc[i]};
+    /* DeepSeek-V4 */
+    const dsops_hcpre_case *hp = dsops_hcpre_cases(&count);
+    for (int i = 0; i < count && n < cap; i++)
+        out[n++] = (bench_case_ref){.name = hp[i].name, .ci = hp[i].ci, .hcpre = &hp[i]};
+    const dsops_hcpost_case *ho = dsops_hcpost_cases(&count);
+    for (int i = 0; i < count && n < cap; i++)
+        out[n++] = (bench_case_ref){.name = ho[i].name, .ci = ho[i].ci, .hcpost = &ho[i]};
+    const dsops_mla4_case *m4 = dsops_mla4_cases(&count);
+    for (int i = 0; i < count && n < cap; i++)
+        out[n++] = (bench_case_ref){.name = m4[i].name, .ci = m4[i].ci, .mla4 = &m4[i]};
+    const dsops_idxp4_case *i4 = dsops_idxp4_cases(&count);
+    for (int i = 0; i < count && n < cap; i++)
+        out[n++] = (bench_case_ref){.name = i4[i].name, .ci = i4[i].ci, .idxp4 = &i4[i]};
+    const dsops_cmp_case *cc = dsops_cmp_cases(&count);
+    for (int i = 0; i < count && n < cap; i++)
+        out[n++] = (bench_case_ref){.name = cc[i].name, .ci = cc[i].ci, .cmp = &cc[i]};
     return n;
 }
 
-static int make_problem(const bench_case_ref *c, bench_problem *bp)
+/* Prepares the weights of a V4 prolog or compressor problem; on failure says why. */
+#define PREPARE_OR_SAY(call, what)                                                                                \
+    do {                                                                                                          \
+        dsops_status st_ = (call);                                                                                \
+        if (st_ != DSOPS_OK) {                                                                                    \
+            snprintf(why, cap, "%s: %s (%s)", what, dsops_status_name(st_), dsops_last_error());                  \
+            return 1;                                                                                             \
+        }                                                                                                         \
+    } while (0)
+
+/* The bench problem of a V4 case; returns 0, or 1 with the reason in why. */
+static int make_v4_problem(const bench_case_ref *c, bench_problem *bp, char *why, size_t cap)
+{
+    if (c->hcpre) {
+        dsops_hcpre_problem *p = dsops_hcpre_problem_make(c->hcpre, 42);
+        if (!p)
+            return snprintf(why, cap, "cannot generate the case (out of memory?)"), 1;
+        const double K = (double)p->c.HC * p->c.H, M = (double)(2 + p->c.HC) * p->c.HC, T = p->c.T;
+        /* bytes: x read, hc_fn read, y, post, comb and pre written */
+        const double bytes = 2.0 * T * K + 4.0 * M * K + 2.0 * T * p->c.H + 4.0 * T * (2.0 + p->c.HC) * p->c.HC;
+        *bp = (bench_problem){p, hcpre_run, hcpre_check, hcpre_release, p->flops, bytes, DSOPS_PEAK_FP32_FMA,
+                              .vendor_us = c->hcpre->vendor_us, .vendor = c->hcpre->vendor};
+    } else if (c->hcpost) {
+        dsops_hcpost_problem *p = dsops_hcpost_problem_make(c->hcpost, 0);
+        if (!p)
+            return snprintf(why, cap, "cannot generate the case (out of memory?)"), 1;
+        /* memory-bound: GB/s is the figure (no FLOP rate, no peak) */
+        *bp = (bench_problem){p, hcpost_run, hcpost_check, hcpost_release, 0.0, p->bytes, DSOPS_PEAK_BF16_DOT,
+                              .unit = "mem", .no_peak = 1, .vendor_us = c->hcpost->vendor_us,
+                              .vendor = c->hcpost->vendor};
+    } else if (c->mla4) {
+        mla4_bench *b = calloc(1, sizeof *b);
+        if (!b)
+            return snprintf(why, cap, "out of memory"), 1;
+        *bp = (bench_problem){.p = b, .run = mla4_run, .check = mla4_check, .release = mla4_release};
+        if (!(b->p = dsops_mla4_problem_make(c->mla4, 5)))
+            return snprintf(why, cap, "cannot generate the case (out of memory?)"), 1;
+        PREPARE_OR_SAY(dsops_mla_prolog_v4_prepare(NULL, &b->p->args, &b->prep), "mla_prolog_v4_prepare");
+        const dsops_mla4_case *mc = c->mla4;
+        const size_t T = (size_t)mc->T, ND = (size_t)mc->N * (size_t)mc->D;
+        b->y = malloc(4 * T * (ND > (size_t)(mc->Q + mc->D) ? ND : (size_t)(mc->Q + mc->D)) + 64);
+        if (!b->y)
+            return snprintf(why, cap, "out of memory"), 1;
+        b->p->args.prepared = b->prep;
+        *bp = (bench_problem){b, mla4_run, mla4_check, mla4_release, b->p->flops, b->p->weight_bytes,
+                              mc->int8 ? DSOPS_PEAK_INT8_DOT : DSOPS_PEAK_BF16_DOT, .vendor_us = mc->vendor_us,
+                              .vendor = mc->vendor};
+    } else if (c->idxp4) {
+        idxp4_bench *b = calloc(1, sizeof *b);
+        if (!b)
+            return snprintf(why, cap, "out of memory"), 1;
+        *bp = (bench_problem){.p = b, .run = idxp4_run, .check = idxp4_check, .release = idxp4_release};
+        if (!(b->p = dsops_idxp4_problem_make(c->idxp4, 42)))
+            return snprintf(why, cap, "cannot generate the case (out of memory?)"), 1;
+        PREPARE_OR_SAY(dsops_indexer_prolog_v4_prepare(NULL, &b->p->args, &b->prep), "indexer_prolog_v4_prepare");
+        const dsops_idxp4_case *ic = c->idxp4;
+        const size_t NQ = (size_t)ic->NI * (size_t)ic->DI;
+        b->hx = calloc((size_t)ic->T * NQ + 1, dsops_dtype_size(b->p->args.hadamard.dtype));
+        b->y = malloc(4 * (size_t)ic->T * (NQ + (size_t)ic->NI) + 64);
+        if (!b->hx || !b->y)
+            return snprintf(why, cap, "out of memory"), 1;
+        b->p->args.prepared = b->prep;
+        /* mostly int8 work (qr by idx_wq_b); the Hadamard products and weights_proj are counted with it */
+        *bp = (bench_problem){b, idxp4_run, idxp4_check, idxp4_release, b->p->flops, b->p->weight_bytes,
+                              DSOPS_PEAK_INT8_DOT, .vendor_us = ic->vendor_us, .vendor = ic->vendor};
+    } else {
+        cmp_bench *b = calloc(1, sizeof *b);
+        if (!b)
+            return snprintf(why, cap, "out of memory"), 1;
+        *bp = (bench_problem){.p = b, .run = cmp_run, .check = cmp_check, .release = cmp_release};
+        if (!(b->p = dsops_cmp_problem_make(c->cmp, 42)))
+            return snprintf(why, cap, "cannot generate the case (out of memory?)"), 1;
+        PREPARE_OR_SAY(dsops_compressor_prepare(NULL, &b->p->args, &b->prep), "compressor_prepare");
+        const size_t CD = (size_t)b->p->args.wkv.shape[0];
+        b->y = malloc(4 * (size_t)b->p->T * 2 * CD + 64);
+        if (!b->y)
+            return snprintf(why, cap, "out of memory"), 1;
+        b->p->args.prepared = b->prep;
+        *bp = (bench_problem){b, cmp_run, cmp_check, cmp_release, b->p->flops, b->p->weight_bytes,
+                              DSOPS_PEAK_BF16_DOT, .vendor_us = c->cmp->vendor_us, .vendor = c->cmp->vendor};
+    }
+    return 0;
+}
+
+static int make_problem(const bench_case_ref *c, bench_problem *bp, char *why, size_t cap)
 {
     memset(bp, 0, sizeof *bp);
-    if (c->sfa) {
+    snprintf(why, cap, "cannot allocate the case");
+    if (c->hcpre || c->hcpost || c->mla4 || c->idxp4 || c->cmp) {
+        return make_v4_problem(c, bp, why, cap);
+    } else if (c->sfa) {
         dsops_sfa_problem *p = dsops_sfa_problem_make(c->sfa, 42);
         if (!p)
             return 1;
-        *bp = (bench_problem){p, sfa_run, sfa_check, sfa_release, p->flops, p->gathered_bytes, DSOPS_PEAK_BF16_DOT};
+        *bp = (bench_problem){p, sfa_run, sfa_check, sfa_release, p->flops, p->gathered_bytes, DSOPS_PEAK_BF16_DOT,
+                              .unit = NULL};
     } else if (c->li) {
         dsops_li_problem *p = dsops_li_problem_make(c->li, 42);
         if (!p)
             return 1;
         *bp = (bench_problem){p, li_run, li_check, li_release, p->ops, p->key_bytes,
-                              c->li->int8 ? DSOPS_PEAK_INT8_DOT : DSOPS_PEAK_BF16_DOT};
+                              c->li->int8 ? DSOPS_PEAK_INT8_DOT : DSOPS_PEAK_BF16_DOT, .unit = NULL};
     } else if (c->dia) {
         dia_bench *b = calloc(1, sizeof *b);
         if (!b || !(b->p = dsops_dia_problem_make(c->dia, 42)) || !(b->st = dsops_dia_stages_make(&b->p->args)) ||
@@ -495,7 +965,7 @@ static int make_problem(const bench_case_ref *c, bench_problem *bp)
         b->st->idx.prepared = b->prep_idx;
         /* mixed units: the indexer prolog and scorer of the int8 variant count int8 operations */
         *bp = (bench_problem){b, dia_run, dia_check, dia_release, b->p->flops, b->p->cache_bytes,
-                              DSOPS_PEAK_BF16_DOT};
+                              DSOPS_PEAK_BF16_DOT, .unit = NULL};
     } else if (c->idxp) {
         idxp_bench *b = calloc(1, sizeof *b);
         if (!b || !(b->p = dsops_idxp_problem_make(c->idxp, 7)) ||
@@ -518,7 +988,7 @@ static int make_problem(const bench_case_ref *c, bench_problem *bp)
         }
         b->p->args.prepared = b->prep;
         *bp = (bench_problem){b, idxp_run, idxp_check, idxp_release, b->p->flops, b->p->weight_bytes,
-                              ic->int8 ? DSOPS_PEAK_INT8_DOT : DSOPS_PEAK_BF16_DOT};
+                              ic->int8 ? DSOPS_PEAK_INT8_DOT : DSOPS_PEAK_BF16_DOT, .unit = NULL};
     } else {
         mlap_bench *b = calloc(1, sizeof *b);
         if (!b || !(b->p = dsops_mlap_problem_make(c->mlap, 5)) ||
@@ -539,23 +1009,36 @@ static int make_problem(const bench_case_ref *c, bench_problem *bp)
         }
         b->p->args.prepared = b->prep;
         *bp = (bench_problem){b, mlap_run, mlap_check, mlap_release, b->p->flops, b->p->weight_bytes,
-                              mc->int8_wq_b ? DSOPS_PEAK_INT8_DOT : DSOPS_PEAK_BF16_DOT};
+                              mc->int8_wq_b ? DSOPS_PEAK_INT8_DOT : DSOPS_PEAK_BF16_DOT, .unit = NULL};
     }
     return 0;
 }
 
-/* Times bp (one warm-up, then at least 5 runs and about 2 s, or --repeat) and prints one table row;
- * returns the median in seconds, or a negative value on error. */
+/* The row of a call that failed: the case, the tier and the status with the library's message. */
+static void print_error_row(const char *name, dsops_context *ctx, const char *what)
+{
+    printf("%-36s %-10s %3d  ERROR %s\n", name, dsops_isa_name(dsops_context_isa(ctx)), dsops_context_threads(ctx),
+           what);
+    fflush(stdout);
+}
+
+/* Times bp (one warm-up, then at least 5 runs and about 2 s, or --repeat; calls under 1 ms repeat up to
+ * 2000 times) and prints one table row, with the vendor's time beside ours when the case has one;
+ * returns the median in seconds, or a negative value on error (after an error row). */
 static double time_and_print(const char *name, const bench_problem *bp, const bench_opts *o, dsops_context *ctx,
-                             const double peak_core[2], const char *check)
+                             const double peak_core[3], const char *check)
 {
     double t0 = now_seconds();
-    if (bp->run(ctx, bp->p) != DSOPS_OK) {
-        fprintf(stderr, "dsops bench: %s: %s\n", name, dsops_last_error());
+    dsops_status st = bp->run(ctx, bp->p);
+    if (st != DSOPS_OK) {
+        char what[400];
+        snprintf(what, sizeof what, "%s: %s", dsops_status_name(st), dsops_last_error());
+        print_error_row(name, ctx, what);
         return -1.0;
     }
     double once = now_seconds() - t0;
-    int reps = o->repeat > 0 ? o->repeat : (int)fmin(50.0, fmax(5.0, 2.0 / fmax(once, 1e-6)));
+    int cap = once < 1e-3 ? 2000 : 50;
+    int reps = o->repeat > 0 ? o->repeat : (int)fmin((double)cap, fmax(5.0, 2.0 / fmax(once, 1e-6)));
     double *times = malloc(sizeof(double) * (size_t)reps);
     if (!times)
         return -1.0;
@@ -570,10 +1053,25 @@ static double time_and_print(const char *name, const bench_problem *bp, const be
     double gbs = bp->bytes / med * 1e-9;
     int threads = dsops_context_threads(ctx);
     double peak = peak_core[bp->peak];
-    double pct = peak > 0 ? 100.0 * rate / (peak * threads) : 0.0;
-    printf("%-36s %-10s %3d %5d %10.3f %7.3f-%-8.3f %8.1f %-5s %7.2f %6.1f%% %5s\n", name,
-           dsops_isa_name(dsops_context_isa(ctx)), threads, reps, med * 1e3, lo * 1e3, hi * 1e3, rate,
-           bp->peak == DSOPS_PEAK_INT8_DOT ? "int8" : "bf16", gbs, pct, check);
+    char rate_s[16], pct_s[16], vendor_s[96] = "";
+    if (bp->work > 0)
+        snprintf(rate_s, sizeof rate_s, "%8.1f", rate);
+    else
+        snprintf(rate_s, sizeof rate_s, "%8s", "-");
+    if (bp->no_peak || bp->work <= 0 || peak <= 0)
+        snprintf(pct_s, sizeof pct_s, "%7s", "-");
+    else
+        snprintf(pct_s, sizeof pct_s, "%6.1f%%", 100.0 * rate / (peak * threads));
+    if (bp->vendor_us > 0)
+        snprintf(vendor_s, sizeof vendor_s, "  %9.1f us vs %s %.2f us: %.2fx", med * 1e6,
+                 bp->vendor ? bp->vendor : "vendor", bp->vendor_us, med * 1e6 / bp->vendor_us);
+    const char *unit = bp->unit                          ? bp->unit
+                       : bp->peak == DSOPS_PEAK_INT8_DOT ? "int8"
+                       : bp->peak == DSOPS_PEAK_FP32_FMA ? "fp32"
+                                                         : "bf16";
+    printf("%-36s %-10s %3d %5d %10.3f %7.3f-%-8.3f %s %-5s %7.2f %s %5s%s\n", name,
+           dsops_isa_name(dsops_context_isa(ctx)), threads, reps, med * 1e3, lo * 1e3, hi * 1e3, rate_s, unit, gbs,
+           pct_s, check, vendor_s);
     fflush(stdout);
     free(times);
     return med;
@@ -581,7 +1079,7 @@ static double time_and_print(const char *name, const bench_problem *bp, const be
 
 /* One row per stage of a fused sparse_attention_v32 case, each stand-alone operator timed on the stage
  * arguments, then the sum of the stages against the fused time. */
-static int bench_dia_stages(void *pv, double fused, const bench_opts *o, dsops_context *ctx, const double peak_core[2])
+static int bench_dia_stages(void *pv, double fused, const bench_opts *o, dsops_context *ctx, const double peak_core[3])
 {
     dia_bench *b = pv;
     const dsops_dia_problem *p = b->p;
@@ -610,7 +1108,8 @@ static int bench_dia_stages(void *pv, double fused, const bench_opts *o, dsops_c
     double sum = 0.0;
     int bad = 0;
     for (int i = 0; i < 4; i++) {
-        bench_problem sp = {b, stages[i].run, no_check, no_release, stages[i].work, stages[i].bytes, stages[i].peak};
+        bench_problem sp = {b, stages[i].run, no_check, no_release, stages[i].work, stages[i].bytes, stages[i].peak,
+                            .unit = NULL};
         double t = time_and_print(stages[i].label, &sp, o, ctx, peak_core, "-");
         if (t < 0)
             bad = 1;
@@ -623,36 +1122,81 @@ static int bench_dia_stages(void *pv, double fused, const bench_opts *o, dsops_c
     return bad;
 }
 
-static int bench_case(const bench_case_ref *c, const bench_opts *o, dsops_context *ctx, const double peak_core[2])
+/* What one case gave, for the summary of a suite. */
+typedef struct bench_result {
+    const char *name;
+    double med;                /* seconds; < 0: failed */
+    double vendor_us;
+    const char *vendor;
+} bench_result;
+
+/* The vendor's published time of a case and its label (0 and NULL: none). */
+static void case_vendor(const bench_case_ref *c, double *us, const char **label)
+{
+    *us = c->hcpre ? c->hcpre->vendor_us : c->hcpost ? c->hcpost->vendor_us : c->mla4 ? c->mla4->vendor_us
+          : c->idxp4 ? c->idxp4->vendor_us : c->cmp ? c->cmp->vendor_us : 0.0;
+    *label = c->hcpre ? c->hcpre->vendor : c->hcpost ? c->hcpost->vendor : c->mla4 ? c->mla4->vendor
+             : c->idxp4 ? c->idxp4->vendor : c->cmp ? c->cmp->vendor : NULL;
+}
+
+/* The maps a V4 matmul-only row expects in the prepared object (0: no such row). */
+static int v4_map_count(const bench_case_ref *c)
+{
+    return c->mla4 ? MLA4_MAP_COUNT : c->idxp4 ? IDXP4_MAP_COUNT : c->cmp ? CMP_MAP_COUNT : 0;
+}
+
+static int bench_case(const bench_case_ref *c, const bench_opts *o, dsops_context *ctx, const double peak_core[3],
+                      bench_result *res)
 {
     int failures_stage = 0;
     bench_problem bp;
-    if (make_problem(c, &bp)) {
-        fprintf(stderr, "dsops bench: cannot allocate case %s\n", c->name);
+    char why[400] = "";
+    *res = (bench_result){c->name, -1.0, 0.0, NULL};
+    case_vendor(c, &res->vendor_us, &res->vendor);
+    if (make_problem(c, &bp, why, sizeof why)) {
+        print_error_row(c->name, ctx, why);
+        if (bp.p && bp.release)
+            bp.release(bp.p);
         return 1;
     }
     const char *check = "-";
     if (o->check) {
-        char why[160] = "";
         dsops_status s = bp.run(ctx, bp.p);
         int bad = s != DSOPS_OK || bp.check(bp.p, why, sizeof why);
         check = bad ? "FAIL" : "ok";
-        if (bad)
-            fprintf(stderr, "dsops bench: %s differs from the oracle: %s\n", c->name,
-                    s != DSOPS_OK ? dsops_last_error() : why);
+        if (s != DSOPS_OK)
+            fprintf(stderr, "dsops bench: %s: %s (%s)\n", c->name, dsops_status_name(s), dsops_last_error());
+        else if (bad)
+            fprintf(stderr, "dsops bench: %s differs from the oracle: %s\n", c->name, why);
     }
     double med = time_and_print(c->name, &bp, o, ctx, peak_core, check);
-    if ((c->mlap || c->idxp) && med > 0) {
-        /* the same matmuls alone: the prolog's epilogues cost the difference */
+    res->med = med;
+    if (c->cmp) {
+        /* the sp8191 / sp8192 pairs differ only in whether a window closes */
+        const dsops_cmp_problem *cp = ((cmp_bench *)bp.p)->p;
+        printf("  %-34s %lld entries per call (%s)\n", "", (long long)cp->entries,
+               cp->entries > 0 ? "windows close" : "no window closes: state writes only");
+    }
+    if ((c->mlap || c->idxp || c->mla4 || c->idxp4 || c->cmp) && med > 0) {
+        /* the same matmuls alone: the epilogues cost the difference */
+        const dsops_prepared *prep = c->mla4    ? ((mla4_bench *)bp.p)->prep
+                                     : c->idxp4 ? ((idxp4_bench *)bp.p)->prep
+                                     : c->cmp   ? ((cmp_bench *)bp.p)->prep
+                                                : NULL;
         bench_problem gemms = bp;
-        gemms.run = c->mlap ? mlap_gemms_run : idxp_gemms_run;
+        gemms.run = c->mlap ? mlap_gemms_run : c->idxp ? idxp_gemms_run : c->mla4 ? mla4_gemms_run
+                    : c->idxp4 ? idxp4_gemms_run : cmp_gemms_run;
         gemms.check = no_check;
         gemms.release = no_release;
-        char label[96];
-        snprintf(label, sizeof label, "  matmuls only");
-        double g = time_and_print(label, &gemms, o, ctx, peak_core, "-");
-        if (g > 0)
-            printf("  %-34s prolog / matmuls = %.2f\n", "", med / g);
+        gemms.vendor_us = 0.0;
+        if (prep && (!prep->maps || prep->count != v4_map_count(c))) {
+            printf("  %-34s matmuls only: the prepared object has %d maps, expected %d\n", "", prep->count,
+                   v4_map_count(c));
+        } else {
+            double g = time_and_print("  matmuls only", &gemms, o, ctx, peak_core, "-");
+            if (g > 0)
+                printf("  %-34s %s / matmuls = %.2f\n", "", c->cmp ? "compressor" : "prolog", med / g);
+        }
     }
     if (c->dia && med > 0)
         failures_stage = bench_dia_stages(bp.p, med, o, ctx, peak_core);
@@ -660,10 +1204,163 @@ static int bench_case(const bench_case_ref *c, const bench_opts *o, dsops_contex
     return med < 0 || failures_stage || (o->check && strcmp(check, "FAIL") == 0) ? 1 : 0;
 }
 
+/* Named suites: glob patterns over the full-size case names, run in the order listed. */
+typedef struct bench_suite {
+    const char *name;
+    const char *about;
+    const char *patterns[16];
+} bench_suite;
+
+static const bench_suite suites[] = {
+    {"seed-v4", "the cases of the vendor's published DeepSeek-V4 timings (PyPTO and AscendC)",
+     {"v4_hc_pre_b64_s2", "v4_hc_pre_bench_t*", "v4_hc_post_bench_t*", "v4_mla_prolog_b64_s2",
+      "v4_idx_prolog_t128",
+      /* each variant without, then with a closing window */
+      "v4_cmp_c4li_bench_sp8192", "v4_cmp_c4li_bench_sp8191", "v4_cmp_c4a_bench_sp8192", "v4_cmp_c4a_bench_sp8191",
+      "v4_cmp_c128a_bench_sp8192", "v4_cmp_c128a_bench_sp8191",
+      /* to come with their operators: the attention rows (v4_swa_b64_s2_kv8k, v4_cfa_b64_s2_kv8k,
+       * v4_scfa_b64_s2_kv8k) and the lightning indexer of that table */
+      NULL}},
+};
+
+static const bench_suite *find_suite(const char *name)
+{
+    for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++)
+        if (!strcmp(suites[i].name, name))
+            return &suites[i];
+    return NULL;
+}
+
+/* A case that named selections (prefix, operator, "all", suites) run: not a _ci variant, not an edge case. */
+static int full_size(const char *name)
+{
+    return strstr(name, "_ci") == NULL && strstr(name, "_edge") == NULL;
+}
+
+/* ours against the vendor's for every case of the run that has a vendor time */
+static void print_vendor_summary(const bench_result *r, int n)
+{
+    int any = 0;
+    for (int i = 0; i < n; i++)
+        any |= r[i].vendor_us > 0;
+    if (!any)
+        return;
+    printf("\n%-36s %12s %12s %-8s %10s\n", "case", "dsops us", "vendor us", "vendor", "dsops/vendor");
+    for (int i = 0; i < n; i++) {
+        if (r[i].vendor_us <= 0)
+            continue;
+        if (r[i].med < 0)
+            printf("%-36s %12s %12.1f %-8s %10s\n", r[i].name, "error", r[i].vendor_us,
+                   r[i].vendor ? r[i].vendor : "vendor", "-");
+        else
+            printf("%-36s %12.1f %12.1f %-8s %10.2fx\n", r[i].name, r[i].med * 1e6, r[i].vendor_us,
+                   r[i].vendor ? r[i].vendor : "vendor", r[i].med * 1e6 / r[i].vendor_us);
+    }
+}
+
+/* --list: one line per case. */
+static void list_case(const bench_case_ref *r)
+{
+    static const char *const cmp_variant[3] = {"c4a", "c4li", "c128a"};
+    const char *not_ci = r->ci ? "" : "  (not in CI)";
+    if (r->sfa) {
+        const dsops_sfa_case *c = r->sfa;
+        printf("%-40s sparse_flash_attention_v32  B %-3d S %-4d N %-3d K %-5d BS %-4d %s%s\n", c->name, c->B, c->S,
+               c->N, c->K, c->BS,
+               c->layout == DSOPS_KV_SPLIT_BF16   ? "split_bf16"
+               : c->layout == DSOPS_KV_SPLIT_INT8 ? "split_int8"
+                                                  : "packed656",
+               not_ci);
+    } else if (r->dia) {
+        const dsops_dia_case *c = r->dia;
+        printf("%-40s sparse_attention_v32        B %-3d S %-4d H %d N %d K %-5d %s, %s%s\n", c->name, c->B, c->S,
+               c->H, c->N, c->K, c->int8 ? "int8" : "bf16",
+               c->layout == DSOPS_KV_SPLIT_BF16   ? "split_bf16"
+               : c->layout == DSOPS_KV_SPLIT_INT8 ? "split_int8"
+                                                  : "packed656",
+               not_ci);
+    } else if (r->idxp) {
+        const dsops_idxp_case *c = r->idxp;
+        printf("%-40s indexer_prolog_v32          B %-3d S %-4d H %d Q %d NI %d DI %d %s%s, %s%s\n", c->name, c->B,
+               c->S, c->H, c->Q, c->NI, c->DI, c->int8 ? "int8" : "bf16",
+               c->int8 || c->hadamard ? "" : " (no Hadamard)",
+               c->rope_mode == DSOPS_ROPE_HALF          ? "half"
+               : c->rope_mode == DSOPS_ROPE_INTERLEAVED ? "interleaved"
+                                                        : "interleaved_in_half_out",
+               not_ci);
+    } else if (r->mlap) {
+        const dsops_mlap_case *c = r->mlap;
+        printf("%-40s mla_prolog_v32              B %-3d S %-4d H %d Q %d N %d %s wq_b, %s%s\n", c->name, c->B, c->S,
+               c->H, c->Q, c->N, c->int8_wq_b ? "int8" : "bf16",
+               c->layout == DSOPS_KV_SPLIT_BF16   ? "split_bf16"
+               : c->layout == DSOPS_KV_SPLIT_INT8 ? "split_int8"
+                                                  : "packed656",
+               not_ci);
+    } else if (r->li) {
+        const dsops_li_case *c = r->li;
+        printf("%-40s lightning_indexer           B %-3d S %-4d NI %-3d DI %-3d K %-5d ratio %d %s%s\n", c->name,
+               c->B, c->S, c->NI, c->DI, c->K, c->cmp_ratio, c->int8 ? "int8" : "bf16", not_ci);
+    } else if (r->hcpre) {
+        const dsops_hcpre_case *c = r->hcpre;
+        printf("%-40s hc_pre                      T %-5d HC %d H %d, %s data%s\n", c->name, c->T, c->HC, c->H,
+               c->well_conditioned ? "AscendC (well-conditioned)" : "PyPTO", not_ci);
+    } else if (r->hcpost) {
+        const dsops_hcpost_case *c = r->hcpost;
+        printf("%-40s hc_post                     T %-5d HC %d H %d, x %s, post %s%s\n", c->name, c->T, c->HC, c->H,
+               dsops_dtype_name(c->x_dtype), dsops_dtype_name(c->post_dtype), not_ci);
+    } else if (r->mla4) {
+        const dsops_mla4_case *c = r->mla4;
+        printf("%-40s mla_prolog_v4               T %-5d H %d Q %d N %d D %d, %s wq_b%s\n", c->name, c->T, c->H, c->Q,
+               c->N, c->D, c->int8 ? "int8" : "bf16", not_ci);
+    } else if (r->idxp4) {
+        const dsops_idxp4_case *c = r->idxp4;
+        printf("%-40s indexer_prolog_v4           T %-5d H %d Q %d NI %d DI %d%s\n", c->name, c->T, c->H, c->Q, c->NI,
+               c->DI, not_ci);
+    } else if (r->cmp) {
+        const dsops_cmp_case *c = r->cmp;
+        char S[16];
+        if (c->B > 1 && c->S_each[1])
+            snprintf(S, sizeof S, "mixed");
+        else
+            snprintf(S, sizeof S, "%d", c->S_each[0]);
+        printf("%-40s compressor                  B %-3d S %-5s %s start_pos %d H %d, %s data%s\n", c->name, c->B, S,
+               (unsigned)c->variant < 3 ? cmp_variant[c->variant] : "?", c->start_pos, c->H,
+               c->vendor_data ? "vendor" : "dsops", not_ci);
+    }
+}
+
+/* 1 if `what` names the operator of case r. */
+static int op_selects(const char *what, const bench_case_ref *r)
+{
+    static const struct {
+        const char *op;
+        size_t member; /* offset of the family's pointer in bench_case_ref */
+    } ops[] = {
+        {"sparse_flash_attention_v32", offsetof(bench_case_ref, sfa)},
+        {"lightning_indexer", offsetof(bench_case_ref, li)},
+        {"mla_prolog_v32", offsetof(bench_case_ref, mlap)},
+        {"sparse_attention_v32", offsetof(bench_case_ref, dia)},
+        {"indexer_prolog_v32", offsetof(bench_case_ref, idxp)},
+        {"hc_pre", offsetof(bench_case_ref, hcpre)},
+        {"hc_post", offsetof(bench_case_ref, hcpost)},
+        {"mla_prolog_v4", offsetof(bench_case_ref, mla4)},
+        {"indexer_prolog_v4", offsetof(bench_case_ref, idxp4)},
+        {"compressor", offsetof(bench_case_ref, cmp)},
+    };
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        const void *family;
+        memcpy(&family, (const char *)r + ops[i].member, sizeof family);
+        if (!strcmp(what, ops[i].op) && family)
+            return 1;
+    }
+    return 0;
+}
+
 static int cmd_bench(int argc, char **argv)
 {
     bench_opts o = {0};
     const char *what = NULL;
+    const bench_suite *suite = NULL;
     int list = 0;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
@@ -680,10 +1377,20 @@ static int cmd_bench(int argc, char **argv)
             o.isa_set = 1;
         } else if (!strcmp(argv[i], "--repeat") && i + 1 < argc) {
             o.repeat = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--suite") && i + 1 < argc) {
+            if (!(suite = find_suite(argv[++i]))) {
+                fprintf(stderr, "dsops bench: no suite '%s'; suites:\n", argv[i]);
+                for (size_t k = 0; k < sizeof suites / sizeof suites[0]; k++)
+                    fprintf(stderr, "  %-10s %s\n", suites[k].name, suites[k].about);
+                return 2;
+            }
         } else if (!strcmp(argv[i], "--check")) {
             o.check = 1;
         } else if (!strcmp(argv[i], "--list")) {
             list = 1;
+        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
         } else if (argv[i][0] != '-' && !what) {
             what = argv[i];
         } else {
@@ -692,51 +1399,52 @@ static int cmd_bench(int argc, char **argv)
             return 2;
         }
     }
-    bench_case_ref cases[512];
+    if (suite && what) {
+        fprintf(stderr, "dsops bench: give a suite or a case selection, not both\n");
+        return 2;
+    }
+    static bench_case_ref cases[512];
     int count = all_cases(cases, 512);
-    if (list || !what) {
+    /* the cases to run, in order: a suite's patterns in its order, else the selection in table order */
+    static int order[512];
+    int norder = 0;
+    if (suite) {
+        for (int k = 0; suite->patterns[k]; k++)
+            for (int i = 0; i < count && norder < 512; i++)
+                if (full_size(cases[i].name) && fnmatch(suite->patterns[k], cases[i].name, 0) == 0)
+                    order[norder++] = i;
+    } else if (what) {
+        /* an exact case name runs that case alone; otherwise a prefix, "all" or an operator name runs every
+         * full-size case it covers */
+        int have_exact = 0;
+        for (int i = 0; i < count; i++)
+            have_exact |= !strcmp(cases[i].name, what);
+        size_t wl = strlen(what);
         for (int i = 0; i < count; i++) {
-            if (cases[i].sfa) {
-                const dsops_sfa_case *c = cases[i].sfa;
-                printf("%-40s sparse_flash_attention_v32  B %-3d S %-4d N %-3d K %-5d BS %-4d %s%s\n", c->name, c->B,
-                       c->S, c->N, c->K, c->BS,
-                       c->layout == DSOPS_KV_SPLIT_BF16   ? "split_bf16"
-                       : c->layout == DSOPS_KV_SPLIT_INT8 ? "split_int8"
-                                                          : "packed656",
-                       c->ci ? "" : "  (not in CI)");
-            } else if (cases[i].dia) {
-                const dsops_dia_case *c = cases[i].dia;
-                printf("%-40s sparse_attention_v32        B %-3d S %-4d H %d N %d K %-5d %s, %s%s\n", c->name, c->B,
-                       c->S, c->H, c->N, c->K, c->int8 ? "int8" : "bf16",
-                       c->layout == DSOPS_KV_SPLIT_BF16   ? "split_bf16"
-                       : c->layout == DSOPS_KV_SPLIT_INT8 ? "split_int8"
-                                                          : "packed656",
-                       c->ci ? "" : "  (not in CI)");
-            } else if (cases[i].idxp) {
-                const dsops_idxp_case *c = cases[i].idxp;
-                printf("%-40s indexer_prolog_v32          B %-3d S %-4d H %d Q %d NI %d DI %d %s%s, %s%s\n", c->name,
-                       c->B, c->S, c->H, c->Q, c->NI, c->DI, c->int8 ? "int8" : "bf16",
-                       c->int8 || c->hadamard ? "" : " (no Hadamard)",
-                       c->rope_mode == DSOPS_ROPE_HALF          ? "half"
-                       : c->rope_mode == DSOPS_ROPE_INTERLEAVED ? "interleaved"
-                                                                : "interleaved_in_half_out",
-                       c->ci ? "" : "  (not in CI)");
-            } else if (cases[i].mlap) {
-                const dsops_mlap_case *c = cases[i].mlap;
-                printf("%-40s mla_prolog_v32              B %-3d S %-4d H %d Q %d N %d %s wq_b, %s%s\n", c->name, c->B,
-                       c->S, c->H, c->Q, c->N, c->int8_wq_b ? "int8" : "bf16",
-                       c->layout == DSOPS_KV_SPLIT_BF16   ? "split_bf16"
-                       : c->layout == DSOPS_KV_SPLIT_INT8 ? "split_int8"
-                                                          : "packed656",
-                       c->ci ? "" : "  (not in CI)");
-            } else {
-                const dsops_li_case *c = cases[i].li;
-                printf("%-40s lightning_indexer           B %-3d S %-4d NI %-3d DI %-3d K %-5d ratio %d %s%s\n",
-                       c->name, c->B, c->S, c->NI, c->DI, c->K, c->cmp_ratio, c->int8 ? "int8" : "bf16",
-                       c->ci ? "" : "  (not in CI)");
-            }
+            const bench_case_ref *c = &cases[i];
+            int exact = !strcmp(c->name, what);
+            if (have_exact && !exact)
+                continue;
+            int full = full_size(c->name);
+            int prefix = !strncmp(c->name, what, wl) && full;
+            int all = !strcmp(what, "all") && full;
+            if (exact || prefix || all || (full && op_selects(what, c)))
+                order[norder++] = i;
         }
-        return what ? 0 : (list ? 0 : 2);
+    }
+    if (list || (!what && !suite)) {
+        if (suite || what) {
+            for (int k = 0; k < norder; k++)
+                list_case(&cases[order[k]]);
+        } else {
+            for (int i = 0; i < count; i++)
+                list_case(&cases[i]);
+        }
+        return list ? 0 : 2;
+    }
+    if (!norder) {
+        fprintf(stderr, "dsops bench: no case matches '%s' (see dsops bench --list)\n", suite ? suite->name : what);
+        return 2;
     }
     dsops_context *ctx;
     if (dsops_context_create(&ctx) != DSOPS_OK) {
@@ -747,42 +1455,33 @@ static int cmd_bench(int argc, char **argv)
         dsops_context_set_threads(ctx, o.threads);
     if (o.isa_set)
         dsops_context_set_isa(ctx, o.isa);
-    double peak[2] = {0, 0};
+    double peak[3] = {0, 0, 0}; /* indexed by dsops_peak_kind */
     dsops_measure_peak(dsops_isa_detected(), DSOPS_PEAK_BF16_DOT, 0.3, &peak[DSOPS_PEAK_BF16_DOT]);
     dsops_measure_peak(dsops_isa_detected(), DSOPS_PEAK_INT8_DOT, 0.2, &peak[DSOPS_PEAK_INT8_DOT]);
-    printf("peaks per core (%s): bf16 dot %.1f GFLOP/s, int8 dot %.1f GOP/s; %%peak = rate / (peak x threads)\n",
-           dsops_isa_name(dsops_isa_detected()), peak[0], peak[1]);
+    int any_hcpre = 0, any_hcpost = 0;
+    for (int k = 0; k < norder; k++)
+        any_hcpre |= cases[order[k]].hcpre != NULL, any_hcpost |= cases[order[k]].hcpost != NULL;
+    if (any_hcpre)
+        dsops_measure_peak(dsops_isa_detected(), DSOPS_PEAK_FP32_FMA, 0.2, &peak[DSOPS_PEAK_FP32_FMA]);
+    printf("peaks per core (%s): bf16 dot %.1f GFLOP/s, int8 dot %.1f GOP/s", dsops_isa_name(dsops_isa_detected()),
+           peak[DSOPS_PEAK_BF16_DOT], peak[DSOPS_PEAK_INT8_DOT]);
+    if (any_hcpre)
+        printf(", fp32 fma %.1f GFLOP/s", peak[DSOPS_PEAK_FP32_FMA]);
+    printf("; %%peak = rate / (peak x threads)\n");
+    if (any_hcpre)
+        printf("hc_pre counts the fp32 FLOP of its mix reduction (2 T M HC H) against the fp32 FMA peak\n");
+    if (any_hcpost)
+        printf("hc_post is memory-bound: GB/s counts x, residual, post, comb read and out written; no FLOP rate\n");
+    if (suite)
+        printf("suite %s: %s\n", suite->name, suite->about);
     printf("%-36s %-10s %3s %5s %10s %16s %8s %-5s %7s %7s %5s\n", "case", "isa", "thr", "runs", "median ms",
            "min-max ms", "G/s", "unit", "GB/s", "%peak", "check");
-    int failures = 0, matched = 0;
-    size_t wl = strlen(what);
-    /* an exact case name runs that case alone; otherwise a prefix, "all" or an operator name runs every
-     * full-size case it covers */
-    int have_exact = 0;
-    for (int i = 0; i < count; i++)
-        have_exact |= !strcmp(cases[i].name, what);
-    for (int i = 0; i < count; i++) {
-        const bench_case_ref *c = &cases[i];
-        int exact = !strcmp(c->name, what);
-        if (have_exact && !exact)
-            continue;
-        int full = strstr(c->name, "_ci") == NULL && strstr(c->name, "_edge") == NULL;
-        int prefix = !strncmp(c->name, what, wl) && full;
-        int all = !strcmp(what, "all") && full;
-        int op = full && ((!strcmp(what, "sparse_flash_attention_v32") && c->sfa) ||
-                          (!strcmp(what, "lightning_indexer") && c->li) || (!strcmp(what, "mla_prolog_v32") && c->mlap) ||
-                          (!strcmp(what, "sparse_attention_v32") && c->dia) ||
-                          (!strcmp(what, "indexer_prolog_v32") && c->idxp));
-        if (!(exact || prefix || all || op))
-            continue;
-        matched++;
-        failures += bench_case(c, &o, ctx, peak);
-    }
+    static bench_result results[512];
+    int failures = 0;
+    for (int k = 0; k < norder; k++)
+        failures += bench_case(&cases[order[k]], &o, ctx, peak, &results[k]);
+    print_vendor_summary(results, norder);
     dsops_context_destroy(ctx);
-    if (!matched) {
-        fprintf(stderr, "dsops bench: no case matches '%s' (see dsops bench --list)\n", what);
-        return 2;
-    }
     return failures ? 1 : 0;
 }
 
