@@ -31,6 +31,7 @@ static void build_tables(void)
     dsops_indexer_kernels_init__avx512bf16(&t.indexer);
     dsops_linear_kernels_init__avx512bf16(&t.linear);
     dsops_hc_kernels_init__avx512bf16(&t.hc);
+    dsops_compressor_kernels_init__avx512bf16(&t.compressor);
     dsops_peak_kernels_init__avx512bf16(&t);
 #endif
     t.isa = DSOPS_ISA_AVX512BF16;

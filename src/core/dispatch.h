@@ -82,6 +82,7 @@ typedef struct dsops_linear_kernels {
  * hc_fn) is first packed by `pack` into packed_floats(M, HC, H) floats (64-byte aligned).
  * work: DSOPS_HC_MIX_WORK(nt, M) floats. A tier without it leaves the entries NULL (oneDNN is used). */
 #define DSOPS_HC_MIX_WORK(nt, M) ((size_t)(((nt) + 1) / 2) * (size_t)((((M) + 11) / 12) * 24 + 2) * 16)
+#define DSOPS_HC_POST_MAX_HC 16
 typedef struct dsops_hc_kernels {
     size_t (*packed_floats)(int M, int HC, int64_t H);
     void (*pack)(const float *w, size_t ldw, int M, int HC, int64_t H, float *wp);
@@ -89,7 +90,20 @@ typedef struct dsops_hc_kernels {
                 float *mix, size_t ldm, float *ss, float *work);
     /* Step 9: y[d] = bf16(sum_i pre[i] f32(x_i[d])), i ascending, x_i = x + i*lds (no contraction). */
     void (*weighted_sum)(const uint16_t *x, size_t lds, int HC, int64_t H, const float *pre, uint16_t *y);
+    /* hc_post for one token (spec §3.2), HC <= DSOPS_HC_POST_MAX_HC: out_j[d] = cast(post[j] x[d] +
+     * sum_i comb[i][j] res_i[d]) (i ascending, no contraction), res_i = res + i*lds_res, out_j = out +
+     * j*lds_out; every res_i[d] is read before out_j[d] is written (out may be res). Elements are bf16, or
+     * fp32 when fp32 != 0; post [HC] and comb [HC][HC] are fp32. */
+    void (*post_token)(const void *x, const void *res, size_t lds_res, void *out, size_t lds_out, int HC, int64_t H,
+                       const float *post, const float *comb, int fp32);
 } dsops_hc_kernels;
+
+/* The compressor's pooling (spec §3.4 step 3) of one window over n candidates: candidate r's value and
+ * logit rows are kv[r], sc[r] (channel d at [d], d < D); pooled[d] = sum_r kv_r[d] P_r[d] with P the
+ * softmax over r of sc_r[d]. e: 16 * n floats, 64-byte aligned. NULL: the portable loop is used. */
+typedef struct dsops_compressor_kernels {
+    void (*pool)(const float *const *kv, const float *const *sc, int n, int64_t D, float *pooled, float *e);
+} dsops_compressor_kernels;
 
 typedef struct dsops_kernel_table {
     dsops_isa isa;
@@ -97,6 +111,7 @@ typedef struct dsops_kernel_table {
     dsops_indexer_kernels indexer;
     dsops_linear_kernels linear;
     dsops_hc_kernels hc;
+    dsops_compressor_kernels compressor;
     /* Dot-product throughput probes: run `iters` iterations of a register-resident loop and return
      * the number of multiply-adds (products) performed. */
     double (*peak_bf16_dot)(long iters);
@@ -116,6 +131,7 @@ void dsops_indexer_kernels_init__avx2(dsops_indexer_kernels *k);
 void dsops_indexer_kernels_init__avx512bf16(dsops_indexer_kernels *k);
 void dsops_linear_kernels_init__avx512bf16(dsops_linear_kernels *k);
 void dsops_hc_kernels_init__avx512bf16(dsops_hc_kernels *k);
+void dsops_compressor_kernels_init__avx512bf16(dsops_compressor_kernels *k);
 void dsops_peak_kernels_init__scalar(dsops_kernel_table *t);
 void dsops_peak_kernels_init__avx2(dsops_kernel_table *t);
 void dsops_peak_kernels_init__avx512bf16(dsops_kernel_table *t);

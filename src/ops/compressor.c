@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "dispatch.h"
 #include "internal.h"
 #include "linear.h"
 #include "primitives.h"
@@ -297,6 +298,7 @@ typedef struct cmp_call {
     const float *kvp, *scp; /* [T, C*D] fresh projections (ape included in scp) */
     const float *gamma;     /* [D] norm_weight widened */
     const float *hm;        /* [D, D] hadamard widened (rotate only) */
+    void (*pool)(const float *const *kv, const float *const *sc, int n, int64_t D, float *pooled, float *e);
 } cmp_call;
 
 /* Value and logit rows (C*D fp32) of position u of sequence b: fresh or the pre-call state. */
@@ -329,6 +331,14 @@ static void pool_window(const cmp_call *c, int64_t b, int64_t k, float *pooled, 
     for (int64_t u = k * R; u < k * R + R; u++) { /* this window: second half (overlap) or all channels */
         candidate_rows(c, b, u, &kvr[n], &scr[n]);
         off[n++] = c->d->C == 2 ? D : 0;
+    }
+    if (c->pool) {
+        for (int64_t r = 0; r < n; r++) {
+            kvr[r] += off[r];
+            scr[r] += off[r];
+        }
+        c->pool(kvr, scr, (int)n, D, pooled, e);
+        return;
     }
     for (int64_t d0 = 0; d0 < D; d0 += CHANNEL_BLOCK) {
         int64_t w = D - d0 < CHANNEL_BLOCK ? D - d0 : CHANNEL_BLOCK;
@@ -432,7 +442,8 @@ static dsops_status compute_entries(const cmp_args *a, const cmp_dims *d, const 
     const cmp_seq *seq = (const cmp_seq *)(scratch + L->seq);
     float *kvp = (float *)(scratch + L->kvp), *scp = (float *)(scratch + L->scp);
     int64_t CD = d->CD, D = d->D, T = d->T;
-    *c = (cmp_call){a, d, seq, kvp, scp, (float *)(scratch + L->gamma), (float *)(scratch + L->hm)};
+    *c = (cmp_call){a, d, seq, kvp, scp, (float *)(scratch + L->gamma), (float *)(scratch + L->hm),
+                    dsops_kernel_table_get(isa)->compressor.pool};
     dsops_widen_row(a->norm_weight.data, a->norm_weight.dtype, (int)D, (float *)c->gamma);
     if (d->rotate)
         for (int64_t i = 0; i < D; i++)

@@ -4,9 +4,6 @@
  * Sinkhorn and the weighted sum are per-token epilogues. */
 #include <math.h>
 #include <stdlib.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "internal.h"
 #include "dispatch.h"
@@ -314,14 +311,21 @@ dsops_status dsops_hc_post(dsops_context *ctx, const dsops_hc_post_args *a)
         return DSOPS_ERR_NOMEM;
     }
     bool bf16 = a->x.dtype == DSOPS_BF16;
+    const dsops_hc_kernels *kern = &dsops_kernel_table_get(use->isa)->hc;
 #pragma omp parallel for schedule(static) num_threads(use->threads)
     for (int64_t t = 0; t < T; t++) {
-#ifdef _OPENMP
-        float *res = (float *)(scratch + per_thread * (size_t)omp_get_thread_num());
-#else
-        float *res = (float *)scratch;
-#endif
+        float *res = (float *)(scratch + per_thread * (size_t)dsops_thread_num());
         float *post = res + HC * H, *comb = post + HC;
+        if (kern->post_token && HC <= DSOPS_HC_POST_MAX_HC) {
+            for (int64_t i = 0; i < HC; i++) {
+                post[i] = load_real(dsops_at2(&a->post, t, i), a->post.dtype);
+                for (int64_t j = 0; j < HC; j++)
+                    comb[i * HC + j] = load_real(dsops_at3(&a->comb, t, i, j), a->comb.dtype);
+            }
+            kern->post_token(dsops_at2(&a->x, t, 0), dsops_at3(&a->residual, t, 0, 0), (size_t)a->residual.stride[1],
+                             dsops_at3(&a->out, t, 0, 0), (size_t)a->out.stride[1], (int)HC, H, post, comb, !bf16);
+            continue;
+        }
         /* every stream of the token is read before any is written (out may alias residual) */
         for (int64_t i = 0; i < HC; i++) {
             const void *row = dsops_at3(&a->residual, t, i, 0);

@@ -123,18 +123,74 @@ static void hc_weighted_sum(const uint16_t *x, size_t lds, int HC, int64_t H, co
 {
     int64_t d = 0;
     for (; d + 16 <= H; d += 16) {
-        __m512 acc = _mm512_mul_ps(_mm512_set1_ps(pre[0]), bf16_widen(x + d));
-        for (int i = 1; i < HC; i++)
+        __m512 acc = _mm512_setzero_ps(); /* 0 + ... as the scalar loop (keeps the sign of zero results) */
+        for (int i = 0; i < HC; i++)
             acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_set1_ps(pre[i]), bf16_widen(x + (size_t)i * lds + d)));
         _mm256_storeu_si256((__m256i *)(y + d), bf16_rne(acc));
     }
     if (d < H) {
         __mmask16 m = (__mmask16)((1u << (H - d)) - 1u);
-        __m512 acc = _mm512_mul_ps(_mm512_set1_ps(pre[0]), bf16_widen_mask(x + d, m));
-        for (int i = 1; i < HC; i++)
+        __m512 acc = _mm512_setzero_ps();
+        for (int i = 0; i < HC; i++)
             acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_set1_ps(pre[i]), bf16_widen_mask(x + (size_t)i * lds + d, m)));
         _mm256_mask_storeu_epi16(y + d, m, bf16_rne(acc));
     }
+}
+
+/* Loads / stores 16 elements (bf16 or fp32); `full` (a constant after inlining) avoids the masked forms,
+ * which are slower here, on whole chunks. */
+static inline __attribute__((always_inline)) __m512 load_real(const void *p, int64_t d, __mmask16 m, int fp32, int full)
+{
+    if (fp32)
+        return full ? _mm512_loadu_ps((const float *)p + d) : _mm512_maskz_loadu_ps(m, (const float *)p + d);
+    return full ? bf16_widen((const uint16_t *)p + d) : bf16_widen_mask((const uint16_t *)p + d, m);
+}
+
+static inline __attribute__((always_inline)) void store_real(void *p, int64_t d, __mmask16 m, int fp32, int full,
+                                                             __m512 v)
+{
+    if (fp32 && full)
+        _mm512_storeu_ps((float *)p + d, v);
+    else if (fp32)
+        _mm512_mask_storeu_ps((float *)p + d, m, v);
+    else if (full)
+        _mm256_storeu_si256((__m256i *)((uint16_t *)p + d), bf16_rne(v));
+    else
+        _mm256_mask_storeu_epi16((uint16_t *)p + d, m, bf16_rne(v));
+}
+
+/* 16 channels of every output stream: all HC residual values are loaded before the first store. */
+static inline __attribute__((always_inline)) void post_step(const void *x, const void *res, size_t lds_res, void *out,
+                                                            size_t lds_out, int HC, const float *post,
+                                                            const float *comb, int fp32, int64_t d, __mmask16 m,
+                                                            int full)
+{
+    size_t es = fp32 ? 4 : 2;
+    __m512 r[DSOPS_HC_POST_MAX_HC];
+    for (int i = 0; i < HC; i++)
+        r[i] = load_real((const char *)res + (size_t)i * lds_res * es, d, m, fp32, full);
+    __m512 xv = load_real(x, d, m, fp32, full);
+    for (int j = 0; j < HC; j++) {
+        __m512 acc = _mm512_setzero_ps(); /* 0 + ... as the scalar loop (keeps the sign of zero results) */
+        for (int i = 0; i < HC; i++)
+            acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_set1_ps(comb[i * HC + j]), r[i]));
+        __m512 v = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(post[j]), xv), acc);
+        store_real((char *)out + (size_t)j * lds_out * es, d, m, fp32, full, v);
+    }
+}
+
+static void hc_post_token(const void *x, const void *res, size_t lds_res, void *out, size_t lds_out, int HC, int64_t H,
+                          const float *post, const float *comb, int fp32)
+{
+    int64_t d = 0;
+    if (fp32)
+        for (; d + 16 <= H; d += 16)
+            post_step(x, res, lds_res, out, lds_out, HC, post, comb, 1, d, 0xffff, 1);
+    else
+        for (; d + 16 <= H; d += 16)
+            post_step(x, res, lds_res, out, lds_out, HC, post, comb, 0, d, 0xffff, 1);
+    if (d < H)
+        post_step(x, res, lds_res, out, lds_out, HC, post, comb, fp32, d, (__mmask16)((1u << (H - d)) - 1u), 0);
 }
 
 void dsops_hc_kernels_init__avx512bf16(dsops_hc_kernels *k)
@@ -142,5 +198,6 @@ void dsops_hc_kernels_init__avx512bf16(dsops_hc_kernels *k)
     k->mix = hc_mix;
     k->pack = hc_pack;
     k->weighted_sum = hc_weighted_sum;
+    k->post_token = hc_post_token;
     k->packed_floats = hc_packed_floats;
 }
