@@ -814,6 +814,206 @@ static dsops_status hcpost_call(dsops_context *ctx, const void *args, const dsop
     return dsops_hc_post(ctx, args);
 }
 
+/* ---- mla_prolog_v4 ------------------------------------------------------------------------------ */
+
+/* Writes no cache. D is the rows of wkv and N the rows of wq_b over D. qr_scale exists only with int8
+ * wq_b: it is produced (and written to OUT) only then. */
+typedef dsops_mla_prolog_v4_args mla4_args;
+
+static const run_tensor_desc mla4_tensors[] = {
+    RUN_TENSOR(mla4_args, x, RUN_IN, RUN_DT(DSOPS_BF16), "[T, H]"),
+    RUN_TENSOR(mla4_args, wq_a, RUN_IN, RUN_DT(DSOPS_BF16), "[Q, H]"),
+    RUN_TENSOR(mla4_args, gamma_cq, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[Q]"),
+    RUN_TENSOR(mla4_args, wq_b, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_INT8), "[N*D, Q] (I8: int8 qr)"),
+    RUN_TENSOR(mla4_args, wq_b_scale, RUN_IN_OPT, RUN_DT(DSOPS_FP32), "[N*D], int8 wq_b"),
+    RUN_TENSOR(mla4_args, wkv, RUN_IN, RUN_DT(DSOPS_BF16), "[D, H], D > 64"),
+    RUN_TENSOR(mla4_args, gamma_ckv, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[D]"),
+    RUN_TENSOR(mla4_args, rope_cos, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, 64], pairs tables"),
+    RUN_TENSOR(mla4_args, rope_sin, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, 64]"),
+    RUN_TENSOR(mla4_args, q, RUN_OUT, RUN_DT(DSOPS_BF16), "[T, N, D]"),
+    RUN_TENSOR(mla4_args, kv, RUN_OUT, RUN_DT(DSOPS_BF16), "[T, D]"),
+    RUN_TENSOR(mla4_args, qr, RUN_OUT, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_INT8), "[T, Q], dtype of wq_b"),
+    RUN_TENSOR(mla4_args, qr_scale, RUN_OUT_OPT, RUN_DT(DSOPS_FP32), "[T], int8 wq_b only (not in OUT with bf16 wq_b)"),
+};
+
+static const run_param_desc mla4_params[] = {
+    RUN_PARAM(mla4_args, eps_cq, RUN_FLOAT, NULL, "default 1e-6"),
+    RUN_PARAM(mla4_args, eps_ckv, RUN_FLOAT, NULL, "default 1e-6"),
+    RUN_PARAM(mla4_args, eps_qh, RUN_FLOAT, NULL, "per-head q norm (default 1e-6)"),
+    RUN_PARAM(mla4_args, rope_mode, RUN_ENUM, run_rope_modes, "default interleaved"),
+    RUN_PARAM(mla4_args, rope_inverse, RUN_BOOL, NULL, "default false"),
+};
+
+static dsops_status mla4_init(void *args, dsops_preset preset) { return dsops_mla_prolog_v4_init(args, preset); }
+
+static dsops_status mla4_output_shapes(void *args, char *msg, size_t len)
+{
+    mla4_args *a = args;
+    if (a->x.ndim != 2 || a->wq_a.ndim != 2 || a->wq_b.ndim != 2 || a->wkv.ndim != 2) {
+        snprintf(msg, len,
+                 "x, wq_a, wq_b and wkv have ranks %d, %d, %d and %d, expected 2 ([T, H], [Q, H], [N*D, Q], [D, H])",
+                 a->x.ndim, a->wq_a.ndim, a->wq_b.ndim, a->wkv.ndim);
+        return DSOPS_ERR_SHAPE;
+    }
+    const int64_t T = a->x.shape[0], Q = a->wq_a.shape[0], D = a->wkv.shape[0], rows = a->wq_b.shape[0];
+    if (D < 1 || rows % D != 0) {
+        snprintf(msg, len, "wq_b.shape[0] = %lld, expected N * D with D = %lld (wkv.shape[0])", (long long)rows,
+                 (long long)D);
+        return DSOPS_ERR_SHAPE;
+    }
+    const bool int8w = a->wq_b.dtype == DSOPS_INT8;
+    int64_t tnd[3] = {T, rows / D, D}, td[2] = {T, D}, tq[2] = {T, Q}, t1[1] = {T};
+    a->q = dsops_tensor_make(NULL, DSOPS_BF16, 3, tnd);
+    a->kv = dsops_tensor_make(NULL, DSOPS_BF16, 2, td);
+    a->qr = dsops_tensor_make(NULL, int8w ? DSOPS_INT8 : DSOPS_BF16, 2, tq);
+    if (int8w)
+        a->qr_scale = dsops_tensor_make(NULL, DSOPS_FP32, 1, t1);
+    else
+        memset(&a->qr_scale, 0, sizeof a->qr_scale); /* not an output of the bf16 variant */
+    return DSOPS_OK;
+}
+
+static dsops_status mla4_call(dsops_context *ctx, const void *args, const dsops_run_impl *impl)
+{
+    if (impl != NULL && impl->mla_prolog_v4 != NULL)
+        return impl->mla_prolog_v4(ctx, args);
+    return dsops_mla_prolog_v4(ctx, args);
+}
+
+/* ---- indexer_prolog_v4 -------------------------------------------------------------------------- */
+
+/* Writes no cache. NI is the rows of weights_proj and DI the rows of hadamard. */
+typedef dsops_indexer_prolog_v4_args idxp4_args;
+
+static const run_tensor_desc idxp4_tensors[] = {
+    RUN_TENSOR(idxp4_args, qr, RUN_IN, RUN_DT(DSOPS_INT8), "[T, Q] (qr of mla_prolog_v4, int8 variant)"),
+    RUN_TENSOR(idxp4_args, qr_scale, RUN_IN, RUN_DT(DSOPS_FP32), "[T]"),
+    RUN_TENSOR(idxp4_args, x, RUN_IN, RUN_DT(DSOPS_BF16), "[T, H]"),
+    RUN_TENSOR(idxp4_args, idx_wq_b, RUN_IN, RUN_DT(DSOPS_INT8), "[NI*DI, Q]"),
+    RUN_TENSOR(idxp4_args, idx_wq_b_scale, RUN_IN, RUN_DT(DSOPS_FP32), "[NI*DI]"),
+    RUN_TENSOR(idxp4_args, weights_proj, RUN_IN, RUN_DT(DSOPS_BF16), "[NI, H]"),
+    RUN_TENSOR(idxp4_args, rope_cos, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, 64], pairs tables"),
+    RUN_TENSOR(idxp4_args, rope_sin, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, 64]"),
+    RUN_TENSOR(idxp4_args, hadamard, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[DI, DI], DI >= 64"),
+    RUN_TENSOR(idxp4_args, q_idx, RUN_OUT, RUN_DT(DSOPS_INT8), "[T, NI, DI]"),
+    RUN_TENSOR(idxp4_args, q_idx_scale, RUN_OUT, RUN_DT(DSOPS_FP16), "[T, NI]"),
+    RUN_TENSOR(idxp4_args, weights, RUN_OUT, RUN_DT(DSOPS_FP16), "[T, NI]"),
+};
+
+static const run_param_desc idxp4_params[] = {
+    RUN_PARAM(idxp4_args, weights_scale, RUN_FLOAT, NULL, "default 1/sqrt(64*128)"),
+    RUN_PARAM(idxp4_args, rope_mode, RUN_ENUM, run_rope_modes, "default interleaved"),
+    RUN_PARAM(idxp4_args, rope_inverse, RUN_BOOL, NULL, "default false (vendor op: true)"),
+};
+
+static dsops_status idxp4_init(void *args, dsops_preset preset) { return dsops_indexer_prolog_v4_init(args, preset); }
+
+static dsops_status idxp4_output_shapes(void *args, char *msg, size_t len)
+{
+    idxp4_args *a = args;
+    if (a->qr.ndim != 2 || a->weights_proj.ndim != 2 || a->hadamard.ndim != 2) {
+        snprintf(msg, len,
+                 "qr, weights_proj and hadamard have ranks %d, %d and %d, expected 2 ([T, Q], [NI, H], [DI, DI])",
+                 a->qr.ndim, a->weights_proj.ndim, a->hadamard.ndim);
+        return DSOPS_ERR_SHAPE;
+    }
+    const int64_t T = a->qr.shape[0], NI = a->weights_proj.shape[0], DI = a->hadamard.shape[0];
+    int64_t tnd[3] = {T, NI, DI}, tn[2] = {T, NI};
+    a->q_idx = dsops_tensor_make(NULL, DSOPS_INT8, 3, tnd);
+    a->q_idx_scale = dsops_tensor_make(NULL, DSOPS_FP16, 2, tn);
+    a->weights = dsops_tensor_make(NULL, DSOPS_FP16, 2, tn);
+    return DSOPS_OK;
+}
+
+static dsops_status idxp4_call(dsops_context *ctx, const void *args, const dsops_run_impl *impl)
+{
+    if (impl != NULL && impl->indexer_prolog_v4 != NULL)
+        return impl->indexer_prolog_v4(ctx, args);
+    return dsops_indexer_prolog_v4(ctx, args);
+}
+
+/* ---- compressor --------------------------------------------------------------------------------- */
+
+/* Both states are in-out: read from IN, updated at every token's position and written to OUT. The
+ * number of output rows NO is whatever the caller provides room for, so it is the rows of rope_cos (one
+ * table row per output row). D, ratio, overlap and rotate follow from the shapes (norm_weight [D],
+ * ape [R, C*D], hadamard given); values given by --set must agree with them (the library checks), and
+ * those not given are filled from the shapes so that OUT's metadata records what was used. */
+typedef dsops_compressor_args cmp_args;
+
+static const run_enum_value run_cmp_layouts[] = {
+    {"packed", DSOPS_CMP_PACKED}, {"row_per_seq", DSOPS_CMP_ROW_PER_SEQ}, {NULL, 0}};
+
+static const run_tensor_desc cmp_tensors[] = {
+    RUN_TENSOR(cmp_args, x, RUN_IN, RUN_DT(DSOPS_BF16), "[T, H]"),
+    RUN_TENSOR(cmp_args, cu_seqlens_q, RUN_IN, RUN_DT(DSOPS_INT32), "[B+1]"),
+    RUN_TENSOR(cmp_args, start_pos, RUN_IN, RUN_DT(DSOPS_INT32), "[B], position of each sequence's first token"),
+    RUN_TENSOR(cmp_args, wkv, RUN_IN, RUN_DT(DSOPS_BF16), "[C*D, H]"),
+    RUN_TENSOR(cmp_args, wgate, RUN_IN, RUN_DT(DSOPS_BF16), "[C*D, H]"),
+    RUN_TENSOR(cmp_args, ape, RUN_IN, RUN_DT(DSOPS_FP32), "[R, C*D], C = 2: overlap"),
+    RUN_TENSOR(cmp_args, norm_weight, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[D]"),
+    RUN_TENSOR(cmp_args, hadamard, RUN_IN_OPT, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[D, D], given: rotate"),
+    RUN_TENSOR(cmp_args, rope_cos, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[NO, 64], row r serves out row r"),
+    RUN_TENSOR(cmp_args, rope_sin, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[NO, 64]"),
+    RUN_TENSOR(cmp_args, kv_state, RUN_INOUT, RUN_DT(DSOPS_FP32), "[NBS, BSS, C*D]"),
+    RUN_TENSOR(cmp_args, score_state, RUN_INOUT, RUN_DT(DSOPS_FP32), "[NBS2, BSS2, C*D]"),
+    RUN_TENSOR(cmp_args, kv_state_block_table, RUN_IN, RUN_DT(DSOPS_INT32), "[B, MBS]"),
+    RUN_TENSOR(cmp_args, score_state_block_table, RUN_IN, RUN_DT(DSOPS_INT32), "[B, MBS2]"),
+    RUN_TENSOR(cmp_args, out, RUN_OUT, RUN_DT(DSOPS_BF16), "[NO, D], NO = rows of rope_cos"),
+    RUN_TENSOR(cmp_args, out_count, RUN_OUT_OPT, RUN_DT(DSOPS_INT32), "[B], entries per sequence"),
+};
+
+static const run_param_desc cmp_params[] = {
+    {"D", RUN_INT, offsetof(cmp_args, dim), sizeof(int), NULL, "head dim (default: from norm_weight)", false},
+    RUN_PARAM(cmp_args, ratio, RUN_INT, NULL, "R (default: rows of ape)"),
+    RUN_PARAM(cmp_args, overlap, RUN_BOOL, NULL, "C = 2 (default: from ape and norm_weight)"),
+    RUN_PARAM(cmp_args, rotate, RUN_BOOL, NULL, "Hadamard (default: whether hadamard is given)"),
+    RUN_PARAM(cmp_args, norm_eps, RUN_FLOAT, NULL, "default 1e-6"),
+    RUN_PARAM(cmp_args, rope_mode, RUN_ENUM, run_rope_modes, "default interleaved"),
+    RUN_PARAM(cmp_args, rope_inverse, RUN_BOOL, NULL, "default false"),
+    RUN_PARAM(cmp_args, out_layout, RUN_ENUM, run_cmp_layouts, "default packed (vendor op: row_per_seq)"),
+};
+enum { CMP_PARAM_D = 0, CMP_PARAM_RATIO = 1, CMP_PARAM_OVERLAP = 2, CMP_PARAM_ROTATE = 3 };
+
+static dsops_status cmp_init(void *args, dsops_preset preset) { return dsops_compressor_init(args, preset); }
+
+/* Only unambiguous shapes fill a value; otherwise "from the shapes" stays and the library reports them. */
+static void cmp_infer(void *args, const bool *given)
+{
+    cmp_args *a = args;
+    const bool have_d = a->norm_weight.ndim == 1 && a->norm_weight.shape[0] >= 1 && a->norm_weight.shape[0] <= INT_MAX;
+    const int64_t D = have_d ? a->norm_weight.shape[0] : 0;
+    if (!given[CMP_PARAM_D] && have_d)
+        a->dim = (int)D;
+    if (!given[CMP_PARAM_RATIO] && a->ape.ndim == 2 && a->ape.shape[0] >= 1 && a->ape.shape[0] <= INT_MAX)
+        a->ratio = (int)a->ape.shape[0];
+    if (!given[CMP_PARAM_OVERLAP] && have_d && a->ape.ndim == 2 && (a->ape.shape[1] == D || a->ape.shape[1] == 2 * D))
+        a->overlap = a->ape.shape[1] == 2 * D;
+    if (!given[CMP_PARAM_ROTATE])
+        a->rotate = a->hadamard.data != NULL;
+}
+
+static dsops_status cmp_output_shapes(void *args, char *msg, size_t len)
+{
+    cmp_args *a = args;
+    if (a->rope_cos.ndim != 2 || a->norm_weight.ndim != 1 || a->start_pos.ndim != 1) {
+        snprintf(msg, len, "rope_cos, norm_weight and start_pos have ranks %d, %d and %d, expected 2, 1 and 1",
+                 a->rope_cos.ndim, a->norm_weight.ndim, a->start_pos.ndim);
+        return DSOPS_ERR_SHAPE;
+    }
+    int64_t od[2] = {a->rope_cos.shape[0], a->norm_weight.shape[0]}, b1[1] = {a->start_pos.shape[0]};
+    a->out = dsops_tensor_make(NULL, DSOPS_BF16, 2, od);
+    a->out_count = dsops_tensor_make(NULL, DSOPS_INT32, 1, b1);
+    return DSOPS_OK;
+}
+
+static dsops_status cmp_call(dsops_context *ctx, const void *args, const dsops_run_impl *impl)
+{
+    if (impl != NULL && impl->compressor != NULL)
+        return impl->compressor(ctx, args);
+    return dsops_compressor(ctx, args);
+}
+
 /* ---- the registry ---------------------------------------------------------------------------- */
 
 static const run_op_desc run_ops[] = {
@@ -841,6 +1041,12 @@ static const run_op_desc run_ops[] = {
      DSOPS_PRESET_V4_FLASH, hcpre_init, NULL, hcpre_output_shapes, hcpre_call},
     {"hc_post", sizeof(hcpost_args), hcpost_tensors, RUN_COUNT(hcpost_tensors), NULL, 0, DSOPS_PRESET_V4_FLASH,
      hcpost_init, NULL, hcpost_output_shapes, hcpost_call},
+    {"mla_prolog_v4", sizeof(mla4_args), mla4_tensors, RUN_COUNT(mla4_tensors), mla4_params, RUN_COUNT(mla4_params),
+     DSOPS_PRESET_V4_FLASH, mla4_init, NULL, mla4_output_shapes, mla4_call},
+    {"indexer_prolog_v4", sizeof(idxp4_args), idxp4_tensors, RUN_COUNT(idxp4_tensors), idxp4_params,
+     RUN_COUNT(idxp4_params), DSOPS_PRESET_V4_FLASH, idxp4_init, NULL, idxp4_output_shapes, idxp4_call},
+    {"compressor", sizeof(cmp_args), cmp_tensors, RUN_COUNT(cmp_tensors), cmp_params, RUN_COUNT(cmp_params),
+     DSOPS_PRESET_V4_FLASH, cmp_init, cmp_infer, cmp_output_shapes, cmp_call},
 };
 
 /* ---- driver ---------------------------------------------------------------------------------- */
@@ -969,7 +1175,8 @@ void dsops_run_print_usage(FILE *fp)
             "Tensors are read from IN under their argument names; parameters come from --set or from IN's\n"
             "__metadata__ (--set wins); --set preset=v32|v4_flash|v4_pro applies a preset's defaults first.\n"
             "OUT receives every output and in-out tensor; an output that exists in one variant only (qr_scale of\n"
-            "mla_prolog_v32 and q_idx_scale of indexer_prolog_v32: int8 only) is in OUT only for that variant.\n"
+            "mla_prolog_v32 and mla_prolog_v4, q_idx_scale of indexer_prolog_v32: int8 only) is in OUT only for\n"
+            "that variant.\n"
             "Errors: \"dsops run: <STATUS>: <message>\" on stderr, OUT untouched.\n");
     for (size_t i = 0; i < RUN_COUNT(run_ops); i++) {
         const run_op_desc *op = &run_ops[i];
@@ -977,7 +1184,7 @@ void dsops_run_print_usage(FILE *fp)
         for (size_t k = 0; k < op->n_tensors; k++) {
             char dts[64];
             run_dtype_list(op->tensors[k].dtypes, dts, sizeof dts);
-            fprintf(fp, "    %-16s %-18s %-12s %s\n", op->tensors[k].name, run_dir_name(op->tensors[k].dir), dts,
+            fprintf(fp, "    %-23s %-18s %-12s %s\n", op->tensors[k].name, run_dir_name(op->tensors[k].dir), dts,
                     op->tensors[k].note != NULL ? op->tensors[k].note : "");
         }
         fprintf(fp, "  parameters:\n");

@@ -11,7 +11,7 @@
  * which sizes its outputs) is required: without it the command is a usage error.
  * OUT receives every output (optional ones included) and every in-out tensor, plus metadata naming the
  * operator, the parameter values used, the library version, the ISA tier and the thread count. An output
- * that only one variant of an operator has (qr_scale of mla_prolog_v32 and q_idx_scale of
+ * that only one variant of an operator has (qr_scale of mla_prolog_v32 and mla_prolog_v4, q_idx_scale of
  * indexer_prolog_v32, both int8 only) is produced and written only by calls of that variant.
  *
  * Errors print "dsops run: <STATUS>: <message>" on standard error and leave OUT untouched (it is
@@ -47,6 +47,9 @@ typedef struct dsops_run_impl {
     dsops_status (*indexer_prolog_v32)(dsops_context *ctx, const dsops_indexer_prolog_v32_args *args);
     dsops_status (*hc_pre)(dsops_context *ctx, const dsops_hc_pre_args *args);
     dsops_status (*hc_post)(dsops_context *ctx, const dsops_hc_post_args *args);
+    dsops_status (*mla_prolog_v4)(dsops_context *ctx, const dsops_mla_prolog_v4_args *args);
+    dsops_status (*indexer_prolog_v4)(dsops_context *ctx, const dsops_indexer_prolog_v4_args *args);
+    dsops_status (*compressor)(dsops_context *ctx, const dsops_compressor_args *args);
 } dsops_run_impl;
 
 /* argv[0] is the operator name (or --help), the rest the options. Returns the process exit code. */

@@ -1,4 +1,5 @@
 /* Linear maps through oneDNN matmuls (see linear.h). */
+#include <stdio.h>
 #include <stdlib.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -353,6 +354,7 @@ dsops_status dsops_linear_run(const dsops_linear_job *jobs, int njobs, int64_t M
         off += (int)(M * l->K);
     }
     dsops_status status = DSOPS_OK;
+    char message[512] = "";
     /* (job, chunk) items on the library's threads; each task caps its own nested parallelism at one
      * thread, so oneDNN never adds threads and the chunking alone fixes the arithmetic */
 #pragma omp parallel num_threads(threads)
@@ -386,10 +388,16 @@ dsops_status dsops_linear_run(const dsops_linear_job *jobs, int njobs, int64_t M
         }
         if (mine != DSOPS_OK) {
 #pragma omp critical(dsops_linear_status)
-            status = mine;
+            {
+                status = mine;
+                /* the message is thread-local: carry the worker's to the calling thread */
+                snprintf(message, sizeof message, "%s", dsops_last_error());
+            }
         }
     }
     free(xb);
     free(biased);
+    if (status != DSOPS_OK)
+        return dsops_fail(status, "%s", message);
     return status;
 }

@@ -130,7 +130,7 @@ static dsops_status check_shapes(const cmp_args *a, cmp_dims *d)
 static dsops_status check_params(const cmp_args *a, const cmp_dims *d)
 {
     if (a->dim != 0 && a->dim != d->D)
-        return dsops_fail(DSOPS_ERR_PARAM, "dim = %d, but the shapes give D = %lld (norm_weight)", a->dim, (long long)d->D);
+        return dsops_fail(DSOPS_ERR_PARAM, "dim (D) = %d, but the shapes give D = %lld (norm_weight)", a->dim, (long long)d->D);
     if (a->ratio != 0 && a->ratio != d->R)
         return dsops_fail(DSOPS_ERR_PARAM, "ratio = %d, but the shapes give R = %lld (ape rows)", a->ratio, (long long)d->R);
     if (a->overlap != -1 && a->overlap != (d->C == 2))

@@ -265,6 +265,68 @@ static dsops_status ref_hc_post(dsops_context *ctx, const dsops_hc_post_args *a)
     return st;
 }
 
+/* The V4 prologs write no cache: the library validates on scratch outputs, then the oracle writes them. */
+static dsops_status ref_mla_prolog_v4(dsops_context *ctx, const dsops_mla_prolog_v4_args *a)
+{
+    dsops_mla_prolog_v4_args v = *a;
+    dsops_tensor *outs[4] = {&v.q, &v.kv, &v.qr, &v.qr_scale};
+    void *mem[4];
+    int ok = 1;
+    for (int i = 0; i < 4; i++) {
+        const dsops_tensor orig = *outs[i];
+        *outs[i] = scratch_like(&orig, &mem[i]);
+        ok &= orig.data == NULL || mem[i] != NULL;
+    }
+    dsops_status st = ok ? dsops_mla_prolog_v4(ctx, &v) : DSOPS_ERR_NOMEM;
+    for (int i = 0; i < 4; i++)
+        free(mem[i]);
+    if (st == DSOPS_OK)
+        dsops_ref_mla_prolog_v4(a);
+    return st;
+}
+
+static dsops_status ref_indexer_prolog_v4(dsops_context *ctx, const dsops_indexer_prolog_v4_args *a)
+{
+    dsops_indexer_prolog_v4_args v = *a;
+    dsops_tensor *outs[3] = {&v.q_idx, &v.q_idx_scale, &v.weights};
+    void *mem[3];
+    int ok = 1;
+    for (int i = 0; i < 3; i++) {
+        const dsops_tensor orig = *outs[i];
+        *outs[i] = scratch_like(&orig, &mem[i]);
+        ok &= orig.data == NULL || mem[i] != NULL;
+    }
+    dsops_status st = ok ? dsops_indexer_prolog_v4(ctx, &v) : DSOPS_ERR_NOMEM;
+    for (int i = 0; i < 3; i++)
+        free(mem[i]);
+    if (st == DSOPS_OK)
+        dsops_ref_indexer_prolog_v4(a);
+    return st;
+}
+
+/* compressor: the library validates on scratch outputs and scratch copies of both states (validation reads
+ * the tables, not the states, but a copy keeps the call identical); then the oracle updates the real ones. */
+static dsops_status ref_compressor(dsops_context *ctx, const dsops_compressor_args *a)
+{
+    dsops_compressor_args v = *a;
+    dsops_tensor *outs[2] = {&v.out, &v.out_count};
+    dsops_tensor *states[2] = {&v.kv_state, &v.score_state};
+    void *mem[4];
+    int ok = 1;
+    for (int i = 0; i < 4; i++) {
+        dsops_tensor *t = i < 2 ? outs[i] : states[i - 2];
+        const dsops_tensor orig = *t;
+        *t = i < 2 ? scratch_like(&orig, &mem[i]) : scratch_copy(&orig, &mem[i]);
+        ok &= orig.data == NULL || mem[i] != NULL;
+    }
+    dsops_status st = ok ? dsops_compressor(ctx, &v) : DSOPS_ERR_NOMEM;
+    for (int i = 0; i < 4; i++)
+        free(mem[i]);
+    if (st == DSOPS_OK)
+        dsops_ref_compressor(a);
+    return st;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -286,5 +348,8 @@ int main(int argc, char **argv)
     impl.indexer_prolog_v32 = ref_indexer_prolog;
     impl.hc_pre = ref_hc_pre;
     impl.hc_post = ref_hc_post;
+    impl.mla_prolog_v4 = ref_mla_prolog_v4;
+    impl.indexer_prolog_v4 = ref_indexer_prolog_v4;
+    impl.compressor = ref_compressor;
     return dsops_cmd_run(argc - 1, argv + 1, &impl);
 }
