@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Main job: set up, build, print the machine's peaks and benchmark the V3.2 operators on named cases of
-# spec/CASES.md (sparse flash attention, lightning indexer, MLA prolog) on 1 and 2 threads. Extra
-# arguments are passed to `dsops bench`.
+# Main job: set up, build, print the machine's peaks and benchmark named cases of spec/CASES.md on 1 and
+# 2 threads: the V3.2 operators (sparse flash attention, lightning indexer, MLA prolog) and the cases of
+# the vendor's V4 timing table (--suite seed-v4). Extra arguments are passed to `dsops bench`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -12,4 +12,6 @@ for threads in 1 2; do
     echo
     ./build/tools/dsops bench "$cases" --threads "$threads" "$@"
   done
+  echo
+  ./build/tools/dsops bench --suite seed-v4 --threads "$threads" "$@"
 done

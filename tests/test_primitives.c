@@ -101,6 +101,7 @@ static const tu_tol RMS_TOL = {1e-4, 1.0 / 128, 0.005};
 static const tu_tol Q_TOL = {1, 0, 0};
 static const tu_tol SCALE_TOL = {2.5e-5, 0.005, 0};
 static const tu_tol EXACT = {0, 0, 0};
+static const tu_tol RMS_ROW_TOL = {0, 2e-6, 0};
 
 /* ---- row-level functions ------------------------------------------------------------------------ */
 
@@ -135,14 +136,17 @@ static void test_rows(void)
         for (int k = 0; k < 3; k++) {
             float eps = epss[k];
             const float *gg = k == 1 ? NULL : g;
+            /* the library sums the squares in 16 partial sums and multiplies by 1 / r (spec §1.7): a few
+             * ulp from the oracle's ascending sum and division, nothing more */
             dsops_rmsnorm_row(v, n, gg, eps, y);
             dsops_ref_rmsnorm_row(v, n, gg, eps, r);
-            int64_t d = first_float_diff(y, r, (size_t)n);
-            tu_check(d < 0, "rows: rmsnorm_row n %d eps %g%s differs at %lld: %.9g vs %.9g", n, (double)eps,
-                     gg ? "" : " unweighted", (long long)d, d < 0 ? 0.0 : y[d], d < 0 ? 0.0 : r[d]);
+            char label[96];
+            snprintf(label, sizeof label, "rows: rmsnorm_row n %d eps %g%s", n, (double)eps, gg ? "" : " unweighted");
+            tu_compare_close(label, y, r, (size_t)n, RMS_ROW_TOL, NULL);
             memcpy(vin, v, (size_t)n * 4);
             dsops_rmsnorm_row(vin, n, gg, eps, vin);
-            tu_check(first_float_diff(vin, r, (size_t)n) < 0, "rows: rmsnorm_row n %d in place differs", n);
+            tu_check(first_float_diff(vin, y, (size_t)n) < 0, "rows: rmsnorm_row n %d in place differs", n);
+            int64_t d;
             const float *bb = k == 2 ? NULL : b;
             dsops_layernorm_row(v, n, gg, bb, eps, y);
             dsops_ref_layernorm_row(v, n, gg, bb, eps, r);
@@ -160,6 +164,7 @@ static void test_rows(void)
         dsops_rmsnorm_row(v, 8, NULL, 1e-6f, y);
         dsops_ref_rmsnorm_row(v, 8, NULL, 1e-6f, r);
         tu_check(first_float_diff(y, r, 8) < 0 && y[0] == 0.0f, "rows: rmsnorm_row with sum(v^2) = +Inf");
+        (void)r;
         float z[8] = {0};
         dsops_rmsnorm_row(z, 8, NULL, 0.0f, y);
         tu_check(isnan(y[0]) && isnan(y[7]), "rows: rmsnorm_row of zeros with eps 0 is 0/0 = NaN");
