@@ -176,6 +176,33 @@ static dsops_status mixes_by_matmul(const dsops_hc_pre_args *a, int64_t T, int64
     return s;
 }
 
+/* Steps 2-9 of token t from its undivided mixes m (clobbered) and sum of squares ss. tmp: HC + HC*HC + H floats. */
+static void finish_token(const dsops_hc_pre_args *a, const dsops_hc_kernels *kern, int64_t t, int64_t HC, int64_t H,
+                         float *m, float ss, float *tmp)
+{
+    float *pre = tmp, *A = pre + HC, *acc = A + HC * HC;
+    int64_t M = (2 + HC) * HC;
+    float r = sqrtf(ss / (float)(HC * H) + a->norm_eps);
+    for (int64_t k = 0; k < M; k++)
+        m[k] = m[k] / r;
+    gates_and_sinkhorn(a, t, HC, m, pre, A);
+    if (kern->weighted_sum) {
+        kern->weighted_sum(dsops_at3(&a->x, t, 0, 0), (size_t)a->x.stride[1], (int)HC, H, pre, dsops_at2(&a->y, t, 0));
+        return;
+    }
+    /* y = sum_i pre_i x_i, i ascending, one stream at a time over a row of accumulators */
+    for (int64_t d = 0; d < H; d++)
+        acc[d] = 0.0f;
+    for (int64_t i = 0; i < HC; i++) {
+        const uint16_t *xi = dsops_at3(&a->x, t, i, 0);
+        for (int64_t d = 0; d < H; d++)
+            acc[d] += pre[i] * dsops_bf16_to_f32(xi[d]);
+    }
+    uint16_t *y = dsops_at2(&a->y, t, 0);
+    for (int64_t d = 0; d < H; d++)
+        y[d] = dsops_f32_to_bf16(acc[d]);
+}
+
 dsops_status dsops_hc_pre(dsops_context *ctx, const dsops_hc_pre_args *a)
 {
     if (!a)
@@ -215,36 +242,17 @@ dsops_status dsops_hc_pre(dsops_context *ctx, const dsops_hc_pre_args *a)
             float *work = (float *)(tmp + tmp_bytes * (size_t)dsops_thread_num() + (tmp_bytes - work_bytes));
             kern->mix(dsops_at3(&a->x, t0, 0, 0), (size_t)a->x.stride[0], (size_t)a->x.stride[1], (int)nt, (int)HC, H,
                       xf, (int)M, mix + t0 * M, (size_t)M, ss + t0, work);
+            /* the group's streams are still in L2 for the weighted sums */
+            for (int64_t t = t0; t < t0 + nt; t++)
+                finish_token(a, kern, t, HC, H, mix + t * M, ss[t], (float *)(tmp + tmp_bytes * (size_t)dsops_thread_num()));
         }
     } else {
         s = mixes_by_matmul(a, T, HC, H, xf, mix, ss, threads, use->isa);
     }
-    if (s == DSOPS_OK) {
+    if (s == DSOPS_OK && !kern->mix) {
 #pragma omp parallel for schedule(static) num_threads(threads)
-        for (int64_t t = 0; t < T; t++) {
-            float *pre = (float *)(tmp + tmp_bytes * (size_t)dsops_thread_num()), *A = pre + HC, *acc = A + HC * HC;
-            float *m = mix + t * M;
-            float r = sqrtf(ss[t] / (float)W + a->norm_eps);
-            for (int64_t k = 0; k < M; k++)
-                m[k] = m[k] / r;
-            gates_and_sinkhorn(a, t, HC, m, pre, A);
-            if (kern->weighted_sum) {
-                kern->weighted_sum(dsops_at3(&a->x, t, 0, 0), (size_t)a->x.stride[1], (int)HC, H, pre,
-                                   dsops_at2(&a->y, t, 0));
-                continue;
-            }
-            /* y = sum_i pre_i x_i, i ascending, one stream at a time over a row of accumulators */
-            for (int64_t d = 0; d < H; d++)
-                acc[d] = 0.0f;
-            for (int64_t i = 0; i < HC; i++) {
-                const uint16_t *xi = dsops_at3(&a->x, t, i, 0);
-                for (int64_t d = 0; d < H; d++)
-                    acc[d] += pre[i] * dsops_bf16_to_f32(xi[d]);
-            }
-            uint16_t *y = dsops_at2(&a->y, t, 0);
-            for (int64_t d = 0; d < H; d++)
-                y[d] = dsops_f32_to_bf16(acc[d]);
-        }
+        for (int64_t t = 0; t < T; t++)
+            finish_token(a, kern, t, HC, H, mix + t * M, ss[t], (float *)(tmp + tmp_bytes * (size_t)dsops_thread_num()));
     }
     dsops_context_end(ctx, use);
     if (s == DSOPS_OK)
