@@ -200,7 +200,7 @@ static int64_t row_bytes(const dsops_sfa_case *c)
  * parallel. */
 #define MAX_ROW 1024 /* Dc + Dr of any case */
 
-static rng row_rng(uint64_t seed, uint64_t stream, int64_t row)
+rng cases_row_rng(uint64_t seed, uint64_t stream, int64_t row)
 {
     rng r = {seed ^ (stream << 56) ^ ((uint64_t)row * 0xd1b54a32d192ed03ull)};
     cases_rng_next(&r); /* decorrelate neighbouring rows */
@@ -224,7 +224,7 @@ static int fill_cache(dsops_sfa_problem *p, uint64_t seed)
 #pragma omp parallel for schedule(static)
         for (int64_t row = 0; row < rows; row++) {
             float v[MAX_ROW];
-            rng r = row_rng(seed, STREAM_CACHE, row);
+            rng r = cases_row_rng(seed, STREAM_CACHE, row);
             uint8_t *dst = kv + row * 656;
             cases_rng_uniform_pm1(&r, v, (size_t)(Dc + Dr));
             for (int g = 0; g < 4; g++) {
@@ -255,7 +255,7 @@ static int fill_cache(dsops_sfa_problem *p, uint64_t seed)
 #pragma omp parallel for schedule(static)
         for (int64_t row = 0; row < rows; row++) {
             float v[MAX_ROW];
-            rng r = row_rng(seed, STREAM_CACHE, row);
+            rng r = cases_row_rng(seed, STREAM_CACHE, row);
             cases_rng_uniform_pm1(&r, v, (size_t)(Dc + Dr));
             for (int k = 0; k < Dc; k++)
                 nope[row * Dc + k] = cases_bf16_bits(v[k]);
@@ -272,7 +272,7 @@ static int fill_cache(dsops_sfa_problem *p, uint64_t seed)
 #pragma omp parallel for schedule(static)
         for (int64_t row = 0; row < rows; row++) {
             float v[MAX_ROW];
-            rng r = row_rng(seed, STREAM_CACHE, row);
+            rng r = cases_row_rng(seed, STREAM_CACHE, row);
             cases_rng_uniform_pm1(&r, v, (size_t)(Dc + Dr));
             for (int g = 0; g < G; g++)
                 scale[row * G + g] = quant_group(v + g * 128, nope + row * Dc + g * 128, 128);
@@ -357,7 +357,7 @@ dsops_sfa_problem *dsops_sfa_problem_make(const dsops_sfa_case *c, uint64_t seed
 #pragma omp parallel for schedule(static)
     for (int64_t th = 0; th < T * N; th++) {
         float qv[MAX_ROW];
-        rng rq = row_rng(seed, STREAM_Q, th);
+        rng rq = cases_row_rng(seed, STREAM_Q, th);
         cases_rng_uniform_pm1(&rq, qv, (size_t)(Dc + Dr));
         for (int k = 0; k < Dc; k++)
             qn[th * Dc + k] = cases_bf16_bits(qv[k]);
@@ -703,14 +703,14 @@ dsops_li_problem *dsops_li_problem_make(const dsops_li_case *c, uint64_t seed)
         goto fail;
 #pragma omp parallel for schedule(static)
     for (int64_t th = 0; th < T * NI; th++) {
-        rng rq = row_rng(seed, STREAM_LI_Q, th);
+        rng rq = cases_row_rng(seed, STREAM_LI_Q, th);
         if (c->int8)
             qs[th] = li_int8_row(kind, &rq, (int8_t *)q + th * DI, DI);
         else
             li_bf16_row(&rq, (uint16_t *)q + th * DI, DI);
     }
     for (int64_t t = 0; t < T; t++) {
-        rng rw = row_rng(seed, STREAM_LI_W, t);
+        rng rw = cases_row_rng(seed, STREAM_LI_W, t);
         float v[2];
         for (int h = 0; h < NI; h++) {
             if (kind == LI_DATA_ASCENDC) {
@@ -732,7 +732,7 @@ dsops_li_problem *dsops_li_problem_make(const dsops_li_case *c, uint64_t seed)
         goto fail;
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < rows; row++) {
-        rng rk = row_rng(seed, STREAM_LI_KEY, row);
+        rng rk = cases_row_rng(seed, STREAM_LI_KEY, row);
         if (c->int8)
             ks[row] = li_int8_row(kind, &rk, (int8_t *)key + row * DI, DI);
         else
@@ -854,12 +854,12 @@ enum {
 #define MLAP_MAX_ROW 16384 /* longest generated row (H, Q, Dc + 64) */
 
 /* rows x cols bf16 values amp * U(-1,1), one generator per row (parallel, thread-count independent). */
-static void mlap_fill_bf16(uint64_t seed, uint64_t stream, int64_t rows, int64_t cols, float amp, uint16_t *dst)
+void cases_fill_bf16(uint64_t seed, uint64_t stream, int64_t rows, int64_t cols, float amp, uint16_t *dst)
 {
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < rows; row++) {
         float v[MLAP_MAX_ROW];
-        rng r = row_rng(seed, stream, row);
+        rng r = cases_row_rng(seed, stream, row);
         cases_rng_uniform_pm1(&r, v, (size_t)cols);
         for (int64_t k = 0; k < cols; k++)
             dst[row * cols + k] = cases_bf16_bits(amp * v[k]);
@@ -867,13 +867,13 @@ static void mlap_fill_bf16(uint64_t seed, uint64_t stream, int64_t rows, int64_t
 }
 
 /* int8 wq_b: each row is the bf16 row amp * U(-1,1), quantised by Q8 of spec §2.7 (the draws are finite) */
-static void mlap_fill_q8(uint64_t seed, uint64_t stream, int64_t rows, int64_t cols, float amp, int8_t *dst,
-                         float *scale)
+void cases_fill_q8_bf16(uint64_t seed, uint64_t stream, int64_t rows, int64_t cols, float amp, int8_t *dst,
+                        float *scale)
 {
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < rows; row++) {
         float v[MLAP_MAX_ROW];
-        rng r = row_rng(seed, stream, row);
+        rng r = cases_row_rng(seed, stream, row);
         cases_rng_uniform_pm1(&r, v, (size_t)cols);
         float amax = 0.0f;
         for (int64_t k = 0; k < cols; k++) {
@@ -909,7 +909,7 @@ static int mlap_fill_cache(dsops_mlap_problem *p, uint64_t seed)
 #pragma omp parallel for schedule(static)
         for (int64_t row = 0; row < rows; row++) {
             float v[512 + 64];
-            rng r = row_rng(seed, STREAM_MLAP_CACHE, row);
+            rng r = cases_row_rng(seed, STREAM_MLAP_CACHE, row);
             uint8_t *dst = kv + row * 656;
             cases_rng_uniform_pm1(&r, v, 512 + 64);
             for (int g = 0; g < 4; g++) {
@@ -942,7 +942,7 @@ static int mlap_fill_cache(dsops_mlap_problem *p, uint64_t seed)
 #pragma omp parallel for schedule(static)
         for (int64_t row = 0; row < rows; row++) {
             float v[MAX_ROW];
-            rng r = row_rng(seed, STREAM_MLAP_CACHE, row);
+            rng r = cases_row_rng(seed, STREAM_MLAP_CACHE, row);
             cases_rng_uniform_pm1(&r, v, (size_t)(Dc + Dr));
             for (int k = 0; k < Dc; k++)
                 nope[row * Dc + k] = cases_bf16_bits(v[k]);
@@ -960,7 +960,7 @@ static int mlap_fill_cache(dsops_mlap_problem *p, uint64_t seed)
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < rows; row++) {
         float v[MAX_ROW];
-        rng r = row_rng(seed, STREAM_MLAP_CACHE, row);
+        rng r = cases_row_rng(seed, STREAM_MLAP_CACHE, row);
         cases_rng_uniform_pm1(&r, v, (size_t)(Dc + Dr));
         for (int g = 0; g < G; g++)
             scale[row * G + g] = quant_group(v + g * 128, nope + row * Dc + g * 128, 128);
@@ -1044,18 +1044,18 @@ dsops_mlap_problem *dsops_mlap_problem_make(const dsops_mlap_case *c, uint64_t s
     float *wq_b_scale = c->int8_wq_b ? mlap_alloc(p, sizeof(float) * (size_t)NG) : NULL; /* [NG] */
     if (!x || !wq_a || !g_cq || !w_uk || !wkv_a || !g_ckv || !cosb || !sinb || !wq_b || (c->int8_wq_b && !wq_b_scale))
         goto fail;
-    mlap_fill_bf16(seed, STREAM_MLAP_X, T, H, 1.0f, x);
-    mlap_fill_bf16(seed, STREAM_MLAP_WQA, Q, H, 0.1f, wq_a);
+    cases_fill_bf16(seed, STREAM_MLAP_X, T, H, 1.0f, x);
+    cases_fill_bf16(seed, STREAM_MLAP_WQA, Q, H, 0.1f, wq_a);
     if (c->int8_wq_b)
-        mlap_fill_q8(seed, STREAM_MLAP_WQB, NG, Q, 0.1f, wq_b, wq_b_scale);
+        cases_fill_q8_bf16(seed, STREAM_MLAP_WQB, NG, Q, 0.1f, wq_b, wq_b_scale);
     else
-        mlap_fill_bf16(seed, STREAM_MLAP_WQB, NG, Q, 0.1f, wq_b);
-    mlap_fill_bf16(seed, STREAM_MLAP_WUK, N * Dqn, Dc, 0.1f, w_uk);
-    mlap_fill_bf16(seed, STREAM_MLAP_WKV, KV, H, 0.1f, wkv_a);
-    mlap_fill_bf16(seed, STREAM_MLAP_GAMMA, 1, Q, 1.0f, g_cq);
-    mlap_fill_bf16(seed ^ 0x5555u, STREAM_MLAP_GAMMA, 1, Dc, 1.0f, g_ckv);
-    mlap_fill_bf16(seed, STREAM_MLAP_ROPE, T, 64, 0.1f, cosb);
-    mlap_fill_bf16(seed ^ 0x5555u, STREAM_MLAP_ROPE, T, 64, 0.1f, sinb);
+        cases_fill_bf16(seed, STREAM_MLAP_WQB, NG, Q, 0.1f, wq_b);
+    cases_fill_bf16(seed, STREAM_MLAP_WUK, N * Dqn, Dc, 0.1f, w_uk);
+    cases_fill_bf16(seed, STREAM_MLAP_WKV, KV, H, 0.1f, wkv_a);
+    cases_fill_bf16(seed, STREAM_MLAP_GAMMA, 1, Q, 1.0f, g_cq);
+    cases_fill_bf16(seed ^ 0x5555u, STREAM_MLAP_GAMMA, 1, Dc, 1.0f, g_ckv);
+    cases_fill_bf16(seed, STREAM_MLAP_ROPE, T, 64, 0.1f, cosb);
+    cases_fill_bf16(seed ^ 0x5555u, STREAM_MLAP_ROPE, T, 64, 0.1f, sinb);
 
     if (!mlap_fill_cache(p, seed))
         goto fail;
@@ -1197,7 +1197,7 @@ static void idxp_fill_bf16(uint64_t seed, uint64_t stream, int64_t rows, int64_t
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < rows; row++) {
         float v[IDXP_MAX_ROW];
-        rng r = row_rng(seed, stream, row);
+        rng r = cases_row_rng(seed, stream, row);
         cases_rng_uniform_pm1(&r, v, (size_t)cols);
         for (int64_t k = 0; k < cols; k++)
             dst[row * cols + k] = cases_bf16_bits(v[k]);
@@ -1209,7 +1209,7 @@ static void idxp_fill_i8(uint64_t seed, uint64_t stream, int64_t rows, int64_t c
 {
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < rows; row++) {
-        rng r = row_rng(seed, stream, row);
+        rng r = cases_row_rng(seed, stream, row);
         uint64_t bits = 0;
         for (int64_t k = 0; k < cols; k++) {
             if (k % 8 == 0)
@@ -1222,7 +1222,7 @@ static void idxp_fill_i8(uint64_t seed, uint64_t stream, int64_t rows, int64_t c
 /* n fp32 values U(-1,1) from one generator. */
 static void idxp_fill_f32(uint64_t seed, uint64_t stream, int64_t n, float *dst)
 {
-    rng r = row_rng(seed, stream, 0);
+    rng r = cases_row_rng(seed, stream, 0);
     cases_rng_uniform_pm1(&r, dst, (size_t)n);
 }
 
@@ -1263,7 +1263,7 @@ static int idxp_fill_cache(dsops_idxp_problem *p, uint64_t seed)
 #pragma omp parallel for schedule(static)
         for (int64_t row = 0; row < rows; row++) {
             float v;
-            rng r = row_rng(seed ^ 0x5555u, STREAM_IDXP_CACHE, row);
+            rng r = cases_row_rng(seed ^ 0x5555u, STREAM_IDXP_CACHE, row);
             cases_rng_uniform_pm1(&r, &v, 1);
             scale[row] = idxp_fp16_bits(v);
         }
@@ -1372,7 +1372,7 @@ dsops_idxp_problem *dsops_idxp_problem_make(const dsops_idxp_case *c, uint64_t s
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < T; t++) {
         float ang[64];
-        rng rr = row_rng(seed, STREAM_IDXP_ROPE, t);
+        rng rr = cases_row_rng(seed, STREAM_IDXP_ROPE, t);
         cases_rng_uniform_pm1(&rr, ang, 64);
         for (int e = 0; e < 64; e++) {
             const double th = ((double)ang[e] + 1.0) * 3.14159265358979323846; /* [0, 2pi) */
@@ -1554,7 +1554,7 @@ static int dia_fill_kv(dsops_dia_problem *p, uint64_t seed)
 #pragma omp parallel for schedule(static)
         for (int64_t row = 0; row < rows; row++) {
             float v[512 + 64];
-            rng r = row_rng(seed, STREAM_DIA_KV, row);
+            rng r = cases_row_rng(seed, STREAM_DIA_KV, row);
             uint8_t *dst = kv + row * 656;
             cases_rng_uniform_pm1(&r, v, 512 + 64);
             for (int g = 0; g < 4; g++) {
@@ -1582,7 +1582,7 @@ static int dia_fill_kv(dsops_dia_problem *p, uint64_t seed)
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < rows; row++) {
         float v[MAX_ROW];
-        rng r = row_rng(seed, STREAM_DIA_KV, row);
+        rng r = cases_row_rng(seed, STREAM_DIA_KV, row);
         cases_rng_uniform_pm1(&r, v, (size_t)(Dc + Dr));
         if (scale) {
             for (int g = 0; g < G; g++)
@@ -1626,7 +1626,7 @@ static int dia_fill_idx_cache(dsops_dia_problem *p, uint64_t seed)
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < rows; row++) {
         float v[IDXP_MAX_ROW];
-        rng r = row_rng(seed, STREAM_DIA_IDXK, row);
+        rng r = cases_row_rng(seed, STREAM_DIA_IDXK, row);
         cases_rng_uniform_pm1(&r, v, (size_t)DI);
         float amax = 0.0f;
         for (int64_t k = 0; k < DI; k++)
@@ -1745,18 +1745,18 @@ dsops_dia_problem *dsops_dia_problem_make(const dsops_dia_case *c, uint64_t seed
     if (!x || !wq_a || !g_cq || !wq_b || !w_uk || !wkv_a || !g_ckv || !cosb || !sinb || !iwq_b || !iwk || !wproj ||
         !ln_g || !ln_b || (i8 && (!wq_b_scale || !iwq_b_scale)) || (had && (!hq || !hk)))
         goto fail;
-    mlap_fill_bf16(seed, STREAM_DIA_X, T, H, 1.0f, x);
-    mlap_fill_bf16(seed, STREAM_DIA_WQA, Q, H, 0.1f, wq_a);
+    cases_fill_bf16(seed, STREAM_DIA_X, T, H, 1.0f, x);
+    cases_fill_bf16(seed, STREAM_DIA_WQA, Q, H, 0.1f, wq_a);
     if (i8)
-        mlap_fill_q8(seed, STREAM_DIA_WQB, NG, Q, 0.1f, wq_b, wq_b_scale);
+        cases_fill_q8_bf16(seed, STREAM_DIA_WQB, NG, Q, 0.1f, wq_b, wq_b_scale);
     else
-        mlap_fill_bf16(seed, STREAM_DIA_WQB, NG, Q, 0.1f, wq_b);
-    mlap_fill_bf16(seed, STREAM_DIA_WUK, N * Dqn, Dc, 0.1f, w_uk);
-    mlap_fill_bf16(seed, STREAM_DIA_WKV, KV, H, 0.1f, wkv_a);
-    mlap_fill_bf16(seed, STREAM_DIA_GAMMA, 1, Q, 1.0f, g_cq);
-    mlap_fill_bf16(seed ^ 0x5555u, STREAM_DIA_GAMMA, 1, Dc, 1.0f, g_ckv);
-    mlap_fill_bf16(seed, STREAM_DIA_ROPE, T, 64, 0.1f, cosb);
-    mlap_fill_bf16(seed ^ 0x5555u, STREAM_DIA_ROPE, T, 64, 0.1f, sinb);
+        cases_fill_bf16(seed, STREAM_DIA_WQB, NG, Q, 0.1f, wq_b);
+    cases_fill_bf16(seed, STREAM_DIA_WUK, N * Dqn, Dc, 0.1f, w_uk);
+    cases_fill_bf16(seed, STREAM_DIA_WKV, KV, H, 0.1f, wkv_a);
+    cases_fill_bf16(seed, STREAM_DIA_GAMMA, 1, Q, 1.0f, g_cq);
+    cases_fill_bf16(seed ^ 0x5555u, STREAM_DIA_GAMMA, 1, Dc, 1.0f, g_ckv);
+    cases_fill_bf16(seed, STREAM_DIA_ROPE, T, 64, 0.1f, cosb);
+    cases_fill_bf16(seed ^ 0x5555u, STREAM_DIA_ROPE, T, 64, 0.1f, sinb);
     if (i8) {
         idxp_fill_i8(seed, STREAM_DIA_IWQB, NQ, Q, iwq_b);
         idxp_fill_f32(seed, STREAM_DIA_IWQB_SCALE, NQ, iwq_b_scale);

@@ -114,19 +114,12 @@ enum {
 
 #define CMP_MAX_ROW 8192 /* longest generated row (H, C D) */
 
-static rng cmp_row_rng(uint64_t seed, uint64_t stream, int64_t row)
-{
-    rng r = {seed ^ (stream << 56) ^ ((uint64_t)row * 0x9e6c63d0676a9a99ull)};
-    cases_rng_next(&r); /* decorrelate neighbouring rows */
-    return r;
-}
-
 typedef enum cmp_dist { DIST_UNIT, DIST_PM1, DIST_NORMAL } cmp_dist; /* U[0,1), U(-1,1), N(0,1) */
 
 /* One row of n values of distribution `dist` times amp, from the row's own generator. */
 static void cmp_draw_row(uint64_t seed, uint64_t stream, int64_t row, cmp_dist dist, float amp, float *v, int64_t n)
 {
-    rng r = cmp_row_rng(seed, stream, row);
+    rng r = cases_row_rng(seed, stream, row);
     if (dist == DIST_UNIT) {
         for (int64_t k = 0; k < n; k++)
             v[k] = cases_rng_unit(&r);
@@ -262,7 +255,7 @@ dsops_cmp_problem *dsops_cmp_problem_make(const dsops_cmp_case *c, uint64_t seed
         int32_t *perm = malloc(sizeof(int32_t) * (size_t)NBS);
         if (!perm)
             goto fail;
-        rng r = cmp_row_rng(seed, STREAM_CMP_TABLE, 0);
+        rng r = cases_row_rng(seed, STREAM_CMP_TABLE, 0);
         for (int64_t i = 0; i < NBS; i++)
             perm[i] = (int32_t)i;
         for (int64_t i = NBS - 1; i > 0; i--) {

@@ -32,6 +32,15 @@ void cases_free_owned(void **buffers, int nbuffers);
     cases_alloc_owned((owner)->buffers, &(owner)->nbuffers,                                                       \
                       (int)(sizeof (owner)->buffers / sizeof (owner)->buffers[0]), (bytes))
 
+/* A generator for one row of generated data, seeded from (seed, stream, row): data do not depend on the
+ * thread count, and rows can be filled in parallel. */
+rng cases_row_rng(uint64_t seed, uint64_t stream, int64_t row);
+/* rows x cols (cols <= 16384) bf16 values amp * U(-1,1), one generator per row. */
+void cases_fill_bf16(uint64_t seed, uint64_t stream, int64_t rows, int64_t cols, float amp, uint16_t *dst);
+/* The same bf16 rows, each quantised by Q8 (spec §2.7): q into dst, the fp32 scale into scale[row]. */
+void cases_fill_q8_bf16(uint64_t seed, uint64_t stream, int64_t rows, int64_t cols, float amp, int8_t *dst,
+                        float *scale);
+
 /* The case named `name` in a table whose entries start with their name (const char *), or NULL. */
 const void *cases_find_case(const void *table, int count, size_t stride, const char *name);
 

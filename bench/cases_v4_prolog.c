@@ -91,26 +91,6 @@ enum {
     V4P_STREAM_WPROJ = 11, V4P_STREAM_HAD = 12
 };
 
-static rng v4p_row_rng(uint64_t seed, uint64_t stream, int64_t row)
-{
-    rng r = {seed ^ (stream << 52) ^ ((uint64_t)row * 0xd6e8feb86659fd93ull)};
-    cases_rng_next(&r); /* decorrelate neighbouring rows */
-    return r;
-}
-
-/* rows x cols bf16 values amp * U(-1,1). */
-static void v4p_fill_bf16(uint64_t seed, uint64_t stream, int64_t rows, int64_t cols, float amp, uint16_t *dst)
-{
-#pragma omp parallel for schedule(static)
-    for (int64_t row = 0; row < rows; row++) {
-        float v[V4P_MAX_ROW];
-        rng r = v4p_row_rng(seed, stream, row);
-        cases_rng_uniform_pm1(&r, v, (size_t)cols);
-        for (int64_t k = 0; k < cols; k++)
-            dst[row * cols + k] = cases_bf16_bits(amp * v[k]);
-    }
-}
-
 /* Q8 of spec §2.7 over one row of finite values v[0 .. n-1]: q and the fp32 scale. */
 static float v4p_q8_row(const float *v, int64_t n, int8_t *q)
 {
@@ -127,30 +107,13 @@ static float v4p_q8_row(const float *v, int64_t n, int8_t *q)
     return 1.0f / sq;
 }
 
-/* Each row the bf16 row amp * U(-1,1), quantised per row by Q8: q into dst, scale[row]. */
-static void v4p_fill_q8_bf16(uint64_t seed, uint64_t stream, int64_t rows, int64_t cols, float amp, int8_t *dst,
-                             float *scale)
-{
-#pragma omp parallel for schedule(static)
-    for (int64_t row = 0; row < rows; row++) {
-        float v[V4P_MAX_ROW];
-        rng r = v4p_row_rng(seed, stream, row);
-        cases_rng_uniform_pm1(&r, v, (size_t)cols);
-        for (int64_t k = 0; k < cols; k++) {
-            uint32_t u = (uint32_t)cases_bf16_bits(amp * v[k]) << 16;
-            memcpy(&v[k], &u, sizeof u);
-        }
-        scale[row] = v4p_q8_row(v, cols, dst + row * cols);
-    }
-}
-
 /* Each row int8 draws from {-1, 0} (equally likely), quantised per row by Q8: {-127, 0} and 1/127. */
 static void v4p_fill_q8_sign(uint64_t seed, uint64_t stream, int64_t rows, int64_t cols, int8_t *dst, float *scale)
 {
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < rows; row++) {
         float v[V4P_MAX_ROW];
-        rng r = v4p_row_rng(seed, stream, row);
+        rng r = cases_row_rng(seed, stream, row);
         for (int64_t k = 0; k < cols; k += 64) {
             uint64_t bits = cases_rng_next(&r);
             for (int64_t j = k; j < cols && j < k + 64; j++)
@@ -215,17 +178,17 @@ dsops_mla4_problem *dsops_mla4_problem_make(const dsops_mla4_case *c, uint64_t s
         return NULL;
     }
 
-    v4p_fill_bf16(seed, V4P_STREAM_X, T, H, 1.0f, x);
-    v4p_fill_bf16(seed, V4P_STREAM_WQA, Q, H, 0.1f, wq_a);
+    cases_fill_bf16(seed, V4P_STREAM_X, T, H, 1.0f, x);
+    cases_fill_bf16(seed, V4P_STREAM_WQA, Q, H, 0.1f, wq_a);
     if (c->int8)
-        v4p_fill_q8_bf16(seed, V4P_STREAM_WQB, ND, Q, 0.1f, wq_b, wq_b_scale);
+        cases_fill_q8_bf16(seed, V4P_STREAM_WQB, ND, Q, 0.1f, wq_b, wq_b_scale);
     else
-        v4p_fill_bf16(seed, V4P_STREAM_WQB, ND, Q, 0.1f, wq_b);
-    v4p_fill_bf16(seed, V4P_STREAM_WKV, D, H, 0.1f, wkv);
-    v4p_fill_bf16(seed, V4P_STREAM_GCQ, 1, Q, 1.0f, g_cq);
-    v4p_fill_bf16(seed, V4P_STREAM_GCKV, 1, D, 1.0f, g_ckv);
-    v4p_fill_bf16(seed, V4P_STREAM_COS, T, 64, 1.0f, cosb);
-    v4p_fill_bf16(seed, V4P_STREAM_SIN, T, 64, 1.0f, sinb);
+        cases_fill_bf16(seed, V4P_STREAM_WQB, ND, Q, 0.1f, wq_b);
+    cases_fill_bf16(seed, V4P_STREAM_WKV, D, H, 0.1f, wkv);
+    cases_fill_bf16(seed, V4P_STREAM_GCQ, 1, Q, 1.0f, g_cq);
+    cases_fill_bf16(seed, V4P_STREAM_GCKV, 1, D, 1.0f, g_ckv);
+    cases_fill_bf16(seed, V4P_STREAM_COS, T, 64, 1.0f, cosb);
+    cases_fill_bf16(seed, V4P_STREAM_SIN, T, 64, 1.0f, sinb);
 
     dsops_mla_prolog_v4_args *a = &p->args;
     mla4_defaults(a, c->H == 7168 ? DSOPS_PRESET_V4_PRO : DSOPS_PRESET_V4_FLASH);
@@ -321,11 +284,11 @@ dsops_idxp4_problem *dsops_idxp4_problem_make(const dsops_idxp4_case *c, uint64_
 
     v4p_fill_q8_sign(seed, V4P_STREAM_QR, T, Q, qr, qr_scale);
     v4p_fill_q8_sign(seed, V4P_STREAM_IWQB, NQ, Q, wq_b, wq_b_scale);
-    v4p_fill_bf16(seed, V4P_STREAM_X, T, H, 1.0f, x);
-    v4p_fill_bf16(seed, V4P_STREAM_WPROJ, NI, H, 0.1f, wproj);
-    v4p_fill_bf16(seed, V4P_STREAM_COS, T, 64, 1.0f, cosb);
-    v4p_fill_bf16(seed, V4P_STREAM_SIN, T, 64, 1.0f, sinb);
-    v4p_fill_bf16(seed, V4P_STREAM_HAD, DI, DI, 1.0f, had);
+    cases_fill_bf16(seed, V4P_STREAM_X, T, H, 1.0f, x);
+    cases_fill_bf16(seed, V4P_STREAM_WPROJ, NI, H, 0.1f, wproj);
+    cases_fill_bf16(seed, V4P_STREAM_COS, T, 64, 1.0f, cosb);
+    cases_fill_bf16(seed, V4P_STREAM_SIN, T, 64, 1.0f, sinb);
+    cases_fill_bf16(seed, V4P_STREAM_HAD, DI, DI, 1.0f, had);
 
     dsops_indexer_prolog_v4_args *a = &p->args;
     idxp4_defaults(a, DSOPS_PRESET_V4_FLASH);
