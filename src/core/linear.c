@@ -260,6 +260,18 @@ dsops_status dsops_prepared_make(const char *op, const dsops_linear_source *src,
     return DSOPS_OK;
 }
 
+dsops_status dsops_prepared_for_call(const dsops_prepared *given, const char *op, const dsops_linear_source *src,
+                                     int count, const dsops_prepared **use, dsops_prepared **own)
+{
+    *own = NULL;
+    *use = given;
+    if (given)
+        return DSOPS_OK;
+    DSOPS_TRY(dsops_prepared_make(op, src, count, own));
+    *use = *own;
+    return DSOPS_OK;
+}
+
 dsops_status dsops_prepared_check(const dsops_prepared *p, const char *op, const dsops_linear_source *src, int count)
 {
     if (!p)

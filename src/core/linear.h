@@ -63,6 +63,10 @@ typedef struct dsops_linear_source {
 
 /* A prepared object for operator `op` with one map per source, sharing one engine. */
 dsops_status dsops_prepared_make(const char *op, const dsops_linear_source *src, int count, dsops_prepared **out);
+/* The prepared object of one call: `given` when not NULL, else a new one made from src, stored in *own
+ * (the caller destroys it after the call; NULL when `given` is used). */
+dsops_status dsops_prepared_for_call(const dsops_prepared *given, const char *op, const dsops_linear_source *src,
+                                     int count, const dsops_prepared **use, dsops_prepared **own);
 /* DSOPS_OK when p is NULL or was made by dsops_prepared_make(op, src, count) from exactly these weights;
  * else DSOPS_ERR_PARAM naming the first weight that differs. */
 dsops_status dsops_prepared_check(const dsops_prepared *p, const char *op, const dsops_linear_source *src, int count);

@@ -508,14 +508,12 @@ dsops_status dsops_compressor(dsops_context *ctx, const cmp_args *a)
     dsops_status status = scratch ? DSOPS_OK : DSOPS_ERR_NOMEM;
     if (status == DSOPS_OK)
         status = plan_sequences(a, &d, (cmp_seq *)(scratch + L.seq), (cmp_row_owner *)(scratch + L.owners));
-    const dsops_prepared *prep = a->prepared;
+    const dsops_prepared *prep = NULL;
     dsops_prepared *own = NULL;
-    if (status == DSOPS_OK && !prep && d.T > 0) {
-        dsops_linear_source src[MAP_COUNT];
-        weight_sources(a, &d, src);
-        status = dsops_prepared_make("compressor", src, MAP_COUNT, &own);
-        prep = own;
-    }
+    dsops_linear_source src[MAP_COUNT];
+    weight_sources(a, &d, src);
+    if (status == DSOPS_OK && d.T > 0)
+        status = dsops_prepared_for_call(a->prepared, "compressor", src, MAP_COUNT, &prep, &own);
     if (status != DSOPS_OK) {
         dsops_context_end(ctx, use);
         return status;

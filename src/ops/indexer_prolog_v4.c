@@ -219,14 +219,12 @@ dsops_status dsops_indexer_prolog_v4(dsops_context *ctx, const idx4_args *a)
     size_t per_thread = dsops_align64((size_t)d.DI * 4);
     char *scratch = dsops_scratch(use, L.total + per_thread * (size_t)threads);
     dsops_status status = scratch ? DSOPS_OK : DSOPS_ERR_NOMEM;
-    const dsops_prepared *prep = a->prepared;
+    const dsops_prepared *prep = NULL;
     dsops_prepared *own = NULL;
-    if (status == DSOPS_OK && !prep) {
-        dsops_linear_source src[MAP_COUNT];
-        weight_sources(a, &d, src);
-        status = dsops_prepared_make("indexer_prolog_v4", src, MAP_COUNT, &own);
-        prep = own;
-    }
+    dsops_linear_source src[MAP_COUNT];
+    weight_sources(a, &d, src);
+    if (status == DSOPS_OK)
+        status = dsops_prepared_for_call(a->prepared, "indexer_prolog_v4", src, MAP_COUNT, &prep, &own);
     if (status != DSOPS_OK) {
         dsops_context_end(ctx, use);
         return status;
