@@ -371,4 +371,42 @@ const dsops_cmp_case *dsops_cmp_case_find(const char *name);
 dsops_cmp_problem *dsops_cmp_problem_make(const dsops_cmp_case *c, uint64_t seed);
 void dsops_cmp_problem_free(dsops_cmp_problem *p);
 
+
+/* One sas case (spec §3.7, CASES.md "sas"): N 64, D 512, window 128, BS 128 in both pools unless named. */
+typedef struct dsops_sas_case {
+    const char *name;        /* e.g. "v4_scfa_b64_s2_kv8k" */
+    dsops_sas_variant variant;
+    int B, S;                /* sequences, query tokens per sequence (uniform unless S_each is set) */
+    int S_each[8];           /* optional per-sequence token counts (all zero: S for every sequence) */
+    int seqused[128];        /* seqused_kv per sequence */
+    int N, D, K;             /* heads, latent width, top-k width (scfa) */
+    int BSW, BSC;            /* block sizes of the window and compressed pools */
+    int with_sinks, with_lse;
+    int vendor_count;        /* scfa: cmp_topk_length = the vendor's count (OPS.md §3.7), else absent */
+    uint64_t seed;           /* data seed of CASES.md (42, or 0 for cfa) */
+    double vendor_us;
+    const char *vendor;
+    int ci;
+    const char *ci_variant;
+} dsops_sas_case;
+
+typedef struct dsops_sas_problem {
+    dsops_sas_case c;
+    dsops_sas_args args;     /* the variant's defaults (dsops_sas_init, V4-Flash) */
+    int64_t T;
+    int64_t attended;        /* sum over tokens of the key-list lengths */
+    double flops;            /* 2 N attended (D + D): QK and PV */
+    double kv_bytes;         /* bytes of the gathered rows: attended * D * 2 */
+    void *buffers[24];
+    int nbuffers;
+} dsops_sas_problem;
+
+const dsops_sas_case *dsops_sas_cases(int *count);
+const dsops_sas_case *dsops_sas_case_find(const char *name);
+/* Data per CASES.md "sas": q, ori_kv, cmp_kv, sinks U(-1,1) (bf16 / fp32); block tables a random
+ * permutation of each pool's blocks; scfa indices as CASES.md describes (the same row for every token of
+ * a sequence, not causally restricted). `seed` replaces the case seed. NULL if memory runs out. */
+dsops_sas_problem *dsops_sas_problem_make(const dsops_sas_case *c, uint64_t seed);
+void dsops_sas_problem_free(dsops_sas_problem *p);
+
 #endif

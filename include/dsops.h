@@ -691,6 +691,62 @@ DSOPS_API dsops_status dsops_indexer_prolog_v4_prepare(dsops_context *ctx, const
 DSOPS_API dsops_status dsops_indexer_prolog_v4(dsops_context *ctx, const dsops_indexer_prolog_v4_args *args);
 
 /* ---------------------------------------------------------------------------------------------
+ * sas (spec §3.7): DeepSeek-V4 shared-KV sparse attention; swa, cfa and scfa are its presets
+ *
+ * Multi-query attention over one shared latent (K = V, D values including the rotated rope part) from up
+ * to two paged pools. Token t of sequence b (index i, S_b tokens in the call) sees L = seqused_kv[b] -
+ * (S_b - 1 - i) original tokens. Its key list, in order:
+ *   window:     the last w = min(max(L, 0), win_size) positions L-w ... L-1 of ori_kv (oldest first);
+ *   compressed: none; dense: entries 0 ... floor(max(L, 0) / cmp_ratio) - 1 of cmp_kv; sparse: the first
+ *               cnt = min(K, floor(max(L, 0) / cmp_ratio), cmp_topk_length[t] if given) of cmp_indices[t],
+ *               each used iff 0 <= idx < floor(seqused_kv[b] / cmp_ratio) (duplicates count each time).
+ * Per head: the attention core of spec §2.10 with softmax_scale, the sink sinks[h] (if given) and p_mode
+ * (tiled: the window entries are the first tile, the compressed entries follow in tiles of p_tile).
+ * A token with an empty list is lonely: out = 0, lse = +Inf.
+ * Errors: _NULL, _SHAPE (extents; D shared by q and the pools), _DTYPE, _PARAM (non-finite scale,
+ * win_size < 0, cmp_ratio < 1, p_tile < 1, enums, a pool missing for the mode), _INDEX (sequence
+ * descriptors, cmp_topk_length < 0, a needed block-table entry out of range), _ALIAS, _NOMEM.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum dsops_cmp_mode {
+    DSOPS_CMP_NONE = 0,    /* window only (swa) */
+    DSOPS_CMP_DENSE = 1,   /* every causal compressed entry (cfa) */
+    DSOPS_CMP_SPARSE = 2   /* the compressed entries listed in cmp_indices (scfa) */
+} dsops_cmp_mode;
+
+typedef enum dsops_sas_variant {
+    DSOPS_SAS_SWA = 0,     /* win_size 128, no compressed pool, p_mode normalised */
+    DSOPS_SAS_CFA = 1,     /* win_size 128, dense, cmp_ratio 128, p_mode tiled (128) */
+    DSOPS_SAS_SCFA = 2     /* win_size 128, sparse, cmp_ratio 4, p_mode normalised */
+} dsops_sas_variant;
+
+typedef struct dsops_sas_args {
+    dsops_tensor q;                 /* [T, N, D] bf16 */
+    dsops_tensor cu_seqlens_q;      /* [B+1] int32 */
+    dsops_tensor seqused_kv;        /* [B] int32: original tokens per sequence, this call's included */
+    dsops_tensor ori_kv;            /* [NBW, BSW, D] bf16: window pool (required iff win_size > 0) */
+    dsops_tensor ori_block_table;   /* [B, MBW] int32 */
+    dsops_tensor cmp_kv;            /* [NBC, BSC, D] bf16: compressed pool (required unless cmp_mode none) */
+    dsops_tensor cmp_block_table;   /* [B, MBC] int32 */
+    dsops_tensor cmp_indices;       /* [T, K] int32 (sparse): logical compressed indices, -1 = skip */
+    dsops_tensor cmp_topk_length;   /* [T] int32, optional (sparse) */
+    dsops_tensor sinks;             /* [N] fp32, optional */
+    dsops_tensor out;               /* [T, N, D] bf16, out */
+    dsops_tensor lse;               /* [T, N] fp32, out, optional */
+    float softmax_scale;            /* finite; V4: 512^-0.5 */
+    int win_size;                   /* >= 0 (0: no window); V4: 128 */
+    dsops_cmp_mode cmp_mode;
+    int cmp_ratio;                  /* >= 1; cfa 128, scfa 4 */
+    dsops_p_mode p_mode;            /* swa / scfa normalised, cfa tiled */
+    int p_tile;                     /* >= 1 for p_mode tiled; cfa 128 */
+} dsops_sas_args;
+
+/* Clears every tensor and fills the parameters of `variant` (V4-Flash and V4-Pro presets are the same here;
+ * K comes from cmp_indices). The V3.2 preset has no sas layer: DSOPS_ERR_PARAM (the struct is still filled). */
+DSOPS_API dsops_status dsops_sas_init(dsops_sas_args *args, dsops_preset preset, dsops_sas_variant variant);
+DSOPS_API dsops_status dsops_sas(dsops_context *ctx, const dsops_sas_args *args);
+
+/* ---------------------------------------------------------------------------------------------
  * Machine peaks (used by the benchmark tool as the 100 % mark)
  * ------------------------------------------------------------------------------------------- */
 

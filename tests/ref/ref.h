@@ -101,6 +101,9 @@ void dsops_ref_compressor(const dsops_compressor_args *a);
 /* indexer_prolog_v4 (§3.5): writes q_idx, q_idx_scale and weights. a->prepared is ignored. */
 void dsops_ref_indexer_prolog_v4(const dsops_indexer_prolog_v4_args *a);
 
+/* sas (§3.7; attention core §2.10 with the sink): writes out and, when present, lse. */
+void dsops_ref_sas(const dsops_sas_args *a);
+
 #ifdef __cplusplus
 }
 #endif
