@@ -40,7 +40,10 @@ static core_layout make_layout(const dsops_attn_shape *sh)
     L.s_stride = (size_t)L.ntiles_max * DSOPS_KT_LANES;
     L.p_stride = L.s_stride;
     L.o_stride = (size_t)L.dv_blocks * DSOPS_VP_LANES;
-    L.pt_stride = round_up((size_t)effective_tile(sh->p_tile, sh->nmax > 0 ? sh->nmax : 1) + 2, 32);
+    int longest = effective_tile(sh->p_tile, sh->nmax > 0 ? sh->nmax : 1);
+    if (sh->p_first_max > longest)
+        longest = sh->p_first_max < sh->nmax ? sh->p_first_max : (sh->nmax > 0 ? sh->nmax : 1);
+    L.pt_stride = round_up((size_t)longest + 2, 32);
     L.vp_block_stride = (size_t)L.npairs_max * 32;
     size_t off = 0, nh = (size_t)sh->nh;
     L.stage = off; off += dsops_align64(DSOPS_KT_LANES * L.stage_stride * 2);
@@ -165,7 +168,7 @@ static void attend_whole_rows(const dsops_attention_kernels *k, const dsops_attn
     }
 }
 
-/* Mode tiled (A5): per tile of p_tile list entries, un-normalised bf16 weights and a rescaled
+/* Mode tiled (A5): per tile of p_tile list entries (the first tile may have its own length, p_first), un-normalised bf16 weights and a rescaled
  * running sum. A tile reached while the running max is still -Inf contributes nothing. */
 static void attend_tiled(const dsops_attention_kernels *k, const dsops_attn_shape *sh, const core_layout *L,
                          const dsops_attn_call *c, int n, char *scratch)
@@ -184,9 +187,10 @@ static void attend_tiled(const dsops_attention_kernels *k, const dsops_attn_shap
         l[h] = 0.0f;
     }
     memset(o, 0, (size_t)nh * L->o_stride * 4);
-    int tile = effective_tile(sh->p_tile, n);
-    for (int t0 = 0; t0 < n; t0 += tile) {
-        int t1 = n - t0 > tile ? t0 + tile : n;
+    int tile = effective_tile(sh->p_tile, n), first = c->p_first > 0 ? c->p_first : tile;
+    for (int t0 = 0, t1; t0 < n; t0 = t1) {
+        int len = t0 == 0 ? first : tile;
+        t1 = n - t0 > len ? t0 + len : n;
         int p0 = t0 / 2, p1 = (t1 + 1) / 2;
         for (int h = 0; h < nh; h++) {
             float *sr = s + (size_t)h * L->s_stride + t0;

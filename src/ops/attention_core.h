@@ -25,6 +25,7 @@ typedef struct dsops_attn_shape {
     int nh;                 /* heads per call */
     dsops_p_mode p_mode;
     int p_tile;             /* tile length for DSOPS_P_TILED */
+    int p_first_max;        /* largest first tile a call may ask for (0: none) */
 } dsops_attn_shape;
 
 typedef struct dsops_attn_call {
@@ -36,6 +37,7 @@ typedef struct dsops_attn_call {
     size_t out_stride;
     float *lse;             /* lse[h * lse_stride] or NULL */
     size_t lse_stride;
+    int p_first;            /* DSOPS_P_TILED: length of the first tile (0: p_tile); <= shape->p_first_max */
 } dsops_attn_call;
 
 /* Scratch bytes one concurrent dsops_attn_run needs (64-byte multiple). */

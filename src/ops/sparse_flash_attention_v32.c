@@ -307,7 +307,7 @@ dsops_status dsops_sparse_flash_attention_v32(dsops_context *ctx, const sfa_args
     if (threads > items)
         threads = (int)items;
 
-    dsops_attn_shape shape = {(int)(d.Dc + d.Dr), (int)d.Dc, (int)d.K, (int)chunk_heads, a->p_mode, a->p_tile};
+    dsops_attn_shape shape = {(int)(d.Dc + d.Dr), (int)d.Dc, (int)d.K, (int)chunk_heads, a->p_mode, a->p_tile, 0};
     int qw = dsops_attn_q_width(shape.dqk);
     size_t qbuf_bytes = dsops_align64((size_t)chunk_heads * qw * 2);
     size_t rows_bytes = dsops_align64((size_t)d.K * sizeof(sfa_row_ptrs));
