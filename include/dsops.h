@@ -703,8 +703,8 @@ DSOPS_API dsops_status dsops_indexer_prolog_v4(dsops_context *ctx, const dsops_i
  * Per head: the attention core of spec §2.10 with softmax_scale, the sink sinks[h] (if given) and p_mode
  * (tiled: the window entries are the first tile, the compressed entries follow in tiles of p_tile).
  * A token with an empty list is lonely: out = 0, lse = +Inf.
- * Errors: _NULL, _SHAPE (extents; D shared by q and the pools), _DTYPE, _PARAM (non-finite scale,
- * win_size < 0, cmp_ratio < 1, p_tile < 1, enums, a pool missing for the mode), _INDEX (sequence
+ * Errors: _NULL (a required tensor, including the pool the mode needs), _SHAPE (extents; D shared by q and
+ * the pools), _DTYPE, _PARAM (non-finite scale, win_size < 0, cmp_ratio < 1, p_tile < 1, enums), _INDEX (sequence
  * descriptors, cmp_topk_length < 0, a needed block-table entry out of range), _ALIAS, _NOMEM.
  * ------------------------------------------------------------------------------------------- */
 

@@ -12,8 +12,8 @@
  * stored when the call began" even when the call's own writes land on the rows it reads (rings).
  *
  * Every fp32 sum starts at 0 and adds its terms in ascending index order; nothing is contracted into FMA
- * (built with -ffp-contract=off). The only liberty taken is loop order in the linear maps: the sums of up
- * to TB tokens run side by side (k outer, token inner), each still accumulated in ascending k. Output
+ * (built with -ffp-contract=off). The only liberty taken is loop order in the linear maps: the sums of
+ * several tokens run side by side (ref_lin, ref_util.c), each still accumulated in ascending k. Output
  * channels are independent, so they are spread over OpenMP threads; no value depends on the thread that
  * computes it.
  *
@@ -21,136 +21,19 @@
  * Explicit dim / ratio / overlap / rotate and a->prepared are ignored. Every tensor is read and written
  * through its strides (in elements). */
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "ref.h"
+#include "ref_util.h"
 
 #define DR 64  /* rotary dims (fixed in this version) */
-#define TB 16  /* tokens whose sums run side by side in a linear map */
-
-/* ---- strided element access ---------------------------------------------------------------------- */
-
-static size_t cmp_elem_size(dsops_dtype dt)
-{
-    switch (dt) {
-    case DSOPS_BF16: case DSOPS_FP16: return 2;
-    case DSOPS_FP32: case DSOPS_INT32: return 4;
-    case DSOPS_INT64: return 8;
-    default: return 1;
-    }
-}
-
-/* Address of element [i0, i1, i2] of `t` (indices beyond its rank are ignored). */
-static unsigned char *cmp_addr(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2)
-{
-    int64_t off = i0 * t->stride[0];
-    if (t->ndim > 1)
-        off += i1 * t->stride[1];
-    if (t->ndim > 2)
-        off += i2 * t->stride[2];
-    return (unsigned char *)t->data + off * (int64_t)cmp_elem_size(t->dtype);
-}
-
-/* A bf16 or fp32 element, widened to fp32. */
-static float cmp_get_f(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2)
-{
-    const unsigned char *p = cmp_addr(t, i0, i1, i2);
-    if (t->dtype == DSOPS_FP32) {
-        float v;
-        memcpy(&v, p, sizeof v);
-        return v;
-    }
-    uint16_t h;
-    memcpy(&h, p, sizeof h);
-    return dsops_ref_f32_from_bf16(h);
-}
-
-static int64_t cmp_get_i32(const dsops_tensor *t, int64_t i0, int64_t i1)
-{
-    int32_t v;
-    memcpy(&v, cmp_addr(t, i0, i1, 0), sizeof v);
-    return v;
-}
-
-static void cmp_put_f32(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2, float v)
-{
-    memcpy(cmp_addr(t, i0, i1, i2), &v, sizeof v);
-}
-
-static void cmp_put_bf16_bits(const dsops_tensor *t, int64_t i0, int64_t i1, uint16_t h)
-{
-    memcpy(cmp_addr(t, i0, i1, 0), &h, sizeof h);
-}
-
-static float cmp_round_bf16(float f) { return dsops_ref_f32_from_bf16(dsops_ref_bf16_from_f32(f)); }
-
-static void *cmp_xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "dsops_ref: out of memory (%zu bytes)\n", n);
-        abort();
-    }
-    return p;
-}
-
-/* ---- step 1: projections (spec §2.2) ------------------------------------------------------------- */
-
-/* kvp[t][n] = lin(x[t], wkv)[n], scp[t][n] = lin(x[t], wgate)[n] for t < T, n < CD (fp32, k ascending).
- * xf: [T][H] fp32 (dense); wkv, wgate: [CD, H] bf16 tensors; kvp, scp: [T][CD] fp32 (dense). */
-static void cmp_project(const float *xf, int64_t T, int64_t H, const dsops_tensor *wkv, const dsops_tensor *wgate,
-                        int64_t CD, float *kvp, float *scp)
-{
-    const int64_t nblk = (T + TB - 1) / TB;
-    float *xb = cmp_xmalloc(sizeof(float) * (size_t)(nblk * H * TB)); /* [nblk][H][TB], zero padded */
-    for (int64_t blk = 0; blk < nblk; blk++)
-        for (int64_t k = 0; k < H; k++)
-            for (int64_t j = 0; j < TB; j++) {
-                const int64_t t = blk * TB + j;
-                xb[(blk * H + k) * TB + j] = t < T ? xf[t * H + k] : 0.0f;
-            }
-#pragma omp parallel
-    {
-        float *wk = cmp_xmalloc(sizeof(float) * (size_t)H); /* row n of wkv, widened */
-        float *wg = cmp_xmalloc(sizeof(float) * (size_t)H); /* row n of wgate, widened */
-#pragma omp for schedule(static)
-        for (int64_t n = 0; n < CD; n++) {
-            for (int64_t k = 0; k < H; k++) {
-                wk[k] = cmp_get_f(wkv, n, k, 0);
-                wg[k] = cmp_get_f(wgate, n, k, 0);
-            }
-            for (int64_t blk = 0; blk < nblk; blk++) {
-                float acc_kv[TB], acc_sc[TB];
-                for (int j = 0; j < TB; j++)
-                    acc_kv[j] = acc_sc[j] = 0.0f;
-                for (int64_t k = 0; k < H; k++) {
-                    const float *col = xb + (blk * H + k) * TB;
-                    const float a = wk[k], g = wg[k];
-                    for (int j = 0; j < TB; j++) {
-                        acc_kv[j] += col[j] * a;
-                        acc_sc[j] += col[j] * g;
-                    }
-                }
-                for (int64_t j = 0; j < TB && blk * TB + j < T; j++) {
-                    kvp[(blk * TB + j) * CD + n] = acc_kv[j];
-                    scp[(blk * TB + j) * CD + n] = acc_sc[j];
-                }
-            }
-        }
-        free(wk);
-        free(wg);
-    }
-    free(xb);
-}
 
 /* ---- the operator -------------------------------------------------------------------------------- */
 
 /* State row of position p of sequence b: block table[b][p / BS], row p % BS (spec §2.8). */
 static void cmp_slot(const dsops_tensor *table, int64_t BS, int64_t b, int64_t p, int64_t *blk, int64_t *row)
 {
-    *blk = cmp_get_i32(table, b, p / BS);
+    *blk = ref_get_i32(table, b, p / BS, 0);
     *row = p % BS;
 }
 
@@ -164,48 +47,45 @@ void dsops_ref_compressor(const dsops_compressor_args *a)
     const int rotate = a->hadamard.data != NULL;
 
     /* sequence descriptors */
-    int64_t *cu = cmp_xmalloc(sizeof(int64_t) * (size_t)(B + 1)); /* [B+1] */
-    int64_t *sp = cmp_xmalloc(sizeof(int64_t) * (size_t)(B > 0 ? B : 1)); /* [B] */
+    int64_t *cu = ref_alloc(sizeof(int64_t) * (size_t)(B + 1)); /* [B+1] */
+    int64_t *sp = ref_alloc(sizeof(int64_t) * (size_t)(B > 0 ? B : 1)); /* [B] */
     for (int64_t b = 0; b <= B; b++)
-        cu[b] = cmp_get_i32(&a->cu_seqlens_q, b, 0);
+        cu[b] = ref_get_i32(&a->cu_seqlens_q, b, 0, 0);
     for (int64_t b = 0; b < B; b++)
-        sp[b] = cmp_get_i32(&a->start_pos, b, 0);
+        sp[b] = ref_get_i32(&a->start_pos, b, 0, 0);
 
     /* step 1: projections, then the ape row of each token's position added to the logits */
-    float *xf = cmp_xmalloc(sizeof(float) * (size_t)(T * H));    /* [T][H] */
-    float *kvp = cmp_xmalloc(sizeof(float) * (size_t)(T * CD));  /* [T][CD] */
-    float *scp = cmp_xmalloc(sizeof(float) * (size_t)(T * CD));  /* [T][CD] */
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t k = 0; k < H; k++)
-            xf[t * H + k] = cmp_get_f(&a->x, t, k, 0);
-    cmp_project(xf, T, H, &a->wkv, &a->wgate, CD, kvp, scp);
+    float *xf = ref_alloc(sizeof(float) * (size_t)(T * H));      /* [T][H] */
+    float *kvp = ref_alloc(sizeof(float) * (size_t)(T * CD));    /* [T][CD] */
+    float *scp = ref_alloc(sizeof(float) * (size_t)(T * CD));    /* [T][CD] */
+    ref_get_mat(&a->x, T, H, xf);
+    ref_lin(xf, T, H, &a->wkv, kvp);
+    ref_lin(xf, T, H, &a->wgate, scp);
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = cu[b]; t < cu[b + 1]; t++) {
             const int64_t p = sp[b] + (t - cu[b]);
             for (int64_t c = 0; c < CD; c++)
-                scp[t * CD + c] = scp[t * CD + c] + cmp_get_f(&a->ape, p % R, c, 0);
+                scp[t * CD + c] = scp[t * CD + c] + ref_get_f(&a->ape, p % R, c, 0);
         }
 
     /* widened parameters */
-    float *gamma = cmp_xmalloc(sizeof(float) * (size_t)D);                    /* [D] */
-    float *hm = rotate ? cmp_xmalloc(sizeof(float) * (size_t)(D * D)) : NULL; /* [D][D] */
-    for (int64_t i = 0; i < D; i++)
-        gamma[i] = cmp_get_f(&a->norm_weight, i, 0, 0);
-    for (int64_t i = 0; rotate && i < D; i++)
-        for (int64_t j = 0; j < D; j++)
-            hm[i * D + j] = cmp_get_f(&a->hadamard, i, j, 0);
+    float *gamma = ref_alloc(sizeof(float) * (size_t)D);                    /* [D] */
+    float *hm = rotate ? ref_alloc(sizeof(float) * (size_t)(D * D)) : NULL; /* [D][D] */
+    ref_get_vec(&a->norm_weight, D, gamma);
+    if (rotate)
+        ref_get_mat(&a->hadamard, D, D, hm);
 
     /* step 5 (zero rows): every row starts at +0; entries overwrite theirs below */
     for (int64_t r = 0; r < NO; r++)
         for (int64_t d = 0; d < D; d++)
-            cmp_put_bf16_bits(&a->out, r, d, 0);
+            ref_put_bf16(&a->out, r, d, 0, 0.0f);
 
-    float *av = cmp_xmalloc(sizeof(float) * (size_t)(2 * R));  /* candidate values [<= 2R] */
-    float *zv = cmp_xmalloc(sizeof(float) * (size_t)(2 * R));  /* candidate logits [<= 2R] */
-    float *ev = cmp_xmalloc(sizeof(float) * (size_t)(2 * R));  /* exp(z - mz) [<= 2R] */
-    float *y = cmp_xmalloc(sizeof(float) * (size_t)D);         /* entry [D] */
-    float *y2 = cmp_xmalloc(sizeof(float) * (size_t)D);        /* Hadamard result [D] */
-    float cs[DR], sn[DR], rot[DR];
+    float *av = ref_alloc(sizeof(float) * (size_t)(2 * R));    /* candidate values [<= 2R] */
+    float *zv = ref_alloc(sizeof(float) * (size_t)(2 * R));    /* candidate logits [<= 2R] */
+    float *ev = ref_alloc(sizeof(float) * (size_t)(2 * R));    /* exp(z - mz) [<= 2R] */
+    float *y = ref_alloc(sizeof(float) * (size_t)D);           /* entry [D] */
+    float *y2 = ref_alloc(sizeof(float) * (size_t)D);          /* Hadamard result [D] */
+    float cs[DR], sn[DR];
 
     int64_t row_base = 0; /* packed: entries of the sequences before b */
     for (int64_t b = 0; b < B; b++) {
@@ -213,7 +93,7 @@ void dsops_ref_compressor(const dsops_compressor_args *a)
         const int64_t k_first = s0 / R, k_end = (s0 + S) / R; /* windows k_first ... k_end - 1 close */
         const int64_t count = k_end - k_first;
         if (a->out_count.data)
-            memcpy(cmp_addr(&a->out_count, b, 0, 0), &(int32_t){(int32_t)count}, sizeof(int32_t));
+            ref_put_i32(&a->out_count, b, 0, 0, (int32_t)count);
         for (int64_t k = k_first; k < k_end; k++) {
             const int64_t r = a->out_layout == DSOPS_CMP_ROW_PER_SEQ ? b : row_base + (k - k_first);
             /* step 3: the candidate list of each channel, then the softmax-weighted sum */
@@ -232,9 +112,9 @@ void dsops_ref_compressor(const dsops_compressor_args *a)
                         } else { /* the state row as stored when the call began */
                             int64_t blk, row;
                             cmp_slot(&a->kv_state_block_table, BSS, b, u, &blk, &row);
-                            av[n] = cmp_get_f(&a->kv_state, blk, row, ch);
+                            av[n] = ref_get_f(&a->kv_state, blk, row, ch);
                             cmp_slot(&a->score_state_block_table, BSS2, b, u, &blk, &row);
-                            zv[n] = cmp_get_f(&a->score_state, blk, row, ch);
+                            zv[n] = ref_get_f(&a->score_state, blk, row, ch);
                         }
                         n++;
                     }
@@ -250,26 +130,18 @@ void dsops_ref_compressor(const dsops_compressor_args *a)
                 float cval = 0.0f;
                 for (int64_t i = 0; i < n; i++)
                     cval += av[i] * (ev[i] / den);
-                y[d] = cmp_round_bf16(cval); /* step 4: y = bf16(cval) */
+                y[d] = ref_round_bf16(cval); /* step 4: y = bf16(cval) */
             }
             /* step 4: RMSNorm, rotation of the last 64 dims with table row r, optional Hadamard */
             dsops_ref_rmsnorm_row(y, D, gamma, a->norm_eps, y);
             for (int64_t d = 0; d < D; d++)
-                y[d] = cmp_round_bf16(y[d]);
-            for (int e = 0; e < DR; e++) {
-                cs[e] = cmp_get_f(&a->rope_cos, r, e, 0);
-                sn[e] = cmp_get_f(&a->rope_sin, r, e, 0);
-            }
-            dsops_ref_rope_row(y + (D - DR), cs, sn, a->rope_mode, a->rope_inverse, rot);
-            for (int e = 0; e < DR; e++)
-                y[D - DR + e] = cmp_round_bf16(rot[e]);
-            if (rotate) {
-                dsops_ref_hadamard_row(y, D, hm, y2);
-                for (int64_t d = 0; d < D; d++)
-                    y[d] = cmp_round_bf16(y2[d]);
-            }
+                y[d] = ref_round_bf16(y[d]);
+            ref_get_row(&a->rope_cos, r, DR, cs);
+            ref_get_row(&a->rope_sin, r, DR, sn);
+            ref_rope_bf16(y + (D - DR), cs, sn, a->rope_mode, a->rope_inverse);
+            ref_hadamard_bf16(y, D, hm, y2); /* hm NULL: no rotation */
             for (int64_t d = 0; d < D; d++)
-                cmp_put_bf16_bits(&a->out, r, d, dsops_ref_bf16_from_f32(y[d]));
+                ref_put_bf16(&a->out, r, d, 0, y[d]);
         }
         row_base += count;
     }
@@ -281,10 +153,10 @@ void dsops_ref_compressor(const dsops_compressor_args *a)
             int64_t blk, row;
             cmp_slot(&a->kv_state_block_table, BSS, b, p, &blk, &row);
             for (int64_t c = 0; c < CD; c++)
-                cmp_put_f32(&a->kv_state, blk, row, c, kvp[t * CD + c]);
+                ref_put_f32(&a->kv_state, blk, row, c, kvp[t * CD + c]);
             cmp_slot(&a->score_state_block_table, BSS2, b, p, &blk, &row);
             for (int64_t c = 0; c < CD; c++)
-                cmp_put_f32(&a->score_state, blk, row, c, scp[t * CD + c]);
+                ref_put_f32(&a->score_state, blk, row, c, scp[t * CD + c]);
         }
 
     free(cu), free(sp), free(xf), free(kvp), free(scp), free(gamma), free(hm);

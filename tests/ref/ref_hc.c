@@ -7,55 +7,9 @@
  * -ffp-contract=off. */
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "ref.h"
-
-/* ---- element access ------------------------------------------------------------------------------ */
-
-static size_t hc_elem_size(dsops_dtype dt)
-{
-    return dt == DSOPS_FP32 ? 4 : 2;
-}
-
-/* Address of element [i0, i1, i2] of `t` (indices beyond its rank are ignored). */
-static unsigned char *hc_addr(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2)
-{
-    int64_t off = 0;
-    if (t->ndim > 0)
-        off += i0 * t->stride[0];
-    if (t->ndim > 1)
-        off += i1 * t->stride[1];
-    if (t->ndim > 2)
-        off += i2 * t->stride[2];
-    return (unsigned char *)t->data + off * (int64_t)hc_elem_size(t->dtype);
-}
-
-/* Value of a bf16 or fp32 element, widened to fp32. */
-static float hc_get(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2)
-{
-    const unsigned char *p = hc_addr(t, i0, i1, i2);
-    if (t->dtype == DSOPS_FP32) {
-        float f;
-        memcpy(&f, p, 4);
-        return f;
-    }
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return dsops_ref_f32_from_bf16(h);
-}
-
-/* Stores v as a bf16 (rounded once) or fp32 element. */
-static void hc_put(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2, float v)
-{
-    unsigned char *p = hc_addr(t, i0, i1, i2);
-    if (t->dtype == DSOPS_FP32) {
-        memcpy(p, &v, 4);
-        return;
-    }
-    uint16_t h = dsops_ref_bf16_from_f32(v);
-    memcpy(p, &h, 2);
-}
+#include "ref_util.h"
 
 static float hc_sigmoid(float z)
 {
@@ -74,14 +28,14 @@ void dsops_ref_hc_pre(const dsops_hc_pre_args *a)
     float *pre = malloc((size_t)HC * sizeof(float));
     if (!xf || !mix || !A || !pre)
         abort();
-    const float s0 = hc_get(&a->hc_scale, 0, 0, 0), s1 = hc_get(&a->hc_scale, 1, 0, 0);
-    const float s2 = hc_get(&a->hc_scale, 2, 0, 0);
+    const float s0 = ref_get_f(&a->hc_scale, 0, 0, 0), s1 = ref_get_f(&a->hc_scale, 1, 0, 0);
+    const float s2 = ref_get_f(&a->hc_scale, 2, 0, 0);
     const float heps = a->hc_eps;
     for (int64_t t = 0; t < T; t++) {
         /* 1, 2: stream-major flattening and the RMS denominator */
         float ss = 0.0f;
         for (int64_t k = 0; k < K; k++) {
-            xf[k] = hc_get(&a->x, t, k / H, k % H);
+            xf[k] = ref_get_f(&a->x, t, k / H, k % H);
             ss += xf[k] * xf[k];
         }
         const float r = sqrtf(ss / (float)K + a->norm_eps);
@@ -89,20 +43,20 @@ void dsops_ref_hc_pre(const dsops_hc_pre_args *a)
         for (int64_t m = 0; m < M; m++) {
             float acc = 0.0f;
             for (int64_t k = 0; k < K; k++)
-                acc += xf[k] * hc_get(&a->hc_fn, m, k, 0);
+                acc += xf[k] * ref_get_f(&a->hc_fn, m, k, 0);
             mix[m] = acc / r;
         }
         /* 4, 5: gates */
         for (int64_t i = 0; i < HC; i++) {
-            pre[i] = hc_sigmoid(mix[i] * s0 + hc_get(&a->hc_base, i, 0, 0)) + heps;
-            float post = 2.0f * hc_sigmoid(mix[HC + i] * s1 + hc_get(&a->hc_base, HC + i, 0, 0));
-            hc_put(&a->post, t, i, 0, post);
+            pre[i] = hc_sigmoid(mix[i] * s0 + ref_get_f(&a->hc_base, i, 0, 0)) + heps;
+            float post = 2.0f * hc_sigmoid(mix[HC + i] * s1 + ref_get_f(&a->hc_base, HC + i, 0, 0));
+            ref_put_f(&a->post, t, i, 0, post);
             if (a->pre.data)
-                hc_put(&a->pre, t, i, 0, pre[i]);
+                ref_put_f(&a->pre, t, i, 0, pre[i]);
         }
         /* 6: comb logits */
         for (int64_t p = 0; p < HC * HC; p++)
-            A[p] = mix[2 * HC + p] * s2 + hc_get(&a->hc_base, 2 * HC + p, 0, 0);
+            A[p] = mix[2 * HC + p] * s2 + ref_get_f(&a->hc_base, 2 * HC + p, 0, 0);
         /* 7: Sinkhorn. Row-wise max-subtracted exp, row normalisation with eps after the division, column
          * normalisation, then sinkhorn_iters - 1 rounds of row and column normalisation. */
         for (int64_t r0 = 0; r0 < HC; r0++) {
@@ -144,13 +98,13 @@ void dsops_ref_hc_pre(const dsops_hc_pre_args *a)
         /* 8 */
         for (int64_t r0 = 0; r0 < HC; r0++)
             for (int64_t c = 0; c < HC; c++)
-                hc_put(&a->comb, t, r0, c, A[r0 * HC + c]);
+                ref_put_f(&a->comb, t, r0, c, A[r0 * HC + c]);
         /* 9: y, i ascending */
         for (int64_t d = 0; d < H; d++) {
             float acc = 0.0f;
             for (int64_t i = 0; i < HC; i++)
                 acc += pre[i] * xf[i * H + d];
-            hc_put(&a->y, t, d, 0, acc);
+            ref_put_f(&a->y, t, d, 0, acc);
         }
     }
     free(xf);
@@ -172,16 +126,16 @@ void dsops_ref_hc_post(const dsops_hc_post_args *a)
     for (int64_t t = 0; t < T; t++)
         for (int64_t d = 0; d < H; d++) {
             for (int64_t i = 0; i < HC; i++)
-                res[i] = hc_get(&a->residual, t, i, d);
-            const float xv = hc_get(&a->x, t, d, 0);
+                res[i] = ref_get_f(&a->residual, t, i, d);
+            const float xv = ref_get_f(&a->x, t, d, 0);
             for (int64_t j = 0; j < HC; j++) {
                 float acc = 0.0f;
                 for (int64_t i = 0; i < HC; i++)
-                    acc += hc_get(&a->comb, t, i, j) * res[i];
-                val[j] = hc_get(&a->post, t, j, 0) * xv + acc;
+                    acc += ref_get_f(&a->comb, t, i, j) * res[i];
+                val[j] = ref_get_f(&a->post, t, j, 0) * xv + acc;
             }
             for (int64_t j = 0; j < HC; j++)
-                hc_put(&a->out, t, j, d, val[j]);
+                ref_put_f(&a->out, t, j, d, val[j]);
         }
     free(res);
     free(val);

@@ -16,31 +16,16 @@
  * still accumulated in ascending d. Tokens are independent, so they are spread over OpenMP threads;
  * each token's result does not depend on the thread that computes it. Built with -ffp-contract=off. */
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "ref.h"
+#include "ref_util.h"
 
 /* ---- number formats (spec §2.1) ---------------------------------------------------------------- */
 
-static float li_f32_from_bits(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static uint32_t li_bits_from_f32(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
 uint16_t dsops_ref_fp16_from_f32(float f)
 {
-    const uint32_t u = li_bits_from_f32(f);
+    const uint32_t u = ref_bits_from_f32(f);
     const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
     const uint32_t a = u & 0x7fffffffu;
     if (a > 0x7f800000u)                               /* NaN: quiet, top payload bits kept */
@@ -51,7 +36,7 @@ uint16_t dsops_ref_fp16_from_f32(float f)
         /* |f| * 2^24 is exact and < 1024; rounding it to an integer (ties to even) by adding and
          * removing 2^23 gives the subnormal's significand; 1024 is the smallest normal, 0x0400 */
         const float big = 8388608.0f;
-        float m = li_f32_from_bits(a) * 16777216.0f;
+        float m = ref_f32_from_bits(a) * 16777216.0f;
         float r = (m + big) - big;
         return (uint16_t)(sign | (uint16_t)r);
     }
@@ -73,66 +58,11 @@ float dsops_ref_f32_from_fp16(uint16_t h)
         return sign ? -v : v;
     }
     if (e == 31)                                       /* Inf or NaN */
-        return li_f32_from_bits(sign | 0x7f800000u | (m << 13));
-    return li_f32_from_bits(sign | ((e + 127 - 15) << 23) | (m << 13));
+        return ref_f32_from_bits(sign | 0x7f800000u | (m << 13));
+    return ref_f32_from_bits(sign | ((e + 127 - 15) << 23) | (m << 13));
 }
 
 static float round_fp16(float f) { return dsops_ref_f32_from_fp16(dsops_ref_fp16_from_f32(f)); }
-
-/* ---- strided element access ---------------------------------------------------------------------- */
-
-static size_t li_elem_size(dsops_dtype dt)
-{
-    switch (dt) {
-    case DSOPS_BF16: case DSOPS_FP16: return 2;
-    case DSOPS_FP32: case DSOPS_INT32: return 4;
-    case DSOPS_INT8: case DSOPS_UINT8: return 1;
-    case DSOPS_INT64: return 8;
-    default: return 0;
-    }
-}
-
-/* Address of element [i0, i1, i2] of `t` (unused trailing indices are 0). */
-static unsigned char *li_addr(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2)
-{
-    int64_t off = i0 * t->stride[0];
-    if (t->ndim > 1)
-        off += i1 * t->stride[1];
-    if (t->ndim > 2)
-        off += i2 * t->stride[2];
-    return (unsigned char *)t->data + off * (int64_t)li_elem_size(t->dtype);
-}
-
-static int32_t li_i32(const dsops_tensor *t, int64_t i0, int64_t i1)
-{
-    int32_t v;
-    memcpy(&v, li_addr(t, i0, i1, 0), sizeof v);
-    return v;
-}
-
-static uint16_t li_u16(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2)
-{
-    uint16_t v;
-    memcpy(&v, li_addr(t, i0, i1, i2), sizeof v);
-    return v;
-}
-
-static int8_t li_i8(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2)
-{
-    int8_t v;
-    memcpy(&v, li_addr(t, i0, i1, i2), sizeof v);
-    return v;
-}
-
-static void *li_xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "dsops_ref: out of memory (%zu bytes)\n", n);
-        abort();
-    }
-    return p;
-}
 
 /* ---- scores of one token ------------------------------------------------------------------------- */
 
@@ -141,7 +71,7 @@ static int64_t seq_of_token(const dsops_lightning_indexer_args *a, int64_t t)
 {
     const int64_t B = a->seqused_kv.shape[0];               /* seqused_kv [B], cu_seqlens_q [B+1] */
     for (int64_t b = 0; b < B; b++)
-        if (t < li_i32(&a->cu_seqlens_q, b + 1, 0))
+        if (t < ref_get_i32(&a->cu_seqlens_q, b + 1, 0, 0))
             return b;
     return B - 1;
 }
@@ -149,9 +79,9 @@ static int64_t seq_of_token(const dsops_lightning_indexer_args *a, int64_t t)
 /* Visible keys of token t of sequence b (§3.6: n_t = floor(max(L_t, 0) / cmp_ratio)). */
 static int64_t visible_keys(const dsops_lightning_indexer_args *a, int64_t b, int64_t t)
 {
-    const int64_t t0 = li_i32(&a->cu_seqlens_q, b, 0);
-    const int64_t S_b = li_i32(&a->cu_seqlens_q, b + 1, 0) - t0;
-    const int64_t L = (int64_t)li_i32(&a->seqused_kv, b, 0) - (S_b - 1 - (t - t0));
+    const int64_t t0 = ref_get_i32(&a->cu_seqlens_q, b, 0, 0);
+    const int64_t S_b = ref_get_i32(&a->cu_seqlens_q, b + 1, 0, 0) - t0;
+    const int64_t L = (int64_t)ref_get_i32(&a->seqused_kv, b, 0, 0) - (S_b - 1 - (t - t0));
     return (L > 0 ? L : 0) / a->cmp_ratio;
 }
 
@@ -167,12 +97,12 @@ typedef struct li_scratch {
 
 static void scratch_alloc(li_scratch *s, int64_t NI, int64_t DI)
 {
-    s->q8 = li_xmalloc(sizeof(int16_t) * (size_t)(NI * DI));
-    s->ws = li_xmalloc(sizeof(float) * (size_t)NI);
-    s->k8 = li_xmalloc(sizeof(int16_t) * (size_t)DI);
-    s->qT = li_xmalloc(sizeof(float) * (size_t)(NI * DI));
-    s->kf = li_xmalloc(sizeof(float) * (size_t)DI);
-    s->acc = li_xmalloc(sizeof(float) * (size_t)NI);
+    s->q8 = ref_alloc(sizeof(int16_t) * (size_t)(NI * DI));
+    s->ws = ref_alloc(sizeof(float) * (size_t)NI);
+    s->k8 = ref_alloc(sizeof(int16_t) * (size_t)DI);
+    s->qT = ref_alloc(sizeof(float) * (size_t)(NI * DI));
+    s->kf = ref_alloc(sizeof(float) * (size_t)DI);
+    s->acc = ref_alloc(sizeof(float) * (size_t)NI);
 }
 
 static void scratch_free(li_scratch *s)
@@ -197,27 +127,27 @@ static int64_t token_scores(const dsops_lightning_indexer_args *a, int64_t b, in
     if (is_int8) {
         for (int64_t h = 0; h < NI; h++) {
             for (int64_t d = 0; d < DI; d++)
-                s->q8[h * DI + d] = li_i8(&a->q_idx, t, h, d);
+                s->q8[h * DI + d] = ref_get_i8(&a->q_idx, t, h, d);
             /* ws_h = fp16(f32(q_idx_scale[t,h]) * f32(weights[t,h])): both fp16, product exact in fp32 */
-            float qs = dsops_ref_f32_from_fp16(li_u16(&a->q_idx_scale, t, h, 0)); /* q_idx_scale [T, NI] */
-            float w = dsops_ref_f32_from_fp16(li_u16(&a->weights, t, h, 0));      /* weights [T, NI] fp16 */
+            float qs = ref_get_f(&a->q_idx_scale, t, h, 0);        /* q_idx_scale [T, NI] fp16 */
+            float w = ref_get_f(&a->weights, t, h, 0);             /* weights [T, NI] fp16 */
             s->ws[h] = round_fp16(qs * w);
         }
     } else {
         for (int64_t h = 0; h < NI; h++) {
             for (int64_t d = 0; d < DI; d++)
-                s->qT[d * NI + h] = dsops_ref_f32_from_bf16(li_u16(&a->q_idx, t, h, d));
-            s->ws[h] = dsops_ref_f32_from_bf16(li_u16(&a->weights, t, h, 0));     /* weights [T, NI] bf16 */
+                s->qT[d * NI + h] = ref_get_f(&a->q_idx, t, h, d); /* q_idx [T, NI, DI] bf16 */
+            s->ws[h] = ref_get_f(&a->weights, t, h, 0);            /* weights [T, NI] bf16 */
         }
     }
 
     for (int64_t j = 0; j < n; j++) {
-        const int64_t blk = li_i32(&a->block_table, b, j / BS); /* block_table [B, MB]; row slot(b, j) */
+        const int64_t blk = ref_get_i32(&a->block_table, b, j / BS, 0); /* block_table [B, MB]; row slot(b, j) */
         const int64_t off = j % BS;
         float sum = 0.0f;
         if (is_int8) {
             for (int64_t d = 0; d < DI; d++)
-                s->k8[d] = li_i8(&a->key_cache, blk, off, d);
+                s->k8[d] = ref_get_i8(&a->key_cache, blk, off, d);
             for (int64_t h = 0; h < NI; h++) {
                 const int16_t *q = s->q8 + h * DI;
                 int64_t dot = 0; /* exact: int32 partial sums of at most 2^16 products (|p| <= 2^30) */
@@ -231,10 +161,10 @@ static int64_t token_scores(const dsops_lightning_indexer_args *a, int64_t b, in
                 float dh = round_fp16((float)(dot > 0 ? dot : 0) * 0x1p-11f);
                 sum += s->ws[h] * dh;
             }
-            sum *= dsops_ref_f32_from_fp16(li_u16(&a->key_scale_cache, blk, off, 0)); /* [NB, BS] fp16 */
+            sum *= ref_get_f(&a->key_scale_cache, blk, off, 0); /* [NB, BS] fp16 */
         } else {
             for (int64_t d = 0; d < DI; d++)
-                s->kf[d] = dsops_ref_f32_from_bf16(li_u16(&a->key_cache, blk, off, d));
+                s->kf[d] = ref_get_f(&a->key_cache, blk, off, d);
             for (int64_t h = 0; h < NI; h++)
                 s->acc[h] = 0.0f;
             for (int64_t d = 0; d < DI; d++)
@@ -297,21 +227,24 @@ void dsops_ref_lightning_indexer(const dsops_lightning_indexer_args *a)
     const int has_scores = a->topk_scores.data != NULL;     /* topk_scores [T, K] fp32 (optional) */
 
     /* token -> sequence */
-    int64_t *seq = li_xmalloc(sizeof(int64_t) * (size_t)(T > 0 ? T : 1));
+    int64_t *seq = ref_alloc(sizeof(int64_t) * (size_t)(T > 0 ? T : 1));
     int64_t nmax = 0;
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t t = li_i32(&a->cu_seqlens_q, b, 0); t < li_i32(&a->cu_seqlens_q, b + 1, 0); t++) {
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t t0 = ref_get_i32(&a->cu_seqlens_q, b, 0, 0);
+        const int64_t t1 = ref_get_i32(&a->cu_seqlens_q, b + 1, 0, 0);
+        for (int64_t t = t0; t < t1; t++) {
             seq[t] = b;
             int64_t n = visible_keys(a, b, t);
             nmax = n > nmax ? n : nmax;
         }
+    }
 
 #pragma omp parallel
     {
         li_scratch s;
         scratch_alloc(&s, NI, DI);
-        float *I = li_xmalloc(sizeof(float) * (size_t)(nmax > 0 ? nmax : 1));        /* [n] scores */
-        li_entry *e = li_xmalloc(sizeof(li_entry) * (size_t)(nmax > 0 ? nmax : 1)); /* [n] to sort */
+        float *I = ref_alloc(sizeof(float) * (size_t)(nmax > 0 ? nmax : 1));         /* [n] scores */
+        li_entry *e = ref_alloc(sizeof(li_entry) * (size_t)(nmax > 0 ? nmax : 1));   /* [n] to sort */
 #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < T; t++) {
             const int64_t n = token_scores(a, seq[t], t, &s, I);
@@ -324,9 +257,9 @@ void dsops_ref_lightning_indexer(const dsops_lightning_indexer_args *a)
             for (int64_t k = 0; k < K; k++) {
                 int32_t idx = k < m ? e[k].index : -1;
                 float sc = k < m ? e[k].score : -INFINITY;
-                memcpy(li_addr(&a->topk_indices, t, k, 0), &idx, sizeof idx);
+                ref_put_i32(&a->topk_indices, t, k, 0, idx);
                 if (has_scores)
-                    memcpy(li_addr(&a->topk_scores, t, k, 0), &sc, sizeof sc);
+                    ref_put_f32(&a->topk_scores, t, k, 0, sc);
             }
         }
         free(I);

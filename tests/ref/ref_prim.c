@@ -3,66 +3,14 @@
  *
  * Plain loops over one row at a time, every fp32 sum in ascending index order, every rounding point of
  * the spec applied where the spec puts it. Number formats come from the oracle's own helpers
- * (ref_sfa.c, ref_li.c). Tensors are read and written through their strides. Built with
- * -ffp-contract=off. */
+ * (ref_sfa.c, ref_li.c), element access from ref_util.c. Tensors are read and written through their
+ * strides. Built with -ffp-contract=off. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ref.h"
-
-/* ---- element access ------------------------------------------------------------------------------ */
-
-static size_t pr_elem_size(dsops_dtype dt)
-{
-    switch (dt) {
-    case DSOPS_BF16: case DSOPS_FP16: return 2;
-    case DSOPS_FP32: case DSOPS_INT32: return 4;
-    case DSOPS_INT8: case DSOPS_UINT8: return 1;
-    case DSOPS_INT64: return 8;
-    default: return 0;
-    }
-}
-
-/* Address of element [i0, i1, i2] of `t` (indices beyond its rank are ignored). */
-static unsigned char *pr_addr(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2)
-{
-    int64_t off = 0;
-    if (t->ndim > 0)
-        off += i0 * t->stride[0];
-    if (t->ndim > 1)
-        off += i1 * t->stride[1];
-    if (t->ndim > 2)
-        off += i2 * t->stride[2];
-    return (unsigned char *)t->data + off * (int64_t)pr_elem_size(t->dtype);
-}
-
-/* Value of a bf16, fp16 or fp32 element, widened to fp32. */
-static float pr_get_float(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2)
-{
-    const unsigned char *p = pr_addr(t, i0, i1, i2);
-    if (t->dtype == DSOPS_FP32) {
-        float f;
-        memcpy(&f, p, 4);
-        return f;
-    }
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return t->dtype == DSOPS_FP16 ? dsops_ref_f32_from_fp16(h) : dsops_ref_f32_from_bf16(h);
-}
-
-static void pr_put_bf16(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2, float v)
-{
-    uint16_t h = dsops_ref_bf16_from_f32(v);
-    memcpy(pr_addr(t, i0, i1, i2), &h, 2);
-}
-
-static int64_t pr_get_i64(const dsops_tensor *t, int64_t i)
-{
-    int64_t v;
-    memcpy(&v, pr_addr(t, i, 0, 0), 8);
-    return v;
-}
+#include "ref_util.h"
 
 /* fp64 -> bf16 with a single rounding (nearest, ties to even): 8 significant bits, subnormals at the
  * quantum 2^-133, overflow to +-Inf. */
@@ -86,8 +34,7 @@ uint16_t dsops_ref_bf16_from_f64(double d)
     if (frac > 0.5 || (frac == 0.5 && fmod(r, 2.0) != 0.0))
         r += 1.0;
     float v = (float)ldexp(r, qexp);        /* exact in fp32, or +Inf beyond the bf16 range */
-    uint32_t u;
-    memcpy(&u, &v, 4);
+    uint32_t u = ref_bits_from_f32(v);
     return (uint16_t)(sign | (uint16_t)(u >> 16));
 }
 
@@ -205,14 +152,14 @@ void dsops_ref_rmsnorm(const dsops_rmsnorm_args *a)
     if (a->weight.data != NULL) {
         g = malloc((size_t)W * sizeof(float));
         for (int64_t i = 0; i < W; i++)
-            g[i] = pr_get_float(&a->weight, i, 0, 0); /* weight [W] bf16 or fp32 */
+            g[i] = ref_get_f(&a->weight, i, 0, 0); /* weight [W] bf16 or fp32 */
     }
     for (int64_t t = 0; t < T; t++) {
         for (int64_t i = 0; i < W; i++)
-            row[i] = pr_get_float(&a->x, t, i, 0); /* x [T, W] bf16 */
+            row[i] = ref_get_f(&a->x, t, i, 0); /* x [T, W] bf16 */
         dsops_ref_rmsnorm_row(row, W, g, a->eps, row);
         for (int64_t i = 0; i < W; i++)
-            pr_put_bf16(&a->y, t, i, 0, row[i]); /* y [T, W] bf16 */
+            ref_put_bf16(&a->y, t, i, 0, row[i]); /* y [T, W] bf16 */
     }
     free(g);
     free(row);
@@ -253,7 +200,7 @@ void dsops_ref_rope_tables_f64(const dsops_rope_tables_args *a, double *cos_out,
     dsops_ref_rope_freqs(a, freq);
     int64_t T = a->positions.shape[0];
     for (int64_t t = 0; t < T; t++) {
-        float p = (float)pr_get_i64(&a->positions, t);
+        float p = (float)ref_get_i64(&a->positions, t, 0, 0);
         for (int j = 0; j < 32; j++) {
             float angle = p * freq[j];       /* a_j = fp32(fp32(p) * freq_j) */
             double c = cos((double)angle), s = sin((double)angle);
@@ -267,16 +214,15 @@ void dsops_ref_rope_tables_f64(const dsops_rope_tables_args *a, double *cos_out,
     }
 }
 
-static void pr_put_table(const dsops_tensor *t, int64_t i, int64_t e, double v)
+/* Element [i, j] of t (bf16 or fp32) from an fp64 value rounded once. */
+static void pr_put_f64(const dsops_tensor *t, int64_t i, int64_t j, double v)
 {
-    unsigned char *p = pr_addr(t, i, e, 0);
     if (t->dtype == DSOPS_FP32) {
-        float f = (float)v;
-        memcpy(p, &f, 4);
-    } else {
-        uint16_t h = dsops_ref_bf16_from_f64(v);
-        memcpy(p, &h, 2);
+        ref_put_f32(t, i, j, 0, (float)v);
+        return;
     }
+    uint16_t h = dsops_ref_bf16_from_f64(v);
+    memcpy(ref_at(t, i, j, 0), &h, sizeof h);
 }
 
 void dsops_ref_rope_tables(const dsops_rope_tables_args *a)
@@ -287,8 +233,8 @@ void dsops_ref_rope_tables(const dsops_rope_tables_args *a)
     dsops_ref_rope_tables_f64(a, c, s);
     for (int64_t t = 0; t < T; t++)
         for (int64_t e = 0; e < 64; e++) {
-            pr_put_table(&a->cos, t, e, c[t * 64 + e]); /* cos [T, 64] */
-            pr_put_table(&a->sin, t, e, s[t * 64 + e]); /* sin [T, 64] */
+            pr_put_f64(&a->cos, t, e, c[t * 64 + e]); /* cos [T, 64] */
+            pr_put_f64(&a->sin, t, e, s[t * 64 + e]); /* sin [T, 64] */
         }
     free(c);
     free(s);
@@ -302,22 +248,18 @@ void dsops_ref_rope_apply(const dsops_rope_apply_args *a)
     int64_t off = a->rope_offset;
     for (int64_t t = 0; t < T; t++) {
         float c[64], s[64];
-        for (int e = 0; e < 64; e++) {
-            c[e] = pr_get_float(&a->rope_cos, t, e, 0); /* rope_cos [T, 64] */
-            s[e] = pr_get_float(&a->rope_sin, t, e, 0); /* rope_sin [T, 64] */
-        }
+        ref_get_row(&a->rope_cos, t, 64, c); /* rope_cos [T, 64] */
+        ref_get_row(&a->rope_sin, t, 64, s); /* rope_sin [T, 64] */
         for (int64_t h = 0; h < N; h++) {
             float xs[64], ys[64];
             for (int e = 0; e < 64; e++)
-                xs[e] = pr_get_float(&a->x, t, h, off + e); /* x [T, N, W] bf16 */
+                xs[e] = ref_get_f(&a->x, t, h, off + e); /* x [T, N, W] bf16 */
             dsops_ref_rope_row(xs, c, s, a->rope_mode, a->rope_inverse, ys);
             for (int64_t w = 0; w < W; w++) {
                 if (w >= off && w < off + 64) {
-                    pr_put_bf16(&a->y, t, h, w, ys[w - off]);
+                    ref_put_bf16(&a->y, t, h, w, ys[w - off]);
                 } else {
-                    uint16_t v;
-                    memcpy(&v, pr_addr(&a->x, t, h, w), 2);
-                    memcpy(pr_addr(&a->y, t, h, w), &v, 2); /* y [T, N, W] bf16 */
+                    memcpy(ref_at(&a->y, t, h, w), ref_at(&a->x, t, h, w), 2); /* y [T, N, W] bf16 */
                 }
             }
         }
@@ -335,15 +277,7 @@ void dsops_ref_hadamard_matrix(const dsops_tensor *m)
             int bits = 0;
             for (int64_t x = i & j; x != 0; x >>= 1)
                 bits += (int)(x & 1);
-            double v = (bits % 2) ? -inv : inv;
-            unsigned char *p = pr_addr(m, i, j, 0);
-            if (m->dtype == DSOPS_FP32) {
-                float f = (float)v;
-                memcpy(p, &f, 4);
-            } else {
-                uint16_t h = dsops_ref_bf16_from_f64(v);
-                memcpy(p, &h, 2);
-            }
+            pr_put_f64(m, i, j, (bits % 2) ? -inv : inv);
         }
 }
 
@@ -358,11 +292,11 @@ void dsops_ref_quant_q8(const dsops_quant_q8_args *a)
         for (int64_t g = 0; g < W / G; g++) {
             float scale;
             for (int64_t i = 0; i < G; i++)
-                v[i] = pr_get_float(&a->x, r, g * G + i, 0); /* x [R, W] bf16 or fp32 */
+                v[i] = ref_get_f(&a->x, r, g * G + i, 0); /* x [R, W] bf16 or fp32 */
             dsops_ref_q8_group(v, G, q, &scale);
             for (int64_t i = 0; i < G; i++)
-                *(int8_t *)pr_addr(&a->q, r, g * G + i, 0) = q[i];    /* q [R, W] int8 */
-            memcpy(pr_addr(&a->scale, r, g, 0), &scale, 4);           /* scale [R, W/G] fp32 */
+                ref_put_i8(&a->q, r, g * G + i, 0, q[i]);             /* q [R, W] int8 */
+            ref_put_f32(&a->scale, r, g, 0, scale);                   /* scale [R, W/G] fp32 */
         }
     free(v);
     free(q);
@@ -378,30 +312,23 @@ void dsops_ref_cache_store(const dsops_cache_store_args *a)
     float *v = malloc((size_t)(G > 0 ? G : 1) * sizeof(float));
     int8_t *q = malloc((size_t)(G > 0 ? G : 1));
     for (int64_t t = 0; t < T; t++) {
-        int64_t slot = pr_get_i64(&a->cache_index, t); /* cache_index [T] int64 */
+        int64_t slot = ref_get_i64(&a->cache_index, t, 0, 0); /* cache_index [T] int64 */
         if (slot < 0)
             continue;                                   /* padding token: nothing is stored */
         int64_t blk = slot / BS, row = slot % BS;
         if (a->cache.dtype == DSOPS_BF16) {
             for (int64_t w = 0; w < W; w++)             /* cache [NB, BS, W] bf16 */
-                memcpy(pr_addr(&a->cache, blk, row, w), pr_addr(&a->src, t, w, 0), 2);
+                memcpy(ref_at(&a->cache, blk, row, w), ref_at(&a->src, t, w, 0), 2);
             continue;
         }
         for (int64_t g = 0; g < W / G; g++) {
             float s;
             for (int64_t i = 0; i < G; i++)
-                v[i] = pr_get_float(&a->src, t, g * G + i, 0); /* src [T, W] bf16 */
+                v[i] = ref_get_f(&a->src, t, g * G + i, 0); /* src [T, W] bf16 */
             dsops_ref_q8_group(v, G, q, &s);
             for (int64_t i = 0; i < G; i++)
-                *(int8_t *)pr_addr(&a->cache, blk, row, g * G + i) = q[i]; /* cache [NB, BS, W] int8 */
-            /* cache_scale [NB, BS, W/G] (or [NB, BS]) fp32 or fp16 */
-            unsigned char *p = pr_addr(&a->cache_scale, blk, row, g);
-            if (a->cache_scale.dtype == DSOPS_FP32) {
-                memcpy(p, &s, 4);
-            } else {
-                uint16_t h = dsops_ref_fp16_from_f32(s);
-                memcpy(p, &h, 2);
-            }
+                ref_put_i8(&a->cache, blk, row, g * G + i, q[i]); /* cache [NB, BS, W] int8 */
+            ref_put_f(&a->cache_scale, blk, row, g, s); /* cache_scale [NB, BS, W/G] (or [NB, BS]) fp32 / fp16 */
         }
     }
     free(v);

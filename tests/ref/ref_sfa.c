@@ -10,31 +10,16 @@
  * by side (over heads, over output columns); each individual sum is still accumulated in ascending
  * index order, exactly as the spec's reference prescribes. Built with -ffp-contract=off. */
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "ref.h"
+#include "ref_util.h"
 
 /* ---- number formats (spec §2.1) ---------------------------------------------------------------- */
 
-static float f32_from_bits(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static uint32_t bits_from_f32(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
 uint16_t dsops_ref_bf16_from_f32(float f)
 {
-    uint32_t u = bits_from_f32(f);
+    uint32_t u = ref_bits_from_f32(f);
     if ((u & 0x7fffffffu) > 0x7f800000u)          /* NaN: keep the sign and payload top bits, set quiet */
         return (uint16_t)((u >> 16) | 0x0040u);
     uint32_t lsb = (u >> 16) & 1u;                /* ties go to the even result */
@@ -42,79 +27,20 @@ uint16_t dsops_ref_bf16_from_f32(float f)
     return (uint16_t)(u >> 16);
 }
 
-float dsops_ref_f32_from_bf16(uint16_t h) { return f32_from_bits((uint32_t)h << 16); }
-
-static float round_bf16(float f) { return dsops_ref_f32_from_bf16(dsops_ref_bf16_from_f32(f)); }
-
-/* ---- strided element access ---------------------------------------------------------------------- */
-
-static size_t elem_size(dsops_dtype dt)
-{
-    switch (dt) {
-    case DSOPS_BF16: case DSOPS_FP16: return 2;
-    case DSOPS_FP32: case DSOPS_INT32: return 4;
-    case DSOPS_INT8: case DSOPS_UINT8: return 1;
-    case DSOPS_INT64: return 8;
-    default: return 0;
-    }
-}
-
-/* Address of element [i0, i1, i2] of `t` (unused trailing indices are 0). */
-static const unsigned char *addr(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2)
-{
-    int64_t off = i0 * t->stride[0];
-    if (t->ndim > 1)
-        off += i1 * t->stride[1];
-    if (t->ndim > 2)
-        off += i2 * t->stride[2];
-    return (const unsigned char *)t->data + off * (int64_t)elem_size(t->dtype);
-}
-
-static int32_t get_i32(const dsops_tensor *t, int64_t i0, int64_t i1)
-{
-    int32_t v;
-    memcpy(&v, addr(t, i0, i1, 0), sizeof v);
-    return v;
-}
-
-static float get_bf16(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2)
-{
-    uint16_t h;
-    memcpy(&h, addr(t, i0, i1, i2), sizeof h);
-    return dsops_ref_f32_from_bf16(h);
-}
-
-static float get_f32(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2)
-{
-    float v;
-    memcpy(&v, addr(t, i0, i1, i2), sizeof v);
-    return v;
-}
-
-static int8_t get_i8(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2)
-{
-    int8_t v;
-    memcpy(&v, addr(t, i0, i1, i2), sizeof v);
-    return v;
-}
-
-static uint8_t get_u8(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2)
-{
-    return *addr(t, i0, i1, i2);
-}
+float dsops_ref_f32_from_bf16(uint16_t h) { return ref_f32_from_bits((uint32_t)h << 16); }
 
 /* Little-endian multi-byte fields of a packed656 row, byte by byte through the byte stride. */
 static uint16_t packed_u16(const dsops_tensor *kv, int64_t blk, int64_t off, int64_t byte)
 {
-    return (uint16_t)(get_u8(kv, blk, off, byte) | (get_u8(kv, blk, off, byte + 1) << 8));
+    return (uint16_t)(ref_get_u8(kv, blk, off, byte) | (ref_get_u8(kv, blk, off, byte + 1) << 8));
 }
 
 static float packed_f32(const dsops_tensor *kv, int64_t blk, int64_t off, int64_t byte)
 {
     uint32_t u = 0;
     for (int k = 3; k >= 0; k--)
-        u = (u << 8) | get_u8(kv, blk, off, byte + k);
-    return f32_from_bits(u);
+        u = (u << 8) | ref_get_u8(kv, blk, off, byte + k);
+    return ref_f32_from_bits(u);
 }
 
 #define PACKED_NOPE_BYTE 0    /* 512 int8 latent values */
@@ -129,39 +55,29 @@ static void load_key(const dsops_sparse_flash_attention_v32_args *a, int64_t Dc,
     switch (a->kv_layout) {
     case DSOPS_KV_SPLIT_BF16:
         for (int64_t c = 0; c < Dc; c++)
-            key[c] = get_bf16(&a->key_nope, blk, off, c);                 /* key_nope [NB, BS, Dc] bf16 */
+            key[c] = ref_get_f(&a->key_nope, blk, off, c);                /* key_nope [NB, BS, Dc] bf16 */
         for (int64_t c = 0; c < Dr; c++)
-            key[Dc + c] = get_bf16(&a->key_rope, blk, off, c);            /* key_rope [NB, BS, Dr] bf16 */
+            key[Dc + c] = ref_get_f(&a->key_rope, blk, off, c);           /* key_rope [NB, BS, Dr] bf16 */
         break;
     case DSOPS_KV_SPLIT_INT8:
         for (int64_t c = 0; c < Dc; c++) {
-            float q = (float)get_i8(&a->key_nope, blk, off, c);           /* key_nope [NB, BS, Dc] int8 */
-            float s = get_f32(&a->key_nope_scale, blk, off, c / 128);     /* key_nope_scale [NB, BS, Dc/128] */
-            key[c] = round_bf16(q * s);
+            float q = (float)ref_get_i8(&a->key_nope, blk, off, c);       /* key_nope [NB, BS, Dc] int8 */
+            float s = ref_get_f(&a->key_nope_scale, blk, off, c / 128);   /* key_nope_scale [NB, BS, Dc/128] */
+            key[c] = ref_round_bf16(q * s);
         }
         for (int64_t c = 0; c < Dr; c++)
-            key[Dc + c] = get_bf16(&a->key_rope, blk, off, c);            /* key_rope [NB, BS, Dr] bf16 */
+            key[Dc + c] = ref_get_f(&a->key_rope, blk, off, c);           /* key_rope [NB, BS, Dr] bf16 */
         break;
     case DSOPS_KV_PACKED656:                                              /* kv_packed [NB, BS, 656] uint8 */
         for (int64_t c = 0; c < Dc; c++) {
-            float q = (float)(int8_t)get_u8(&a->kv_packed, blk, off, PACKED_NOPE_BYTE + c);
+            float q = (float)(int8_t)ref_get_u8(&a->kv_packed, blk, off, PACKED_NOPE_BYTE + c);
             float s = packed_f32(&a->kv_packed, blk, off, PACKED_SCALE_BYTE + 4 * (c / 128));
-            key[c] = round_bf16(q * s);
+            key[c] = ref_round_bf16(q * s);
         }
         for (int64_t c = 0; c < Dr; c++)
             key[Dc + c] = dsops_ref_f32_from_bf16(packed_u16(&a->kv_packed, blk, off, PACKED_ROPE_BYTE + 2 * c));
         break;
     }
-}
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "dsops_ref: out of memory (%zu bytes)\n", n);
-        abort();
-    }
-    return p;
 }
 
 /* ---- the operator ----------------------------------------------------------------------------- */
@@ -180,20 +96,20 @@ void dsops_ref_sparse_flash_attention_v32(const dsops_sparse_flash_attention_v32
     const int has_lse = a->lse.data != NULL;              /* lse [T, N] (optional) */
     const int64_t tile = a->p_tile >= 1 ? a->p_tile : 1;
 
-    float *keys = xmalloc(sizeof(float) * (size_t)(K * Dqk)); /* [n, Dqk] gathered keys of one token */
-    float *qT = xmalloc(sizeof(float) * (size_t)(Dqk * N));   /* [Dqk, N] the token's queries, transposed */
-    float *s = xmalloc(sizeof(float) * (size_t)(N * K));      /* [N, n] scores of one token */
-    float *acc = xmalloc(sizeof(float) * (size_t)N);          /* [N] running dot products */
-    float *w = xmalloc(sizeof(float) * (size_t)K);            /* [n] weights of one head */
-    float *P = xmalloc(sizeof(float) * (size_t)K);            /* [n] probabilities of one head */
-    float *O = xmalloc(sizeof(float) * (size_t)Dc);           /* [Dc] accumulated output of one head */
-    float *Ot = xmalloc(sizeof(float) * (size_t)Dc);          /* [Dc] one tile's contribution (tiled) */
+    float *keys = ref_alloc(sizeof(float) * (size_t)(K * Dqk)); /* [n, Dqk] gathered keys of one token */
+    float *qT = ref_alloc(sizeof(float) * (size_t)(Dqk * N));   /* [Dqk, N] the token's queries, transposed */
+    float *s = ref_alloc(sizeof(float) * (size_t)(N * K));      /* [N, n] scores of one token */
+    float *acc = ref_alloc(sizeof(float) * (size_t)N);          /* [N] running dot products */
+    float *w = ref_alloc(sizeof(float) * (size_t)K);            /* [n] weights of one head */
+    float *P = ref_alloc(sizeof(float) * (size_t)K);            /* [n] probabilities of one head */
+    float *O = ref_alloc(sizeof(float) * (size_t)Dc);           /* [Dc] accumulated output of one head */
+    float *Ot = ref_alloc(sizeof(float) * (size_t)Dc);          /* [Dc] one tile's contribution (tiled) */
 
     for (int64_t b = 0; b < B; b++) {
-        const int64_t t0 = get_i32(&a->cu_seqlens_q, b, 0);
-        const int64_t t1 = get_i32(&a->cu_seqlens_q, b + 1, 0);
+        const int64_t t0 = ref_get_i32(&a->cu_seqlens_q, b, 0, 0);
+        const int64_t t1 = ref_get_i32(&a->cu_seqlens_q, b + 1, 0, 0);
         const int64_t S_b = t1 - t0;
-        const int64_t used_kv = get_i32(&a->seqused_kv, b, 0);
+        const int64_t used_kv = ref_get_i32(&a->seqused_kv, b, 0, 0);
         for (int64_t t = t0; t < t1; t++) {
             const int64_t i = t - t0;
             const int64_t L = used_kv - (S_b - 1 - i);    /* §1.4: original tokens visible to t */
@@ -203,7 +119,7 @@ void dsops_ref_sparse_flash_attention_v32(const dsops_sparse_flash_attention_v32
             if (cnt > K)
                 cnt = K;
             if (has_len) {
-                int64_t len = get_i32(&a->topk_length, t, 0);
+                int64_t len = ref_get_i32(&a->topk_length, t, 0, 0);
                 if (len < cnt)
                     cnt = len;
             }
@@ -211,10 +127,10 @@ void dsops_ref_sparse_flash_attention_v32(const dsops_sparse_flash_attention_v32
             /* steps 2-3: used entries, in row order, duplicates as often as they occur */
             int64_t n = 0;
             for (int64_t j = 0; j < cnt; j++) {
-                int64_t idx = get_i32(&a->topk_indices, t, j);
+                int64_t idx = ref_get_i32(&a->topk_indices, t, j, 0);
                 if (idx < 0 || idx >= used_kv)
                     continue;                             /* skipped, never an error */
-                int64_t blk = get_i32(&a->block_table, b, idx / BS); /* block_table [B, MB] */
+                int64_t blk = ref_get_i32(&a->block_table, b, idx / BS, 0); /* block_table [B, MB] */
                 load_key(a, Dc, Dr, blk, idx % BS, keys + n * Dqk);
                 n++;
             }
@@ -223,9 +139,9 @@ void dsops_ref_sparse_flash_attention_v32(const dsops_sparse_flash_attention_v32
              * heads */
             for (int64_t h = 0; h < N; h++) {
                 for (int64_t c = 0; c < Dc; c++)
-                    qT[c * N + h] = get_bf16(&a->q_nope, t, h, c);
+                    qT[c * N + h] = ref_get_f(&a->q_nope, t, h, c);
                 for (int64_t c = 0; c < Dr; c++)
-                    qT[(Dc + c) * N + h] = get_bf16(&a->q_rope, t, h, c);
+                    qT[(Dc + c) * N + h] = ref_get_f(&a->q_rope, t, h, c);
             }
 
             /* A1: s_e = fp32(dot(q, K_e) * sigma), each dot summed over k = 0, 1, ... Dqk-1 */
@@ -263,7 +179,7 @@ void dsops_ref_sparse_flash_attention_v32(const dsops_sparse_flash_attention_v32
                         for (int64_t e = e0; e < e1; e++) {
                             float we = expf(sh[e] - mp);
                             tl += we;
-                            float pe = round_bf16(we);   /* un-normalised weight rounded before P·V */
+                            float pe = ref_round_bf16(we); /* un-normalised weight rounded before P·V */
                             const float *v = keys + e * Dqk;
                             for (int64_t d = 0; d < Dc; d++)
                                 Ot[d] += pe * v[d];
@@ -292,7 +208,7 @@ void dsops_ref_sparse_flash_attention_v32(const dsops_sparse_flash_attention_v32
                             l += w[e];
                         }
                         for (int64_t e = 0; e < n; e++)
-                            P[e] = a->p_mode == DSOPS_P_FP32 ? w[e] / l : round_bf16(w[e] / l);
+                            P[e] = a->p_mode == DSOPS_P_FP32 ? w[e] / l : ref_round_bf16(w[e] / l);
                         for (int64_t d = 0; d < Dc; d++)
                             O[d] = 0.0f;
                         for (int64_t e = 0; e < n; e++) {
@@ -305,24 +221,19 @@ void dsops_ref_sparse_flash_attention_v32(const dsops_sparse_flash_attention_v32
 
                 /* out [T, N, Dc] bf16; lse [T, N] fp32 */
                 if (n == 0 || m == -INFINITY) {          /* A2: lonely query */
-                    for (int64_t d = 0; d < Dc; d++) {
-                        uint16_t zero = 0;
-                        memcpy((void *)addr(&a->out, t, h, d), &zero, sizeof zero);
-                    }
-                    if (has_lse) {
-                        float inf = INFINITY;
-                        memcpy((void *)addr(&a->lse, t, h, 0), &inf, sizeof inf);
-                    }
+                    for (int64_t d = 0; d < Dc; d++)
+                        ref_put_bf16(&a->out, t, h, d, 0.0f);
+                    if (has_lse)
+                        ref_put_f32(&a->lse, t, h, 0, INFINITY);
                     continue;
                 }
                 for (int64_t d = 0; d < Dc; d++) {
                     float o = a->p_mode == DSOPS_P_TILED ? O[d] / l : O[d];
-                    uint16_t ob = dsops_ref_bf16_from_f32(o);
-                    memcpy((void *)addr(&a->out, t, h, d), &ob, sizeof ob);
+                    ref_put_bf16(&a->out, t, h, d, o);
                 }
                 if (has_lse) {
                     float lse = m + logf(l);              /* A7 */
-                    memcpy((void *)addr(&a->lse, t, h, 0), &lse, sizeof lse);
+                    ref_put_f32(&a->lse, t, h, 0, lse);
                 }
             }
         }
