@@ -77,12 +77,16 @@ typedef struct run_op_desc {
     /* Sets dtype, rank and shape of every output from the inputs (data stays NULL). */
     dsops_status (*output_shapes)(void *args, char *msg, size_t len);
     dsops_status (*call)(dsops_context *ctx, const void *args, const dsops_run_impl *impl);
+    /* A variant name of another entry (swa of sas): --help names that entry instead of repeating it. */
+    const char *variant_of;
 } run_op_desc;
 
 #define RUN_TENSOR(type, field, dir, dtypes, note) {#field, offsetof(type, field), dir, dtypes, note}
 #define RUN_PARAM(type, field, kind, spellings, note) \
     {#field, kind, offsetof(type, field), sizeof(((type *)0)->field), spellings, note, false}
 #define RUN_COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+static const char *run_enum_spelling(const run_enum_value *e, int value);
 
 static const run_enum_value run_presets[] = {
     {"v32", DSOPS_PRESET_V32}, {"v4_flash", DSOPS_PRESET_V4_FLASH}, {"v4_pro", DSOPS_PRESET_V4_PRO}, {NULL, 0}};
@@ -1014,39 +1018,187 @@ static dsops_status cmp_call(dsops_context *ctx, const void *args, const dsops_r
     return dsops_compressor(ctx, args);
 }
 
+/* ---- sas (swa, cfa, scfa) ------------------------------------------------------------------------ */
+
+/* One operator under four names: `sas` and its variants `swa`, `cfa`, `scfa` (spec §1.9, §3.7). The variant
+ * chooses the default of every scalar parameter (the variant table of §3.7); a value given by --set or IN's
+ * metadata overrides its default. The variant names fix the variant (a contradicting `variant` value is
+ * an error); `sas` takes it from `variant`, else from a given cmp_mode (none: swa, dense: cfa, sparse: scfa),
+ * else from the tensors present (cmp_indices: scfa, cmp_kv: cfa, neither: swa). The tool keeps the variant
+ * and the preset next to the operator's arguments; the operator's struct is the first member. lse is
+ * always produced, as for sparse_flash_attention_v32. */
+typedef struct sas_run_args {
+    dsops_sas_args op;
+    int variant;          /* dsops_sas_variant used; -1 until resolved */
+    int fixed_variant;    /* the entry's own variant, or -1 for `sas` */
+    dsops_preset preset;  /* for the variant's defaults, applied after the tensors are known */
+} sas_run_args;
+
+#define SAS_TENSOR(field, dir, dtypes, note) {#field, offsetof(sas_run_args, op.field), dir, dtypes, note}
+#define SAS_PARAM(field, kind, spellings, note) \
+    {#field, kind, offsetof(sas_run_args, op.field), sizeof(((sas_run_args *)0)->op.field), spellings, note, false}
+
+static const run_enum_value run_cmp_modes[] = {
+    {"none", DSOPS_CMP_NONE}, {"dense", DSOPS_CMP_DENSE}, {"sparse", DSOPS_CMP_SPARSE}, {NULL, 0}};
+
+static const run_enum_value run_sas_variants[] = {
+    {"swa", DSOPS_SAS_SWA}, {"cfa", DSOPS_SAS_CFA}, {"scfa", DSOPS_SAS_SCFA}, {NULL, 0}};
+
+static const run_tensor_desc sas_tensors[] = {
+    SAS_TENSOR(q, RUN_IN, RUN_DT(DSOPS_BF16), "[T, N, D]"),
+    SAS_TENSOR(cu_seqlens_q, RUN_IN, RUN_DT(DSOPS_INT32), "[B+1]"),
+    SAS_TENSOR(seqused_kv, RUN_IN, RUN_DT(DSOPS_INT32), "[B], original tokens, the call's included"),
+    SAS_TENSOR(ori_kv, RUN_IN_OPT, RUN_DT(DSOPS_BF16), "[NBW, BSW, D], window pool (win_size > 0)"),
+    SAS_TENSOR(ori_block_table, RUN_IN_OPT, RUN_DT(DSOPS_INT32), "[B, MBW], with ori_kv"),
+    SAS_TENSOR(cmp_kv, RUN_IN_OPT, RUN_DT(DSOPS_BF16), "[NBC, BSC, D], compressed pool (cmp_mode dense, sparse)"),
+    SAS_TENSOR(cmp_block_table, RUN_IN_OPT, RUN_DT(DSOPS_INT32), "[B, MBC], with cmp_kv"),
+    SAS_TENSOR(cmp_indices, RUN_IN_OPT, RUN_DT(DSOPS_INT32), "[T, K], cmp_mode sparse; -1 = skip"),
+    SAS_TENSOR(cmp_topk_length, RUN_IN_OPT, RUN_DT(DSOPS_INT32), "[T], cmp_mode sparse"),
+    SAS_TENSOR(sinks, RUN_IN_OPT, RUN_DT(DSOPS_FP32), "[N]"),
+    SAS_TENSOR(out, RUN_OUT, RUN_DT(DSOPS_BF16), "[T, N, D]"),
+    SAS_TENSOR(lse, RUN_OUT_OPT, RUN_DT(DSOPS_FP32), "[T, N]"),
+};
+
+static const run_param_desc sas_params[] = {
+    {"variant", RUN_ENUM, offsetof(sas_run_args, variant), sizeof(int), run_sas_variants,
+     "defaults of the parameters below; sas: from cmp_mode, else cmp_indices -> scfa, cmp_kv -> cfa, else swa",
+     false},
+    SAS_PARAM(softmax_scale, RUN_FLOAT, NULL, "default 512^-0.5"),
+    SAS_PARAM(win_size, RUN_INT, NULL, ">= 0, 0 = no window (default 128)"),
+    SAS_PARAM(cmp_mode, RUN_ENUM, run_cmp_modes, "swa: none, cfa: dense, scfa: sparse"),
+    SAS_PARAM(cmp_ratio, RUN_INT, NULL, "cfa: 128, scfa: 4"),
+    SAS_PARAM(p_mode, RUN_ENUM, run_p_modes, "swa, scfa: normalised; cfa: tiled"),
+    SAS_PARAM(p_tile, RUN_INT, NULL, "tile length of p_mode=tiled (cfa: 128)"),
+};
+enum {
+    SAS_PARAM_VARIANT = 0,
+    SAS_PARAM_SCALE = 1,
+    SAS_PARAM_WIN = 2,
+    SAS_PARAM_CMP_MODE = 3,
+    SAS_PARAM_RATIO = 4,
+    SAS_PARAM_P_MODE = 5,
+    SAS_PARAM_P_TILE = 6
+};
+
+static dsops_status sas_init_variant(void *args, dsops_preset preset, int fixed_variant)
+{
+    sas_run_args *w = args;
+    w->variant = -1;
+    w->fixed_variant = fixed_variant;
+    w->preset = preset;
+    /* the preset is judged here (v32 has no sas layer); the variant's defaults follow in sas_infer */
+    return dsops_sas_init(&w->op, preset, fixed_variant >= 0 ? (dsops_sas_variant)fixed_variant : DSOPS_SAS_SWA);
+}
+
+static dsops_status sas_init(void *args, dsops_preset preset) { return sas_init_variant(args, preset, -1); }
+static dsops_status swa_init(void *args, dsops_preset preset) { return sas_init_variant(args, preset, DSOPS_SAS_SWA); }
+static dsops_status cfa_init(void *args, dsops_preset preset) { return sas_init_variant(args, preset, DSOPS_SAS_CFA); }
+static dsops_status scfa_init(void *args, dsops_preset preset)
+{
+    return sas_init_variant(args, preset, DSOPS_SAS_SCFA);
+}
+
+static void sas_infer(void *args, const bool *given)
+{
+    sas_run_args *w = args;
+    if (!given[SAS_PARAM_VARIANT]) {
+        if (w->fixed_variant >= 0)
+            w->variant = w->fixed_variant;
+        else if (given[SAS_PARAM_CMP_MODE])
+            w->variant = w->op.cmp_mode == DSOPS_CMP_SPARSE  ? DSOPS_SAS_SCFA
+                         : w->op.cmp_mode == DSOPS_CMP_DENSE ? DSOPS_SAS_CFA
+                                                             : DSOPS_SAS_SWA;
+        else
+            w->variant = w->op.cmp_indices.data != NULL ? DSOPS_SAS_SCFA
+                         : w->op.cmp_kv.data != NULL    ? DSOPS_SAS_CFA
+                                                        : DSOPS_SAS_SWA;
+    }
+    if (w->fixed_variant >= 0 && w->variant != w->fixed_variant)
+        return; /* sas_output_shapes reports the contradiction */
+    dsops_sas_args d;
+    (void)dsops_sas_init(&d, w->preset, (dsops_sas_variant)w->variant); /* the preset passed sas_init_variant */
+    if (!given[SAS_PARAM_SCALE])
+        w->op.softmax_scale = d.softmax_scale;
+    if (!given[SAS_PARAM_WIN])
+        w->op.win_size = d.win_size;
+    if (!given[SAS_PARAM_CMP_MODE])
+        w->op.cmp_mode = d.cmp_mode;
+    if (!given[SAS_PARAM_RATIO])
+        w->op.cmp_ratio = d.cmp_ratio;
+    if (!given[SAS_PARAM_P_MODE])
+        w->op.p_mode = d.p_mode;
+    if (!given[SAS_PARAM_P_TILE])
+        w->op.p_tile = d.p_tile;
+}
+
+static dsops_status sas_output_shapes(void *args, char *msg, size_t len)
+{
+    sas_run_args *w = args;
+    if (w->fixed_variant >= 0 && w->variant != w->fixed_variant) {
+        snprintf(msg, len, "variant = %s contradicts the operator name %s (use sas --set variant=%s)",
+                 run_enum_spelling(run_sas_variants, w->variant), run_enum_spelling(run_sas_variants, w->fixed_variant),
+                 run_enum_spelling(run_sas_variants, w->variant));
+        return DSOPS_ERR_PARAM;
+    }
+    if (w->op.q.ndim != 3) {
+        snprintf(msg, len, "q has rank %d, expected 3 ([T, N, D])", w->op.q.ndim);
+        return DSOPS_ERR_SHAPE;
+    }
+    int64_t tnd[3] = {w->op.q.shape[0], w->op.q.shape[1], w->op.q.shape[2]};
+    w->op.out = dsops_tensor_make(NULL, DSOPS_BF16, 3, tnd);
+    w->op.lse = dsops_tensor_make(NULL, DSOPS_FP32, 2, tnd);
+    return DSOPS_OK;
+}
+
+static dsops_status sas_call(dsops_context *ctx, const void *args, const dsops_run_impl *impl)
+{
+    const sas_run_args *w = args;
+    if (impl != NULL && impl->sas != NULL)
+        return impl->sas(ctx, &w->op);
+    return dsops_sas(ctx, &w->op);
+}
+
 /* ---- the registry ---------------------------------------------------------------------------- */
 
 static const run_op_desc run_ops[] = {
     {"sparse_flash_attention_v32", sizeof(sfa_args), sfa_tensors, RUN_COUNT(sfa_tensors), sfa_params,
-     RUN_COUNT(sfa_params), DSOPS_PRESET_V32, sfa_init, sfa_infer, sfa_output_shapes, sfa_call},
+     RUN_COUNT(sfa_params), DSOPS_PRESET_V32, sfa_init, sfa_infer, sfa_output_shapes, sfa_call, NULL},
     {"lightning_indexer", sizeof(li_run_args), li_tensors, RUN_COUNT(li_tensors), li_params, RUN_COUNT(li_params),
-     DSOPS_PRESET_V32, li_init, NULL, li_output_shapes, li_call},
+     DSOPS_PRESET_V32, li_init, NULL, li_output_shapes, li_call, NULL},
     {"rmsnorm", sizeof(rms_args), rms_tensors, RUN_COUNT(rms_tensors), rms_params, RUN_COUNT(rms_params),
-     DSOPS_PRESET_V32, rms_init, NULL, rms_output_shapes, rms_call},
+     DSOPS_PRESET_V32, rms_init, NULL, rms_output_shapes, rms_call, NULL},
     {"rope_tables", sizeof(rt_run_args), rt_tensors, RUN_COUNT(rt_tensors), rt_params, RUN_COUNT(rt_params),
-     DSOPS_PRESET_V32, rt_init, NULL, rt_output_shapes, rt_call},
+     DSOPS_PRESET_V32, rt_init, NULL, rt_output_shapes, rt_call, NULL},
     {"rope_apply", sizeof(ra_args), ra_tensors, RUN_COUNT(ra_tensors), ra_params, RUN_COUNT(ra_params),
-     DSOPS_PRESET_V32, ra_init, NULL, ra_output_shapes, ra_call},
+     DSOPS_PRESET_V32, ra_init, NULL, ra_output_shapes, ra_call, NULL},
     {"quant_q8", sizeof(qa_args), qa_tensors, RUN_COUNT(qa_tensors), qa_params, RUN_COUNT(qa_params),
-     DSOPS_PRESET_V32, qa_init, qa_infer, qa_output_shapes, qa_call},
+     DSOPS_PRESET_V32, qa_init, qa_infer, qa_output_shapes, qa_call, NULL},
     {"cache_store", sizeof(cst_args), cst_tensors, RUN_COUNT(cst_tensors), cst_params, RUN_COUNT(cst_params),
-     DSOPS_PRESET_V32, cst_init, NULL, cst_output_shapes, cst_call},
+     DSOPS_PRESET_V32, cst_init, NULL, cst_output_shapes, cst_call, NULL},
     {"sparse_attention_v32", sizeof(dia_args), dia_tensors, RUN_COUNT(dia_tensors), dia_params, RUN_COUNT(dia_params),
-     DSOPS_PRESET_V32, dia_init, dia_infer, dia_output_shapes, dia_call},
+     DSOPS_PRESET_V32, dia_init, dia_infer, dia_output_shapes, dia_call, NULL},
     {"mla_prolog_v32", sizeof(mlap_args), mlap_tensors, RUN_COUNT(mlap_tensors), mlap_params, RUN_COUNT(mlap_params),
-     DSOPS_PRESET_V32, mlap_init, mlap_infer, mlap_output_shapes, mlap_call},
+     DSOPS_PRESET_V32, mlap_init, mlap_infer, mlap_output_shapes, mlap_call, NULL},
     {"indexer_prolog_v32", sizeof(idxp_args), idxp_tensors, RUN_COUNT(idxp_tensors), idxp_params,
-     RUN_COUNT(idxp_params), DSOPS_PRESET_V32, idxp_init, NULL, idxp_output_shapes, idxp_call},
+     RUN_COUNT(idxp_params), DSOPS_PRESET_V32, idxp_init, NULL, idxp_output_shapes, idxp_call, NULL},
     {"hc_pre", sizeof(hcpre_args), hcpre_tensors, RUN_COUNT(hcpre_tensors), hcpre_params, RUN_COUNT(hcpre_params),
-     DSOPS_PRESET_V4_FLASH, hcpre_init, NULL, hcpre_output_shapes, hcpre_call},
+     DSOPS_PRESET_V4_FLASH, hcpre_init, NULL, hcpre_output_shapes, hcpre_call, NULL},
     {"hc_post", sizeof(hcpost_args), hcpost_tensors, RUN_COUNT(hcpost_tensors), NULL, 0, DSOPS_PRESET_V4_FLASH,
-     hcpost_init, NULL, hcpost_output_shapes, hcpost_call},
+     hcpost_init, NULL, hcpost_output_shapes, hcpost_call, NULL},
     {"mla_prolog_v4", sizeof(mla4_args), mla4_tensors, RUN_COUNT(mla4_tensors), mla4_params, RUN_COUNT(mla4_params),
-     DSOPS_PRESET_V4_FLASH, mla4_init, NULL, mla4_output_shapes, mla4_call},
+     DSOPS_PRESET_V4_FLASH, mla4_init, NULL, mla4_output_shapes, mla4_call, NULL},
     {"indexer_prolog_v4", sizeof(idxp4_args), idxp4_tensors, RUN_COUNT(idxp4_tensors), idxp4_params,
-     RUN_COUNT(idxp4_params), DSOPS_PRESET_V4_FLASH, idxp4_init, NULL, idxp4_output_shapes, idxp4_call},
+     RUN_COUNT(idxp4_params), DSOPS_PRESET_V4_FLASH, idxp4_init, NULL, idxp4_output_shapes, idxp4_call, NULL},
     {"compressor", sizeof(cmp_args), cmp_tensors, RUN_COUNT(cmp_tensors), cmp_params, RUN_COUNT(cmp_params),
-     DSOPS_PRESET_V4_FLASH, cmp_init, cmp_infer, cmp_output_shapes, cmp_call},
+     DSOPS_PRESET_V4_FLASH, cmp_init, cmp_infer, cmp_output_shapes, cmp_call, NULL},
+    {"sas", sizeof(sas_run_args), sas_tensors, RUN_COUNT(sas_tensors), sas_params, RUN_COUNT(sas_params),
+     DSOPS_PRESET_V4_FLASH, sas_init, sas_infer, sas_output_shapes, sas_call, NULL},
+    {"swa", sizeof(sas_run_args), sas_tensors, RUN_COUNT(sas_tensors), sas_params, RUN_COUNT(sas_params),
+     DSOPS_PRESET_V4_FLASH, swa_init, sas_infer, sas_output_shapes, sas_call, "sas"},
+    {"cfa", sizeof(sas_run_args), sas_tensors, RUN_COUNT(sas_tensors), sas_params, RUN_COUNT(sas_params),
+     DSOPS_PRESET_V4_FLASH, cfa_init, sas_infer, sas_output_shapes, sas_call, "sas"},
+    {"scfa", sizeof(sas_run_args), sas_tensors, RUN_COUNT(sas_tensors), sas_params, RUN_COUNT(sas_params),
+     DSOPS_PRESET_V4_FLASH, scfa_init, sas_infer, sas_output_shapes, sas_call, "sas"},
 };
 
 /* ---- driver ---------------------------------------------------------------------------------- */
@@ -1177,9 +1329,17 @@ void dsops_run_print_usage(FILE *fp)
             "OUT receives every output and in-out tensor; an output that exists in one variant only (qr_scale of\n"
             "mla_prolog_v32 and mla_prolog_v4, q_idx_scale of indexer_prolog_v32: int8 only) is in OUT only for\n"
             "that variant.\n"
+            "swa, cfa and scfa are sas with that variant, whose defaults fill every parameter not given; sas takes\n"
+            "the variant from --set variant=..., else from cmp_mode, else from the tensors (cmp_indices: scfa,\n"
+            "cmp_kv: cfa, neither: swa).\n"
             "Errors: \"dsops run: <STATUS>: <message>\" on stderr, OUT untouched.\n");
     for (size_t i = 0; i < RUN_COUNT(run_ops); i++) {
         const run_op_desc *op = &run_ops[i];
+        if (op->variant_of != NULL) {
+            fprintf(fp, "\n%s\n  %s --set variant=%s: the tensors and parameters of %s, this variant's defaults\n",
+                    op->name, op->variant_of, op->name, op->variant_of);
+            continue;
+        }
         fprintf(fp, "\n%s\n  tensors:\n", op->name);
         for (size_t k = 0; k < op->n_tensors; k++) {
             char dts[64];

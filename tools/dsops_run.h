@@ -9,6 +9,9 @@
  * defaults fill the parameters before any other value is applied (default: the operator's own model).
  * A parameter that no input determines and no preset fills (the top-k width `topk` of lightning_indexer,
  * which sizes its outputs) is required: without it the command is a usage error.
+ * `swa`, `cfa` and `scfa` are names of `sas` with that variant (spec §1.9): the variant chooses the
+ * defaults of every scalar parameter; `sas` takes it from `--set variant=swa|cfa|scfa`, else from cmp_mode
+ * or the tensors present.
  * OUT receives every output (optional ones included) and every in-out tensor, plus metadata naming the
  * operator, the parameter values used, the library version, the ISA tier and the thread count. An output
  * that only one variant of an operator has (qr_scale of mla_prolog_v32 and mla_prolog_v4, q_idx_scale of
@@ -50,6 +53,7 @@ typedef struct dsops_run_impl {
     dsops_status (*mla_prolog_v4)(dsops_context *ctx, const dsops_mla_prolog_v4_args *args);
     dsops_status (*indexer_prolog_v4)(dsops_context *ctx, const dsops_indexer_prolog_v4_args *args);
     dsops_status (*compressor)(dsops_context *ctx, const dsops_compressor_args *args);
+    dsops_status (*sas)(dsops_context *ctx, const dsops_sas_args *args);
 } dsops_run_impl;
 
 /* argv[0] is the operator name (or --help), the rest the options. Returns the process exit code. */

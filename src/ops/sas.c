@@ -189,7 +189,7 @@ static dsops_status check_slot(const dsops_tensor *table, const char *tname, int
 static dsops_status check_indices(const sas_args *a, const sas_dims *d, int64_t *nmax)
 {
     DSOPS_TRY(dsops_check_sequence_values(&a->cu_seqlens_q, &a->seqused_kv, "seqused_kv", d->B, d->T));
-    if (dsops_tensor_present(&a->cmp_topk_length))
+    if (a->cmp_mode == DSOPS_CMP_SPARSE && dsops_tensor_present(&a->cmp_topk_length)) /* other modes ignore it */
         for (int64_t t = 0; t < d->T; t++)
             if (dsops_i32_at(&a->cmp_topk_length, t) < 0)
                 return dsops_fail(DSOPS_ERR_INDEX, "cmp_topk_length[%lld] = %d is negative", (long long)t,

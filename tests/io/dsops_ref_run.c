@@ -327,6 +327,23 @@ static dsops_status ref_compressor(dsops_context *ctx, const dsops_compressor_ar
     return st;
 }
 
+/* sas (swa, cfa, scfa): the library validates on scratch outputs, then the oracle writes out and lse. */
+static dsops_status ref_sas(dsops_context *ctx, const dsops_sas_args *a)
+{
+    dsops_sas_args v = *a;
+    void *out_mem, *lse_mem;
+    v.out = scratch_like(&a->out, &out_mem);
+    v.lse = scratch_like(&a->lse, &lse_mem);
+    dsops_status st = DSOPS_ERR_NOMEM;
+    if ((a->out.data == NULL || out_mem != NULL) && (a->lse.data == NULL || lse_mem != NULL))
+        st = dsops_sas(ctx, &v);
+    free(out_mem);
+    free(lse_mem);
+    if (st == DSOPS_OK)
+        dsops_ref_sas(a);
+    return st;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -351,5 +368,6 @@ int main(int argc, char **argv)
     impl.mla_prolog_v4 = ref_mla_prolog_v4;
     impl.indexer_prolog_v4 = ref_indexer_prolog_v4;
     impl.compressor = ref_compressor;
+    impl.sas = ref_sas;
     return dsops_cmd_run(argc - 1, argv + 1, &impl);
 }

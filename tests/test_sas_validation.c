@@ -1,0 +1,717 @@
+/* sas argument validation (spec §1.6 V1 - V10, §3.7 "Validation"): a table of bad argument sets, each with
+ * its expected status and a message fragment naming the field; a rejected call leaves every byte of the
+ * fixture (out, lse and every input) unchanged. Also valid calls that look suspicious (-1 and junk in
+ * block-table entries nobody needs, an index that is valid but not causal for its token, junk indices past
+ * the count, absent optional tensors, absent pools the mode does not use, p_tile 0 outside tiled mode,
+ * T 0, B 0) against the oracle; sparse-only tensors with wrong extents in dense / none mode (ignored or
+ * rejected, never read past their extents); the CASES.md edge v4_sas_edge_bad_table; dsops_sas_init. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cases.h"
+#include "ref.h"
+#include "test_util.h"
+
+static dsops_context *ctx;
+
+#define GUARD_BF16 ((uint16_t)0x7fa5u)
+#define GUARD_F32 0x7fa5a5a5u
+#define NAN_BF16 ((uint16_t)0x7fc0u)
+
+/* The fixture: scfa-like with a window, D 64, N 2, win_size 4, cmp_ratio 2, K 3, BSW 4, BSC 2.
+ *   sequence 0: S 2, seqused 10: token 0 (L 9) window 5 ... 8, n_cmp 4; token 1 (L 10) window 6 ... 9,
+ *               n_cmp 5; NC = 5
+ *   sequence 1: S 1, seqused 5:  token 2 (L 5) window 1 ... 4, n_cmp 2; NC = 2
+ * cmp_indices / cmp_topk_length (used entries marked *):
+ *   token 0: {4*, -1, 1*} len 3   (4 is valid, < NC = 5, though not causal for token 0: n_cmp(9) = 4)
+ *   token 1: {0*, 9, 3}   len 2   (9 >= NC skipped; 3 lies past the count)
+ *   token 2: {1*, 1*, 7}  len 3   (count min(3, n_cmp 2) = 2: the duplicate is used twice, 7 never looked at)
+ * Needed window blocks (BSW 4): seq 0 columns 1, 2; seq 1 columns 0, 1. Needed compressed blocks (BSC 2):
+ * seq 0 entries {0, 1, 4}: columns 0, 2 (column 1, entries 2 and 3, is not needed); seq 1 entry 1: column 0.
+ * Tables (-1 where nothing is needed): ori {-1, 2, 0}, {3, 1, -1}; cmp {1, -1, 3}, {2, -1, -1}.
+ * NBW 5 (block 4 unused), NBC 4 (block 0 unused). */
+enum { FN = 2, FD = 64, FT = 3, FB = 2, FK = 3, FBSW = 4, FNBW = 5, FMBW = 3, FBSC = 2, FNBC = 4, FMBC = 3 };
+
+typedef struct fixture {
+    _Alignas(64) uint16_t q[FT * FN * FD];         /* [T, N, D] bf16 */
+    _Alignas(64) int32_t cu[FB + 1];               /* [B+1] */
+    _Alignas(64) int32_t used[FB];                 /* [B] */
+    _Alignas(64) uint16_t ori[FNBW * FBSW * FD];   /* [NBW, BSW, D] bf16 */
+    _Alignas(64) int32_t ori_bt[FB * FMBW];        /* [B, MBW] */
+    _Alignas(64) uint16_t cmp[FNBC * FBSC * FD];   /* [NBC, BSC, D] bf16 */
+    _Alignas(64) int32_t cmp_bt[FB * FMBC];        /* [B, MBC] */
+    _Alignas(64) int32_t idx[FT * FK];             /* [T, K] */
+    _Alignas(64) int32_t len[FT];                  /* [T] */
+    _Alignas(64) float sinks[FN];                  /* [N] */
+    _Alignas(64) uint16_t out[FT * FN * FD];       /* [T, N, D] bf16 */
+    _Alignas(64) float lse[FT * FN];               /* [T, N] */
+    _Alignas(64) uint16_t tail[FT * FN * FD * 2];  /* room for views that reach past the last buffer */
+    dsops_sas_args a;
+} fixture;
+
+static fixture *alloc_fixture(void)
+{
+    fixture *f = aligned_alloc(64, sizeof(fixture));
+    if (!f)
+        abort();
+    memset(f, 0, sizeof *f);
+    return f;
+}
+
+static void bind(fixture *f)
+{
+    dsops_sas_args *a = &f->a;
+    memset(a, 0, sizeof *a);
+    a->q = dsops_tensor_make(f->q, DSOPS_BF16, 3, (int64_t[]){FT, FN, FD});
+    a->cu_seqlens_q = dsops_tensor_make(f->cu, DSOPS_INT32, 1, (int64_t[]){FB + 1});
+    a->seqused_kv = dsops_tensor_make(f->used, DSOPS_INT32, 1, (int64_t[]){FB});
+    a->ori_kv = dsops_tensor_make(f->ori, DSOPS_BF16, 3, (int64_t[]){FNBW, FBSW, FD});
+    a->ori_block_table = dsops_tensor_make(f->ori_bt, DSOPS_INT32, 2, (int64_t[]){FB, FMBW});
+    a->cmp_kv = dsops_tensor_make(f->cmp, DSOPS_BF16, 3, (int64_t[]){FNBC, FBSC, FD});
+    a->cmp_block_table = dsops_tensor_make(f->cmp_bt, DSOPS_INT32, 2, (int64_t[]){FB, FMBC});
+    a->cmp_indices = dsops_tensor_make(f->idx, DSOPS_INT32, 2, (int64_t[]){FT, FK});
+    a->cmp_topk_length = dsops_tensor_make(f->len, DSOPS_INT32, 1, (int64_t[]){FT});
+    a->sinks = dsops_tensor_make(f->sinks, DSOPS_FP32, 1, (int64_t[]){FN});
+    a->out = dsops_tensor_make(f->out, DSOPS_BF16, 3, (int64_t[]){FT, FN, FD});
+    a->lse = dsops_tensor_make(f->lse, DSOPS_FP32, 2, (int64_t[]){FT, FN});
+    a->softmax_scale = 0.125f;
+    a->win_size = 4;
+    a->cmp_mode = DSOPS_CMP_SPARSE;
+    a->cmp_ratio = 2;
+    a->p_mode = DSOPS_P_NORMALISED;
+    a->p_tile = 128;
+}
+
+/* Rows nobody needs hold NaN, so a stray read shows in the valid calls' comparisons. */
+static int ori_row_needed(int blk, int row)
+{
+    /* physical block -> (sequence, column) per the tables above */
+    static const int seq[FNBW] = {0, 1, 0, 1, -1}, col[FNBW] = {2, 1, 1, 0, -1};
+    if (seq[blk] < 0)
+        return 0;
+    int pos = col[blk] * FBSW + row;
+    return seq[blk] == 0 ? (pos >= 5 && pos <= 9) : (pos >= 1 && pos <= 4);
+}
+
+static int cmp_row_needed(int blk, int row)
+{
+    static const int seq[FNBC] = {-1, 0, 1, 0}, col[FNBC] = {-1, 0, 0, 2};
+    if (seq[blk] < 0)
+        return 0;
+    int e = col[blk] * FBSC + row;
+    return seq[blk] == 0 ? (e == 0 || e == 1 || e == 4) : e == 1;
+}
+
+static fixture *make_fixture(void)
+{
+    fixture *f = alloc_fixture();
+    tu_rng r;
+    tu_rng_seed(&r, tu_seed());
+    for (int i = 0; i < FT * FN * FD; i++)
+        f->q[i] = tu_bf16(tu_rng_uniform(&r, -1, 1));
+    f->cu[0] = 0, f->cu[1] = 2, f->cu[2] = 3;
+    f->used[0] = 10, f->used[1] = 5;
+    for (int blk = 0; blk < FNBW; blk++)
+        for (int row = 0; row < FBSW; row++)
+            for (int d = 0; d < FD; d++)
+                f->ori[(blk * FBSW + row) * FD + d] =
+                    ori_row_needed(blk, row) ? tu_bf16(tu_rng_uniform(&r, -1, 1)) : NAN_BF16;
+    for (int blk = 0; blk < FNBC; blk++)
+        for (int row = 0; row < FBSC; row++)
+            for (int d = 0; d < FD; d++)
+                f->cmp[(blk * FBSC + row) * FD + d] =
+                    cmp_row_needed(blk, row) ? tu_bf16(tu_rng_uniform(&r, -1, 1)) : NAN_BF16;
+    const int32_t ori_bt[FB * FMBW] = {-1, 2, 0, 3, 1, -1}, cmp_bt[FB * FMBC] = {1, -1, 3, 2, -1, -1};
+    const int32_t idx[FT * FK] = {4, -1, 1, 0, 9, 3, 1, 1, 7}, len[FT] = {3, 2, 3};
+    memcpy(f->ori_bt, ori_bt, sizeof ori_bt), memcpy(f->cmp_bt, cmp_bt, sizeof cmp_bt);
+    memcpy(f->idx, idx, sizeof idx), memcpy(f->len, len, sizeof len);
+    f->sinks[0] = 0.5f, f->sinks[1] = -0.25f;
+    for (int i = 0; i < FT * FN * FD; i++)
+        f->out[i] = GUARD_BF16;
+    for (int i = 0; i < FT * FN; i++) {
+        uint32_t g = GUARD_F32;
+        memcpy(&f->lse[i], &g, 4);
+    }
+    for (size_t i = 0; i < sizeof f->tail / 2; i++)
+        f->tail[i] = GUARD_BF16;
+    bind(f);
+    return f;
+}
+
+typedef struct bad_case {
+    const char *name;
+    dsops_status want;
+    void (*mutate)(fixture *f, char *frag);
+} bad_case;
+
+#define FRAG(...) snprintf(frag, 200, __VA_ARGS__)
+#define A (f->a)
+
+/* V2: required tensors (the pools and their tables are required by the fixture's mode and win_size) */
+static void null_q(fixture *f, char *frag) { A.q.data = NULL; FRAG("q"); }
+static void null_cu(fixture *f, char *frag) { A.cu_seqlens_q.data = NULL; FRAG("cu_seqlens_q"); }
+static void null_used(fixture *f, char *frag) { A.seqused_kv.data = NULL; FRAG("seqused_kv"); }
+static void null_out(fixture *f, char *frag) { A.out.data = NULL; FRAG("out"); }
+static void null_ori(fixture *f, char *frag) { A.ori_kv.data = NULL; FRAG("ori_kv"); }
+static void null_ori_bt(fixture *f, char *frag) { A.ori_block_table.data = NULL; FRAG("ori_block_table"); }
+static void null_cmp(fixture *f, char *frag) { A.cmp_kv.data = NULL; FRAG("cmp_kv"); }
+static void null_cmp_bt(fixture *f, char *frag) { A.cmp_block_table.data = NULL; FRAG("cmp_block_table"); }
+static void null_idx(fixture *f, char *frag) { A.cmp_indices.data = NULL; FRAG("cmp_indices"); }
+static void null_cmp_dense(fixture *f, char *frag)
+{
+    A.cmp_mode = DSOPS_CMP_DENSE, A.cmp_kv.data = NULL;
+    FRAG("cmp_kv");
+}
+static void null_cmp_bt_dense(fixture *f, char *frag)
+{
+    A.cmp_mode = DSOPS_CMP_DENSE, A.cmp_block_table.data = NULL;
+    FRAG("cmp_block_table");
+}
+static void null_ori_win1(fixture *f, char *frag)
+{
+    A.win_size = 1, A.ori_kv.data = NULL, A.ori_block_table.data = NULL;
+    FRAG("ori_kv");
+}
+
+/* V3: ranks */
+static void rank_q(fixture *f, char *frag) { A.q.ndim = 2; FRAG("q"); }
+static void rank_cu(fixture *f, char *frag) { A.cu_seqlens_q.ndim = 2, A.cu_seqlens_q.shape[1] = 1; FRAG("cu_seqlens_q"); }
+static void rank_used(fixture *f, char *frag) { A.seqused_kv.ndim = 0; FRAG("seqused_kv"); }
+static void rank_ori(fixture *f, char *frag) { A.ori_kv.ndim = 2; FRAG("ori_kv"); }
+static void rank_ori_bt(fixture *f, char *frag) { A.ori_block_table.ndim = 1; FRAG("ori_block_table"); }
+static void rank_cmp(fixture *f, char *frag) { A.cmp_kv.ndim = 4, A.cmp_kv.shape[3] = 1, A.cmp_kv.stride[3] = 1; FRAG("cmp_kv"); }
+static void rank_cmp_bt(fixture *f, char *frag) { A.cmp_block_table.ndim = 3, A.cmp_block_table.shape[2] = 1; FRAG("cmp_block_table"); }
+static void rank_idx(fixture *f, char *frag) { A.cmp_indices.ndim = 1; FRAG("cmp_indices"); }
+static void rank_len(fixture *f, char *frag) { A.cmp_topk_length.ndim = 2, A.cmp_topk_length.shape[1] = 1; FRAG("cmp_topk_length"); }
+static void rank_sinks(fixture *f, char *frag) { A.sinks.ndim = 2, A.sinks.shape[1] = 1; FRAG("sinks"); }
+static void rank_out(fixture *f, char *frag) { A.out.ndim = 2; FRAG("out"); }
+static void rank_lse(fixture *f, char *frag) { A.lse.ndim = 3, A.lse.shape[2] = 1; FRAG("lse"); }
+
+/* V3: extents */
+static void ext_ori_d(fixture *f, char *frag) { A.ori_kv.shape[2] = FD - 1; FRAG("ori_kv"); }
+static void ext_cmp_d(fixture *f, char *frag) { A.cmp_kv.shape[2] = FD / 2; FRAG("cmp_kv"); }
+static void ext_q_d0(fixture *f, char *frag)
+{
+    A.q.shape[2] = A.out.shape[2] = A.ori_kv.shape[2] = A.cmp_kv.shape[2] = 0;
+    FRAG("q");
+}
+static void ext_q_n0(fixture *f, char *frag) { A.q.shape[1] = A.out.shape[1] = A.lse.shape[1] = 0, A.sinks.shape[0] = 0; FRAG("q"); }
+static void ext_q_inner(fixture *f, char *frag) { A.q.stride[2] = 2; FRAG("q"); }
+static void ext_out_inner(fixture *f, char *frag) { A.out.stride[2] = 2; FRAG("out"); }
+static void ext_ori_inner(fixture *f, char *frag) { A.ori_kv.stride[2] = 2; FRAG("ori_kv"); }
+static void ext_q_overflow(fixture *f, char *frag) { A.q.shape[0] = INT64_MAX / 4; FRAG("q"); }
+static void ext_out_t(fixture *f, char *frag) { A.out.shape[0] = FT - 1; FRAG("out"); }
+static void ext_out_n(fixture *f, char *frag) { A.out.shape[1] = FN + 1; FRAG("out"); }
+static void ext_out_d(fixture *f, char *frag) { A.out.shape[2] = FD - 2; FRAG("out"); }
+static void ext_lse_t(fixture *f, char *frag) { A.lse.shape[0] = FT + 1; FRAG("lse"); }
+static void ext_lse_n(fixture *f, char *frag) { A.lse.shape[1] = 1; FRAG("lse"); }
+static void ext_sinks(fixture *f, char *frag) { A.sinks.shape[0] = FN + 1; FRAG("sinks"); }
+static void ext_sinks_short(fixture *f, char *frag) { A.sinks.shape[0] = 1; FRAG("sinks"); }
+static void ext_idx_t(fixture *f, char *frag) { A.cmp_indices.shape[0] = FT - 1; FRAG("cmp_indices"); }
+static void ext_idx_k0(fixture *f, char *frag) { A.cmp_indices.shape[1] = 0; FRAG("cmp_indices"); }
+static void ext_len_t(fixture *f, char *frag) { A.cmp_topk_length.shape[0] = FT + 1; FRAG("cmp_topk_length"); }
+static void ext_used_b(fixture *f, char *frag) { A.seqused_kv.shape[0] = FB + 1; FRAG("seqused_kv"); }
+static void ext_ori_bt_b(fixture *f, char *frag) { A.ori_block_table.shape[0] = FB - 1; FRAG("ori_block_table"); }
+static void ext_cmp_bt_b(fixture *f, char *frag) { A.cmp_block_table.shape[0] = FB + 1; FRAG("cmp_block_table"); }
+static void ext_ori_bs0(fixture *f, char *frag) { A.ori_kv.shape[1] = 0; FRAG("ori_kv"); }
+static void ext_cmp_bs0(fixture *f, char *frag) { A.cmp_kv.shape[1] = 0; FRAG("cmp_kv"); }
+static void ext_cu_0(fixture *f, char *frag) { A.cu_seqlens_q.shape[0] = 0; FRAG("cu_seqlens_q"); }
+
+/* V4: dtypes */
+static void dt_q(fixture *f, char *frag) { A.q.dtype = DSOPS_FP16; FRAG("q"); }
+static void dt_cu(fixture *f, char *frag) { A.cu_seqlens_q.dtype = DSOPS_INT64; FRAG("cu_seqlens_q"); }
+static void dt_used(fixture *f, char *frag) { A.seqused_kv.dtype = DSOPS_FP32; FRAG("seqused_kv"); }
+static void dt_ori(fixture *f, char *frag) { A.ori_kv.dtype = DSOPS_FP16; FRAG("ori_kv"); }
+static void dt_ori_bt(fixture *f, char *frag) { A.ori_block_table.dtype = DSOPS_INT64; FRAG("ori_block_table"); }
+static void dt_cmp(fixture *f, char *frag) { A.cmp_kv.dtype = DSOPS_INT8; FRAG("cmp_kv"); }
+static void dt_cmp_bt(fixture *f, char *frag) { A.cmp_block_table.dtype = DSOPS_UINT8; FRAG("cmp_block_table"); }
+static void dt_idx(fixture *f, char *frag) { A.cmp_indices.dtype = DSOPS_INT64; FRAG("cmp_indices"); }
+static void dt_len(fixture *f, char *frag) { A.cmp_topk_length.dtype = DSOPS_FP32; FRAG("cmp_topk_length"); }
+static void dt_sinks(fixture *f, char *frag) { A.sinks.dtype = DSOPS_BF16; FRAG("sinks"); }
+static void dt_out(fixture *f, char *frag) { A.out.dtype = DSOPS_FP32; FRAG("out"); }
+static void dt_lse(fixture *f, char *frag) { A.lse.dtype = DSOPS_BF16; FRAG("lse"); }
+static void dt_invalid(fixture *f, char *frag) { A.q.dtype = (dsops_dtype)99; FRAG("q"); }
+
+/* V5: scalar parameters */
+static void p_scale_nan(fixture *f, char *frag) { A.softmax_scale = NAN; FRAG("softmax_scale"); }
+static void p_scale_inf(fixture *f, char *frag) { A.softmax_scale = INFINITY; FRAG("softmax_scale"); }
+static void p_scale_ninf(fixture *f, char *frag) { A.softmax_scale = -INFINITY; FRAG("softmax_scale"); }
+static void p_win_neg(fixture *f, char *frag) { A.win_size = -1; FRAG("win_size"); }
+static void p_ratio0(fixture *f, char *frag) { A.cmp_ratio = 0; FRAG("cmp_ratio"); }
+static void p_ratio_neg(fixture *f, char *frag) { A.cmp_ratio = -4; FRAG("cmp_ratio"); }
+static void p_ratio0_dense(fixture *f, char *frag) { A.cmp_mode = DSOPS_CMP_DENSE, A.cmp_ratio = 0; FRAG("cmp_ratio"); }
+static void p_tile0(fixture *f, char *frag) { A.p_mode = DSOPS_P_TILED, A.p_tile = 0; FRAG("p_tile"); }
+static void p_tile_neg(fixture *f, char *frag) { A.p_mode = DSOPS_P_TILED, A.p_tile = -3; FRAG("p_tile"); }
+static void p_pmode(fixture *f, char *frag) { A.p_mode = (dsops_p_mode)3; FRAG("p_mode"); }
+static void p_pmode_neg(fixture *f, char *frag) { A.p_mode = (dsops_p_mode)-1; FRAG("p_mode"); }
+static void p_cmode(fixture *f, char *frag) { A.cmp_mode = (dsops_cmp_mode)3; FRAG("cmp_mode"); }
+static void p_cmode_neg(fixture *f, char *frag) { A.cmp_mode = (dsops_cmp_mode)-1; FRAG("cmp_mode"); }
+
+/* V6: sequence descriptors, cmp_topk_length */
+static void i_cu0(fixture *f, char *frag) { f->cu[0] = 1; FRAG("cu_seqlens_q[0]"); }
+static void i_cu_dec(fixture *f, char *frag) { f->cu[1] = 4; FRAG("cu_seqlens_q"); }
+static void i_cu_t(fixture *f, char *frag) { f->cu[2] = 2; FRAG("cu_seqlens_q[2]"); }
+static void i_used_neg(fixture *f, char *frag) { f->used[1] = -1; FRAG("seqused_kv[1]"); }
+static void i_len_neg(fixture *f, char *frag) { f->len[1] = -1; FRAG("cmp_topk_length[1]"); }
+static void i_len_neg_min(fixture *f, char *frag) { f->len[2] = -2147483647 - 1; FRAG("cmp_topk_length[2]"); }
+
+/* V7: block-table entries needed by a window position or a used compressed entry */
+static void i_ori_minus1(fixture *f, char *frag) { f->ori_bt[1] = -1; FRAG("ori_block_table[0][1]"); }   /* pos 5 ... 7 */
+static void i_ori_range(fixture *f, char *frag) { f->ori_bt[2] = FNBW; FRAG("ori_block_table[0][2]"); }  /* pos 8, 9 */
+static void i_ori_seq1(fixture *f, char *frag) { f->ori_bt[FMBW] = -1; FRAG("ori_block_table[1][0]"); }  /* pos 1 ... 3 */
+static void i_ori_cols(fixture *f, char *frag) { A.ori_block_table.shape[1] = 2; FRAG("ori_block_table"); }
+static void i_cmp_minus1(fixture *f, char *frag) { f->cmp_bt[0] = -1; FRAG("cmp_block_table[0][0]"); }
+static void i_cmp_range(fixture *f, char *frag) { f->cmp_bt[FMBC] = FNBC; FRAG("cmp_block_table[1][0]"); }
+/* column 2 holds entry 4: valid for sequence 0 (NC 5) and used by token 0 although n_cmp(L 9) = 4 */
+static void i_cmp_noncausal(fixture *f, char *frag) { f->cmp_bt[2] = -1; FRAG("cmp_block_table[0][2]"); }
+static void i_cmp_cols(fixture *f, char *frag) { A.cmp_block_table.shape[1] = 2; FRAG("cmp_block_table"); }
+/* dense: every entry 0 ... n_cmp(L) - 1 is needed, so column 1 of sequence 0 (entries 2, 3) too */
+static void i_cmp_dense(fixture *f, char *frag) { A.cmp_mode = DSOPS_CMP_DENSE; FRAG("cmp_block_table[0][1]"); }
+/* without cmp_topk_length token 1 counts 3 entries: entry 3 (column 1) becomes needed */
+static void i_cmp_no_len(fixture *f, char *frag) { A.cmp_topk_length.data = NULL; FRAG("cmp_block_table[0][1]"); }
+/* a wider window reaches position 3 of sequence 0, whose column 0 holds -1 */
+static void i_ori_wider(fixture *f, char *frag) { A.win_size = 6; FRAG("ori_block_table[0][0]"); }
+
+/* V9: aliasing */
+static void al_out_q(fixture *f, char *frag) { A.out.data = f->q; FRAG("out"); }
+static void al_out_ori(fixture *f, char *frag) { A.out.data = f->ori + 8; FRAG("out"); }
+static void al_out_cmp(fixture *f, char *frag) { A.out.data = f->cmp + FD; FRAG("out"); }
+static void al_out_idx(fixture *f, char *frag) { A.lse.data = NULL, A.out.data = f->idx; FRAG("out"); }
+static void al_lse_sinks(fixture *f, char *frag) { A.lse.data = f->sinks; FRAG("lse"); }
+static void al_lse_out(fixture *f, char *frag) { A.lse.data = f->out + 6; FRAG("lse"); }
+static void al_lse_cu(fixture *f, char *frag) { A.lse.data = f->cu; FRAG("lse"); }
+static void al_lse_len(fixture *f, char *frag) { A.lse.data = f->len; FRAG("lse"); }
+static void al_out_bt(fixture *f, char *frag) { A.out.data = f->ori_bt; FRAG("out"); }
+static void al_lse_cmp_bt(fixture *f, char *frag) { A.lse.data = f->cmp_bt + 1; FRAG("lse"); }
+
+static const bad_case bad_cases[] = {
+    {"null_q", DSOPS_ERR_NULL, null_q},
+    {"null_cu_seqlens_q", DSOPS_ERR_NULL, null_cu},
+    {"null_seqused_kv", DSOPS_ERR_NULL, null_used},
+    {"null_out", DSOPS_ERR_NULL, null_out},
+    {"null_ori_kv_with_window", DSOPS_ERR_NULL, null_ori},
+    {"null_ori_block_table_with_window", DSOPS_ERR_NULL, null_ori_bt},
+    {"null_ori_kv_win_size_1", DSOPS_ERR_NULL, null_ori_win1},
+    {"null_cmp_kv_sparse", DSOPS_ERR_NULL, null_cmp},
+    {"null_cmp_block_table_sparse", DSOPS_ERR_NULL, null_cmp_bt},
+    {"null_cmp_indices_sparse", DSOPS_ERR_NULL, null_idx},
+    {"null_cmp_kv_dense", DSOPS_ERR_NULL, null_cmp_dense},
+    {"null_cmp_block_table_dense", DSOPS_ERR_NULL, null_cmp_bt_dense},
+    {"rank_q", DSOPS_ERR_SHAPE, rank_q},
+    {"rank_cu_seqlens_q", DSOPS_ERR_SHAPE, rank_cu},
+    {"rank_seqused_kv", DSOPS_ERR_SHAPE, rank_used},
+    {"rank_ori_kv", DSOPS_ERR_SHAPE, rank_ori},
+    {"rank_ori_block_table", DSOPS_ERR_SHAPE, rank_ori_bt},
+    {"rank_cmp_kv", DSOPS_ERR_SHAPE, rank_cmp},
+    {"rank_cmp_block_table", DSOPS_ERR_SHAPE, rank_cmp_bt},
+    {"rank_cmp_indices", DSOPS_ERR_SHAPE, rank_idx},
+    {"rank_cmp_topk_length", DSOPS_ERR_SHAPE, rank_len},
+    {"rank_sinks", DSOPS_ERR_SHAPE, rank_sinks},
+    {"rank_out", DSOPS_ERR_SHAPE, rank_out},
+    {"rank_lse", DSOPS_ERR_SHAPE, rank_lse},
+    {"extent_ori_kv_d_mismatch", DSOPS_ERR_SHAPE, ext_ori_d},
+    {"extent_cmp_kv_d_mismatch", DSOPS_ERR_SHAPE, ext_cmp_d},
+    {"extent_d_0", DSOPS_ERR_SHAPE, ext_q_d0},
+    {"extent_n_0", DSOPS_ERR_SHAPE, ext_q_n0},
+    {"extent_q_inner_stride", DSOPS_ERR_SHAPE, ext_q_inner},
+    {"extent_out_inner_stride", DSOPS_ERR_SHAPE, ext_out_inner},
+    {"extent_ori_kv_inner_stride", DSOPS_ERR_SHAPE, ext_ori_inner},
+    {"extent_q_overflow", DSOPS_ERR_SHAPE, ext_q_overflow},
+    {"extent_out_t", DSOPS_ERR_SHAPE, ext_out_t},
+    {"extent_out_n", DSOPS_ERR_SHAPE, ext_out_n},
+    {"extent_out_d", DSOPS_ERR_SHAPE, ext_out_d},
+    {"extent_lse_t", DSOPS_ERR_SHAPE, ext_lse_t},
+    {"extent_lse_n", DSOPS_ERR_SHAPE, ext_lse_n},
+    {"extent_sinks_long", DSOPS_ERR_SHAPE, ext_sinks},
+    {"extent_sinks_short", DSOPS_ERR_SHAPE, ext_sinks_short},
+    {"extent_cmp_indices_t", DSOPS_ERR_SHAPE, ext_idx_t},
+    {"extent_cmp_indices_k_0", DSOPS_ERR_SHAPE, ext_idx_k0},
+    {"extent_cmp_topk_length_t", DSOPS_ERR_SHAPE, ext_len_t},
+    {"extent_seqused_kv_b", DSOPS_ERR_SHAPE, ext_used_b},
+    {"extent_ori_block_table_b", DSOPS_ERR_SHAPE, ext_ori_bt_b},
+    {"extent_cmp_block_table_b", DSOPS_ERR_SHAPE, ext_cmp_bt_b},
+    {"extent_ori_kv_block_size_0", DSOPS_ERR_SHAPE, ext_ori_bs0},
+    {"extent_cmp_kv_block_size_0", DSOPS_ERR_SHAPE, ext_cmp_bs0},
+    {"extent_cu_seqlens_q_0", DSOPS_ERR_SHAPE, ext_cu_0},
+    {"dtype_q", DSOPS_ERR_DTYPE, dt_q},
+    {"dtype_cu_seqlens_q", DSOPS_ERR_DTYPE, dt_cu},
+    {"dtype_seqused_kv", DSOPS_ERR_DTYPE, dt_used},
+    {"dtype_ori_kv", DSOPS_ERR_DTYPE, dt_ori},
+    {"dtype_ori_block_table", DSOPS_ERR_DTYPE, dt_ori_bt},
+    {"dtype_cmp_kv", DSOPS_ERR_DTYPE, dt_cmp},
+    {"dtype_cmp_block_table", DSOPS_ERR_DTYPE, dt_cmp_bt},
+    {"dtype_cmp_indices", DSOPS_ERR_DTYPE, dt_idx},
+    {"dtype_cmp_topk_length", DSOPS_ERR_DTYPE, dt_len},
+    {"dtype_sinks", DSOPS_ERR_DTYPE, dt_sinks},
+    {"dtype_out", DSOPS_ERR_DTYPE, dt_out},
+    {"dtype_lse", DSOPS_ERR_DTYPE, dt_lse},
+    {"dtype_invalid_value", DSOPS_ERR_DTYPE, dt_invalid},
+    {"param_softmax_scale_nan", DSOPS_ERR_PARAM, p_scale_nan},
+    {"param_softmax_scale_inf", DSOPS_ERR_PARAM, p_scale_inf},
+    {"param_softmax_scale_minus_inf", DSOPS_ERR_PARAM, p_scale_ninf},
+    {"param_win_size_negative", DSOPS_ERR_PARAM, p_win_neg},
+    {"param_cmp_ratio_0", DSOPS_ERR_PARAM, p_ratio0},
+    {"param_cmp_ratio_negative", DSOPS_ERR_PARAM, p_ratio_neg},
+    {"param_cmp_ratio_0_dense", DSOPS_ERR_PARAM, p_ratio0_dense},
+    {"param_p_tile_0_tiled", DSOPS_ERR_PARAM, p_tile0},
+    {"param_p_tile_negative_tiled", DSOPS_ERR_PARAM, p_tile_neg},
+    {"param_p_mode", DSOPS_ERR_PARAM, p_pmode},
+    {"param_p_mode_negative", DSOPS_ERR_PARAM, p_pmode_neg},
+    {"param_cmp_mode", DSOPS_ERR_PARAM, p_cmode},
+    {"param_cmp_mode_negative", DSOPS_ERR_PARAM, p_cmode_neg},
+    {"index_cu_seqlens_q_first", DSOPS_ERR_INDEX, i_cu0},
+    {"index_cu_seqlens_q_decreasing", DSOPS_ERR_INDEX, i_cu_dec},
+    {"index_cu_seqlens_q_last", DSOPS_ERR_INDEX, i_cu_t},
+    {"index_seqused_kv_negative", DSOPS_ERR_INDEX, i_used_neg},
+    {"index_cmp_topk_length_negative", DSOPS_ERR_INDEX, i_len_neg},
+    {"index_cmp_topk_length_int32_min", DSOPS_ERR_INDEX, i_len_neg_min},
+    {"index_ori_table_minus1_needed", DSOPS_ERR_INDEX, i_ori_minus1},
+    {"index_ori_table_out_of_range", DSOPS_ERR_INDEX, i_ori_range},
+    {"index_ori_table_seq1_minus1", DSOPS_ERR_INDEX, i_ori_seq1},
+    {"index_ori_table_too_few_columns", DSOPS_ERR_INDEX, i_ori_cols},
+    {"index_ori_table_wider_window", DSOPS_ERR_INDEX, i_ori_wider},
+    {"index_cmp_table_minus1_needed", DSOPS_ERR_INDEX, i_cmp_minus1},
+    {"index_cmp_table_out_of_range", DSOPS_ERR_INDEX, i_cmp_range},
+    {"index_cmp_table_noncausal_valid_index", DSOPS_ERR_INDEX, i_cmp_noncausal},
+    {"index_cmp_table_too_few_columns", DSOPS_ERR_INDEX, i_cmp_cols},
+    {"index_cmp_table_dense_needs_all", DSOPS_ERR_INDEX, i_cmp_dense},
+    {"index_cmp_table_count_without_length", DSOPS_ERR_INDEX, i_cmp_no_len},
+    {"alias_out_q", DSOPS_ERR_ALIAS, al_out_q},
+    {"alias_out_ori_kv", DSOPS_ERR_ALIAS, al_out_ori},
+    {"alias_out_cmp_kv", DSOPS_ERR_ALIAS, al_out_cmp},
+    {"alias_out_cmp_indices", DSOPS_ERR_ALIAS, al_out_idx},
+    {"alias_lse_sinks", DSOPS_ERR_ALIAS, al_lse_sinks},
+    {"alias_lse_out", DSOPS_ERR_ALIAS, al_lse_out},
+    {"alias_lse_cu_seqlens_q", DSOPS_ERR_ALIAS, al_lse_cu},
+    {"alias_lse_cmp_topk_length", DSOPS_ERR_ALIAS, al_lse_len},
+    {"alias_out_ori_block_table", DSOPS_ERR_ALIAS, al_out_bt},
+    {"alias_lse_cmp_block_table", DSOPS_ERR_ALIAS, al_lse_cmp_bt},
+};
+
+static void run_bad(const bad_case *c)
+{
+    if (!tu_selected(c->name))
+        return;
+    fixture *f = make_fixture();
+    char frag[200] = "";
+    c->mutate(f, frag);
+    fixture *before = alloc_fixture();
+    memcpy(before, f, sizeof *f);
+    dsops_status st = dsops_sas(ctx, &f->a);
+    const char *msg = dsops_last_error();
+    tu_check(st == c->want, "%s: status %s, expected %s (message \"%s\")", c->name, dsops_status_name(st),
+             dsops_status_name(c->want), msg);
+    tu_check(st == DSOPS_OK || strstr(msg, frag) != NULL, "%s: message \"%s\" lacks \"%s\"", c->name, msg, frag);
+    tu_check(memcmp(before, f, sizeof *f) == 0, "%s: memory written although the call failed", c->name);
+    if (tu_verbose())
+        printf("  %-44s %s: %s\n", c->name, dsops_status_name(st), msg);
+    free(before);
+    free(f);
+}
+
+/* ---- valid calls on the fixture (against the oracle) ----------------------------------------------- */
+
+/* The library's call on f and the oracle's on a copy g of the same fixture: out within the normalised
+ * tolerance (the mode's for tiled), lse within its tolerance, an absent lse untouched, nothing outside out
+ * and lse written. */
+static void run_valid(const char *what, void (*mutate)(fixture *f))
+{
+    char l[160];
+    snprintf(l, sizeof l, "valid %s", what);
+    if (!tu_selected(l))
+        return;
+    fixture *f = make_fixture();
+    if (mutate)
+        mutate(f);
+    fixture *g = alloc_fixture();
+    memcpy(g, f, sizeof *f);
+    const char *fb = (const char *)f;
+    char *gb = (char *)g;
+    dsops_tensor *ts[] = {&g->a.q, &g->a.cu_seqlens_q, &g->a.seqused_kv, &g->a.ori_kv, &g->a.ori_block_table,
+                          &g->a.cmp_kv, &g->a.cmp_block_table, &g->a.cmp_indices, &g->a.cmp_topk_length,
+                          &g->a.sinks, &g->a.out, &g->a.lse};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+        if (ts[i]->data)
+            ts[i]->data = gb + ((const char *)ts[i]->data - fb);
+    const int has_lse = f->a.lse.data != NULL;
+    if (!has_lse) /* the oracle always reports lse */
+        g->a.lse = dsops_tensor_make(g->lse, DSOPS_FP32, 2, (int64_t[]){f->a.q.shape[0], FN});
+    dsops_ref_sas(&g->a);
+    dsops_status st = dsops_sas(ctx, &f->a);
+    if (!tu_check(st == DSOPS_OK, "%s: %s (%s)", l, dsops_status_name(st), dsops_last_error())) {
+        free(f), free(g);
+        return;
+    }
+    const int64_t T = f->a.q.shape[0];
+    float o[FT * FN * FD], r[FT * FN * FD];
+    for (int64_t i = 0; i < T * FN * FD; i++)
+        o[i] = tu_f32(f->out[i]), r[i] = tu_f32(g->out[i]);
+    char l2[200];
+    snprintf(l2, sizeof l2, "%s out", l);
+    const tu_tol tol = f->a.p_mode == DSOPS_P_TILED ? (tu_tol){5e-4, 5e-4, 0.005} : (tu_tol){1e-4, 1.0 / 128, 0.005};
+    tu_compare_close(l2, o, r, (size_t)(T * FN * FD), tol, NULL);
+    if (has_lse) {
+        snprintf(l2, sizeof l2, "%s lse", l);
+        tu_compare_close(l2, f->lse, g->lse, (size_t)(T * FN), (tu_tol){1e-6, 8.01 / 65536, 0.005}, NULL);
+    }
+    /* untouched: out past T rows, lse (all of it when absent, past T rows otherwise), the tail */
+    int ok = 1;
+    for (int64_t i = T * FN * FD; i < FT * FN * FD; i++)
+        ok &= f->out[i] == GUARD_BF16;
+    for (int64_t i = has_lse ? T * FN : 0; i < FT * FN; i++) {
+        uint32_t v;
+        memcpy(&v, &f->lse[i], 4);
+        ok &= v == GUARD_F32;
+    }
+    for (size_t i = 0; i < sizeof f->tail / 2; i++)
+        ok &= f->tail[i] == GUARD_BF16;
+    tu_check(ok, "%s: memory outside out / lse written (or lse written while absent)", l);
+    free(f), free(g);
+}
+
+static void v_unneeded_junk(fixture *f) { f->ori_bt[0] = 1000, f->cmp_bt[1] = -7, f->cmp_bt[FMBC + 2] = 2147483647; }
+static void v_no_sinks(fixture *f) { f->a.sinks.data = NULL; }
+static void v_no_lse(fixture *f) { f->a.lse.data = NULL; }
+/* maps column 1 of sequence 0 (entries 2, 3) to the spare block 0 and gives that block finite rows */
+static void use_spare_cmp_block(fixture *f)
+{
+    f->cmp_bt[1] = 0;
+    for (int i = 0; i < FBSC * FD; i++)
+        f->cmp[i] = tu_bf16((float)(i % 37) / 37.0f - 0.5f);
+}
+static void v_no_len_fixed(fixture *f) { f->a.cmp_topk_length.data = NULL, use_spare_cmp_block(f); }
+static void v_len_zero(fixture *f) { f->len[0] = f->len[1] = f->len[2] = 0; }
+static void v_len_large(fixture *f) { f->len[0] = f->len[1] = f->len[2] = 2147483647, use_spare_cmp_block(f); }
+/* dense also needs entry 0 of sequence 1 (block 2, row 0) */
+static void v_dense(fixture *f)
+{
+    f->a.cmp_mode = DSOPS_CMP_DENSE, use_spare_cmp_block(f);
+    for (int d = 0; d < FD; d++)
+        f->cmp[2 * FBSC * FD + d] = tu_bf16((float)(d % 11) / 11.0f - 0.5f);
+}
+static void v_tiled(fixture *f) { f->a.p_mode = DSOPS_P_TILED, f->a.p_tile = 1; }
+static void v_fp32_tile0(fixture *f) { f->a.p_mode = DSOPS_P_FP32, f->a.p_tile = 0; }
+static void v_normalised_tile0(fixture *f) { f->a.p_tile = -5; }
+/* win_size 0: the window pool is not needed, so it may be absent (NULL) */
+static void v_no_window(fixture *f)
+{
+    f->a.win_size = 0;
+    f->a.ori_kv.data = NULL, f->a.ori_block_table.data = NULL;
+}
+/* win_size 0 with the pool present: nothing of it is read (its tables full of junk) */
+static void v_no_window_junk(fixture *f)
+{
+    f->a.win_size = 0;
+    for (int i = 0; i < FB * FMBW; i++)
+        f->ori_bt[i] = -1;
+}
+/* cmp_mode none: compressed pool and indices may be absent, or present and ignored */
+static void v_none_absent(fixture *f)
+{
+    f->a.cmp_mode = DSOPS_CMP_NONE;
+    f->a.cmp_kv.data = NULL, f->a.cmp_block_table.data = NULL, f->a.cmp_indices.data = NULL;
+    f->a.cmp_topk_length.data = NULL;
+}
+static void v_none_present(fixture *f)
+{
+    f->a.cmp_mode = DSOPS_CMP_NONE;
+    f->cmp_bt[0] = f->cmp_bt[2] = -1; /* not looked at */
+}
+/* every index invalid and no window: every row lonely */
+static void v_lonely(fixture *f)
+{
+    f->a.win_size = 0;
+    for (int i = 0; i < FT * FK; i++)
+        f->idx[i] = i % 2 ? -1 : 1000;
+}
+static void v_t0(fixture *f)
+{
+    f->cu[1] = f->cu[2] = 0;
+    f->a.q.shape[0] = f->a.out.shape[0] = f->a.lse.shape[0] = 0;
+    f->a.cmp_indices.shape[0] = f->a.cmp_topk_length.shape[0] = 0;
+}
+static void v_b0(fixture *f)
+{
+    v_t0(f);
+    f->a.cu_seqlens_q.shape[0] = 1;
+    f->a.seqused_kv.shape[0] = 0;
+    f->a.ori_block_table.shape[0] = f->a.cmp_block_table.shape[0] = 0;
+}
+
+static void test_valid(void)
+{
+    run_valid("fixture as built", NULL);
+    run_valid("unneeded table entries junk", v_unneeded_junk);
+    run_valid("sinks absent", v_no_sinks);
+    run_valid("lse absent", v_no_lse);
+    run_valid("cmp_topk_length absent", v_no_len_fixed);
+    run_valid("cmp_topk_length 0", v_len_zero);
+    run_valid("cmp_topk_length int32 max", v_len_large);
+    run_valid("dense", v_dense);
+    run_valid("tiled p_tile 1", v_tiled);
+    run_valid("fp32 p_tile 0", v_fp32_tile0);
+    run_valid("normalised p_tile -5", v_normalised_tile0);
+    run_valid("win_size 0 window pool absent", v_no_window);
+    run_valid("win_size 0 window pool junk tables", v_no_window_junk);
+    run_valid("cmp_mode none compressed pool absent", v_none_absent);
+    run_valid("cmp_mode none compressed pool ignored", v_none_present);
+    run_valid("all lonely", v_lonely);
+    run_valid("T 0", v_t0);
+    run_valid("B 0", v_b0);
+}
+
+/* ---- tensors the mode does not use ------------------------------------------------------------------- */
+
+/* cmp_topk_length and cmp_indices belong to sparse mode. Present in dense or none mode with extents that do
+ * not match T, they may be ignored (DSOPS_OK) or rejected (DSOPS_ERR_SHAPE), but never read beyond their
+ * declared extents (V1): the element just past the declared extent holds -1, which an out-of-extent read
+ * would report as a negative count (DSOPS_ERR_INDEX). */
+static void test_unused_sparse_tensors(void)
+{
+    if (!tu_selected("unused sparse tensors"))
+        return;
+    const dsops_cmp_mode modes[2] = {DSOPS_CMP_DENSE, DSOPS_CMP_NONE};
+    for (int m = 0; m < 2; m++) {
+        fixture *f = make_fixture();
+        f->a.cmp_mode = modes[m];
+        if (modes[m] == DSOPS_CMP_DENSE) {
+            /* finite rows for the dense entries: column 1 of sequence 0, entry 0 of sequence 1 */
+            f->cmp_bt[1] = 0;
+            for (int i = 0; i < FBSC * FD; i++)
+                f->cmp[i] = tu_bf16((float)(i % 37) / 37.0f - 0.5f);
+            for (int d = 0; d < FD; d++)
+                f->cmp[2 * FBSC * FD + d] = tu_bf16((float)(d % 11) / 11.0f - 0.5f);
+        }
+        f->a.cmp_topk_length.shape[0] = 1;  /* T is 3 */
+        f->len[1] = f->len[2] = -1;         /* outside the declared extent */
+        f->a.cmp_indices.shape[0] = 1;
+        dsops_status st = dsops_sas(ctx, &f->a);
+        tu_check(st == DSOPS_OK || st == DSOPS_ERR_SHAPE,
+                 "unused sparse tensors (cmp_mode %d): %s (\"%s\"): cmp_topk_length [1] (T 3) was read beyond its extent "
+                 "or rejected for the wrong reason",
+                 (int)modes[m], dsops_status_name(st), dsops_last_error());
+        free(f);
+    }
+}
+
+/* ---- CASES.md v4_sas_edge_bad_table ------------------------------------------------------------------ */
+
+/* -1 in a needed block-table entry of a generated case -> DSOPS_ERR_INDEX, out / lse untouched; one run per
+ * pool: the window block of the last token's newest position, and (scfa) the block of a used index. */
+static void test_bad_table_edge(void)
+{
+    const char *name = "v4_sas_edge_bad_table";
+    if (!tu_selected(name))
+        return;
+    const dsops_sas_case *vc = dsops_sas_case_find("v4_scfa_b1_s16_kv130");
+    if (!tu_check(vc != NULL, "%s: v4_scfa_b1_s16_kv130 is not in the case table", name))
+        return;
+    for (int pool = 0; pool < 2; pool++) {
+        dsops_sas_problem *p = dsops_sas_problem_make(vc, tu_seed());
+        if (!tu_check(p != NULL, "%s: problem generation failed", name))
+            return;
+        dsops_sas_args a = p->args;
+        const int64_t T = a.q.shape[0], N = a.q.shape[1], D = a.q.shape[2];
+        uint16_t *out = malloc((size_t)(T * N * D) * 2);
+        float *lse = malloc((size_t)(T * N) * 4);
+        if (!out || !lse)
+            abort();
+        for (int64_t i = 0; i < T * N * D; i++)
+            out[i] = GUARD_BF16;
+        memset(lse, 0xa5, (size_t)(T * N) * 4);
+        a.out = dsops_tensor_make(out, DSOPS_BF16, 3, (int64_t[]){T, N, D});
+        a.lse = dsops_tensor_make(lse, DSOPS_FP32, 2, (int64_t[]){T, N});
+        int32_t *entry;
+        const char *field;
+        char frag[64];
+        const int32_t used = ((const int32_t *)a.seqused_kv.data)[0];
+        if (pool == 0) {
+            /* position used - 1 (the last token's newest) */
+            const int64_t col = (used - 1) / a.ori_kv.shape[1];
+            entry = (int32_t *)a.ori_block_table.data + col * a.ori_block_table.stride[1];
+            field = "ori_block_table";
+            snprintf(frag, sizeof frag, "ori_block_table[0][%lld]", (long long)col);
+        } else {
+            /* the first index of the last token (used: its count is min(K, n_cmp(L)) >= 1 at seqused 130) */
+            const int32_t idx = ((const int32_t *)a.cmp_indices.data)[(T - 1) * a.cmp_indices.stride[0]];
+            const int64_t col = idx / a.cmp_kv.shape[1];
+            entry = (int32_t *)a.cmp_block_table.data + col * a.cmp_block_table.stride[1];
+            field = "cmp_block_table";
+            snprintf(frag, sizeof frag, "cmp_block_table[0][%lld]", (long long)col);
+        }
+        *entry = -1;
+        dsops_status st = dsops_sas(ctx, &a);
+        const char *msg = dsops_last_error();
+        int untouched = 1;
+        for (int64_t i = 0; i < T * N * D; i++)
+            untouched &= out[i] == GUARD_BF16;
+        for (int64_t i = 0; i < T * N; i++) {
+            uint32_t v;
+            memcpy(&v, &lse[i], 4);
+            untouched &= v == 0xa5a5a5a5u;
+        }
+        tu_check(st == DSOPS_ERR_INDEX && strstr(msg, frag) != NULL && untouched,
+                 "%s (%s): %s (\"%s\"), expected DSOPS_ERR_INDEX naming %s; out and lse untouched: %d", name, field,
+                 dsops_status_name(st), msg, frag, untouched);
+        free(out), free(lse);
+        dsops_sas_problem_free(p);
+    }
+}
+
+/* ---- dsops_sas_init and NULL arguments ------------------------------------------------------------------- */
+
+static void test_init_and_null(void)
+{
+    if (!tu_selected("init"))
+        return;
+    const float scale = 0.044194174f; /* 512^-0.5 */
+    for (int p = DSOPS_PRESET_V4_FLASH; p <= DSOPS_PRESET_V4_PRO; p++)
+        for (int v = DSOPS_SAS_SWA; v <= DSOPS_SAS_SCFA; v++) {
+            dsops_sas_args a;
+            memset(&a, 0x5a, sizeof a);
+            dsops_status st = dsops_sas_init(&a, (dsops_preset)p, (dsops_sas_variant)v);
+            int ok = st == DSOPS_OK && fabsf(a.softmax_scale - scale) <= 1e-8f && a.win_size == 128 &&
+                     a.q.data == NULL && a.ori_kv.data == NULL && a.cmp_kv.data == NULL && a.sinks.data == NULL &&
+                     a.lse.data == NULL && a.out.data == NULL && a.cmp_indices.data == NULL &&
+                     a.cmp_topk_length.data == NULL;
+            if (v == DSOPS_SAS_SWA)
+                ok &= a.cmp_mode == DSOPS_CMP_NONE && a.p_mode == DSOPS_P_NORMALISED;
+            else if (v == DSOPS_SAS_CFA)
+                ok &= a.cmp_mode == DSOPS_CMP_DENSE && a.cmp_ratio == 128 && a.p_mode == DSOPS_P_TILED && a.p_tile == 128;
+            else
+                ok &= a.cmp_mode == DSOPS_CMP_SPARSE && a.cmp_ratio == 4 && a.p_mode == DSOPS_P_NORMALISED;
+            tu_check(ok, "init: preset %d variant %d: %s, scale %.9g win %d cmp_mode %d ratio %d p_mode %d p_tile %d", p,
+                     v, dsops_status_name(st), (double)a.softmax_scale, a.win_size, (int)a.cmp_mode, a.cmp_ratio,
+                     (int)a.p_mode, a.p_tile);
+        }
+    dsops_sas_args a;
+    memset(&a, 0x5a, sizeof a);
+    dsops_status st = dsops_sas_init(&a, DSOPS_PRESET_V32, DSOPS_SAS_SCFA);
+    tu_check(st == DSOPS_ERR_PARAM && a.cmp_mode == DSOPS_CMP_SPARSE && a.q.data == NULL,
+             "init: preset v32 gives %s (expected DSOPS_ERR_PARAM with the struct filled)", dsops_status_name(st));
+    st = dsops_sas_init(&a, DSOPS_PRESET_V4_FLASH, (dsops_sas_variant)3);
+    tu_check(st == DSOPS_ERR_PARAM, "init: variant 3 gives %s", dsops_status_name(st));
+    st = dsops_sas_init(&a, (dsops_preset)9, DSOPS_SAS_SWA);
+    tu_check(st == DSOPS_ERR_PARAM, "init: preset 9 gives %s", dsops_status_name(st));
+    tu_check(dsops_sas_init(NULL, DSOPS_PRESET_V4_FLASH, DSOPS_SAS_SWA) == DSOPS_ERR_NULL, "init: NULL args accepted");
+    tu_check(dsops_sas(ctx, NULL) == DSOPS_ERR_NULL, "a NULL args pointer is not DSOPS_ERR_NULL");
+}
+
+int main(int argc, char **argv)
+{
+    tu_init(argc, argv, 7);
+    if (dsops_context_create(&ctx) != DSOPS_OK) {
+        printf("cannot create a context: %s\n", dsops_last_error());
+        return 1;
+    }
+    test_init_and_null();
+    for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++)
+        run_bad(&bad_cases[i]);
+    test_valid();
+    test_unused_sparse_tensors();
+    test_bad_table_edge();
+    dsops_context_destroy(ctx);
+    return tu_finish();
+}
