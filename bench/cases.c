@@ -516,6 +516,9 @@ static const dsops_li_case li_cases[] = {
     /* the vendor documentation's example (AscendC data) */
     {.name = "v4_li_ascendc_example", .B = 24, .S = 4, .seqused = {REP16(512), REP8(512)}, LI_DIMS, .K = 512,
      .cmp_ratio = 1, .int8 = 1, .ci = 1},
+    /* V4: one decode token over 32K compressed keys (131072 tokens, ratio 4): the V4 indexer's performance case */
+    {.name = "v4_li_bench_t1_kv128k", .B = 1, .S = 1, .seqused = {131072}, LI_DIMS, .K = 512, .cmp_ratio = 4,
+     .int8 = 1, .ci = 1},
     /* one decode token over 64K keys: the performance case of a single query */
     {.name = "li_bench_int8_t1_kv64k", .B = 1, .S = 1, .seqused = {65536}, LI_DIMS, .K = 2048, .cmp_ratio = 1,
      .int8 = 1, .ci = 1},

@@ -1,1 +1,425 @@
-/* placeholder */
+/* Named sas cases of spec/CASES.md ("sas: swa, cfa, scfa" and the sas edge cases) and their data generator
+ * (spec/OPS.md §3.7).
+ *
+ * Data (seed 42, cfa 0 in CASES.md; the caller's seed here):
+ *   q                      U(-1,1) bf16                                          [T, N, D]
+ *   ori_kv                 U(-1,1) bf16, every physical row                      [NBW, BSW, D]
+ *   cmp_kv                 U(-1,1) bf16, every physical row                      [NBC, BSC, D]
+ *   sinks                  U(-1,1) fp32 (v4_sas_edge_sink_inf: +Inf)             [N]
+ *   cmp_indices (scfa)     per sequence, with cmp = floor(seqused / cmp_ratio): cmp < K: 0 ... cmp-1 then
+ *                          zeros; else the first K of a random permutation of 0 ... cmp-1; the same row for
+ *                          every token of the sequence (not causally restricted)    [T, K]
+ *   cmp_topk_length        vendor_count cases: max(cmp - S_b + 1 + i, 0) (OPS.md §3.7, §5)   [T]
+ *   block tables           one distinct physical block per needed logical block (a random permutation of
+ *                          each pool's blocks), -1 in every other column. Window pool: the blocks of
+ *                          positions L_0 - w_0 ... seqused - 1 of each sequence (the window of its first
+ *                          token up to its last position); compressed pool: entries 0 ... cmp - 1.
+ *   parameters             dsops_sas_init(V4-Flash, variant); while that is unavailable the documented
+ *                          defaults (scale 512^-0.5, window 128; cfa dense, ratio 128, tiled 128; scfa
+ *                          sparse, ratio 4, normalised)
+ *
+ * Edge cases carry what the case fields cannot say in a small table below (sas_special): a window of 0, all
+ * indices -1, infinite sinks, indices taken from a lightning_indexer case.
+ *
+ * out and lse have room for one more token after their end that no view covers, so a test can plant
+ * guard values there. Each generated row draws from its own generator seeded from (seed, stream, row): the
+ * data do not depend on the thread count. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cases.h"
+#include "cases_internal.h"
+
+/* ---- the case table ------------------------------------------------------------------------------ */
+
+#define SAS_REP4(x) x, x, x, x
+#define SAS_REP16(x) SAS_REP4(x), SAS_REP4(x), SAS_REP4(x), SAS_REP4(x)
+#define SAS_REP64(x) SAS_REP16(x), SAS_REP16(x), SAS_REP16(x), SAS_REP16(x)
+
+/* V4-Flash attention: N 64, D 512, block size 128 in both pools */
+#define SAS_DIMS .N = 64, .D = 512, .BSW = 128, .BSC = 128
+
+static const dsops_sas_case sas_cases[] = {
+    /* the vendor's timed decode shape: B 64, S 2 (MTP 1), context 8K */
+    {.name = "v4_swa_b64_s2_kv8k", .variant = DSOPS_SAS_SWA, .B = 64, .S = 2, .seqused = {SAS_REP64(8192)},
+     SAS_DIMS, .with_sinks = 1, .seed = 42, .vendor_us = 65, .vendor = "PyPTO", .ci = 1},
+    /* tokens see 8191 and 8192 positions: 63 and 64 compressed entries */
+    {.name = "v4_cfa_b64_s2_kv8k", .variant = DSOPS_SAS_CFA, .B = 64, .S = 2, .seqused = {SAS_REP64(8192)},
+     SAS_DIMS, .with_sinks = 1, .seed = 0, .vendor_us = 90, .vendor = "PyPTO", .ci = 1},
+    {.name = "v4_scfa_b1_s4_kv64k", .variant = DSOPS_SAS_SCFA, .B = 1, .S = 4, .seqused = {65536}, SAS_DIMS,
+     .K = 512, .with_sinks = 1, .with_lse = 1, .vendor_count = 1, .seed = 42, .ci = 1},
+    {.name = "v4_scfa_b1_s256_kv64k", .variant = DSOPS_SAS_SCFA, .B = 1, .S = 256, .seqused = {65536}, SAS_DIMS,
+     .K = 512, .with_sinks = 1, .with_lse = 1, .vendor_count = 1, .seed = 42, .ci = 0,
+     .ci_variant = "v4_scfa_b1_s256_kv64k_ci"},
+    {.name = "v4_scfa_b1_s256_kv64k_ci", .variant = DSOPS_SAS_SCFA, .B = 1, .S = 64, .seqused = {65536}, SAS_DIMS,
+     .K = 512, .with_sinks = 1, .with_lse = 1, .vendor_count = 1, .seed = 42, .ci = 1},
+    /* cu [0, 16, 32, 48, 49] */
+    {.name = "v4_scfa_b4_s16_kv64k", .variant = DSOPS_SAS_SCFA, .B = 4, .S = 16, .S_each = {16, 16, 16, 1},
+     .seqused = {SAS_REP4(65536)}, SAS_DIMS, .K = 512, .with_sinks = 1, .with_lse = 1, .vendor_count = 1,
+     .seed = 42, .ci = 1},
+    /* 32 compressed entries; counts 17 ... 32 with the vendor count, 28 ... 32 causal (clear
+     * cmp_topk_length for the latter) */
+    {.name = "v4_scfa_b1_s16_kv130", .variant = DSOPS_SAS_SCFA, .B = 1, .S = 16, .seqused = {130}, SAS_DIMS,
+     .K = 512, .with_sinks = 1, .with_lse = 1, .vendor_count = 1, .seed = 42, .ci = 1},
+    {.name = "v4_scfa_b64_s2_kv8k", .variant = DSOPS_SAS_SCFA, .B = 64, .S = 2, .seqused = {SAS_REP64(8192)},
+     SAS_DIMS, .K = 512, .with_sinks = 1, .vendor_count = 1, .seed = 42, .vendor_us = 160, .vendor = "PyPTO",
+     .ci = 1},
+    /* V4-Pro: N 128, K 1024; indices = the top-k of v4_li_pro_b4_s2_kv64k (sas_special) */
+    {.name = "v4_scfa_pro_b4_s2_kv64k", .variant = DSOPS_SAS_SCFA, .B = 4, .S = 2, .seqused = {SAS_REP4(65536)},
+     .N = 128, .D = 512, .BSW = 128, .BSC = 128, .K = 1024, .with_sinks = 1, .with_lse = 1, .seed = 42, .ci = 1},
+
+    /* edge cases that are valid calls (the error case v4_sas_edge_bad_table is built by the validation
+     * test from one of these) */
+    /* seqused 5, S 2: dsops counts 1, 1; the vendor count 0, 1 (token 0 window-only); clear
+     * cmp_topk_length for the dsops count */
+    {.name = "v4_scfa_edge_kv5_s2", .variant = DSOPS_SAS_SCFA, .B = 1, .S = 2, .seqused = {5}, SAS_DIMS, .K = 512,
+     .with_sinks = 1, .with_lse = 1, .vendor_count = 1, .seed = 42, .ci = 1},
+    /* win_size 0 and every index -1 (sas_special): every token lonely, out 0, lse +Inf; sequence 1 also has
+     * a token with L = 0 */
+    {.name = "v4_sas_edge_lonely", .variant = DSOPS_SAS_SCFA, .B = 2, .S = 2, .seqused = {1000, 1}, .N = 64,
+     .D = 512, .BSW = 0, .BSC = 128, .K = 512, .with_sinks = 1, .with_lse = 1, .seed = 42, .ci = 1},
+    /* every sink +Inf (sas_special): out 0, lse as without sinks */
+    {.name = "v4_sas_edge_sink_inf", .variant = DSOPS_SAS_SCFA, .B = 2, .S = 2, .seqused = {300, 2900}, SAS_DIMS,
+     .K = 512, .with_sinks = 1, .with_lse = 1, .seed = 42, .ci = 1},
+    /* one head, one row per block in both pools; sequence 0 has fewer compressed entries than K, sequence 1
+     * more */
+    {.name = "v4_sas_edge_n1_bs1", .variant = DSOPS_SAS_SCFA, .B = 2, .S = 3, .seqused = {37, 300}, .N = 1,
+     .D = 512, .BSW = 1, .BSC = 1, .K = 16, .with_sinks = 1, .with_lse = 1, .seed = 42, .ci = 1},
+};
+
+const dsops_sas_case *dsops_sas_cases(int *count)
+{
+    if (count)
+        *count = (int)(sizeof sas_cases / sizeof sas_cases[0]);
+    return sas_cases;
+}
+
+const dsops_sas_case *dsops_sas_case_find(const char *name)
+{
+    int n;
+    const dsops_sas_case *c = dsops_sas_cases(&n);
+    return cases_find_case(c, n, sizeof *c, name);
+}
+
+/* What the case fields cannot say, by case name. */
+typedef struct sas_special {
+    const char *name;
+    int win_size;        /* -1: the preset's */
+    int skip_all;        /* every cmp_indices entry -1 */
+    int sink_inf;        /* every sink +Inf */
+    const char *li_case; /* cmp_indices = topk_indices of this lightning_indexer case (same seed) */
+} sas_special;
+
+static const sas_special sas_specials[] = {
+    {"v4_sas_edge_lonely", 0, 1, 0, NULL},
+    {"v4_sas_edge_sink_inf", -1, 0, 1, NULL},
+    {"v4_scfa_pro_b4_s2_kv64k", -1, 0, 0, "v4_li_pro_b4_s2_kv64k"},
+};
+
+static sas_special sas_special_of(const char *name)
+{
+    for (size_t i = 0; i < sizeof sas_specials / sizeof sas_specials[0]; i++)
+        if (name && !strcmp(sas_specials[i].name, name))
+            return sas_specials[i];
+    return (sas_special){name, -1, 0, 0, NULL};
+}
+
+/* ---- generator ----------------------------------------------------------------------------------- */
+
+enum { STREAM_SAS_Q = 81, STREAM_SAS_ORI = 82, STREAM_SAS_CMP = 83, STREAM_SAS_SINK = 84, STREAM_SAS_TABLE = 85,
+       STREAM_SAS_IDX = 86 };
+
+#define SAS_MAX_D 16384 /* the longest row cases_fill_bf16 draws */
+
+static void *sas_alloc(dsops_sas_problem *p, size_t bytes) { return ALLOC_OWNED(p, bytes); }
+
+void dsops_sas_problem_free(dsops_sas_problem *p)
+{
+    if (!p)
+        return;
+    cases_free_owned(p->buffers, p->nbuffers);
+    free(p);
+}
+
+/* Tokens of sequence b: S_each[b], or S for every b when S_each is all zero. */
+static int sas_seq_len(const dsops_sas_case *c, int b)
+{
+    int any = 0;
+    for (int i = 0; i < 8; i++)
+        any |= c->S_each[i] != 0;
+    return any ? c->S_each[b] : c->S;
+}
+
+/* perm[0 .. n-1] = a random permutation of 0 ... n-1 (Fisher-Yates) from r. */
+static void sas_shuffle(rng *r, int32_t *perm, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        perm[i] = (int32_t)i;
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)cases_rng_below(r, (uint64_t)i + 1);
+        int32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+}
+
+/* A paged pool of rows [NB, BS, D] bf16 U(-1,1) and its table [B, MB]: sequence b needs logical blocks
+ * first[b] ... last[b] (none when last[b] < first[b]), each a distinct physical block drawn from a random
+ * permutation; every other column is -1. Returns 0, or 1 when memory runs out. */
+static int sas_make_pool(dsops_sas_problem *p, uint64_t seed, uint64_t stream, int B, const int64_t *first,
+                         const int64_t *last, int64_t MB, int64_t BS, int64_t D, dsops_tensor *pool,
+                         dsops_tensor *table)
+{
+    int64_t NB = 0;
+    for (int b = 0; b < B; b++)
+        NB += last[b] >= first[b] ? last[b] - first[b] + 1 : 0;
+    if (NB < 1)
+        NB = 1; /* a pool with no needed block still has one (a zero extent is a shape error) */
+    int32_t *bt = sas_alloc(p, sizeof(int32_t) * (size_t)(B * MB));     /* [B, MB] */
+    uint16_t *rows = sas_alloc(p, sizeof(uint16_t) * (size_t)(NB * BS * D)); /* [NB, BS, D] */
+    int32_t *perm = malloc(sizeof(int32_t) * (size_t)NB);
+    if (!bt || !rows || !perm) {
+        free(perm);
+        return 1;
+    }
+    rng r = cases_row_rng(seed, STREAM_SAS_TABLE, (int64_t)stream);
+    sas_shuffle(&r, perm, NB);
+    for (int b = 0, next = 0; b < B; b++)
+        for (int64_t j = 0; j < MB; j++)
+            bt[b * MB + j] = j >= first[b] && j <= last[b] ? perm[next++] : -1;
+    free(perm);
+    cases_fill_bf16(seed, stream, NB * BS, D, 1.0f, rows);
+    *pool = dsops_tensor_make(rows, DSOPS_BF16, 3, (int64_t[]){NB, BS, D});
+    *table = dsops_tensor_make(bt, DSOPS_INT32, 2, (int64_t[]){B, MB});
+    return 0;
+}
+
+/* The documented parameters of a variant (dsops_sas_init's, written out for builds where it is unavailable). */
+static void sas_default_params(dsops_sas_args *a, dsops_sas_variant v)
+{
+    memset(a, 0, sizeof *a);
+    a->softmax_scale = 0.044194173824159216f; /* 512^-0.5 */
+    a->win_size = 128;
+    a->cmp_mode = v == DSOPS_SAS_SWA ? DSOPS_CMP_NONE : v == DSOPS_SAS_CFA ? DSOPS_CMP_DENSE : DSOPS_CMP_SPARSE;
+    a->cmp_ratio = v == DSOPS_SAS_CFA ? 128 : v == DSOPS_SAS_SCFA ? 4 : 1;
+    a->p_mode = v == DSOPS_SAS_CFA ? DSOPS_P_TILED : DSOPS_P_NORMALISED;
+    a->p_tile = 128;
+}
+
+/* cmp_indices rows from a lightning_indexer case of the same shape: its top-k (run by the library). */
+static int sas_indices_from_li(const dsops_sas_case *c, const char *li_name, uint64_t seed, int64_t T,
+                               int32_t *idx)
+{
+    const dsops_li_case *lc = dsops_li_case_find(li_name);
+    if (!lc || lc->B != c->B || lc->S != c->S || lc->K != c->K || lc->cmp_ratio != 4 || sas_seq_len(c, 0) != c->S)
+        return 1;
+    for (int b = 0; b < c->B; b++)
+        if (lc->seqused[b] != c->seqused[b] || sas_seq_len(c, b) != c->S)
+            return 1;
+    dsops_li_problem *lp = dsops_li_problem_make(lc, seed);
+    if (!lp)
+        return 1;
+    int bad = lp->T != T || dsops_lightning_indexer(NULL, &lp->args) != DSOPS_OK;
+    if (!bad)
+        memcpy(idx, lp->args.topk_indices.data, sizeof(int32_t) * (size_t)(T * c->K));
+    dsops_li_problem_free(lp);
+    return bad;
+}
+
+dsops_sas_problem *dsops_sas_problem_make(const dsops_sas_case *c, uint64_t seed)
+{
+    if (!c || c->B < 1 || c->B > 128 || c->S < 0 || c->N < 1 || c->D < 1 || c->D > SAS_MAX_D ||
+        (c->variant != DSOPS_SAS_SWA && c->variant != DSOPS_SAS_CFA && c->variant != DSOPS_SAS_SCFA) ||
+        (c->variant == DSOPS_SAS_SCFA && c->K < 1))
+        return NULL;
+    int any_each = 0;
+    for (int i = 0; i < 8; i++)
+        any_each |= c->S_each[i] != 0;
+    if (any_each && c->B > 8)
+        return NULL;
+    const sas_special sp = sas_special_of(c->name);
+    const int B = c->B;
+    const int64_t N = c->N, D = c->D;
+
+    dsops_sas_problem *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->c = *c;
+
+    /* parameters */
+    if (dsops_sas_init(&p->args, DSOPS_PRESET_V4_FLASH, c->variant) != DSOPS_OK)
+        sas_default_params(&p->args, c->variant);
+    if (sp.win_size >= 0)
+        p->args.win_size = sp.win_size;
+    const int64_t win = p->args.win_size, R = p->args.cmp_ratio;
+    const int has_cmp = p->args.cmp_mode != DSOPS_CMP_NONE, sparse = p->args.cmp_mode == DSOPS_CMP_SPARSE;
+    if ((win > 0 && c->BSW < 1) || (has_cmp && (c->BSC < 1 || R < 1)))
+        goto fail;
+
+    /* sequences: cu_seqlens_q [B+1], seqused_kv [B] */
+    int32_t *cu = sas_alloc(p, sizeof(int32_t) * (size_t)(B + 1));
+    int32_t *su = sas_alloc(p, sizeof(int32_t) * (size_t)B);
+    if (!cu || !su)
+        goto fail;
+    int64_t T = 0;
+    for (int b = 0; b < B; b++) {
+        const int Sb = sas_seq_len(c, b);
+        if (Sb < 0)
+            goto fail;
+        cu[b] = (int32_t)T;
+        su[b] = c->seqused[b];
+        T += Sb;
+    }
+    cu[B] = (int32_t)T;
+    p->T = T;
+    p->args.cu_seqlens_q = dsops_tensor_make(cu, DSOPS_INT32, 1, (int64_t[]){B + 1});
+    p->args.seqused_kv = dsops_tensor_make(su, DSOPS_INT32, 1, (int64_t[]){B});
+
+    /* window pool: sequence b needs positions L_0 - w_0 ... seqused - 1 (its first token's window up to its
+     * last position; a sequence whose tokens all have L <= 0 needs none) */
+    int64_t first[128], last[128], MB = 1;
+    if (win > 0) {
+        for (int b = 0; b < B; b++) {
+            const int64_t Sb = cu[b + 1] - cu[b], used = c->seqused[b];
+            const int64_t L0 = used - (Sb - 1) > 0 ? used - (Sb - 1) : 0;
+            const int64_t w0 = L0 < win ? L0 : win;
+            first[b] = (L0 - w0) / c->BSW;
+            last[b] = Sb > 0 && used > 0 ? (used - 1) / c->BSW : -1;
+            MB = last[b] + 1 > MB ? last[b] + 1 : MB;
+        }
+        if (sas_make_pool(p, seed, STREAM_SAS_ORI, B, first, last, MB, c->BSW, D, &p->args.ori_kv,
+                          &p->args.ori_block_table))
+            goto fail;
+    }
+
+    /* compressed pool: entries 0 ... floor(seqused / R) - 1 of every sequence (dense reads the causal prefix
+     * of them, sparse indices range over all) */
+    int64_t ncmp[128];
+    if (has_cmp) {
+        MB = 1;
+        for (int b = 0; b < B; b++) {
+            ncmp[b] = c->seqused[b] > 0 ? c->seqused[b] / R : 0;
+            first[b] = 0;
+            last[b] = (ncmp[b] + c->BSC - 1) / c->BSC - 1;
+            MB = last[b] + 1 > MB ? last[b] + 1 : MB;
+        }
+        if (sas_make_pool(p, seed, STREAM_SAS_CMP, B, first, last, MB, c->BSC, D, &p->args.cmp_kv,
+                          &p->args.cmp_block_table))
+            goto fail;
+    }
+
+    /* scfa indices [T, K] and the vendor's counts [T] */
+    const int64_t K = sparse ? c->K : 0;
+    int32_t *idx = NULL, *tkl = NULL;
+    if (sparse) {
+        idx = sas_alloc(p, sizeof(int32_t) * (size_t)(T * K));
+        if (!idx)
+            goto fail;
+        if (sp.li_case) {
+            if (sas_indices_from_li(c, sp.li_case, seed, T, idx))
+                goto fail;
+        } else {
+            int32_t *perm = NULL;
+            for (int b = 0; b < B; b++) {
+                const int64_t cmp = ncmp[b], t0 = cu[b], Sb = cu[b + 1] - cu[b];
+                if (Sb == 0)
+                    continue;
+                int32_t *row = idx + t0 * K;
+                if (sp.skip_all) {
+                    for (int64_t j = 0; j < K; j++)
+                        row[j] = -1;
+                } else if (cmp < K) {
+                    for (int64_t j = 0; j < K; j++)
+                        row[j] = j < cmp ? (int32_t)j : 0;
+                } else {
+                    int32_t *np = realloc(perm, sizeof(int32_t) * (size_t)cmp);
+                    if (!np) {
+                        free(perm);
+                        goto fail;
+                    }
+                    perm = np;
+                    rng r = cases_row_rng(seed, STREAM_SAS_IDX, b);
+                    sas_shuffle(&r, perm, cmp);
+                    memcpy(row, perm, sizeof(int32_t) * (size_t)K);
+                }
+                for (int64_t i = 1; i < Sb; i++)
+                    memcpy(row + i * K, row, sizeof(int32_t) * (size_t)K);
+            }
+            free(perm);
+        }
+        p->args.cmp_indices = dsops_tensor_make(idx, DSOPS_INT32, 2, (int64_t[]){T, K});
+        if (c->vendor_count) {
+            tkl = sas_alloc(p, sizeof(int32_t) * (size_t)(T > 0 ? T : 1));
+            if (!tkl)
+                goto fail;
+            for (int b = 0; b < B; b++) {
+                const int64_t Sb = cu[b + 1] - cu[b];
+                for (int64_t i = 0; i < Sb; i++) {
+                    const int64_t k = ncmp[b] - Sb + 1 + i;
+                    tkl[cu[b] + i] = (int32_t)(k > 0 ? k : 0);
+                }
+            }
+            p->args.cmp_topk_length = dsops_tensor_make(tkl, DSOPS_INT32, 1, (int64_t[]){T});
+        }
+    }
+
+    /* q [T, N, D] bf16; sinks [N] fp32 */
+    uint16_t *q = sas_alloc(p, sizeof(uint16_t) * (size_t)(T * N * D));
+    if (!q)
+        goto fail;
+    cases_fill_bf16(seed, STREAM_SAS_Q, T * N, D, 1.0f, q);
+    p->args.q = dsops_tensor_make(q, DSOPS_BF16, 3, (int64_t[]){T, N, D});
+    if (c->with_sinks) {
+        float *sinks = sas_alloc(p, sizeof(float) * (size_t)N);
+        if (!sinks)
+            goto fail;
+        rng r = cases_row_rng(seed, STREAM_SAS_SINK, 0);
+        cases_rng_uniform_pm1(&r, sinks, (size_t)N);
+        for (int64_t h = 0; sp.sink_inf && h < N; h++)
+            sinks[h] = INFINITY;
+        p->args.sinks = dsops_tensor_make(sinks, DSOPS_FP32, 1, (int64_t[]){N});
+    }
+
+    /* outputs, one token of guard room each: out [T, N, D] bf16, lse [T, N] fp32 */
+    uint16_t *out = sas_alloc(p, sizeof(uint16_t) * (size_t)((T + 1) * N * D));
+    if (!out)
+        goto fail;
+    p->args.out = dsops_tensor_make(out, DSOPS_BF16, 3, (int64_t[]){T, N, D});
+    if (c->with_lse) {
+        float *lse = sas_alloc(p, sizeof(float) * (size_t)((T + 1) * N));
+        if (!lse)
+            goto fail;
+        p->args.lse = dsops_tensor_make(lse, DSOPS_FP32, 2, (int64_t[]){T, N});
+    }
+
+    /* work: the exact key-list length of every token (OPS.md §3.7) */
+    int64_t attended = 0;
+    for (int b = 0; b < B; b++) {
+        const int64_t Sb = cu[b + 1] - cu[b];
+        for (int64_t i = 0; i < Sb; i++) {
+            const int64_t t = cu[b] + i, L = c->seqused[b] - (Sb - 1 - i), Lp = L > 0 ? L : 0;
+            attended += Lp < win ? Lp : win;
+            if (!has_cmp)
+                continue;
+            const int64_t causal = Lp / R;
+            if (!sparse) {
+                attended += causal;
+                continue;
+            }
+            int64_t cnt = K < causal ? K : causal;
+            if (tkl && tkl[t] < cnt)
+                cnt = tkl[t];
+            for (int64_t j = 0; j < cnt; j++)
+                attended += idx[t * K + j] >= 0 && idx[t * K + j] < ncmp[b];
+        }
+    }
+    p->attended = attended;
+    p->flops = 2.0 * (double)N * (double)attended * 2.0 * (double)D;
+    p->kv_bytes = (double)attended * (double)D * 2.0;
+    return p;
+
+fail:
+    dsops_sas_problem_free(p);
+    return NULL;
+}

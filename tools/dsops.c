@@ -21,8 +21,10 @@ static void usage(FILE *f)
             "  dsops info                          version, ISA tier, threads, measured peaks\n"
             "  dsops bench <case|prefix|operator|all> [--isa T] [--threads N] [--repeat R] [--check] [--list]\n"
             "  dsops bench --suite seed-v4 [options]\n"
-            "                                      time named cases of spec/CASES.md (a suite: the cases of\n"
-            "                                      a published vendor table, with the vendor's times beside)\n"
+            "                                      time named cases of spec/CASES.md (operators: sas or its\n"
+            "                                      presets swa / cfa / scfa, compressor, hc_pre, ...; a suite:\n"
+            "                                      the cases of a published vendor table at 1 and 2 threads,\n"
+            "                                      then one table with the vendor's times beside ours)\n"
             "  dsops run <op> --in IN.safetensors --out OUT.safetensors [--set name=value]... [--threads N] [--isa T]\n"
             "                                      run an operator on tensors from a file\n");
 }
@@ -796,6 +798,85 @@ static dsops_status cmp_gemms_run(dsops_context *ctx, void *pv)
     return dsops_linear_run(j, 2, T, dsops_context_threads(ctx), dsops_context_isa(ctx));
 }
 
+/* sas (swa, cfa, scfa): --check compares out and lse with the oracle on a sample: every sequence when
+ * B <= 4, else sequences 0, B/2 and B-1; of each, its last 32 tokens at most (a sub-call of a sequence's
+ * last tokens sees the same keys: L and the valid index range depend only on seqused). Tolerance by
+ * p_mode (spec §3.7): normalised / fp32 out 1e-4 / 2^-7, tiled 5e-4 / 5e-4; lse 1e-6 / 8.01/65536; at
+ * most 0.5 % of the elements outside, lonely rows exactly +Inf. */
+static dsops_status sas_run(dsops_context *ctx, void *p)
+{
+    return dsops_sas(ctx, &((dsops_sas_problem *)p)->args);
+}
+
+static int sas_check(void *pv, char *why, size_t cap)
+{
+    const dsops_sas_problem *p = pv;
+    const dsops_sas_args *a = &p->args;
+    const int B = (int)a->seqused_kv.shape[0];
+    const int64_t N = a->q.shape[1], D = a->q.shape[2];
+    const int32_t *cu = a->cu_seqlens_q.data, *su = a->seqused_kv.data;
+    const int tiled = a->p_mode == DSOPS_P_TILED;
+    const double out_atol = tiled ? 5e-4 : 1e-4, out_rtol = tiled ? 5e-4 : 1.0 / 128;
+    int seqs[4], nseq = 0;
+    if (B <= 4) {
+        for (int b = 0; b < B; b++)
+            seqs[nseq++] = b;
+    } else {
+        seqs[0] = 0, seqs[1] = B / 2, seqs[2] = B - 1;
+        nseq = 3;
+    }
+    size_t bad_o = 0, n_o = 0, bad_l = 0, n_l = 0;
+    double max_o = 0, max_l = 0;
+    for (int k = 0; k < nseq; k++) {
+        const int b = seqs[k];
+        const int64_t Sb = cu[b + 1] - cu[b], n = Sb < 32 ? Sb : 32, t0 = cu[b + 1] - n;
+        if (n == 0)
+            continue;
+        uint16_t *ro = malloc((size_t)(n * N * D) * 2);
+        float *rl = malloc((size_t)(n * N) * 4);
+        if (!ro || !rl) {
+            free(ro), free(rl);
+            snprintf(why, cap, "out of memory");
+            return 1;
+        }
+        int32_t cu1[2] = {0, (int32_t)n}, su1[1] = {su[b]};
+        dsops_sas_args r = *a; /* the oracle on tokens t0 ... t0+n-1, the last n of sequence b */
+        r.cu_seqlens_q = dsops_tensor_make(cu1, DSOPS_INT32, 1, (int64_t[]){2});
+        r.seqused_kv = dsops_tensor_make(su1, DSOPS_INT32, 1, (int64_t[]){1});
+        r.q.data = (uint16_t *)a->q.data + t0 * N * D, r.q.shape[0] = n;
+        if (a->ori_block_table.data)
+            r.ori_block_table.data = (int32_t *)a->ori_block_table.data + b * a->ori_block_table.shape[1],
+            r.ori_block_table.shape[0] = 1;
+        if (a->cmp_block_table.data)
+            r.cmp_block_table.data = (int32_t *)a->cmp_block_table.data + b * a->cmp_block_table.shape[1],
+            r.cmp_block_table.shape[0] = 1;
+        if (a->cmp_indices.data)
+            r.cmp_indices.data = (int32_t *)a->cmp_indices.data + t0 * a->cmp_indices.shape[1],
+            r.cmp_indices.shape[0] = n;
+        if (a->cmp_topk_length.data)
+            r.cmp_topk_length.data = (int32_t *)a->cmp_topk_length.data + t0, r.cmp_topk_length.shape[0] = n;
+        r.out = dsops_tensor_make(ro, DSOPS_BF16, 3, (int64_t[]){n, N, D});
+        r.lse = a->lse.data ? dsops_tensor_make(rl, DSOPS_FP32, 2, (int64_t[]){n, N}) : (dsops_tensor){0};
+        dsops_ref_sas(&r);
+        count_outside((const uint16_t *)a->out.data + t0 * N * D, ro, DSOPS_BF16, (size_t)(n * N * D), out_atol,
+                      out_rtol, &bad_o, &n_o, &max_o);
+        if (a->lse.data)
+            count_outside((const float *)a->lse.data + t0 * N, rl, DSOPS_FP32, (size_t)(n * N), 1e-6,
+                          8.01 / 65536, &bad_l, &n_l, &max_l);
+        free(ro), free(rl);
+    }
+    snprintf(why, cap, "out: %zu of %zu outside %g / %g (max |err| %.3g); lse: %zu of %zu outside 1e-6 / "
+             "8.01/65536 (max |err| %.3g)", bad_o, n_o, out_atol, out_rtol, max_o, bad_l, n_l, max_l);
+    return bad_o > (size_t)floor(0.005 * (double)n_o + 0.5) || bad_l > (size_t)floor(0.005 * (double)n_l + 0.5);
+}
+
+static void sas_release(void *p) { dsops_sas_problem_free(p); }
+
+static const char *sas_variant_name(dsops_sas_variant v)
+{
+    return v == DSOPS_SAS_SWA ? "swa" : v == DSOPS_SAS_CFA ? "cfa" : v == DSOPS_SAS_SCFA ? "scfa" : "sas?";
+}
+
 typedef struct bench_case_ref {
     const char *name;
     int ci;
@@ -809,6 +890,7 @@ typedef struct bench_case_ref {
     const dsops_mla4_case *mla4;
     const dsops_idxp4_case *idxp4;
     const dsops_cmp_case *cmp;
+    const dsops_sas_case *sas;
 } bench_case_ref;
 
 static int all_cases(bench_case_ref *out, int cap)
@@ -845,6 +927,9 @@ static int all_cases(bench_case_ref *out, int cap)
     const dsops_cmp_case *cc = dsops_cmp_cases(&count);
     for (int i = 0; i < count && n < cap; i++)
         out[n++] = (bench_case_ref){.name = cc[i].name, .ci = cc[i].ci, .cmp = &cc[i]};
+    const dsops_sas_case *ac = dsops_sas_cases(&count);
+    for (int i = 0; i < count && n < cap; i++)
+        out[n++] = (bench_case_ref){.name = ac[i].name, .ci = ac[i].ci, .sas = &ac[i]};
     return n;
 }
 
@@ -861,7 +946,14 @@ static int all_cases(bench_case_ref *out, int cap)
 /* The bench problem of a V4 case; returns 0, or 1 with the reason in why. */
 static int make_v4_problem(const bench_case_ref *c, bench_problem *bp, char *why, size_t cap)
 {
-    if (c->hcpre) {
+    if (c->sas) {
+        /* the case's own data seed (CASES.md: 42, cfa 0); bf16 FLOP of QK and PV against the bf16 peak */
+        dsops_sas_problem *p = dsops_sas_problem_make(c->sas, c->sas->seed);
+        if (!p)
+            return snprintf(why, cap, "cannot generate the case (out of memory?)"), 1;
+        *bp = (bench_problem){p, sas_run, sas_check, sas_release, p->flops, p->kv_bytes, DSOPS_PEAK_BF16_DOT,
+                              .vendor_us = c->sas->vendor_us, .vendor = c->sas->vendor};
+    } else if (c->hcpre) {
         dsops_hcpre_problem *p = dsops_hcpre_problem_make(c->hcpre, 42);
         if (!p)
             return snprintf(why, cap, "cannot generate the case (out of memory?)"), 1;
@@ -936,7 +1028,7 @@ static int make_problem(const bench_case_ref *c, bench_problem *bp, char *why, s
 {
     memset(bp, 0, sizeof *bp);
     snprintf(why, cap, "cannot allocate the case");
-    if (c->hcpre || c->hcpost || c->mla4 || c->idxp4 || c->cmp) {
+    if (c->hcpre || c->hcpost || c->mla4 || c->idxp4 || c->cmp || c->sas) {
         return make_v4_problem(c, bp, why, cap);
     } else if (c->sfa) {
         dsops_sfa_problem *p = dsops_sfa_problem_make(c->sfa, 42);
@@ -1122,10 +1214,18 @@ static int bench_dia_stages(void *pv, double fused, const bench_opts *o, dsops_c
     return bad;
 }
 
-/* What one case gave, for the summary of a suite. */
+/* What one case gave, at each thread count of the run, for the final tables. */
+#define BENCH_MAX_THREAD_COUNTS 2
 typedef struct bench_result {
     const char *name;
-    double med;                /* seconds; < 0: failed */
+    char op[32];               /* operator (and preset or variant) */
+    char shape[48];            /* the case's shape in a few words */
+    int nthr;                  /* thread counts run */
+    int threads[BENCH_MAX_THREAD_COUNTS];
+    double med[BENCH_MAX_THREAD_COUNTS];   /* seconds; < 0: failed */
+    double rate[BENCH_MAX_THREAD_COUNTS];  /* G/s of the counted work (GB/s where only bytes are counted) */
+    double pct[BENCH_MAX_THREAD_COUNTS];   /* % of (peak x threads); < 0: not applicable */
+    const char *unit;          /* "bf16", "int8", "fp32" (rate in GFLOP/s or GOP/s) or "GB/s" */
     double vendor_us;
     const char *vendor;
 } bench_result;
@@ -1134,9 +1234,9 @@ typedef struct bench_result {
 static void case_vendor(const bench_case_ref *c, double *us, const char **label)
 {
     *us = c->hcpre ? c->hcpre->vendor_us : c->hcpost ? c->hcpost->vendor_us : c->mla4 ? c->mla4->vendor_us
-          : c->idxp4 ? c->idxp4->vendor_us : c->cmp ? c->cmp->vendor_us : 0.0;
+          : c->idxp4 ? c->idxp4->vendor_us : c->cmp ? c->cmp->vendor_us : c->sas ? c->sas->vendor_us : 0.0;
     *label = c->hcpre ? c->hcpre->vendor : c->hcpost ? c->hcpost->vendor : c->mla4 ? c->mla4->vendor
-             : c->idxp4 ? c->idxp4->vendor : c->cmp ? c->cmp->vendor : NULL;
+             : c->idxp4 ? c->idxp4->vendor : c->cmp ? c->cmp->vendor : c->sas ? c->sas->vendor : NULL;
 }
 
 /* The maps a V4 matmul-only row expects in the prepared object (0: no such row). */
@@ -1145,14 +1245,102 @@ static int v4_map_count(const bench_case_ref *c)
     return c->mla4 ? MLA4_MAP_COUNT : c->idxp4 ? IDXP4_MAP_COUNT : c->cmp ? CMP_MAP_COUNT : 0;
 }
 
-static int bench_case(const bench_case_ref *c, const bench_opts *o, dsops_context *ctx, const double peak_core[3],
-                      bench_result *res)
+/* The operator and shape words of a case, for the final table. */
+static void case_op_shape(const bench_case_ref *c, bench_result *r)
 {
-    int failures_stage = 0;
+    static const char *const cmp_variant[3] = {"c4a", "c4li", "c128a"};
+    char *op = r->op, *sh = r->shape;
+    const size_t oc = sizeof r->op, sc = sizeof r->shape;
+    if (c->sas) {
+        const dsops_sas_case *k = c->sas;
+        char S[16];
+        if (k->S_each[0])
+            snprintf(S, sizeof S, "mixed");
+        else
+            snprintf(S, sizeof S, "%d", k->S);
+        snprintf(op, oc, "%s", sas_variant_name(k->variant));
+        snprintf(sh, sc, "B %d S %s kv %d N %d", k->B, S, k->seqused[0], k->N);
+        if (k->K)
+            snprintf(sh + strlen(sh), sc - strlen(sh), " K %d", k->K);
+    } else if (c->cmp) {
+        const dsops_cmp_case *k = c->cmp;
+        snprintf(op, oc, "compressor %s", (unsigned)k->variant < 3 ? cmp_variant[k->variant] : "?");
+        snprintf(sh, sc, "B %d S %d sp %d", k->B, k->S_each[0], k->start_pos);
+    } else if (c->hcpre) {
+        snprintf(op, oc, "hc_pre");
+        snprintf(sh, sc, "T %d H %d", c->hcpre->T, c->hcpre->H);
+    } else if (c->hcpost) {
+        snprintf(op, oc, "hc_post");
+        snprintf(sh, sc, "T %d H %d", c->hcpost->T, c->hcpost->H);
+    } else if (c->mla4) {
+        snprintf(op, oc, "mla_prolog_v4");
+        snprintf(sh, sc, "T %d, %s wq_b", c->mla4->T, c->mla4->int8 ? "int8" : "bf16");
+    } else if (c->idxp4) {
+        snprintf(op, oc, "indexer_prolog_v4");
+        snprintf(sh, sc, "T %d", c->idxp4->T);
+    } else if (c->li) {
+        snprintf(op, oc, "lightning_indexer");
+        snprintf(sh, sc, "B %d S %d kv %d K %d", c->li->B, c->li->S, c->li->seqused[0], c->li->K);
+    } else if (c->sfa) {
+        snprintf(op, oc, "sparse_flash_attn_v32");
+        snprintf(sh, sc, "B %d S %d kv %d", c->sfa->B, c->sfa->S, c->sfa->seqused[0]);
+    } else if (c->dia) {
+        snprintf(op, oc, "sparse_attention_v32");
+        snprintf(sh, sc, "B %d S %d", c->dia->B, c->dia->S);
+    } else if (c->mlap) {
+        snprintf(op, oc, "mla_prolog_v32");
+        snprintf(sh, sc, "B %d S %d", c->mlap->B, c->mlap->S);
+    } else if (c->idxp) {
+        snprintf(op, oc, "indexer_prolog_v32");
+        snprintf(sh, sc, "B %d S %d", c->idxp->B, c->idxp->S);
+    }
+}
+
+/* Rate and share of the peak of a timing (median `med` seconds at `threads` threads) into slot k of r. */
+static void note_rate(bench_result *r, int k, const bench_problem *bp, double med, int threads,
+                      const double peak_core[3])
+{
+    r->med[k] = med;
+    r->threads[k] = threads;
+    r->rate[k] = 0.0;
+    r->pct[k] = -1.0;
+    r->unit = bp->work > 0 ? (bp->unit       ? bp->unit
+                              : bp->peak == DSOPS_PEAK_INT8_DOT ? "int8"
+                              : bp->peak == DSOPS_PEAK_FP32_FMA ? "fp32"
+                                                                : "bf16")
+                           : "GB/s";
+    if (med <= 0)
+        return;
+    if (bp->work > 0) {
+        r->rate[k] = bp->work / med * 1e-9;
+        if (!bp->no_peak && peak_core[bp->peak] > 0)
+            r->pct[k] = 100.0 * r->rate[k] / (peak_core[bp->peak] * threads);
+    } else {
+        r->rate[k] = bp->bytes / med * 1e-9;
+    }
+}
+
+/* Makes the case's problem once, checks it (--check, at the first thread count) and times it at every
+ * thread count of `thr` (0: the context's), each timing with its detail rows. */
+static int bench_case(const bench_case_ref *c, const bench_opts *o, dsops_context *ctx, const double peak_core[3],
+                      const int *thr, int nthr, bench_result *res)
+{
+    int failures = 0;
     bench_problem bp;
     char why[400] = "";
-    *res = (bench_result){c->name, -1.0, 0.0, NULL};
+    memset(res, 0, sizeof *res);
+    res->name = c->name;
+    res->nthr = nthr;
+    for (int k = 0; k < nthr; k++) {
+        res->med[k] = -1.0;
+        res->pct[k] = -1.0;
+        res->threads[k] = thr[k] > 0 ? thr[k] : dsops_context_threads(ctx);
+    }
+    res->unit = "-";
     case_vendor(c, &res->vendor_us, &res->vendor);
+    case_op_shape(c, res);
+    if (thr[0] > 0)
+        dsops_context_set_threads(ctx, thr[0]);
     if (make_problem(c, &bp, why, sizeof why)) {
         print_error_row(c->name, ctx, why);
         if (bp.p && bp.release)
@@ -1168,40 +1356,51 @@ static int bench_case(const bench_case_ref *c, const bench_opts *o, dsops_contex
             fprintf(stderr, "dsops bench: %s: %s (%s)\n", c->name, dsops_status_name(s), dsops_last_error());
         else if (bad)
             fprintf(stderr, "dsops bench: %s differs from the oracle: %s\n", c->name, why);
+        failures += bad;
     }
-    double med = time_and_print(c->name, &bp, o, ctx, peak_core, check);
-    res->med = med;
-    if (c->cmp) {
-        /* the sp8191 / sp8192 pairs differ only in whether a window closes */
-        const dsops_cmp_problem *cp = ((cmp_bench *)bp.p)->p;
-        printf("  %-34s %lld entries per call (%s)\n", "", (long long)cp->entries,
-               cp->entries > 0 ? "windows close" : "no window closes: state writes only");
-    }
-    if ((c->mlap || c->idxp || c->mla4 || c->idxp4 || c->cmp) && med > 0) {
-        /* the same matmuls alone: the epilogues cost the difference */
-        const dsops_prepared *prep = c->mla4    ? ((mla4_bench *)bp.p)->prep
-                                     : c->idxp4 ? ((idxp4_bench *)bp.p)->prep
-                                     : c->cmp   ? ((cmp_bench *)bp.p)->prep
-                                                : NULL;
-        bench_problem gemms = bp;
-        gemms.run = c->mlap ? mlap_gemms_run : c->idxp ? idxp_gemms_run : c->mla4 ? mla4_gemms_run
-                    : c->idxp4 ? idxp4_gemms_run : cmp_gemms_run;
-        gemms.check = no_check;
-        gemms.release = no_release;
-        gemms.vendor_us = 0.0;
-        if (prep && (!prep->maps || prep->count != v4_map_count(c))) {
-            printf("  %-34s matmuls only: the prepared object has %d maps, expected %d\n", "", prep->count,
-                   v4_map_count(c));
-        } else {
-            double g = time_and_print("  matmuls only", &gemms, o, ctx, peak_core, "-");
-            if (g > 0)
-                printf("  %-34s %s / matmuls = %.2f\n", "", c->cmp ? "compressor" : "prolog", med / g);
+    for (int k = 0; k < nthr; k++) {
+        if (thr[k] > 0)
+            dsops_context_set_threads(ctx, thr[k]);
+        double med = time_and_print(c->name, &bp, o, ctx, peak_core, check);
+        note_rate(res, k, &bp, med, dsops_context_threads(ctx), peak_core);
+        failures += med < 0;
+        if (c->cmp && k == 0) {
+            /* the sp8191 / sp8192 pairs differ only in whether a window closes */
+            const dsops_cmp_problem *cp = ((cmp_bench *)bp.p)->p;
+            printf("  %-34s %lld entries per call (%s)\n", "", (long long)cp->entries,
+                   cp->entries > 0 ? "windows close" : "no window closes: state writes only");
         }
+        if (c->sas && k == 0) {
+            const dsops_sas_problem *sp = bp.p;
+            printf("  %-34s %lld keys attended over %lld tokens (%.1f per token)\n", "", (long long)sp->attended,
+                   (long long)sp->T, sp->T > 0 ? (double)sp->attended / (double)sp->T : 0.0);
+        }
+        if ((c->mlap || c->idxp || c->mla4 || c->idxp4 || c->cmp) && med > 0) {
+            /* the same matmuls alone: the epilogues cost the difference */
+            const dsops_prepared *prep = c->mla4    ? ((mla4_bench *)bp.p)->prep
+                                         : c->idxp4 ? ((idxp4_bench *)bp.p)->prep
+                                         : c->cmp   ? ((cmp_bench *)bp.p)->prep
+                                                    : NULL;
+            bench_problem gemms = bp;
+            gemms.run = c->mlap ? mlap_gemms_run : c->idxp ? idxp_gemms_run : c->mla4 ? mla4_gemms_run
+                        : c->idxp4 ? idxp4_gemms_run : cmp_gemms_run;
+            gemms.check = no_check;
+            gemms.release = no_release;
+            gemms.vendor_us = 0.0;
+            if (prep && (!prep->maps || prep->count != v4_map_count(c))) {
+                printf("  %-34s matmuls only: the prepared object has %d maps, expected %d\n", "", prep->count,
+                       v4_map_count(c));
+            } else {
+                double g = time_and_print("  matmuls only", &gemms, o, ctx, peak_core, "-");
+                if (g > 0)
+                    printf("  %-34s %s / matmuls = %.2f\n", "", c->cmp ? "compressor" : "prolog", med / g);
+            }
+        }
+        if (c->dia && med > 0)
+            failures += bench_dia_stages(bp.p, med, o, ctx, peak_core);
     }
-    if (c->dia && med > 0)
-        failures_stage = bench_dia_stages(bp.p, med, o, ctx, peak_core);
     bp.release(bp.p);
-    return med < 0 || failures_stage || (o->check && strcmp(check, "FAIL") == 0) ? 1 : 0;
+    return failures ? 1 : 0;
 }
 
 /* Named suites: glob patterns over the full-size case names, run in the order listed. */
@@ -1213,13 +1412,14 @@ typedef struct bench_suite {
 
 static const bench_suite suites[] = {
     {"seed-v4", "the cases of the vendor's published DeepSeek-V4 timings (PyPTO and AscendC)",
-     {"v4_hc_pre_b64_s2", "v4_hc_pre_bench_t*", "v4_hc_post_bench_t*", "v4_mla_prolog_b64_s2",
-      "v4_idx_prolog_t128",
-      /* each variant without, then with a closing window */
-      "v4_cmp_c4li_bench_sp8192", "v4_cmp_c4li_bench_sp8191", "v4_cmp_c4a_bench_sp8192", "v4_cmp_c4a_bench_sp8191",
-      "v4_cmp_c128a_bench_sp8192", "v4_cmp_c128a_bench_sp8191",
-      /* to come with their operators: the attention rows (v4_swa_b64_s2_kv8k, v4_cfa_b64_s2_kv8k,
-       * v4_scfa_b64_s2_kv8k) and the lightning indexer of that table */
+     {/* the PyPTO table (one die, B 64, S1 2, S2 8192), in its order */
+      "v4_swa_b64_s2_kv8k", "v4_cfa_b64_s2_kv8k", "v4_scfa_b64_s2_kv8k",
+      /* each compressor without, then with a closing window */
+      "v4_cmp_c4li_bench_sp8192", "v4_cmp_c4a_bench_sp8192", "v4_cmp_c128a_bench_sp8192",
+      "v4_cmp_c4li_bench_sp8191", "v4_cmp_c4a_bench_sp8191", "v4_cmp_c128a_bench_sp8191",
+      "v4_mla_prolog_b64_s2", "v4_hc_pre_b64_s2", "v4_idx_prolog_t128",
+      /* the AscendC hyper-connection tables (Atlas A3, HC 4, H 4096) */
+      "v4_hc_pre_bench_t*", "v4_hc_post_bench_t*",
       NULL}},
 };
 
@@ -1249,12 +1449,68 @@ static void print_vendor_summary(const bench_result *r, int n)
     for (int i = 0; i < n; i++) {
         if (r[i].vendor_us <= 0)
             continue;
-        if (r[i].med < 0)
+        if (r[i].med[0] < 0)
             printf("%-36s %12s %12.1f %-8s %10s\n", r[i].name, "error", r[i].vendor_us,
                    r[i].vendor ? r[i].vendor : "vendor", "-");
         else
-            printf("%-36s %12.1f %12.1f %-8s %10.2fx\n", r[i].name, r[i].med * 1e6, r[i].vendor_us,
-                   r[i].vendor ? r[i].vendor : "vendor", r[i].med * 1e6 / r[i].vendor_us);
+            printf("%-36s %12.1f %12.1f %-8s %10.2fx\n", r[i].name, r[i].med[0] * 1e6, r[i].vendor_us,
+                   r[i].vendor ? r[i].vendor : "vendor", r[i].med[0] * 1e6 / r[i].vendor_us);
+    }
+}
+
+/* A suite's one table: per case the operator, shape, median at each thread count, the rate and share of
+ * the peak at each, and the vendor's time with ours / theirs at the last thread count. */
+static void print_suite_table(const bench_suite *suite, const bench_result *r, int n)
+{
+    if (n <= 0)
+        return;
+    const int nt = r[0].nthr;
+    char h[BENCH_MAX_THREAD_COUNTS][3][24];
+    for (int k = 0; k < nt; k++) {
+        snprintf(h[k][0], sizeof h[k][0], "us %dt", r[0].threads[k]);
+        snprintf(h[k][1], sizeof h[k][1], "G/s %dt", r[0].threads[k]);
+        snprintf(h[k][2], sizeof h[k][2], "%%pk %dt", r[0].threads[k]);
+    }
+    printf("\nsuite %s: medians; G/s in GFLOP/s (bf16, fp32), GOP/s (int8) or GB/s; %%pk = rate / (measured peak x "
+           "threads); dsops / vendor at %d thread(s)\n", suite->name, r[0].threads[nt - 1]);
+    printf("%-18s %-30s", "operator", "shape");
+    for (int k = 0; k < nt; k++)
+        printf(" %10s", h[k][0]);
+    for (int k = 0; k < nt; k++)
+        printf(" %8s", h[k][1]);
+    printf(" %-5s", "unit");
+    for (int k = 0; k < nt; k++)
+        printf(" %7s", h[k][2]);
+    printf(" %10s %-8s %12s\n", "vendor us", "vendor", "dsops/vendor");
+    for (int i = 0; i < n; i++) {
+        printf("%-18s %-30s", r[i].op, r[i].shape);
+        for (int k = 0; k < nt; k++) {
+            if (r[i].med[k] < 0)
+                printf(" %10s", "error");
+            else
+                printf(" %10.1f", r[i].med[k] * 1e6);
+        }
+        for (int k = 0; k < nt; k++) {
+            if (r[i].med[k] < 0 || r[i].rate[k] <= 0)
+                printf(" %8s", "-");
+            else
+                printf(" %8.1f", r[i].rate[k]);
+        }
+        printf(" %-5s", r[i].unit ? r[i].unit : "-");
+        for (int k = 0; k < nt; k++) {
+            if (r[i].med[k] < 0 || r[i].pct[k] < 0)
+                printf(" %7s", "-");
+            else
+                printf(" %6.1f%%", r[i].pct[k]);
+        }
+        const double last = r[i].med[nt - 1];
+        if (r[i].vendor_us <= 0)
+            printf(" %10s %-8s %12s\n", "-", "-", "-");
+        else if (last < 0)
+            printf(" %10.1f %-8s %12s\n", r[i].vendor_us, r[i].vendor ? r[i].vendor : "vendor", "-");
+        else
+            printf(" %10.1f %-8s %11.1fx\n", r[i].vendor_us, r[i].vendor ? r[i].vendor : "vendor",
+                   last * 1e6 / r[i].vendor_us);
     }
 }
 
@@ -1326,6 +1582,17 @@ static void list_case(const bench_case_ref *r)
         printf("%-40s compressor                  B %-3d S %-5s %s start_pos %d H %d, %s data%s\n", c->name, c->B, S,
                (unsigned)c->variant < 3 ? cmp_variant[c->variant] : "?", c->start_pos, c->H,
                c->vendor_data ? "vendor" : "dsops", not_ci);
+    } else if (r->sas) {
+        const dsops_sas_case *c = r->sas;
+        char S[16];
+        if (c->S_each[0])
+            snprintf(S, sizeof S, "mixed");
+        else
+            snprintf(S, sizeof S, "%d", c->S);
+        char op[16];
+        snprintf(op, sizeof op, "sas (%s)", sas_variant_name(c->variant));
+        printf("%-40s %-27s B %-3d S %-5s kv %-6d N %d D %d K %d BS %d/%d%s%s\n", c->name, op, c->B, S,
+               c->seqused[0], c->N, c->D, c->K, c->BSW, c->BSC, c->vendor_count ? ", vendor count" : "", not_ci);
     }
 }
 
@@ -1347,6 +1614,9 @@ static int op_selects(const char *what, const bench_case_ref *r)
         {"indexer_prolog_v4", offsetof(bench_case_ref, idxp4)},
         {"compressor", offsetof(bench_case_ref, cmp)},
     };
+    /* sas: the operator name, or one of its presets */
+    if (r->sas && (!strcmp(what, "sas") || !strcmp(what, sas_variant_name(r->sas->variant))))
+        return 1;
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
         const void *family;
         memcpy(&family, (const char *)r + ops[i].member, sizeof family);
@@ -1474,13 +1744,22 @@ static int cmd_bench(int argc, char **argv)
         printf("hc_post is memory-bound: GB/s counts x, residual, post, comb read and out written; no FLOP rate\n");
     if (suite)
         printf("suite %s: %s\n", suite->name, suite->about);
+    /* a suite runs every case at 1 and 2 threads unless --threads names one count */
+    int thr[BENCH_MAX_THREAD_COUNTS] = {o.threads, 0}, nthr = 1;
+    if (suite && !o.threads) {
+        thr[0] = 1, thr[1] = 2, nthr = 2;
+        printf("each case at 1 and 2 threads (--threads N: one count)\n");
+    }
     printf("%-36s %-10s %3s %5s %10s %16s %8s %-5s %7s %7s %5s\n", "case", "isa", "thr", "runs", "median ms",
            "min-max ms", "G/s", "unit", "GB/s", "%peak", "check");
     static bench_result results[512];
     int failures = 0;
     for (int k = 0; k < norder; k++)
-        failures += bench_case(&cases[order[k]], &o, ctx, peak, &results[k]);
-    print_vendor_summary(results, norder);
+        failures += bench_case(&cases[order[k]], &o, ctx, peak, thr, nthr, &results[k]);
+    if (suite)
+        print_suite_table(suite, results, norder);
+    else
+        print_vendor_summary(results, norder);
     dsops_context_destroy(ctx);
     return failures ? 1 : 0;
 }
