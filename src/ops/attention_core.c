@@ -64,6 +64,23 @@ static core_layout make_layout(const dsops_attn_shape *sh)
     return L;
 }
 
+int64_t dsops_attn_plan_items(int64_t T, int64_t N, int *threads, int64_t *chunk_heads, int64_t *chunks)
+{
+    int64_t c = T >= *threads ? 1 : (*threads + T - 1) / T;
+    int64_t h = (N + c - 1) / c;
+    if (h < N)
+        h = (h + 7) / 8 * 8;
+    if (h > N)
+        h = N;
+    c = (N + h - 1) / h;
+    *chunk_heads = h;
+    *chunks = c;
+    int64_t items = T * c;
+    if (*threads > items)
+        *threads = (int)items;
+    return items;
+}
+
 size_t dsops_attn_scratch_bytes(const dsops_attn_shape *shape) { return make_layout(shape).total; }
 
 /* Gathers the n keys 16 at a time through a staging block into Vp (all keys) and Kt (one chunk at a

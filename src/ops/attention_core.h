@@ -40,6 +40,12 @@ typedef struct dsops_attn_call {
     int p_first;            /* DSOPS_P_TILED: length of the first tile (0: p_tile); <= shape->p_first_max */
 } dsops_attn_call;
 
+/* Work items of an attention operator: (token, chunk of heads). Heads are split only when there are fewer
+ * tokens than threads (chunks of a multiple of 8 heads); a head's result does not depend on its chunk, so the
+ * output is the same for any thread count. Sets *chunk_heads and *chunks; *threads is lowered to the item
+ * count if larger; returns the item count T * chunks (item i: token i / chunks, chunk i % chunks). */
+int64_t dsops_attn_plan_items(int64_t T, int64_t N, int *threads, int64_t *chunk_heads, int64_t *chunks);
+
 /* Scratch bytes one concurrent dsops_attn_run needs (64-byte multiple). */
 size_t dsops_attn_scratch_bytes(const dsops_attn_shape *shape);
 

@@ -292,18 +292,7 @@ dsops_status dsops_sas(dsops_context *ctx, const sas_args *a)
     DSOPS_TRY(dsops_context_begin(ctx, &use));
     const dsops_kernel_table *kt = dsops_kernel_table_get(use->isa);
     int threads = use->threads;
-    /* work items (token, head chunk), heads split only when tokens are fewer than threads (a head's result
-     * does not depend on the chunking) */
-    int64_t chunks = d.T >= threads ? 1 : (threads + d.T - 1) / d.T;
-    int64_t chunk_heads = (d.N + chunks - 1) / chunks;
-    if (chunk_heads < d.N)
-        chunk_heads = (chunk_heads + 7) / 8 * 8;
-    if (chunk_heads > d.N)
-        chunk_heads = d.N;
-    chunks = (d.N + chunk_heads - 1) / chunk_heads;
-    int64_t items = d.T * chunks;
-    if (threads > items)
-        threads = (int)items;
+    int64_t chunk_heads, chunks, items = dsops_attn_plan_items(d.T, d.N, &threads, &chunk_heads, &chunks);
 
     int64_t list_max = nmax > 0 ? nmax : 1;
     dsops_attn_shape shape = {(int)d.D, (int)d.D, (int)list_max, (int)chunk_heads, a->p_mode, a->p_tile,

@@ -293,19 +293,7 @@ dsops_status dsops_sparse_flash_attention_v32(dsops_context *ctx, const sfa_args
     const dsops_kernel_table *kt = dsops_kernel_table_get(use->isa);
     int threads = use->threads;
 
-    /* Work items: (token, head chunk). Heads are split only when there are fewer tokens than
-     * threads; a head's result does not depend on the chunking, so output is the same for any
-     * thread count. */
-    int64_t chunks = d.T >= threads ? 1 : (threads + d.T - 1) / d.T;
-    int64_t chunk_heads = (d.N + chunks - 1) / chunks;
-    if (chunk_heads < d.N)
-        chunk_heads = (chunk_heads + 7) / 8 * 8;
-    if (chunk_heads > d.N)
-        chunk_heads = d.N;
-    chunks = (d.N + chunk_heads - 1) / chunk_heads;
-    int64_t items = d.T * chunks;
-    if (threads > items)
-        threads = (int)items;
+    int64_t chunk_heads, chunks, items = dsops_attn_plan_items(d.T, d.N, &threads, &chunk_heads, &chunks);
 
     dsops_attn_shape shape = {(int)(d.Dc + d.Dr), (int)d.Dc, (int)d.K, (int)chunk_heads, a->p_mode, a->p_tile, 0};
     int qw = dsops_attn_q_width(shape.dqk);
