@@ -540,9 +540,13 @@ typedef struct dsops_hc_pre_args {
     int sinkhorn_iters;     /* >= 1; V4: 20 */
     float norm_eps;         /* V4: 1e-6 */
     float hc_eps;           /* V4: 1e-6 */
+    const dsops_prepared *prepared;  /* optional, from dsops_hc_pre_prepare */
 } dsops_hc_pre_args;
 
 DSOPS_API dsops_status dsops_hc_pre_init(dsops_hc_pre_args *args, dsops_preset preset);
+/* Packs hc_fn of `args` (only hc_fn is read; HC from M = (2+HC)*HC) for the tiers of ctx's cap and below. */
+DSOPS_API dsops_status dsops_hc_pre_prepare(dsops_context *ctx, const dsops_hc_pre_args *args,
+                                            dsops_prepared **prepared);
 DSOPS_API dsops_status dsops_hc_pre(dsops_context *ctx, const dsops_hc_pre_args *args);
 
 typedef struct dsops_hc_post_args {

@@ -880,6 +880,74 @@ static void test_init(void)
              "a NULL args pointer is DSOPS_ERR_NULL");
 }
 
+/* ---- prepared hc_fn ------------------------------------------------------------------------------ */
+
+/* A prepared hc_fn gives bitwise the outputs of the unprepared call on every tier, whichever tier it was
+ * prepared for; one made from another hc_fn is refused (DSOPS_ERR_PARAM) with nothing written. */
+static void test_prepared(void)
+{
+    if (!tu_selected("prepared"))
+        return;
+    const dsops_hcpre_case *c = dsops_hcpre_case_find("v4_hc_pre_bench_t16");
+    dsops_hcpre_problem *p = c ? dsops_hcpre_problem_make(c, tu_seed()) : NULL;
+    if (!tu_check(p != NULL, "prepared: cannot make v4_hc_pre_bench_t16"))
+        return;
+    dsops_hc_pre_args a = p->args;
+    size_t ny = (size_t)c->T * (size_t)c->H, np = (size_t)c->T * (size_t)c->HC, nc = np * (size_t)c->HC;
+    uint16_t *y0 = xcalloc(ny, 2);
+    float *post0 = xcalloc(np, 4), *comb0 = xcalloc(nc, 4), *pre0 = xcalloc(np, 4);
+    for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
+        dsops_context_set_isa(ctx, (dsops_isa)isa);
+        a.prepared = NULL;
+        tu_check(dsops_hc_pre(ctx, &a) == DSOPS_OK, "prepared: unprepared call failed: %s", dsops_last_error());
+        memcpy(y0, a.y.data, ny * 2), memcpy(post0, a.post.data, np * 4);
+        memcpy(comb0, a.comb.data, nc * 4), memcpy(pre0, a.pre.data, np * 4);
+        for (int made = DSOPS_ISA_SCALAR; made <= (int)dsops_isa_detected(); made++) {
+            dsops_context_set_isa(ctx, (dsops_isa)made);
+            dsops_prepared *prep = NULL;
+            tu_check(dsops_hc_pre_prepare(ctx, &a, &prep) == DSOPS_OK, "prepared: prepare failed: %s", dsops_last_error());
+            dsops_context_set_isa(ctx, (dsops_isa)isa);
+            a.prepared = prep;
+            memset(a.y.data, 0, ny * 2), memset(a.post.data, 0, np * 4);
+            memset(a.comb.data, 0, nc * 4), memset(a.pre.data, 0, np * 4);
+            tu_check(dsops_hc_pre(ctx, &a) == DSOPS_OK, "prepared: call failed: %s", dsops_last_error());
+            tu_check(memcmp(y0, a.y.data, ny * 2) == 0 && memcmp(post0, a.post.data, np * 4) == 0 &&
+                         memcmp(comb0, a.comb.data, nc * 4) == 0 && memcmp(pre0, a.pre.data, np * 4) == 0,
+                     "prepared: tier %s prepared for %s differs from the unprepared call",
+                     dsops_isa_name((dsops_isa)isa), dsops_isa_name((dsops_isa)made));
+            dsops_prepared_destroy(prep);
+        }
+    }
+    dsops_context_set_isa(ctx, dsops_isa_detected());
+    /* made from a copy of hc_fn (same values, another tensor): refused, nothing written */
+    size_t nfn = (size_t)a.hc_fn.shape[0] * (size_t)a.hc_fn.shape[1];
+    float *fn2 = xcalloc(nfn, 4);
+    memcpy(fn2, a.hc_fn.data, nfn * 4);
+    dsops_hc_pre_args other = a;
+    other.hc_fn.data = fn2;
+    dsops_prepared *prep = NULL;
+    tu_check(dsops_hc_pre_prepare(ctx, &other, &prep) == DSOPS_OK, "prepared: prepare of the copy failed");
+    a.prepared = prep;
+    memset(a.y.data, 0x5a, ny * 2);
+    dsops_status st = dsops_hc_pre(ctx, &a);
+    int untouched = 1;
+    for (size_t i = 0; i < ny; i++)
+        untouched &= ((uint16_t *)a.y.data)[i] == 0x5a5a;
+    tu_check(st == DSOPS_ERR_PARAM && strstr(dsops_last_error(), "prepared") && untouched,
+             "prepared: a prepared object of another hc_fn gave %s (%s)%s", dsops_status_name(st), dsops_last_error(),
+             untouched ? "" : ", y written");
+    /* prepare's own checks */
+    dsops_hc_pre_args bad = a;
+    bad.hc_fn.shape[0] = 23;
+    dsops_prepared *none = NULL;
+    st = dsops_hc_pre_prepare(ctx, &bad, &none);
+    tu_check(st == DSOPS_ERR_SHAPE && none == NULL && strstr(dsops_last_error(), "hc_fn"),
+             "prepared: hc_fn with M = 23 gave %s (%s)", dsops_status_name(st), dsops_last_error());
+    dsops_prepared_destroy(prep);
+    free(fn2), free(y0), free(post0), free(comb0), free(pre0);
+    dsops_hcpre_problem_free(p);
+}
+
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 20251130);
@@ -897,6 +965,7 @@ int main(int argc, char **argv)
     test_hc_post();
     test_determinism();
     test_named_cases();
+    test_prepared();
     dsops_context_destroy(ctx);
     return tu_finish();
 }

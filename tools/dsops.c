@@ -543,7 +543,12 @@ static int hcpre_check(void *pv, char *why, size_t cap)
     return bad_y > (size_t)floor(0.005 * (double)n_y + 0.5) || bad_g > (size_t)floor(0.005 * (double)n_g + 0.5);
 }
 
-static void hcpre_release(void *p) { dsops_hcpre_problem_free(p); }
+static void hcpre_release(void *pv)
+{
+    dsops_hcpre_problem *p = pv;
+    dsops_prepared_destroy((dsops_prepared *)p->args.prepared); /* made by make_v4_problem */
+    dsops_hcpre_problem_free(p);
+}
 
 /* hc_post: out on sampled tokens, bf16 1e-4 / 2^-7 / 0, fp32 1e-4 / 1e-5 / 0 (spec §3.2). */
 static dsops_status hcpost_run(dsops_context *ctx, void *p)
@@ -957,6 +962,13 @@ static int make_v4_problem(const bench_case_ref *c, bench_problem *bp, char *why
         dsops_hcpre_problem *p = dsops_hcpre_problem_make(c->hcpre, 42);
         if (!p)
             return snprintf(why, cap, "cannot generate the case (out of memory?)"), 1;
+        dsops_prepared *prep = NULL; /* hc_fn packed once, as a layer would */
+        if (dsops_hc_pre_prepare(NULL, &p->args, &prep) != DSOPS_OK) {
+            snprintf(why, cap, "hc_pre_prepare: %s", dsops_last_error());
+            dsops_hcpre_problem_free(p);
+            return 1;
+        }
+        p->args.prepared = prep;
         const double K = (double)p->c.HC * p->c.H, M = (double)(2 + p->c.HC) * p->c.HC, T = p->c.T;
         /* bytes: x read, hc_fn read, y, post, comb and pre written */
         const double bytes = 2.0 * T * K + 4.0 * M * K + 2.0 * T * p->c.H + 4.0 * T * (2.0 + p->c.HC) * p->c.HC;

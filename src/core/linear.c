@@ -234,6 +234,7 @@ void dsops_prepared_destroy(dsops_prepared *p)
     dsops_linear_engine_destroy(p->engine);
     dsops_prepared_destroy(p->parts[0]);
     dsops_prepared_destroy(p->parts[1]);
+    free(p->packed);
     free(p);
 }
 

@@ -51,6 +51,7 @@ struct dsops_prepared {
     int count;
     dsops_linear **maps;           /* [count] */
     dsops_prepared *parts[2];      /* a fused operator's: its stages' prepared objects */
+    void *packed;                  /* an operator's own packed copy of a weight (64-byte aligned), or NULL */
 };
 
 /* One weight of an operator, as dsops_linear_create takes it, with its name for messages. */

@@ -33,6 +33,43 @@ static dsops_status check_eps(const char *name, float v)
     return DSOPS_OK;
 }
 
+/* The prepared object of hc_pre holds one map (hc_fn for oneDNN) and, when a tier has the mix kernel, hc_fn
+ * packed for it. */
+static dsops_linear_source hc_fn_source(const dsops_hc_pre_args *a, int64_t M, int64_t W)
+{
+    return (dsops_linear_source){"hc_fn", a->hc_fn.data, DSOPS_FP32, M, W, a->hc_fn.stride[0], 1};
+}
+
+dsops_status dsops_hc_pre_prepare(dsops_context *ctx, const dsops_hc_pre_args *a, dsops_prepared **out)
+{
+    if (!a || !out)
+        return dsops_fail(DSOPS_ERR_NULL, "%s is NULL", a ? "prepared" : "args");
+    *out = NULL;
+    DSOPS_TRY(dsops_check_tensor(&a->hc_fn, "hc_fn", 2, DSOPS_DT(DSOPS_FP32), true));
+    int64_t M = a->hc_fn.shape[0], W = a->hc_fn.shape[1], HC = 1;
+    while ((2 + HC) * HC < M)
+        HC++;
+    if ((2 + HC) * HC != M || W < HC || W % HC)
+        return dsops_fail(DSOPS_ERR_SHAPE, "hc_fn is [%lld, %lld], expected [(2 + HC) * HC, HC * H] with HC, H >= 1",
+                          (long long)M, (long long)W);
+    dsops_linear_source src = hc_fn_source(a, M, W);
+    DSOPS_TRY(dsops_prepared_make("hc_pre", &src, 1, out));
+    dsops_isa isa = ctx ? dsops_context_isa(ctx) : dsops_isa_detected();
+    const dsops_hc_kernels *kern = &dsops_kernel_table_get(isa)->hc;
+    if (kern->mix) {
+        size_t bytes = dsops_align64(kern->packed_floats((int)M, (int)HC, W / HC) * 4);
+        (*out)->packed = aligned_alloc(64, bytes);
+        if (!(*out)->packed) {
+            dsops_prepared_destroy(*out);
+            *out = NULL;
+            return dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate %zu bytes of packed hc_fn", bytes);
+        }
+        kern->pack(a->hc_fn.data, (size_t)a->hc_fn.stride[0], (int)M, (int)HC, W / HC, (*out)->packed);
+    }
+    dsops_clear_error();
+    return DSOPS_OK;
+}
+
 static dsops_status hc_pre_check(const dsops_hc_pre_args *a, int64_t *T, int64_t *HC, int64_t *H)
 {
     const unsigned f32 = DSOPS_DT(DSOPS_FP32);
@@ -72,7 +109,9 @@ static dsops_status hc_pre_check(const dsops_hc_pre_args *a, int64_t *T, int64_t
     const dsops_named_tensor outs[] = {{&a->y, "y"}, {&a->post, "post"}, {&a->comb, "comb"}, {&a->pre, "pre"}};
     const dsops_named_tensor ins[] = {{&a->x, "x"}, {&a->hc_fn, "hc_fn"}, {&a->hc_scale, "hc_scale"},
                                       {&a->hc_base, "hc_base"}};
-    return dsops_check_outputs_apart(outs, 4, ins, 4);
+    DSOPS_TRY(dsops_check_outputs_apart(outs, 4, ins, 4));
+    dsops_linear_source src = hc_fn_source(a, M, W);
+    return dsops_prepared_check(a->prepared, "hc_pre", &src, 1);
 }
 
 static float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
@@ -149,11 +188,11 @@ static dsops_status mixes_by_matmul(const dsops_hc_pre_args *a, int64_t T, int64
                                     float *mix, float *ss, int threads, dsops_isa isa)
 {
     int64_t M = (2 + HC) * HC, W = HC * H;
-    dsops_linear_engine *engine = NULL;
-    dsops_linear *map = NULL;
-    dsops_status s = dsops_linear_engine_create(&engine);
-    if (s == DSOPS_OK)
-        s = dsops_linear_create(engine, a->hc_fn.data, DSOPS_FP32, M, W, a->hc_fn.stride[0], 1, &map);
+    dsops_linear_source src = hc_fn_source(a, M, W);
+    const dsops_prepared *prep;
+    dsops_prepared *own;
+    dsops_status s = dsops_prepared_for_call(a->prepared, "hc_pre", &src, 1, &prep, &own);
+    const dsops_linear *map = s == DSOPS_OK ? prep->maps[0] : NULL;
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t t = 0; t < T; t++) {
         for (int64_t i = 0; i < HC; i++)
@@ -171,8 +210,7 @@ static dsops_status mixes_by_matmul(const dsops_hc_pre_args *a, int64_t T, int64
     if (s == DSOPS_OK && rest > 0)
         s = dsops_linear_run(&jobs[full], 1, rest, 1, isa);
     free(jobs);
-    dsops_linear_destroy(map);
-    dsops_linear_engine_destroy(engine);
+    dsops_prepared_destroy(own);
     return s;
 }
 
@@ -235,13 +273,15 @@ dsops_status dsops_hc_pre(dsops_context *ctx, const dsops_hc_pre_args *a)
     dsops_status s = DSOPS_OK;
     if (kern->mix) {
         int64_t groups = (T + HC_TOKEN_GROUP - 1) / HC_TOKEN_GROUP;
-        kern->pack(a->hc_fn.data, (size_t)a->hc_fn.stride[0], (int)M, (int)HC, H, xf);
+        const float *wp = a->prepared && a->prepared->packed ? a->prepared->packed : xf;
+        if (wp == xf)
+            kern->pack(a->hc_fn.data, (size_t)a->hc_fn.stride[0], (int)M, (int)HC, H, xf);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
         for (int64_t g = 0; g < groups; g++) {
             int64_t t0 = g * HC_TOKEN_GROUP, nt = T - t0 < HC_TOKEN_GROUP ? T - t0 : HC_TOKEN_GROUP;
             float *work = (float *)(tmp + tmp_bytes * (size_t)dsops_thread_num() + (tmp_bytes - work_bytes));
             kern->mix(dsops_at3(&a->x, t0, 0, 0), (size_t)a->x.stride[0], (size_t)a->x.stride[1], (int)nt, (int)HC, H,
-                      xf, (int)M, mix + t0 * M, (size_t)M, ss + t0, work);
+                      wp, (int)M, mix + t0 * M, (size_t)M, ss + t0, work);
             /* the group's streams are still in L2 for the weighted sums */
             for (int64_t t = t0; t < t0 + nt; t++)
                 finish_token(a, kern, t, HC, H, mix + t * M, ss[t], (float *)(tmp + tmp_bytes * (size_t)dsops_thread_num()));
