@@ -483,10 +483,7 @@ static void test_empty(void)
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 42);
-    if (dsops_context_create(&ctx) != DSOPS_OK) {
-        printf("cannot create a context: %s\n", dsops_last_error());
-        return 1;
-    }
+    ctx = tu_context();
     test_edge_small();
     test_edge_named();
     test_table();

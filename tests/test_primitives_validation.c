@@ -51,19 +51,9 @@ typedef struct fixture {
     dsops_cache_store_args cs;
 } fixture;
 
-/* The fixture's members are 64-byte aligned: allocate it so. */
-static fixture *alloc_fixture(void)
-{
-    fixture *f = aligned_alloc(64, sizeof(fixture));
-    if (!f)
-        abort();
-    memset(f, 0, sizeof *f);
-    return f;
-}
-
 static fixture *make_fixture(void)
 {
-    fixture *f = alloc_fixture();
+    fixture *f = tu_alloc(sizeof *f); /* 64-byte aligned, as its members */
     tu_rng r;
     tu_rng_seed(&r, tu_seed());
     for (int i = 0; i < 400; i++)
@@ -403,16 +393,9 @@ static void run_bad(const bad_case *c)
     fixture *f = make_fixture();
     char frag[200] = "";
     c->mutate(f, frag);
-    fixture *before = alloc_fixture();
-    memcpy(before, f, sizeof *f);
-    dsops_status st = run_op(c->op, f);
-    const char *msg = dsops_last_error();
-    tu_check(st == c->want, "%s: status %s, expected %s (message \"%s\")", c->name, dsops_status_name(st),
-             dsops_status_name(c->want), msg);
-    tu_check(st == DSOPS_OK || strstr(msg, frag) != NULL, "%s: message \"%s\" lacks \"%s\"", c->name, msg, frag);
-    tu_check(memcmp(before, f, sizeof *f) == 0, "%s: memory written although the call failed", c->name);
-    if (tu_verbose())
-        printf("  %-40s %s: %s\n", c->name, dsops_status_name(st), msg);
+    void *before = tu_memdup(f, sizeof *f);
+    tu_check_rejected(c->name, run_op(c->op, f), c->want, frag);
+    tu_check_unchanged(c->name, f, before, sizeof *f, "although the call failed");
     free(before);
     free(f);
 }
@@ -484,13 +467,7 @@ static const ok_case ok_cases[] = {
 };
 
 /* The oracle's result on a copy of the fixture (pointers rebased into the copy). */
-static void *rebase(const fixture *from, fixture *to, const void *p)
-{
-    const char *b = (const char *)from, *q = (const char *)p;
-    if (p == NULL || q < b || q >= b + sizeof *from)
-        return (void *)p;
-    return (char *)to + (q - b);
-}
+static void *rebase(const fixture *from, fixture *to, const void *p) { return tu_rebase(p, from, sizeof *from, to); }
 
 static void run_oracle(prim_op op, const fixture *orig, fixture *r)
 {
@@ -545,17 +522,11 @@ static void run_ok(const ok_case *c)
         return;
     fixture *f = make_fixture();
     c->mutate(f);
-    fixture *before = alloc_fixture(), *ref = alloc_fixture();
-    memcpy(before, f, sizeof *f);
-    memcpy(ref, f, sizeof *f);
+    fixture *before = tu_memdup(f, sizeof *f), *ref = tu_memdup(f, sizeof *f);
     run_oracle(c->op, f, ref);
-    dsops_status st = run_op(c->op, f);
-    if (tu_check(st == DSOPS_OK, "%s: status %s (%s), expected DSOPS_OK", c->name, dsops_status_name(st),
-                 dsops_last_error())) {
-        tu_check(dsops_last_error()[0] == '\0', "%s: last error \"%s\" after a successful call", c->name,
-                 dsops_last_error());
+    if (tu_check_accepted(c->name, run_op(c->op, f))) {
         if (c->untouched)
-            tu_check(memcmp(before, f, sizeof *f) == 0, "%s: memory written although there was nothing to do", c->name);
+            tu_check_unchanged(c->name, f, before, sizeof *f, "although there was nothing to do");
         /* every primitive here is exact against its oracle (rope_tables: fp32 tables from the same fp64
          * values; bf16 tables could differ only at a rounding tie, which these positions do not hit) */
         tu_check(memcmp(ref, f, sizeof *f) == 0, "%s: result differs from the oracle", c->name);
@@ -599,8 +570,7 @@ static void test_init(void)
                  dsops_cache_store(ctx, NULL) == DSOPS_ERR_NULL,
              "a NULL args pointer is DSOPS_ERR_NULL");
     /* a NULL context: a temporary one with the environment defaults */
-    fixture *f = make_fixture(), *ref = alloc_fixture();
-    memcpy(ref, f, sizeof *f);
+    fixture *f = make_fixture(), *ref = tu_memdup(f, sizeof *f);
     run_oracle(OP_CACHE_STORE, f, ref);
     st = dsops_cache_store(NULL, &f->cs);
     tu_check(st == DSOPS_OK && memcmp(ref, f, sizeof *f) == 0, "cache_store with a NULL context: %s (%s)",
@@ -612,10 +582,7 @@ static void test_init(void)
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 7);
-    if (dsops_context_create(&ctx) != DSOPS_OK) {
-        printf("cannot create a context: %s\n", dsops_last_error());
-        return 1;
-    }
+    ctx = tu_context();
     test_init();
     for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++)
         run_bad(&bad_cases[i]);

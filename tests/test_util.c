@@ -69,6 +69,16 @@ int tu_finish(void)
     return failed ? 1 : 0;
 }
 
+dsops_context *tu_context(void)
+{
+    dsops_context *ctx = NULL;
+    if (dsops_context_create(&ctx) != DSOPS_OK) {
+        printf("cannot create a context: %s\n", dsops_last_error());
+        exit(1);
+    }
+    return ctx;
+}
+
 /* ---- generator: splitmix64 --------------------------------------------------------------------- */
 
 void tu_rng_seed(tu_rng *r, uint64_t s) { r->s = s; }
@@ -166,4 +176,75 @@ int tu_compare_close(const char *label, const float *out, const float *ref, size
                c.worst_out, c.worst_ref, c.worst_err);
     tu_check(ok, "%s: compare_close failed", label);
     return ok;
+}
+
+/* ---- validation tables --------------------------------------------------------------------------- */
+
+int tu_has_fragment(const char *msg, const char *frag)
+{
+    if (!frag || !*frag)
+        return 1;
+    char alts[256];
+    snprintf(alts, sizeof alts, "%s", frag);
+    for (char *save = NULL, *a = strtok_r(alts, "|", &save); a; a = strtok_r(NULL, "|", &save))
+        if (strstr(msg, a))
+            return 1;
+    return 0;
+}
+
+int tu_check_rejected(const char *name, dsops_status st, dsops_status want, const char *frag)
+{
+    const char *msg = dsops_last_error();
+    tu_check(st == want, "%s: status %s, expected %s (message \"%s\")", name, dsops_status_name(st),
+             dsops_status_name(want), msg);
+    tu_check(st == DSOPS_OK || tu_has_fragment(msg, frag), "%s: message \"%s\" lacks \"%s\"", name, msg,
+             frag ? frag : "");
+    if (verbose)
+        printf("  %-46s %s: %s\n", name, dsops_status_name(st), msg);
+    return st != DSOPS_OK;
+}
+
+int tu_check_accepted(const char *name, dsops_status st)
+{
+    if (!tu_check(st == DSOPS_OK, "%s: status %s (%s), expected DSOPS_OK", name, dsops_status_name(st),
+                  dsops_last_error()))
+        return 0;
+    tu_check(dsops_last_error()[0] == '\0', "%s: last error \"%s\" after a successful call", name, dsops_last_error());
+    return 1;
+}
+
+void *tu_alloc(size_t n)
+{
+    const size_t size = n ? (n + 63) / 64 * 64 : 64; /* aligned_alloc wants a multiple of the alignment */
+    void *p = aligned_alloc(64, size);
+    if (!p) {
+        printf("out of memory (%zu bytes)\n", n);
+        exit(1);
+    }
+    memset(p, 0, size);
+    return p;
+}
+
+void *tu_memdup(const void *p, size_t n)
+{
+    void *q = tu_alloc(n);
+    memcpy(q, p, n);
+    return q;
+}
+
+int tu_check_unchanged(const char *name, const void *p, const void *before, size_t n, const char *why)
+{
+    const unsigned char *a = p, *b = before;
+    size_t i = 0;
+    while (i < n && a[i] == b[i])
+        i++;
+    return tu_check(i == n, "%s: memory written %s (first changed byte: %zu of %zu)", name, why, i, n);
+}
+
+void *tu_rebase(const void *p, const void *from, size_t n, void *to)
+{
+    const char *q = p, *b = from;
+    if (!p || q < b || q >= b + n)
+        return (void *)p;
+    return (char *)to + (q - b);
 }

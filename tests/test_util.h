@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dsops.h"
+
 /* ---- run control ------------------------------------------------------------------------------ */
 
 /* Records the program name and the default seed (overridden by DSOPS_TEST_SEED); an optional first
@@ -29,6 +31,8 @@ int tu_selected(const char *label);
 int tu_check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prints "N passed, N failed" and returns the process exit status. */
 int tu_finish(void);
+/* A context for the whole program; prints the reason and exits with status 1 when none can be made. */
+dsops_context *tu_context(void);
 
 /* ---- generator -------------------------------------------------------------------------------- */
 
@@ -69,5 +73,37 @@ typedef struct tu_cmp {
  * floor(ratio n + 0.5) elements fail. Counts one check under `label` and reports the worst element and
  * the cosine difference on failure. Returns 1 on pass. */
 int tu_compare_close(const char *label, const float *out, const float *ref, size_t n, tu_tol tol, tu_cmp *res);
+
+/* ---- validation tables ------------------------------------------------------------------------ */
+
+/* Each row of a validation table changes a valid argument set, calls the operator and expects a status and
+ * a message fragment naming the field; a rejected call must leave every byte it could reach unchanged,
+ * which the programs check against a snapshot taken before the call. */
+
+/* 1 if msg contains frag or one of its '|'-separated alternatives (an empty frag asks for nothing). */
+int tu_has_fragment(const char *msg, const char *frag);
+
+/* The outcome of a call expected to be rejected: counts a check that st is `want` and one that, unless the
+ * call succeeded, dsops_last_error() has the fragment; prints the outcome under DSOPS_TEST_VERBOSE.
+ * Returns 1 when the call failed (st != DSOPS_OK). */
+int tu_check_rejected(const char *name, dsops_status st, dsops_status want, const char *frag);
+
+/* The outcome of a call expected to succeed: counts a check that st is DSOPS_OK and, when it is, one that
+ * dsops_last_error() is empty. Returns 1 when st is DSOPS_OK. */
+int tu_check_accepted(const char *name, dsops_status st);
+
+/* n zero bytes, 64-byte aligned (free with free()); exits when out of memory. */
+void *tu_alloc(size_t n);
+
+/* A snapshot: a tu_alloc'd copy of the n bytes at p. */
+void *tu_memdup(const void *p, size_t n);
+
+/* Counts a check that the n bytes at p equal the snapshot `before`; the failure message reads "<name>:
+ * memory written <why>" with the first byte that changed. Returns 1 when nothing changed. */
+int tu_check_unchanged(const char *name, const void *p, const void *before, size_t n, const char *why);
+
+/* p moved from the block [from, from + n) to the same offset in the block at `to`, for views into a copy
+ * of a fixture; a p outside the block (NULL included) is returned as it is. */
+void *tu_rebase(const void *p, const void *from, size_t n, void *to);
 
 #endif

@@ -19,17 +19,16 @@ usage: run_dia_check.py --tool PATH/dsops --ref PATH/dsops_ref_run [--workdir DI
 Prints "N passed, N failed" last and exits non-zero on failure.
 """
 
-import argparse
 import os
-import shutil
 import sys
-import tempfile
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_sfa_check import (Checker, bf16_from_f32, compare_close, f32_from_bf16, read_safetensors,  # noqa: E402
-                           run, write_safetensors)
+import runcheck  # noqa: E402
+from runcheck import (bad_calls, bf16_from_f32, compare_close, f32_from_bf16, latent_caches,  # noqa: E402
+                      packed656_fields, q8_rows, read_safetensors, ref_run, run, sylvester, tool_runs, ub, values,
+                      wq_b_entries, write_mutated, write_safetensors)
 
 OP = "sparse_attention_v32"
 OUT_TOL = (1e-4, 0.005, 0.005)
@@ -37,23 +36,6 @@ LSE_TOL = (1e-6, 8.01 / 65536, 0.005)
 TOL_INT8 = (1, 0, 0.005)
 TOL_BF16 = (1e-4, 2.0 ** -7, 0.005)
 TOL_SCALE = (2.5e-5, 0.005, 0.005)
-
-
-def sylvester(d):
-    h = np.ones((1, 1))
-    while h.shape[0] < d:
-        h = np.block([[h, h], [h, -h]])
-    return (h / np.sqrt(d)).astype(np.float32)
-
-
-def q8_rows(v, group):
-    """Q8 of spec 2.7 per group of the last axis -> (int8, fp32 scales)."""
-    shp = v.shape
-    g = v.reshape(shp[:-1] + (shp[-1] // group, group)).astype(np.float32)
-    amax = np.abs(g).max(axis=-1, keepdims=True)
-    sq = np.float32(127.0) / np.where(amax > 0, amax, np.float32(1.0))
-    q = np.rint(g * sq).astype(np.int8).reshape(shp)
-    return q, (np.float32(1.0) / sq)[..., 0].astype(np.float32)
 
 
 def build_problem(rng, variant, layout, S, seqused, K, H=128, Q=64, N=2, Dqn=16, NI=2, DI=64, BS=16):
@@ -82,54 +64,35 @@ def build_problem(rng, variant, layout, S, seqused, K, H=128, Q=64, N=2, Dqn=16,
             ci.append(int(bt[b, p // BS]) * BS + p % BS)
     rows = NB * BS
 
-    def ub(shape, amp=1.0):
-        return ("BF16", bf16_from_f32((amp * rng.uniform(-1, 1, shape)).astype(np.float32)))
-
     t = {}
-    t["x"] = ub((T, H))
+    t["x"] = ub(rng, (T, H))
     t["cu_seqlens_q"] = cu
     t["seqused_kv"] = np.array(seqused, np.int32)
     t["block_table"] = bt
     t["cache_index"] = np.array(ci, np.int64)
-    t["rope_cos"] = ub((T, 64), 0.1)
-    t["rope_sin"] = ub((T, 64), 0.1)
-    t["wq_a"] = ub((Q, H), 0.1)
-    t["gamma_cq"] = ub((Q,))
+    t["rope_cos"] = ub(rng, (T, 64), 0.1)
+    t["rope_sin"] = ub(rng, (T, 64), 0.1)
+    t["wq_a"] = ub(rng, (Q, H), 0.1)
+    t["gamma_cq"] = ub(rng, (Q,))
     NG = N * (Dqn + 64)
-    if i8:
-        q, s = q8_rows(f32_from_bf16(ub((NG, Q), 0.1)[1]), Q)
-        t["wq_b"], t["wq_b_scale"] = q, s[:, 0].copy()
-    else:
-        t["wq_b"] = ub((NG, Q), 0.1)
-    t["w_uk"] = ub((N, Dqn, Dc), 0.1)
-    t["wkv_a"] = ub((Dc + 64, H), 0.1)
-    t["gamma_ckv"] = ub((Dc,))
+    t.update(wq_b_entries(rng, NG, Q, i8))
+    t["w_uk"] = ub(rng, (N, Dqn, Dc), 0.1)
+    t["wkv_a"] = ub(rng, (Dc + 64, H), 0.1)
+    t["gamma_ckv"] = ub(rng, (Dc,))
     if i8:
         t["idx_wq_b"] = rng.integers(-128, 128, (NI * DI, Q), dtype=np.int8)
         t["idx_wq_b_scale"] = rng.uniform(-0.01, 0.01, NI * DI).astype(np.float32)
         t["hadamard_q"] = sylvester(DI)
         t["hadamard_k"] = sylvester(DI)
     else:
-        t["idx_wq_b"] = ub((NI * DI, Q))
-    t["idx_wk"] = ub((DI, H))
-    t["weights_proj"] = ub((NI, H))
+        t["idx_wq_b"] = ub(rng, (NI * DI, Q))
+    t["idx_wk"] = ub(rng, (DI, H))
+    t["weights_proj"] = ub(rng, (NI, H))
     t["ln_gamma_k"] = np.ones(DI, np.float32)
     t["ln_beta_k"] = np.zeros(DI, np.float32)
     lat = rng.uniform(-1, 1, (rows, Dc)).astype(np.float32)
     rope = bf16_from_f32(rng.uniform(-1, 1, (rows, 64)).astype(np.float32))
-    if layout == "split_bf16":
-        t["kv_cache"] = ("BF16", bf16_from_f32(lat).reshape(NB, BS, Dc))
-        t["kr_cache"] = ("BF16", rope.reshape(NB, BS, 64))
-    else:
-        q, s = q8_rows(lat, 128)
-        if layout == "split_int8":
-            t["kv_cache"] = q.reshape(NB, BS, Dc)
-            t["kv_scale_cache"] = s.reshape(NB, BS, Dc // 128)
-            t["kr_cache"] = ("BF16", rope.reshape(NB, BS, 64))
-        else:
-            packed = np.concatenate([q.view(np.uint8), rope.astype("<u2").view(np.uint8).reshape(rows, 128),
-                                     s.astype("<f4").view(np.uint8).reshape(rows, 16)], axis=1)
-            t["kv_packed"] = packed.reshape(NB, BS, 656)
+    t.update(latent_caches(layout, lat, rope, NB, BS))
     kf = rng.uniform(-1, 1, (rows, DI)).astype(np.float32)
     if i8:
         q, s = q8_rows(kf, DI)
@@ -142,10 +105,6 @@ def build_problem(rng, variant, layout, S, seqused, K, H=128, Q=64, N=2, Dqn=16,
         for i in range(S[b]):
             L.append(seqused[b] - (S[b] - 1 - i))
     return t, L, T, N, Dc
-
-
-def values(tag, arr):
-    return f32_from_bf16(arr) if tag == "BF16" else arr.astype(np.float64)
 
 
 def compare_topk(out, ref, L, max_miss=1):
@@ -169,12 +128,8 @@ def compare_caches(chk, label, got, ref, names):
         gtag, g = got[n]
         rtag, r = ref[n]
         if n == "kv_packed":
-            rows = g.reshape(-1, 656)
-            rrows = r.reshape(-1, 656)
-            parts = [("latent", rows[:, :512].view(np.int8), rrows[:, :512].view(np.int8), TOL_INT8),
-                     ("rope", f32_from_bf16(rows[:, 512:640].copy().view("<u2")),
-                      f32_from_bf16(rrows[:, 512:640].copy().view("<u2")), TOL_BF16),
-                     ("scales", rows[:, 640:].copy().view("<f4"), rrows[:, 640:].copy().view("<f4"), TOL_SCALE)]
+            parts = zip(("latent", "rope", "scales"), packed656_fields(g.reshape(-1, 656)),
+                        packed656_fields(r.reshape(-1, 656)), (TOL_INT8, TOL_BF16, TOL_SCALE))
             for what, a, b, tol in parts:
                 ok, text = compare_close(a.astype(np.float64), b.astype(np.float64), *tol)
                 chk.check(ok, "%s: kv_packed %s vs oracle chain" % (label, what), text)
@@ -196,26 +151,16 @@ CASES = [
 ]
 
 
-def set_args(sets):
-    a = []
-    for s in sets:
-        a += ["--set", s]
-    return a
-
-
 def check_case(chk, args, work, rng, c):
     t, L, T, N, Dc = build_problem(rng, c["variant"], c["layout"], c["S"], c["seqused"], c["K"])
     name, K = c["name"], c["K"]
     inp = os.path.join(work, name + ".in.safetensors")
     write_safetensors(inp, t)
-    sa = set_args(c["sets"])
     cache_names = [n for n in ("kv_cache", "kv_scale_cache", "kr_cache", "kv_packed", "idx_k_cache",
                                "idx_k_scale_cache") if n in t]
-    ref_path = os.path.join(work, name + ".ref.safetensors")
-    r = run([args.ref, OP, "--in", inp, "--out", ref_path] + sa, args.verbose)
-    if not chk.check(r.returncode == 0, name + ": dsops_ref_run succeeds", r.stderr.strip()):
+    ref, rmeta = ref_run(chk, args, name, OP, inp, os.path.join(work, name + ".ref.safetensors"), c["sets"])
+    if ref is None:
         return
-    ref, rmeta = read_safetensors(ref_path)
     ok = (ref["out"][0] == "BF16" and ref["out"][1].shape == (T, N, Dc) and ref["topk_indices"][1].shape == (T, K)
           and ref["lse"][1].shape == (T, N) and all(n in ref for n in cache_names))
     if not chk.check(ok, name + ": OUT holds out, topk_indices, lse and every cache"):
@@ -225,19 +170,11 @@ def check_case(chk, args, work, rng, c):
               "(%r, %r)" % (rmeta.get("topk"), rmeta.get("kv_layout")))
     ok, text = compare_topk(ref["topk_indices"][1], ref["topk_indices"][1], L, 0)
     chk.check(ok, name + ": oracle rows have min(L, K) valid entries then -1", text)
-    first = None
-    for extra in (["--threads", "1"], ["--threads", "3"], ["--isa", "scalar", "--threads", "2"]):
-        label = "%s [%s]" % (name, " ".join(extra))
-        out_path = os.path.join(work, name + ".out.safetensors")
-        if os.path.exists(out_path):
-            os.remove(out_path)
-        r = run([args.tool, "run", OP, "--in", inp, "--out", out_path] + sa + extra, args.verbose)
-        if not chk.check(r.returncode == 0, label + ": dsops run succeeds", r.stderr.strip()):
-            continue
-        got, meta = read_safetensors(out_path)
+
+    def compare(label, extra, got, meta):
         if not chk.check(all(n in got for n in ["out", "topk_indices", "lse"] + cache_names),
                          label + ": OUT holds every output and cache"):
-            continue
+            return False
         gi, ri = got["topk_indices"][1], ref["topk_indices"][1]
         ok, text = compare_topk(gi, ri, L)
         chk.check(ok, label + ": topk_indices vs oracle chain (compare_topk, max_miss 1)", text)
@@ -249,12 +186,8 @@ def check_case(chk, args, work, rng, c):
         ok, text = compare_close(got["lse"][1][same], ref["lse"][1][same], *LSE_TOL)
         chk.check(ok, label + ": lse vs oracle chain", text)
         compare_caches(chk, label, got, ref, cache_names)
-        if extra[0] == "--threads":
-            blob = b"".join(got[n][1].tobytes() for n in sorted(got))
-            if first is None:
-                first = blob
-            else:
-                chk.check(first == blob, label + ": bitwise identical to --threads 1")
+
+    tool_runs(chk, args, work, name, OP, inp, c["sets"], compare)
 
 
 def check_errors(chk, args, work, rng):
@@ -263,11 +196,7 @@ def check_errors(chk, args, work, rng):
     write_safetensors(good, t)
 
     def variant(name, mutate):
-        v = dict(t)
-        mutate(v)
-        path = os.path.join(work, "err_%s.safetensors" % name)
-        write_safetensors(path, v)
-        return path
+        return write_mutated(work, name, t, mutate)
 
     bt = t["block_table"].copy()
     bt[0, 0] = 9999  # the first block of sequence 0: every token of it needs it
@@ -290,16 +219,7 @@ def check_errors(chk, args, work, rng):
         ("needed block outside [0, NB)", [OP, "--in", bad_block], "DSOPS_ERR_INDEX"),
         ("cache_index repeated", [OP, "--in", dup_ci], "DSOPS_ERR_INDEX"),
     ]
-    for label, argv, status in cases:
-        for who, base in (("dsops run", [args.tool, "run"]), ("dsops_ref_run", [args.ref])):
-            out_path = os.path.join(work, "never.safetensors")
-            if os.path.exists(out_path):
-                os.remove(out_path)
-            r = run(base + argv + ["--out", out_path], args.verbose)
-            ok = r.returncode != 0 and ("dsops run: %s:" % status) in r.stderr
-            chk.check(ok, "%s: %s -> exit != 0 and %s" % (who, label, status),
-                      "(rc %d, stderr %r)" % (r.returncode, r.stderr.strip()))
-            chk.check(not os.path.exists(out_path), "%s: %s: OUT not created" % (who, label))
+    bad_calls(chk, args, work, cases, existing_out=False)
     # topk defaults to 2048
     out_path = os.path.join(work, "default_k.safetensors")
     r = run([args.tool, "run", OP, "--in", good, "--out", out_path], args.verbose)
@@ -313,32 +233,11 @@ def check_errors(chk, args, work, rng):
               "dsops run --help lists sparse_attention_v32 and its parameters")
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--tool", required=True, help="path of the dsops tool")
-    ap.add_argument("--ref", required=True, help="path of dsops_ref_run")
-    ap.add_argument("--workdir", help="directory for the files (default: a new temporary directory)")
-    ap.add_argument("--keep", action="store_true", help="keep the files")
-    ap.add_argument("--seed", type=int, default=int(os.environ.get("DSOPS_TEST_SEED", "4505")))
-    ap.add_argument("--verbose", action="store_true")
-    args = ap.parse_args()
-
-    work = args.workdir or tempfile.mkdtemp(prefix="dsops_dia_check_")
-    os.makedirs(work, exist_ok=True)
-    print("%s: seed %d, files in %s (replay: %s --tool %s --ref %s --seed %d --keep)" % (
-        os.path.basename(sys.argv[0]), args.seed, work, sys.argv[0], args.tool, args.ref, args.seed))
-    rng = np.random.default_rng(args.seed)
-    chk = Checker(args.verbose)
-    try:
-        for c in CASES:
-            check_case(chk, args, work, rng, c)
-        check_errors(chk, args, work, rng)
-    finally:
-        if not args.keep and chk.failed == 0:
-            shutil.rmtree(work, ignore_errors=True)
-    print("%d passed, %d failed" % (chk.passed, chk.failed))
-    return 1 if chk.failed else 0
+def checks(chk, args, work, rng):
+    for c in CASES:
+        check_case(chk, args, work, rng, c)
+    check_errors(chk, args, work, rng)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(runcheck.main(__doc__, "dia", 4505, checks))

@@ -15,31 +15,22 @@ usage: run_hc_check.py --tool PATH/dsops --ref PATH/dsops_ref_run [--workdir DIR
 Prints "N passed, N failed" last and exits non-zero on failure.
 """
 
-import argparse
 import os
-import shutil
 import sys
-import tempfile
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_sfa_check import Checker, bf16_from_f32, compare_close, f32_from_bf16, read_safetensors, run  # noqa: E402
-from run_sfa_check import write_safetensors  # noqa: E402
-from run_prim_check import ref_run, same_across_threads, tool_run  # noqa: E402
+import runcheck  # noqa: E402
+from runcheck import (bf16_from_f32, compare_close, programs, read_safetensors, ref_run, run,  # noqa: E402
+                      same_across_threads, set_args, tool_run, values, write_safetensors)
 
 Y_TOL = (1e-4, 2.0 ** -7, 0.005)
 GATE_TOL = (2.5e-5, 0.005, 0.005)
 POST_TOL = {"BF16": (1e-4, 2.0 ** -7, 0), "F32": (1e-4, 1e-5, 0)}
 
 
-def values(t):
-    """(tag, array) -> float32 values."""
-    tag, a = t
-    return f32_from_bf16(a) if tag == "BF16" else a.astype(np.float32)
-
-
-def check_hc_pre(args, chk, work, rng):
+def check_hc_pre(chk, args, work, rng):
     cases = [
         # name, T, HC, H, --set values
         ("pre_flash", 16, 4, 256, []),
@@ -57,8 +48,8 @@ def check_hc_pre(args, chk, work, rng):
         }
         inp = os.path.join(work, name + ".in.safetensors")
         write_safetensors(inp, tensors)
-        t = tool_run(args, chk, name, "hc_pre", inp, os.path.join(work, name + ".out.safetensors"), sets)
-        r = ref_run(args, chk, name, "hc_pre", inp, os.path.join(work, name + ".ref.safetensors"), sets)
+        t, _ = tool_run(chk, args, name, "hc_pre", inp, os.path.join(work, name + ".out.safetensors"), sets)
+        r, _ = ref_run(chk, args, name, "hc_pre", inp, os.path.join(work, name + ".ref.safetensors"), sets)
         if t is None or r is None:
             continue
         want = {"y": ("BF16", (T, H)), "post": ("F32", (T, HC)), "comb": ("F32", (T, HC, HC)), "pre": ("F32", (T, HC))}
@@ -67,24 +58,24 @@ def check_hc_pre(args, chk, work, rng):
                   str({n: (v[0], v[1].shape) for n, v in t.items()}))
         for n, tol in (("y", Y_TOL), ("post", GATE_TOL), ("pre", GATE_TOL), ("comb", GATE_TOL)):
             if n in t and n in r:
-                ok, text = compare_close(values(t[n]), values(r[n]), *tol)
+                ok, text = compare_close(values(*t[n]), values(*r[n]), *tol)
                 chk.check(ok, "%s: %s vs the oracle" % (name, n), text)
         meta = read_safetensors(os.path.join(work, name + ".out.safetensors"))[1]
         iters = [s.split("=")[1] for s in sets if s.startswith("sinkhorn_iters=")]
         chk.check(meta.get("sinkhorn_iters") == (iters[0] if iters else "20"), name + ": metadata sinkhorn_iters",
                   str(meta))
-        same_across_threads(args, chk, name, "hc_pre", inp, work, sets, ["y", "post", "comb", "pre"])
+        same_across_threads(chk, args, name, "hc_pre", inp, work, sets, ["y", "post", "comb", "pre"])
     # errors: v32 has no hc_pre; sinkhorn_iters = 0
     for label, sets in (("preset v32", ["preset=v32"]), ("sinkhorn_iters=0", ["sinkhorn_iters=0"])):
-        for who, base in (("dsops run", [args.tool, "run"]), ("dsops_ref_run", [args.ref])):
+        for who, base in programs(args):
             out = os.path.join(work, "never.safetensors")
-            rr = run(base + ["hc_pre", "--in", inp, "--out", out] + sum((["--set", s] for s in sets), []),
+            rr = run(base + ["hc_pre", "--in", inp, "--out", out] + set_args(sets),
                      args.verbose)
             chk.check(rr.returncode == 1 and "DSOPS_ERR_PARAM" in rr.stderr and not os.path.exists(out),
                       "%s hc_pre %s -> DSOPS_ERR_PARAM, no OUT" % (who, label), rr.stderr.strip())
 
 
-def check_hc_post(args, chk, work, rng):
+def check_hc_post(chk, args, work, rng):
     cases = [
         # name, T, HC, H, dtype of x / residual, dtype of post / comb
         ("post_bf16", 16, 4, 256, "BF16", "BF16"),
@@ -101,52 +92,31 @@ def check_hc_post(args, chk, work, rng):
                    "comb": make((T, HC, HC), gdt)}
         inp = os.path.join(work, name + ".in.safetensors")
         write_safetensors(inp, tensors)
-        t = tool_run(args, chk, name, "hc_post", inp, os.path.join(work, name + ".out.safetensors"))
-        r = ref_run(args, chk, name, "hc_post", inp, os.path.join(work, name + ".ref.safetensors"))
+        t, _ = tool_run(chk, args, name, "hc_post", inp, os.path.join(work, name + ".out.safetensors"))
+        r, _ = ref_run(chk, args, name, "hc_post", inp, os.path.join(work, name + ".ref.safetensors"))
         if t is None or r is None:
             continue
         chk.check("out" in t and t["out"][0] == xdt and tuple(t["out"][1].shape) == (T, HC, H),
                   name + ": OUT holds out [T, HC, H] with the dtype of x")
-        ok, text = compare_close(values(t["out"]), values(r["out"]), *POST_TOL[xdt])
+        ok, text = compare_close(values(*t["out"]), values(*r["out"]), *POST_TOL[xdt])
         chk.check(ok, name + ": out vs the oracle", text)
-        same_across_threads(args, chk, name, "hc_post", inp, work, [], ["out"])
+        same_across_threads(chk, args, name, "hc_post", inp, work, [], ["out"])
     # an error: residual of another dtype than x
     bad = {"x": np.zeros((2, 8), np.float32), "residual": ("BF16", np.zeros((2, 4, 8), np.uint16)),
            "post": np.zeros((2, 4), np.float32), "comb": np.zeros((2, 4, 4), np.float32)}
     binp = os.path.join(work, "post_bad.in.safetensors")
     write_safetensors(binp, bad)
-    for who, base in (("dsops run", [args.tool, "run"]), ("dsops_ref_run", [args.ref])):
+    for who, base in programs(args):
         out = os.path.join(work, "never.safetensors")
         rr = run(base + ["hc_post", "--in", binp, "--out", out], args.verbose)
         chk.check(rr.returncode == 1 and "DSOPS_ERR_DTYPE" in rr.stderr and not os.path.exists(out),
                   "%s hc_post with x fp32, residual bf16 -> DSOPS_ERR_DTYPE, no OUT" % who, rr.stderr.strip())
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--tool", required=True, help="path of the dsops tool")
-    ap.add_argument("--ref", required=True, help="path of dsops_ref_run")
-    ap.add_argument("--workdir", help="directory for the files (default: a new temporary directory)")
-    ap.add_argument("--keep", action="store_true", help="keep the files")
-    ap.add_argument("--seed", type=int, default=int(os.environ.get("DSOPS_TEST_SEED", "2024")))
-    ap.add_argument("--verbose", action="store_true")
-    args = ap.parse_args()
-
-    work = args.workdir or tempfile.mkdtemp(prefix="dsops_hc_check_")
-    os.makedirs(work, exist_ok=True)
-    print("%s: seed %d, files in %s (replay: %s --tool %s --ref %s --seed %d --keep)" % (
-        os.path.basename(sys.argv[0]), args.seed, work, sys.argv[0], args.tool, args.ref, args.seed))
-    rng = np.random.default_rng(args.seed)
-    chk = Checker(args.verbose)
-    try:
-        check_hc_pre(args, chk, work, rng)
-        check_hc_post(args, chk, work, rng)
-    finally:
-        if not args.keep and chk.failed == 0:
-            shutil.rmtree(work, ignore_errors=True)
-    print("%d passed, %d failed" % (chk.passed, chk.failed))
-    return 1 if chk.failed else 0
+def checks(chk, args, work, rng):
+    check_hc_pre(chk, args, work, rng)
+    check_hc_post(chk, args, work, rng)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(runcheck.main(__doc__, "hc", 2024, checks))

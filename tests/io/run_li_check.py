@@ -20,22 +20,19 @@ usage: run_li_check.py --tool PATH/dsops --ref PATH/dsops_ref_run [--workdir DIR
 Prints "N passed, N failed" last and exits non-zero on failure.
 """
 
-import argparse
 import os
-import shutil
 import sys
-import tempfile
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_sfa_check import (Checker, bf16_from_f32, compare_close, f32_from_bf16, read_safetensors,  # noqa: E402
-                           run, write_safetensors)
+import runcheck  # noqa: E402
+from runcheck import (BF16_NAN, bad_calls, bf16_from_f32, compare_close, f32_from_bf16, programs,  # noqa: E402
+                      read_safetensors, ref_run, run, tool_runs, write_mutated, write_safetensors)
 
 OP = "lightning_indexer"
 SCORE_TOL = (1e-4, 1e-4, 0.005)
 FP16_NAN = np.float16(np.nan)
-BF16_NAN = np.uint16(0x7FC0)
 
 # ---- problems -------------------------------------------------------------------------------------
 
@@ -203,11 +200,9 @@ def row_rules(idx, sc, n, K):
     return True, ""
 
 
-def outputs(path):
-    t, meta = read_safetensors(path)
-    idx = t["topk_indices"] if "topk_indices" in t else (None, None)
-    sc = t["topk_scores"] if "topk_scores" in t else (None, None)
-    return t, meta, idx, sc
+def topk_outputs(t):
+    """(tag, array) of topk_indices and of topk_scores in OUT's tensors, (None, None) for an absent one."""
+    return t.get("topk_indices", (None, None)), t.get("topk_scores", (None, None))
 
 
 # ---- cases ----------------------------------------------------------------------------------------
@@ -227,13 +222,6 @@ CASES = [
 ]
 
 
-def set_args(sets):
-    a = []
-    for s in sets:
-        a += ["--set", s]
-    return a
-
-
 def check_case(chk, args, work, rng, c):
     p = build_problem(rng, c["variant"], c["S"], c["seqused"], c["NI"], c["DI"], c["BS"], c["R"])
     K = c["K"]
@@ -247,13 +235,11 @@ def check_case(chk, args, work, rng, c):
     if c["topk_via"] in ("metadata", "both"):
         meta["topk"] = str(K if c["topk_via"] == "metadata" else K + 5)
     write_safetensors(inp, p.tensors, meta)
-    sa = set_args(sets)
 
-    ref_path = os.path.join(work, name + ".ref.safetensors")
-    r = run([args.ref, OP, "--in", inp, "--out", ref_path] + sa, args.verbose)
-    if not chk.check(r.returncode == 0, name + ": dsops_ref_run succeeds", r.stderr.strip()):
+    rt, rmeta = ref_run(chk, args, name, OP, inp, os.path.join(work, name + ".ref.safetensors"), sets)
+    if rt is None:
         return
-    rt, rmeta, (ritag, ri), (rstag, rs) = outputs(ref_path)
+    (ritag, ri), (rstag, rs) = topk_outputs(rt)
     chk.check(ritag == "I32" and ri.shape == (p.T, K) and rstag == "F32" and rs.shape == (p.T, K),
               name + ": OUT holds topk_indices [T,K] I32 and topk_scores [T,K] F32",
               "(%s %s, %s %s)" % (ritag, None if ri is None else ri.shape, rstag, None if rs is None else rs.shape))
@@ -273,19 +259,11 @@ def check_case(chk, args, work, rng, c):
     ok, text = compare_close(a, b, *SCORE_TOL)
     chk.check(ok and len(a) > 0, name + ": oracle topk_scores vs numpy (common indices)", text)
 
-    first = None
-    for extra in (["--threads", "1"], ["--threads", "3"], ["--isa", "scalar", "--threads", "2"]):
-        label = "%s [%s]" % (name, " ".join(extra))
-        out_path = os.path.join(work, name + ".out.safetensors")
-        if os.path.exists(out_path):
-            os.remove(out_path)
-        r = run([args.tool, "run", OP, "--in", inp, "--out", out_path] + sa + extra, args.verbose)
-        if not chk.check(r.returncode == 0, label + ": dsops run succeeds", r.stderr.strip()):
-            continue
-        t, m, (itag, oi), (stag, osc) = outputs(out_path)
+    def compare(label, extra, t, meta):
+        (itag, oi), (stag, osc) = topk_outputs(t)
         if not chk.check(itag == "I32" and stag == "F32" and oi.shape == (p.T, K) and osc.shape == (p.T, K),
                          label + ": output dtypes and shapes"):
-            continue
+            return False
         ok, text = row_rules(oi, osc, p.n, K)
         chk.check(ok, label + ": rows follow spec 2.9 (counts, -1 / -Inf tails, order)", text)
         ok, text = compare_topk(oi, ri)
@@ -293,11 +271,8 @@ def check_case(chk, args, work, rng, c):
         a, b = common_scores(oi, osc, ri, rs)
         ok, text = compare_close(a, b, *SCORE_TOL)
         chk.check(ok and len(a) > 0, label + ": topk_scores vs oracle (common indices)", text)
-        if extra[0] == "--threads":
-            if first is None:
-                first = (oi.tobytes(), osc.tobytes())
-            else:
-                chk.check(first == (oi.tobytes(), osc.tobytes()), label + ": bitwise identical to --threads 1")
+
+    tool_runs(chk, args, work, name, OP, inp, sets, compare)
 
 
 def check_errors(chk, args, work, rng):
@@ -308,11 +283,7 @@ def check_errors(chk, args, work, rng):
     write_safetensors(good, p.tensors)
 
     def variant(name, base, mutate, meta=None):
-        t = dict(base.tensors)
-        mutate(t)
-        path = os.path.join(work, "err_%s.safetensors" % name)
-        write_safetensors(path, t, meta)
-        return path
+        return write_mutated(work, name, base.tensors, mutate, meta)
 
     no_weights = variant("no_weights", p, lambda t: t.pop("weights"))
     no_qscale = variant("no_qscale", p, lambda t: t.pop("q_idx_scale"))
@@ -356,29 +327,7 @@ def check_errors(chk, args, work, rng):
         ("visible key beyond the block table", [OP, "--in", beyond] + k, "DSOPS_ERR_INDEX"),
         ("cu_seqlens_q decreasing", [OP, "--in", bad_cu] + k, "DSOPS_ERR_INDEX"),
     ]
-    sentinel = b"do not touch"
-    for label, argv, status in cases:
-        for who, base in (("dsops run", [args.tool, "run"]), ("dsops_ref_run", [args.ref])):
-            new_out = os.path.join(work, "never.safetensors")
-            old_out = os.path.join(work, "existing.safetensors")
-            for out_path, existing in ((new_out, False), (old_out, True)):
-                if os.path.exists(out_path):
-                    os.remove(out_path)
-                if existing:
-                    with open(out_path, "wb") as f:
-                        f.write(sentinel)
-                r = run(base + argv + ["--out", out_path], args.verbose)
-                what = "%s: %s (%s OUT)" % (who, label, "existing" if existing else "new")
-                ok = r.returncode != 0 and ("dsops run: %s:" % status) in r.stderr
-                chk.check(ok, what + " -> exit != 0 and " + status,
-                          "(rc %d, stderr %r)" % (r.returncode, r.stderr.strip()))
-                if existing:
-                    with open(out_path, "rb") as f:
-                        chk.check(f.read() == sentinel, what + ": OUT untouched")
-                else:
-                    chk.check(not os.path.exists(out_path), what + ": OUT not created")
-                leftovers = [n for n in os.listdir(work) if ".tmp-" in n]
-                chk.check(not leftovers, what + ": no temporary file left", str(leftovers))
+    bad_calls(chk, args, work, cases, leftovers=True)
     r = run([args.tool, "run", OP, "--in", good, "--out", os.path.join(work, "never.safetensors")], args.verbose)
     chk.check(r.returncode == 2 and "topk" in r.stderr, "missing topk: exit code 2 and a message naming topk",
               "(rc %d, stderr %r)" % (r.returncode, r.stderr.strip()))
@@ -392,7 +341,7 @@ def check_errors(chk, args, work, rng):
              "cu_seqlens_q": np.zeros(B + 1, np.int32), "seqused_kv": np.full(B, 5, np.int32)}
         ep = os.path.join(work, "empty%d.safetensors" % B)
         write_safetensors(ep, t)
-        for who, base in (("dsops run", [args.tool, "run"]), ("dsops_ref_run", [args.ref])):
+        for who, base in programs(args):
             eo = os.path.join(work, "empty%d.out.safetensors" % B)
             r = run(base + [OP, "--in", ep, "--out", eo, "--set", "topk=%d" % K], args.verbose)
             ok = r.returncode == 0
@@ -425,32 +374,11 @@ def check_errors(chk, args, work, rng):
         chk.check(ok, "outputs stored in IN are ignored, topk from OUT's metadata", r2.stderr.strip())
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--tool", required=True, help="path of the dsops tool")
-    ap.add_argument("--ref", required=True, help="path of dsops_ref_run")
-    ap.add_argument("--workdir", help="directory for the files (default: a new temporary directory)")
-    ap.add_argument("--keep", action="store_true", help="keep the files")
-    ap.add_argument("--seed", type=int, default=int(os.environ.get("DSOPS_TEST_SEED", "3206")))
-    ap.add_argument("--verbose", action="store_true")
-    args = ap.parse_args()
-
-    work = args.workdir or tempfile.mkdtemp(prefix="dsops_li_check_")
-    os.makedirs(work, exist_ok=True)
-    print("%s: seed %d, files in %s (replay: %s --tool %s --ref %s --seed %d --keep)" % (
-        os.path.basename(sys.argv[0]), args.seed, work, sys.argv[0], args.tool, args.ref, args.seed))
-    rng = np.random.default_rng(args.seed)
-    chk = Checker(args.verbose)
-    try:
-        for c in CASES:
-            check_case(chk, args, work, rng, c)
-        check_errors(chk, args, work, rng)
-    finally:
-        if not args.keep and chk.failed == 0:
-            shutil.rmtree(work, ignore_errors=True)
-    print("%d passed, %d failed" % (chk.passed, chk.failed))
-    return 1 if chk.failed else 0
+def checks(chk, args, work, rng):
+    for c in CASES:
+        check_case(chk, args, work, rng, c)
+    check_errors(chk, args, work, rng)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(runcheck.main(__doc__, "li", 3206, checks))

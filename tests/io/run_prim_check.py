@@ -19,51 +19,21 @@ usage: run_prim_check.py --tool PATH/dsops --ref PATH/dsops_ref_run [--workdir D
 Prints "N passed, N failed" last and exits non-zero on failure.
 """
 
-import argparse
 import os
-import shutil
 import sys
-import tempfile
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_sfa_check import (Checker, bf16_from_f32, compare_close, f32_from_bf16, read_safetensors,  # noqa: E402
-                           run, write_safetensors)
+import runcheck  # noqa: E402
+from runcheck import (bf16_from_f32, compare_close, f32_from_bf16, np_q8, np_rmsnorm, np_rope_apply,  # noqa: E402
+                      programs, ref_run, run, same_across_threads, set_args, tool_run, write_safetensors)
 
 RMS_TOL = (1e-4, 2.0 ** -7, 0.005)
 Q_TOL = (1, 0, 0)
 SCALE_TOL = (2.5e-5, 0.005, 0)
 
 # ---- numpy reimplementations of the spec ------------------------------------------------------------
-
-
-def np_rmsnorm(x, w, eps):
-    """x [T, W] float32 values of bf16, w [W] float32 or None -> bf16 bits."""
-    v = x.astype(np.float64)
-    ms = (v * v).sum(axis=1, keepdims=True) / x.shape[1]
-    y = (v / np.sqrt(ms + eps)).astype(np.float32)
-    if w is not None:
-        y = (y * w.astype(np.float32)).astype(np.float32)
-    return bf16_from_f32(y)
-
-
-def np_q8(v, G):
-    """v [R, W] float32 -> (q [R, W] int8, scale [R, W/G] float32), spec 2.7 in fp32."""
-    R, W = v.shape
-    g = v.reshape(R, W // G, G).astype(np.float32)
-    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        finite = np.isfinite(g).all(axis=2)
-        amax = np.where(np.isfinite(g), np.abs(g), 0).max(axis=2).astype(np.float32)
-        sq = (np.float32(127.0) / amax).astype(np.float32)
-        zero = (amax == 0) | np.isinf(sq)
-        ok = finite & ~zero
-        sq_safe = np.where(ok, sq, np.float32(1)).astype(np.float32)
-        q = np.rint((g * sq_safe[:, :, None]).astype(np.float32))  # rint: ties to even
-        q = np.where(ok[:, :, None], q, 0).astype(np.int8)
-        scale = np.where(ok, (np.float32(1.0) / sq_safe).astype(np.float32), np.float32(0.0)).astype(np.float32)
-        scale = np.where(finite, scale, np.float32(np.nan)).astype(np.float32)
-    return q.reshape(R, W), scale
 
 
 def np_rope_freqs(base, yarn, factor, orig, beta_fast, beta_slow):
@@ -96,61 +66,10 @@ def np_rope_tables(pos, freq, layout):
     return np.concatenate([c, c], axis=1), np.concatenate([s, s], axis=1)
 
 
-def np_rope_apply(x, c, s, offset, mode, inverse):
-    """x [T, N, W] float32 (bf16 values), c / s [T, 64] float32 -> bf16 bits of y."""
-    y = x.copy()
-    sl = x[:, :, offset:offset + 64]
-    c = c[:, None, :].astype(np.float32)
-    s = (-s if inverse else s)[:, None, :].astype(np.float32)
-    out = np.empty_like(sl)
-    j = np.arange(32)
-    if mode == "interleaved":
-        ia, ib, oa, ob = 2 * j, 2 * j + 1, 2 * j, 2 * j + 1
-    elif mode == "half":
-        ia, ib, oa, ob = j, j + 32, j, j + 32
-    else:
-        ia, ib, oa, ob = 2 * j, 2 * j + 1, j, j + 32
-    out[..., oa] = (sl[..., ia] * c[..., oa]).astype(np.float32) - (sl[..., ib] * s[..., oa]).astype(np.float32)
-    out[..., ob] = (sl[..., ib] * c[..., ob]).astype(np.float32) + (sl[..., ia] * s[..., ob]).astype(np.float32)
-    y[:, :, offset:offset + 64] = out.astype(np.float32)
-    return bf16_from_f32(y)
-
-
 # ---- checks --------------------------------------------------------------------------------------------
 
 
-def tool_run(args, chk, label, op, inp, out, sets=(), extra=()):
-    cmd = [args.tool, "run", op, "--in", inp, "--out", out] + list(extra)
-    for s in sets:
-        cmd += ["--set", s]
-    r = run(cmd, args.verbose)
-    if not chk.check(r.returncode == 0, label + ": dsops run succeeds", r.stderr.strip()):
-        return None
-    return read_safetensors(out)[0]
-
-
-def ref_run(args, chk, label, op, inp, out, sets=()):
-    cmd = [args.ref, op, "--in", inp, "--out", out]
-    for s in sets:
-        cmd += ["--set", s]
-    r = run(cmd, args.verbose)
-    if not chk.check(r.returncode == 0, label + ": dsops_ref_run succeeds", r.stderr.strip()):
-        return None
-    return read_safetensors(out)[0]
-
-
-def same_across_threads(args, chk, label, op, inp, work, sets, names):
-    outs = []
-    for th in ("1", "3"):
-        t = tool_run(args, chk, "%s [--threads %s]" % (label, th), op, inp,
-                     os.path.join(work, "%s.t%s.safetensors" % (label, th)), sets, ["--threads", th])
-        if t is None:
-            return
-        outs.append(b"".join(t[n][1].tobytes() for n in names))
-    chk.check(outs[0] == outs[1], label + ": --threads 1 and 3 give identical bytes")
-
-
-def check_rmsnorm(args, chk, work, rng):
+def check_rmsnorm(chk, args, work, rng):
     for name, T, W, wdt, eps in (("rms_bf16w", 5, 7168, "BF16", None), ("rms_f32w", 9, 512, "F32", 1e-5),
                                  ("rms_noweight", 3, 130, None, 0.0)):
         x = bf16_from_f32((rng.standard_normal((T, W)) * rng.uniform(0.01, 50, (T, 1))).astype(np.float32))
@@ -166,18 +85,18 @@ def check_rmsnorm(args, chk, work, rng):
         inp = os.path.join(work, name + ".in.safetensors")
         write_safetensors(inp, tensors)
         sets = [] if eps is None else ["eps=%r" % eps]
-        t = tool_run(args, chk, name, "rmsnorm", inp, os.path.join(work, name + ".out.safetensors"), sets)
+        t, _ = tool_run(chk, args, name, "rmsnorm", inp, os.path.join(work, name + ".out.safetensors"), sets)
         if t is None:
             continue
         chk.check(t["y"][0] == "BF16" and t["y"][1].shape == (T, W), name + ": y is [T, W] BF16")
         want = np_rmsnorm(f32_from_bf16(x), w, 1e-6 if eps is None else eps)
         ok, text = compare_close(f32_from_bf16(t["y"][1]), f32_from_bf16(want), *RMS_TOL)
         chk.check(ok, name + ": y vs numpy", text)
-        r = ref_run(args, chk, name, "rmsnorm", inp, os.path.join(work, name + ".ref.safetensors"), sets)
+        r, _ = ref_run(chk, args, name, "rmsnorm", inp, os.path.join(work, name + ".ref.safetensors"), sets)
         if r is not None:
             ok, text = compare_close(f32_from_bf16(t["y"][1]), f32_from_bf16(r["y"][1]), *RMS_TOL)
             chk.check(ok, name + ": y vs oracle", text)
-        same_across_threads(args, chk, name, "rmsnorm", inp, work, sets, ["y"])
+        same_across_threads(chk, args, name, "rmsnorm", inp, work, sets, ["y"])
 
 
 def q8_rows(rng, R, W, G):
@@ -198,7 +117,7 @@ def q8_rows(rng, R, W, G):
     return x, edges
 
 
-def check_quant(args, chk, work, rng):
+def check_quant(chk, args, work, rng):
     for name, R, W, G, dt in (("q8_f32", 8, 512, 128, "F32"), ("q8_bf16", 7, 96, 32, "BF16"),
                               ("q8_rowgroup", 6, 64, None, "F32"), ("q8_g3", 6, 12, 3, "F32")):
         x, edges = q8_rows(rng, R, W, G or W)
@@ -213,7 +132,7 @@ def check_quant(args, chk, work, rng):
         write_safetensors(inp, tensors)
         sets = [] if G is None else ["group=%d" % G]
         Gv = G or W
-        t = tool_run(args, chk, name, "quant_q8", inp, os.path.join(work, name + ".out.safetensors"), sets)
+        t, _ = tool_run(chk, args, name, "quant_q8", inp, os.path.join(work, name + ".out.safetensors"), sets)
         if t is None:
             continue
         q, s = t["q"][1], t["scale"][1]
@@ -234,14 +153,14 @@ def check_quant(args, chk, work, rng):
                           (name, r, g), "scale %r" % ss)
         if Gv >= 8 and R >= 6:
             chk.check(list(q[4, :8]) == [127, 2, 4, -2, 0, 0, 2, -2], name + ": rint ties to even", str(q[4, :8]))
-        r = ref_run(args, chk, name, "quant_q8", inp, os.path.join(work, name + ".ref.safetensors"), sets)
+        r, _ = ref_run(chk, args, name, "quant_q8", inp, os.path.join(work, name + ".ref.safetensors"), sets)
         if r is not None:
             chk.check(r["q"][1].tobytes() == q.tobytes() and
                       np.array_equal(r["scale"][1], s, equal_nan=True), name + ": identical to the oracle")
-        same_across_threads(args, chk, name, "quant_q8", inp, work, sets, ["q", "scale"])
+        same_across_threads(chk, args, name, "quant_q8", inp, work, sets, ["q", "scale"])
 
 
-def check_rope(args, chk, work, rng):
+def check_rope(chk, args, work, rng):
     # rope_tables: presets and a plain table, fp32 against fp64 of the fp32 angle
     pos = np.concatenate([[0, 1, 4095, 4096, 65536, 2 ** 24 + 1, 2 ** 31 - 1],
                           rng.integers(0, 1 << 20, 25)]).astype(np.int64)
@@ -250,8 +169,8 @@ def check_rope(args, chk, work, rng):
     for preset, yarn, base, fct, orig, layout in (("v32", True, 10000.0, 40.0, 4096.0, "halves"),
                                                   ("v4_flash", True, 160000.0, 16.0, 65536.0, "pairs")):
         name = "rope_tables_" + preset
-        t = tool_run(args, chk, name, "rope_tables", inp, os.path.join(work, name + ".out.safetensors"),
-                     ["preset=" + preset])
+        t, _ = tool_run(chk, args, name, "rope_tables", inp, os.path.join(work, name + ".out.safetensors"),
+                        ["preset=" + preset])
         if t is None:
             continue
         freq = np_rope_freqs(base, yarn, fct, orig, 32.0, 1.0)
@@ -259,8 +178,8 @@ def check_rope(args, chk, work, rng):
         ok1, text1 = compare_close(t["cos"][1], c, 2e-7, 0, 0)
         ok2, text2 = compare_close(t["sin"][1], s, 2e-7, 0, 0)
         chk.check(ok1 and ok2, name + ": fp32 tables within 2e-7 of numpy fp64", text1 + "; " + text2)
-        tb = tool_run(args, chk, name + "_bf16", "rope_tables", inp, os.path.join(work, name + ".bf16.safetensors"),
-                      ["preset=" + preset, "dtype=bf16"])
+        tb, _ = tool_run(chk, args, name + "_bf16", "rope_tables", inp,
+                         os.path.join(work, name + ".bf16.safetensors"), ["preset=" + preset, "dtype=bf16"])
         if tb is not None:
             same = (tb["cos"][1] == bf16_from_f32(t["cos"][1])).all() and (tb["sin"][1] == bf16_from_f32(t["sin"][1])).all()
             chk.check(tb["cos"][0] == "BF16" and same, name + ": bf16 tables are the fp32 tables rounded")
@@ -275,14 +194,14 @@ def check_rope(args, chk, work, rng):
     for mode, inverse, offset in (("interleaved", True, 448), ("half", False, 0), ("interleaved_in_half_out", False, 512)):
         name = "rope_apply_%s_%d" % (mode, offset)
         sets = ["rope_mode=" + mode, "rope_inverse=" + ("true" if inverse else "false"), "rope_offset=%d" % offset]
-        t = tool_run(args, chk, name, "rope_apply", inp, os.path.join(work, name + ".out.safetensors"), sets)
+        t, _ = tool_run(chk, args, name, "rope_apply", inp, os.path.join(work, name + ".out.safetensors"), sets)
         if t is None:
             continue
         want = np_rope_apply(f32_from_bf16(x), f32_from_bf16(cb), f32_from_bf16(sb), offset, mode, inverse)
         chk.check(t["y"][1].tobytes() == want.tobytes(), name + ": y bit-exact against numpy")
 
 
-def check_cache_store(args, chk, work, rng):
+def check_cache_store(chk, args, work, rng):
     for name, W, G, cdt, sdt in (("cs_int8_fp16", 128, None, "I8", "F16"), ("cs_int8_grouped", 512, 128, "I8", "F32"),
                                  ("cs_bf16", 96, None, "BF16", None)):
         T, NB, BS = 10, 3, 8
@@ -301,7 +220,7 @@ def check_cache_store(args, chk, work, rng):
         inp = os.path.join(work, name + ".in.safetensors")
         write_safetensors(inp, tensors)
         sets = [] if G is None else ["group=%d" % G]
-        t = tool_run(args, chk, name, "cache_store", inp, os.path.join(work, name + ".out.safetensors"), sets)
+        t, _ = tool_run(chk, args, name, "cache_store", inp, os.path.join(work, name + ".out.safetensors"), sets)
         if t is None:
             continue
         oc = t["cache"][1].reshape(NB * BS, W)
@@ -324,7 +243,7 @@ def check_cache_store(args, chk, work, rng):
                                      *SCALE_TOL)
             chk.check(ok, name + ": scales vs numpy", text)
             chk.check(osc[untouched].tobytes() == bsc[untouched].tobytes(), name + ": scales not addressed unchanged")
-        r = ref_run(args, chk, name, "cache_store", inp, os.path.join(work, name + ".ref.safetensors"), sets)
+        r, _ = ref_run(chk, args, name, "cache_store", inp, os.path.join(work, name + ".ref.safetensors"), sets)
         if r is not None:
             chk.check(all(r[n][1].tobytes() == t[n][1].tobytes() for n in t), name + ": identical to the oracle")
         # a duplicate slot: DSOPS_ERR_INDEX, OUT not created
@@ -334,42 +253,21 @@ def check_cache_store(args, chk, work, rng):
         bad["cache_index"] = dup
         binp = os.path.join(work, name + ".dup.safetensors")
         write_safetensors(binp, bad)
-        for who, base in (("dsops run", [args.tool, "run"]), ("dsops_ref_run", [args.ref])):
+        for who, base in programs(args):
             out = os.path.join(work, name + ".never.safetensors")
-            rr = run(base + ["cache_store", "--in", binp, "--out", out] + sum((["--set", s] for s in sets), []),
+            rr = run(base + ["cache_store", "--in", binp, "--out", out] + set_args(sets),
                      args.verbose)
             chk.check(rr.returncode == 1 and "DSOPS_ERR_INDEX" in rr.stderr and "repeats" in rr.stderr
                       and not os.path.exists(out), "%s %s: duplicate slot -> DSOPS_ERR_INDEX, no OUT" % (who, name),
                       rr.stderr.strip())
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--tool", required=True, help="path of the dsops tool")
-    ap.add_argument("--ref", required=True, help="path of dsops_ref_run")
-    ap.add_argument("--workdir", help="directory for the files (default: a new temporary directory)")
-    ap.add_argument("--keep", action="store_true", help="keep the files")
-    ap.add_argument("--seed", type=int, default=int(os.environ.get("DSOPS_TEST_SEED", "2023")))
-    ap.add_argument("--verbose", action="store_true")
-    args = ap.parse_args()
-
-    work = args.workdir or tempfile.mkdtemp(prefix="dsops_prim_check_")
-    os.makedirs(work, exist_ok=True)
-    print("%s: seed %d, files in %s (replay: %s --tool %s --ref %s --seed %d --keep)" % (
-        os.path.basename(sys.argv[0]), args.seed, work, sys.argv[0], args.tool, args.ref, args.seed))
-    rng = np.random.default_rng(args.seed)
-    chk = Checker(args.verbose)
-    try:
-        check_rmsnorm(args, chk, work, rng)
-        check_quant(args, chk, work, rng)
-        check_rope(args, chk, work, rng)
-        check_cache_store(args, chk, work, rng)
-    finally:
-        if not args.keep and chk.failed == 0:
-            shutil.rmtree(work, ignore_errors=True)
-    print("%d passed, %d failed" % (chk.passed, chk.failed))
-    return 1 if chk.failed else 0
+def checks(chk, args, work, rng):
+    check_rmsnorm(chk, args, work, rng)
+    check_quant(chk, args, work, rng)
+    check_rope(chk, args, work, rng)
+    check_cache_store(chk, args, work, rng)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(runcheck.main(__doc__, "prim", 2023, checks))

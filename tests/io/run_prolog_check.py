@@ -22,19 +22,17 @@ usage: run_prolog_check.py --tool PATH/dsops --ref PATH/dsops_ref_run [--workdir
 Prints "N passed, N failed" last and exits non-zero on failure.
 """
 
-import argparse
 import os
-import shutil
 import sys
-import tempfile
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_dia_check import q8_rows, set_args, sylvester  # noqa: E402
-from run_prim_check import np_q8, np_rmsnorm  # noqa: E402
-from run_sfa_check import (Checker, bf16_from_f32, compare_close, f32_from_bf16, read_safetensors,  # noqa: E402
-                           run, write_safetensors)
+import runcheck  # noqa: E402
+from runcheck import (bad_calls, bf16_from_f32, compare_close, compare_outputs, f32_from_bf16,  # noqa: E402
+                      latent_caches, np_q8, np_rmsnorm, packed656_fields, param_value, programs, q8_rows,
+                      read_safetensors, run, run_both, sylvester, ub, values, wq_b_entries, write_mutated,
+                      write_safetensors)
 
 MLA = "mla_prolog_v32"
 IDX = "indexer_prolog_v32"
@@ -50,17 +48,6 @@ TOL_FP16_SCALE = (2.5e-5, 0, 0.005)         # q_idx_scale, key scales
 TOL_W_FP16 = (2.5e-5, 2.0 ** -10, 0.005)
 
 H, Q = 256, 128
-
-
-def values(tag, arr):
-    """Numeric values of a stored tensor as float64."""
-    if tag == "BF16":
-        return f32_from_bf16(arr).astype(np.float64)
-    return arr.astype(np.float64)
-
-
-def ub(rng, shape, amp=1.0):
-    return ("BF16", bf16_from_f32((amp * rng.uniform(-1, 1, shape)).astype(np.float32)))
 
 
 def rope_tables(rng, T, dtype):
@@ -97,11 +84,7 @@ def build_mla(rng, variant, layout, T, N=4, Dqn=32, gamma_dtype="bf16", table_dt
     g = rng.uniform(-1, 1, Q).astype(np.float32)
     t["gamma_cq"] = ("BF16", bf16_from_f32(g)) if gamma_dtype == "bf16" else g
     NG = N * (Dqn + 64)
-    if i8:
-        q, s = q8_rows(f32_from_bf16(ub(rng, (NG, Q), 0.1)[1]), Q)
-        t["wq_b"], t["wq_b_scale"] = q, s[:, 0].copy()
-    else:
-        t["wq_b"] = ub(rng, (NG, Q), 0.1)
+    t.update(wq_b_entries(rng, NG, Q, i8))
     t["w_uk"] = ub(rng, (N, Dqn, Dc), 0.1)
     t["wkv_a"] = ub(rng, (Dc + 64, H), 0.1)
     g = rng.uniform(-1, 1, Dc).astype(np.float32)
@@ -114,22 +97,7 @@ def build_mla(rng, variant, layout, T, N=4, Dqn=32, gamma_dtype="bf16", table_dt
     lat = rng.uniform(-1, 1, (rows, Dc)).astype(np.float32)
     rope = bf16_from_f32(rng.uniform(-1, 1, (rows, 64)).astype(np.float32))
     rope[bad] = 0x7FC0
-    if layout == "split_bf16":
-        kv = bf16_from_f32(lat)
-        kv[bad] = 0x7FC0
-        t["kv_cache"] = ("BF16", kv.reshape(NB, BS, Dc))
-        t["kr_cache"] = ("BF16", rope.reshape(NB, BS, 64))
-    else:
-        q, s = q8_rows(lat, 128)
-        s[bad] = np.nan
-        if layout == "split_int8":
-            t["kv_cache"] = q.reshape(NB, BS, Dc)
-            t["kv_scale_cache"] = s.reshape(NB, BS, Dc // 128)
-            t["kr_cache"] = ("BF16", rope.reshape(NB, BS, 64))
-        else:
-            packed = np.concatenate([q.view(np.uint8), rope.astype("<u2").view(np.uint8).reshape(rows, 128),
-                                     s.astype("<f4").view(np.uint8).reshape(rows, 16)], axis=1)
-            t["kv_packed"] = packed.reshape(NB, BS, 656)
+    t.update(latent_caches(layout, lat, rope, NB, BS, bad))
     return t, dict(T=T, N=N, Dc=Dc, i8=i8)
 
 
@@ -204,11 +172,8 @@ def compare_cache(chk, label, name, inp, got, ref):
     chk.check(g2[other].tobytes() == b2[other].tobytes() and r2[other].tobytes() == b2[other].tobytes(),
               "%s: %s rows not addressed are bit-identical to IN" % (label, name))
     if name == "kv_packed":
-        gh, rh = g2[hit], r2[hit]
-        parts = [("latent", gh[:, :512].view(np.int8), rh[:, :512].view(np.int8), TOL_I8),
-                 ("rope", f32_from_bf16(gh[:, 512:640].copy().view("<u2")),
-                  f32_from_bf16(rh[:, 512:640].copy().view("<u2")), TOL_BF16),
-                 ("scales", gh[:, 640:].copy().view("<f4"), rh[:, 640:].copy().view("<f4"), TOL_KV_SCALE)]
+        parts = zip(("latent", "rope", "scales"), packed656_fields(g2[hit]), packed656_fields(r2[hit]),
+                    (TOL_I8, TOL_BF16, TOL_KV_SCALE))
         for what, a, b, tol in parts:
             ok, text = compare_close(a.astype(np.float64), b.astype(np.float64), *tol)
             chk.check(ok, "%s: kv_packed %s rows vs oracle" % (label, what), text)
@@ -223,15 +188,6 @@ def compare_cache(chk, label, name, inp, got, ref):
         tol = TOL_BF16
     ok, text = compare_close(values(gtag, g2[hit]), values(rtag, r2[hit]), *tol)
     chk.check(ok, "%s: %s rows vs oracle" % (label, name), text)
-
-
-def compare_outputs(chk, label, got, ref, tols):
-    for name, tol in tols.items():
-        if not chk.check(name in got and got[name][0] == ref[name][0] and got[name][1].shape == ref[name][1].shape,
-                         "%s: OUT holds %s like the oracle's" % (label, name)):
-            continue
-        ok, text = compare_close(values(*got[name]), values(*ref[name]), *tol)
-        chk.check(ok, "%s: %s vs oracle" % (label, name), text)
 
 
 # ---- independent numpy values ---------------------------------------------------------------------
@@ -306,45 +262,6 @@ IDX_CASES = [
 ]
 
 
-def param_value(c, name, default):
-    for s in c["sets"]:
-        if s.startswith(name + "="):
-            return s.split("=", 1)[1]
-    return c["meta"].get(name, default)
-
-
-def run_and_compare(chk, args, work, op, c, t, sa, check_ref, compare):
-    """Writes IN, runs the oracle and the tool (three thread / ISA settings) and compares."""
-    name = c["name"]
-    inp = os.path.join(work, name + ".in.safetensors")
-    write_safetensors(inp, t, c.get("file_meta"))
-    ref_path = os.path.join(work, name + ".ref.safetensors")
-    r = run([args.ref, op, "--in", inp, "--out", ref_path] + sa, args.verbose)
-    if not chk.check(r.returncode == 0, name + ": dsops_ref_run succeeds", r.stderr.strip()):
-        return
-    ref, rmeta = read_safetensors(ref_path)
-    check_ref(ref, rmeta)
-    first = None
-    for extra in (["--threads", "1"], ["--threads", "3"], ["--isa", "scalar", "--threads", "2"]):
-        label = "%s [%s]" % (name, " ".join(extra))
-        out_path = os.path.join(work, name + ".out.safetensors")
-        if os.path.exists(out_path):
-            os.remove(out_path)
-        r = run([args.tool, "run", op, "--in", inp, "--out", out_path] + sa + extra, args.verbose)
-        if not chk.check(r.returncode == 0, label + ": dsops run succeeds", r.stderr.strip()):
-            continue
-        got, meta = read_safetensors(out_path)
-        chk.check(sorted(got) == sorted(ref), label + ": OUT holds the oracle's tensors",
-                  "(%s vs %s)" % (sorted(got), sorted(ref)))
-        compare(label, got, ref)
-        if extra[0] == "--threads":
-            blob = b"".join(got[n][1].tobytes() for n in sorted(got))
-            if first is None:
-                first = blob
-            else:
-                chk.check(first == blob, label + ": bitwise identical to --threads 1")
-
-
 def check_mla_case(chk, args, work, rng, c):
     t, info = build_mla(rng, c["variant"], c["layout"], c["T"], gamma_dtype=c.get("gamma", "bf16"),
                         table_dtype=c.get("tables", "bf16"))
@@ -355,7 +272,6 @@ def check_mla_case(chk, args, work, rng, c):
         meta["kv_layout"] = c["layout"]
     elif c["via"] == "set":
         sets.append("kv_layout=" + c["layout"])
-    c = dict(c, file_meta=meta)
     caches = [n for n in ("kv_cache", "kv_scale_cache", "kr_cache", "kv_packed") if n in t]
     outs = ["q_nope", "q_rope", "qr"] + (["qr_scale"] if i8 else [])
     eps_cq = float(param_value(c, "eps_cq", "1e-6"))
@@ -383,20 +299,21 @@ def check_mla_case(chk, args, work, rng, c):
     if i8:
         tols["qr_scale"] = TOL_QR_SCALE
 
-    def compare(label, got, ref):
+    def compare(label, extra, got, meta, ref, rmeta):
         compare_outputs(chk, label, got, ref, tols)
         for n in caches:
             compare_cache(chk, label, n, t, got, ref)
 
     assert sorted(tols) == sorted(outs)
-    run_and_compare(chk, args, work, MLA, c, t, set_args(sets), check_ref, compare)
+    ref, rmeta = run_both(chk, args, work, MLA, name, t, sets, meta, compare)
+    if ref is not None:
+        check_ref(ref, rmeta)
 
 
 def check_idx_case(chk, args, work, rng, c):
     t, info = build_idx(rng, c["variant"], c["T"], NI=c.get("NI", 4), DI=c.get("DI", 64), hadamard=c["hadamard"],
                         norm_dtype=c.get("norm", "bf16"), table_dtype=c.get("tables", "bf16"))
     T, NI, DI, i8 = info["T"], info["NI"], info["DI"], info["i8"]
-    c = dict(c, file_meta=c["meta"])
     caches = [n for n in ("idx_k_cache", "idx_k_scale_cache") if n in t]
     weights_scale = float(param_value(c, "weights_scale", repr(float(np.float32(1.0 / np.sqrt(64.0 * 128.0))))))
     name = c["name"]
@@ -421,12 +338,14 @@ def check_idx_case(chk, args, work, rng, c):
     else:
         tols = {"q_idx": TOL_BF16, "weights": TOL_BF16}
 
-    def compare(label, got, ref):
+    def compare(label, extra, got, meta, ref, rmeta):
         compare_outputs(chk, label, got, ref, tols)
         for n in caches:
             compare_cache(chk, label, n, t, got, ref)
 
-    run_and_compare(chk, args, work, IDX, c, t, set_args(c["sets"]), check_ref, compare)
+    ref, rmeta = run_both(chk, args, work, IDX, name, t, c["sets"], c["meta"], compare)
+    if ref is not None:
+        check_ref(ref, rmeta)
 
 
 # ---- malformed calls ------------------------------------------------------------------------------
@@ -438,11 +357,7 @@ def check_errors(chk, args, work, rng):
     ti, _ = build_idx(rng, "int8", 6)
 
     def variant(base, name, mutate):
-        v = dict(base)
-        mutate(v)
-        path = os.path.join(work, "err_%s.safetensors" % name)
-        write_safetensors(path, v)
-        return path
+        return write_mutated(work, name, base, mutate)
 
     def dup_of(t):
         ci = t["cache_index"].copy()
@@ -484,27 +399,7 @@ def check_errors(chk, args, work, rng):
         ("idx: bad rope_inverse", [IDX, "--in", idx_good, "--set", "rope_inverse=maybe"], "DSOPS_ERR_PARAM"),
         ("idx: unknown --set name", [IDX, "--in", idx_good, "--set", "kv_layout=split_bf16"], "DSOPS_ERR_PARAM"),
     ]
-    sentinel = b"do not touch"
-    for label, argv, status in cases:
-        for who, base in (("dsops run", [args.tool, "run"]), ("dsops_ref_run", [args.ref])):
-            new_out = os.path.join(work, "never.safetensors")
-            old_out = os.path.join(work, "existing.safetensors")
-            for out_path, existing in ((new_out, False), (old_out, True)):
-                if os.path.exists(out_path):
-                    os.remove(out_path)
-                if existing:
-                    with open(out_path, "wb") as f:
-                        f.write(sentinel)
-                r = run(base + argv + ["--out", out_path], args.verbose)
-                what = "%s: %s (%s OUT)" % (who, label, "existing" if existing else "new")
-                ok = r.returncode != 0 and ("dsops run: %s:" % status) in r.stderr
-                chk.check(ok, what + " -> exit != 0 and " + status,
-                          "(rc %d, stderr %r)" % (r.returncode, r.stderr.strip()))
-                if existing:
-                    with open(out_path, "rb") as f:
-                        chk.check(f.read() == sentinel, what + ": OUT untouched")
-                else:
-                    chk.check(not os.path.exists(out_path), what + ": OUT not created")
+    bad_calls(chk, args, work, cases)
 
     # no tokens: valid, outputs with zero rows, caches unchanged
     for op, base, drop in ((MLA, tm, ()), (IDX, ti, ())):
@@ -516,7 +411,7 @@ def check_errors(chk, args, work, rng):
             t[n] = (tag, arr) if tag else arr
         ep = os.path.join(work, "empty_%s.safetensors" % op)
         write_safetensors(ep, t)
-        for who, cmd in (("dsops run", [args.tool, "run"]), ("dsops_ref_run", [args.ref])):
+        for who, cmd in programs(args):
             eo = os.path.join(work, "empty_%s.out.safetensors" % op)
             r = run(cmd + [op, "--in", ep, "--out", eo], args.verbose)
             ok = r.returncode == 0
@@ -533,34 +428,13 @@ def check_errors(chk, args, work, rng):
               "dsops run --help lists both prologs and their parameters")
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--tool", required=True, help="path of the dsops tool")
-    ap.add_argument("--ref", required=True, help="path of dsops_ref_run")
-    ap.add_argument("--workdir", help="directory for the files (default: a new temporary directory)")
-    ap.add_argument("--keep", action="store_true", help="keep the files")
-    ap.add_argument("--seed", type=int, default=int(os.environ.get("DSOPS_TEST_SEED", "4142")))
-    ap.add_argument("--verbose", action="store_true")
-    args = ap.parse_args()
-
-    work = args.workdir or tempfile.mkdtemp(prefix="dsops_prolog_check_")
-    os.makedirs(work, exist_ok=True)
-    print("%s: seed %d, files in %s (replay: %s --tool %s --ref %s --seed %d --keep)" % (
-        os.path.basename(sys.argv[0]), args.seed, work, sys.argv[0], args.tool, args.ref, args.seed))
-    rng = np.random.default_rng(args.seed)
-    chk = Checker(args.verbose)
-    try:
-        for c in MLA_CASES:
-            check_mla_case(chk, args, work, rng, c)
-        for c in IDX_CASES:
-            check_idx_case(chk, args, work, rng, c)
-        check_errors(chk, args, work, rng)
-    finally:
-        if not args.keep and chk.failed == 0:
-            shutil.rmtree(work, ignore_errors=True)
-    print("%d passed, %d failed" % (chk.passed, chk.failed))
-    return 1 if chk.failed else 0
+def checks(chk, args, work, rng):
+    for c in MLA_CASES:
+        check_mla_case(chk, args, work, rng, c)
+    for c in IDX_CASES:
+        check_idx_case(chk, args, work, rng, c)
+    check_errors(chk, args, work, rng)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(runcheck.main(__doc__, "prolog", 4142, checks))

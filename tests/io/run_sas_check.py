@@ -22,22 +22,19 @@ usage: run_sas_check.py --tool PATH/dsops --ref PATH/dsops_ref_run [--workdir DI
 Prints "N passed, N failed" last and exits non-zero on failure.
 """
 
-import argparse
 import os
-import shutil
 import sys
-import tempfile
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_sfa_check import (Checker, bf16_from_f32, compare_close, f32_from_bf16, read_safetensors,  # noqa: E402
-                           round_bf16, run, write_safetensors)
+import runcheck  # noqa: E402
+from runcheck import (BF16_NAN, THREADS, bad_calls, bf16_from_f32, compare_close, f32_from_bf16,  # noqa: E402
+                      params_of, programs, read_safetensors, ref_run, round_bf16, run, tool_runs, write_safetensors)
 
 TOL_OUT = (1e-4, 2.0 ** -7, 0.005)      # normalised, fp32
 TOL_OUT_TILED = (5e-4, 5e-4, 0.005)
 TOL_LSE = (1e-6, 8.01 / 65536, 0.005)
-BF16_NAN = np.uint16(0x7FC0)
 V4_SCALE = 512 ** -0.5
 
 # The parameters each variant resolves to when nothing overrides them (spec 3.7).
@@ -78,13 +75,6 @@ def expected_params(c):
     e.update(c.get("meta", {}))
     e.update(s.split("=", 1) for s in c["sets"])  # --set wins over metadata
     return {k: str(v) for k, v in e.items()}
-
-
-def set_args(sets):
-    a = []
-    for s in sets:
-        a += ["--set", s]
-    return a
 
 
 # ---- problems -------------------------------------------------------------------------------------
@@ -271,24 +261,17 @@ def numpy_sas(info):
 # ---- checks ---------------------------------------------------------------------------------------
 
 
-def params_of(meta):
-    return {k: v for k, v in meta.items() if k not in ("dsops_version", "isa", "threads")}
-
-
 def check_case(chk, args, work, rng, c):
     t, info = build(rng, c)
     name = c["name"]
     inp = os.path.join(work, name + ".in.safetensors")
     write_safetensors(inp, t, c.get("meta"))
-    sa = set_args(c["sets"])
     tol = TOL_OUT_TILED if info["params"]["p_mode"] == "tiled" else TOL_OUT
     T, N, D, lon = info["T"], info["N"], info["D"], info["lonely"]
 
-    ref_path = os.path.join(work, name + ".ref.safetensors")
-    r = run([args.ref, c["op"], "--in", inp, "--out", ref_path] + sa, args.verbose)
-    if not chk.check(r.returncode == 0, name + ": dsops_ref_run succeeds", r.stderr.strip()):
+    ref, rmeta = ref_run(chk, args, name, c["op"], inp, os.path.join(work, name + ".ref.safetensors"), c["sets"])
+    if ref is None:
         return
-    ref, rmeta = read_safetensors(ref_path)
     chk.check(sorted(ref) == ["lse", "out"] and ref["out"][0] == "BF16" and ref["out"][1].shape == (T, N, D)
               and ref["lse"][0] == "F32" and ref["lse"][1].shape == (T, N),
               name + ": OUT holds out [T, N, D] BF16 and lse [T, N] F32",
@@ -312,31 +295,21 @@ def check_case(chk, args, work, rng, c):
         live = [tt for tt in range(T) if tt not in lon]
         chk.check(np.all(rout[live, 0] == 0), name + ": a +Inf sink gives out = 0 for its head")
 
-    first = None
-    for th in ("1", "3"):
-        label = "%s [--threads %s]" % (name, th)
-        out_path = os.path.join(work, "%s.t%s.safetensors" % (name, th))
-        r = run([args.tool, "run", c["op"], "--in", inp, "--out", out_path, "--threads", th] + sa, args.verbose)
-        if not chk.check(r.returncode == 0, label + ": dsops run succeeds", r.stderr.strip()):
-            continue
-        got, meta = read_safetensors(out_path)
+    def compare(label, extra, got, meta):
         if not chk.check(sorted(got) == sorted(ref) and all(got[k][1].shape == ref[k][1].shape for k in got),
                          label + ": OUT holds the oracle's tensors"):
-            continue
+            return False
         out, lse = f32_from_bf16(got["out"][1]), got["lse"][1]
         ok, text = compare_close(out, rout, *tol)
         chk.check(ok, label + ": out vs oracle", text)
         ok, text = compare_close(lse, rlse, *TOL_LSE)
         chk.check(ok, label + ": lse vs oracle", text)
         chk.check(np.all(out[lon] == 0) and np.all(np.isposinf(lse[lon])), label + ": lonely tokens exact")
-        if th == "1":
+        if extra[1] == "1":
             chk.check(params_of(meta) == params_of(rmeta), label + ": OUT's metadata equals the oracle run's",
                       "(%s vs %s)" % (meta, rmeta))
-        blob = got["out"][1].tobytes() + got["lse"][1].tobytes()
-        if first is None:
-            first = blob
-        else:
-            chk.check(first == blob, label + ": bitwise identical to --threads 1")
+
+    tool_runs(chk, args, work, name, c["op"], inp, c["sets"], compare, THREADS)
 
 
 def check_errors(chk, args, work, rng):
@@ -367,26 +340,7 @@ def check_errors(chk, args, work, rng):
         ("sas: unknown cmp_mode", ["sas", "--in", files["cfa"], "--set", "cmp_mode=partial"], "DSOPS_ERR_PARAM",
          "cmp_mode"),
     ]
-    sentinel = b"do not touch"
-    for label, argv, status, field in cases:
-        for who, base in (("dsops run", [args.tool, "run"]), ("dsops_ref_run", [args.ref])):
-            for existing in (False, True):
-                out_path = os.path.join(work, "existing.safetensors" if existing else "never.safetensors")
-                if os.path.exists(out_path):
-                    os.remove(out_path)
-                if existing:
-                    with open(out_path, "wb") as f:
-                        f.write(sentinel)
-                r = run(base + argv + ["--out", out_path], args.verbose)
-                what = "%s: %s (%s OUT)" % (who, label, "existing" if existing else "new")
-                chk.check(r.returncode == 1 and ("dsops run: %s:" % status) in r.stderr and field in r.stderr,
-                          "%s -> exit 1, %s, message names %s" % (what, status, field),
-                          "(rc %d, stderr %r)" % (r.returncode, r.stderr.strip()))
-                if existing:
-                    with open(out_path, "rb") as f:
-                        chk.check(f.read() == sentinel, what + ": OUT untouched")
-                else:
-                    chk.check(not os.path.exists(out_path), what + ": OUT not created")
+    bad_calls(chk, args, work, cases, exit_code=1)
 
     # empty work (T = 0): valid, zero-row outputs
     te = {"q": ("BF16", np.zeros((0, 2, 128), np.uint16)), "cu_seqlens_q": np.zeros(2, np.int32),
@@ -394,7 +348,7 @@ def check_errors(chk, args, work, rng):
           "ori_block_table": np.zeros((1, 1), np.int32)}
     ep = os.path.join(work, "empty.safetensors")
     write_safetensors(ep, te)
-    for who, base in (("dsops run", [args.tool, "run"]), ("dsops_ref_run", [args.ref])):
+    for who, base in programs(args):
         eo = os.path.join(work, "empty.out.safetensors")
         r = run(base + ["swa", "--in", ep, "--out", eo], args.verbose)
         ok = r.returncode == 0
@@ -409,32 +363,11 @@ def check_errors(chk, args, work, rng):
               "dsops run --help lists sas, its variant names, tensors and parameters")
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--tool", required=True, help="path of the dsops tool")
-    ap.add_argument("--ref", required=True, help="path of dsops_ref_run")
-    ap.add_argument("--workdir", help="directory for the files (default: a new temporary directory)")
-    ap.add_argument("--keep", action="store_true", help="keep the files")
-    ap.add_argument("--seed", type=int, default=int(os.environ.get("DSOPS_TEST_SEED", "3707")))
-    ap.add_argument("--verbose", action="store_true")
-    args = ap.parse_args()
-
-    work = args.workdir or tempfile.mkdtemp(prefix="dsops_sas_check_")
-    os.makedirs(work, exist_ok=True)
-    print("%s: seed %d, files in %s (replay: %s --tool %s --ref %s --seed %d --keep)" % (
-        os.path.basename(sys.argv[0]), args.seed, work, sys.argv[0], args.tool, args.ref, args.seed))
-    rng = np.random.default_rng(args.seed)
-    chk = Checker(args.verbose)
-    try:
-        for c in CASES:
-            check_case(chk, args, work, rng, c)
-        check_errors(chk, args, work, rng)
-    finally:
-        if not args.keep and chk.failed == 0:
-            shutil.rmtree(work, ignore_errors=True)
-    print("%d passed, %d failed" % (chk.passed, chk.failed))
-    return 1 if chk.failed else 0
+def checks(chk, args, work, rng):
+    for c in CASES:
+        check_case(chk, args, work, rng, c)
+    check_errors(chk, args, work, rng)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(runcheck.main(__doc__, "sas", 3707, checks))

@@ -18,115 +18,19 @@ usage: run_sfa_check.py --tool PATH/dsops --ref PATH/dsops_ref_run [--workdir DI
 Prints "N passed, N failed" last and exits non-zero on failure.
 """
 
-import argparse
-import json
 import os
 import shutil
 import struct
-import subprocess
 import sys
-import tempfile
 
 import numpy as np
 
-# ---- bf16 -----------------------------------------------------------------------------------------
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import runcheck  # noqa: E402
+from runcheck import (BF16_NAN, bad_calls, bf16_from_f32, compare_close, f32_from_bf16, programs,  # noqa: E402
+                      read_safetensors, ref_run, round_bf16, run, tool_runs, write_mutated, write_safetensors)
 
-
-def bf16_from_f32(x):
-    """float32 array -> uint16 bf16 bits, round to nearest even, NaN -> quiet NaN with its sign."""
-    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    nan = (u & 0x7FFFFFFF) > 0x7F800000
-    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF
-    r = np.where(nan, ((u >> 16) | 0x40) & 0xFFFF, r)
-    return r.astype(np.uint16)
-
-
-def f32_from_bf16(h):
-    return (np.asarray(h, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
-
-
-def round_bf16(x):
-    return f32_from_bf16(bf16_from_f32(x))
-
-
-BF16_NAN = np.uint16(0x7FC0)
-
-# ---- safetensors ----------------------------------------------------------------------------------
-
-TAGS = {"BF16": np.uint16, "F16": np.float16, "F32": np.float32, "I8": np.int8, "U8": np.uint8,
-        "I32": np.int32, "I64": np.int64}
-DTYPE_TAG = {np.dtype(np.float16): "F16", np.dtype(np.float32): "F32", np.dtype(np.int8): "I8",
-             np.dtype(np.uint8): "U8", np.dtype(np.int32): "I32", np.dtype(np.int64): "I64"}
-
-
-def write_safetensors(path, tensors, metadata=None):
-    """tensors: name -> ndarray, or name -> ("BF16", uint16 ndarray)."""
-    header = {}
-    if metadata:
-        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
-    blobs = []
-    pos = 0
-    for name, t in tensors.items():
-        if isinstance(t, tuple):
-            tag, arr = t
-        else:
-            arr = t
-            tag = DTYPE_TAG[arr.dtype]
-        arr = np.ascontiguousarray(arr)
-        raw = arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
-        header[name] = {"dtype": tag, "shape": list(arr.shape), "data_offsets": [pos, pos + len(raw)]}
-        blobs.append(raw)
-        pos += len(raw)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * ((8 - (8 + len(text)) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for b in blobs:
-            f.write(b)
-
-
-def read_safetensors(path):
-    """-> (name -> (tag, ndarray), metadata dict)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    body = data[8 + n:]
-    meta = header.pop("__metadata__", {})
-    out = {}
-    for name, e in header.items():
-        b, end = e["data_offsets"]
-        arr = np.frombuffer(body[b:end], dtype=np.dtype(TAGS[e["dtype"]]).newbyteorder("<"))
-        out[name] = (e["dtype"], arr.reshape(e["shape"]))
-    return out, meta
-
-
-# ---- compare_close (spec 1.8) ---------------------------------------------------------------------
-
-
-def compare_close(out, ref, atol, rtol, ratio):
-    """-> (ok, text)."""
-    out = np.asarray(out, dtype=np.float64)
-    ref = np.asarray(ref, dtype=np.float64)
-    if out.shape != ref.shape:
-        return False, "shape %s != %s" % (out.shape, ref.shape)
-    fo, fr = np.isfinite(out), np.isfinite(ref)
-    same_kind = (np.isnan(out) & np.isnan(ref)) | (np.isinf(out) & np.isinf(ref) & (np.sign(out) == np.sign(ref)))
-    both = fo & fr
-    err = np.zeros(out.shape)
-    err[both] = np.abs(out[both] - ref[both])
-    fail = np.where(both, err > atol + rtol * np.abs(np.where(both, ref, 0.0)), ~same_kind)
-    nfail = int(fail.sum())
-    allowed = int(np.floor(ratio * out.size + 0.5))
-    text = "%d of %d elements beyond tolerance (allowed %d)" % (nfail, out.size, allowed)
-    if nfail:
-        excess = np.where(both, err - (atol + rtol * np.abs(np.where(both, ref, 0.0))), np.inf)
-        w = np.unravel_index(int(np.argmax(excess)), out.shape)
-        text += "; worst at %s: out %r ref %r" % (tuple(int(i) for i in w), out[w], ref[w])
-    return nfail <= allowed, text
-
-
+OP = "sparse_flash_attention_v32"
 OUT_TOL = (1e-4, 0.005, 0.005)
 OUT_TOL_TILED = (5e-4, 5e-4, 0.005)
 LSE_TOL = (1e-6, 8.01 / 65536, 0.005)
@@ -276,38 +180,11 @@ def numpy_reference(p, scale, p_mode):
     return out, lse
 
 
-# ---- running the tools ----------------------------------------------------------------------------
-
-
-class Checker:
-    def __init__(self, verbose):
-        self.passed = 0
-        self.failed = 0
-        self.verbose = verbose
-
-    def check(self, ok, what, detail=""):
-        if ok:
-            self.passed += 1
-            if self.verbose:
-                print("ok   %s %s" % (what, detail))
-        else:
-            self.failed += 1
-            print("FAIL %s %s" % (what, detail))
-        return ok
-
-
-def run(cmd, verbose):
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
-    if verbose:
-        print("$ " + " ".join(cmd) + "  -> %d %s" % (r.returncode, r.stderr.strip()))
-    return r
-
-
-def outputs(path):
-    t, meta = read_safetensors(path)
+def out_lse(t):
+    """out (float32 values) and lse of OUT's tensors."""
     out = f32_from_bf16(t["out"][1]) if "out" in t else None
     lse = t["lse"][1].astype(np.float32) if "lse" in t else None
-    return t, meta, out, lse
+    return out, lse
 
 
 CASES = [
@@ -338,20 +215,16 @@ def check_case(chk, args, work, rng, c):
     sets = ["softmax_scale=%r" % VENDOR_SCALE] + c["sets"]
     if c["layout_via"] == "set":
         sets.append("kv_layout=" + c["layout"])
-    set_args = []
-    for s in sets:
-        set_args += ["--set", s]
     p_mode = "normalised"
     for s in c["sets"]:
         if s.startswith("p_mode="):
             p_mode = s.split("=", 1)[1]
     tol = OUT_TOL_TILED if p_mode == "tiled" else OUT_TOL
 
-    ref_path = os.path.join(work, c["name"] + ".ref.safetensors")
-    r = run([args.ref, "sparse_flash_attention_v32", "--in", inp, "--out", ref_path] + set_args, args.verbose)
-    if not chk.check(r.returncode == 0, c["name"] + ": dsops_ref_run succeeds", r.stderr.strip()):
+    rt, rmeta = ref_run(chk, args, c["name"], OP, inp, os.path.join(work, c["name"] + ".ref.safetensors"), sets)
+    if rt is None:
         return
-    rt, rmeta, rout, rlse = outputs(ref_path)
+    rout, rlse = out_lse(rt)
     chk.check(rmeta.get("kv_layout") == c["layout"], c["name"] + ": kv_layout resolved to " + c["layout"],
               "(metadata says %r)" % rmeta.get("kv_layout"))
     chk.check(rmeta.get("softmax_scale") is not None and
@@ -373,29 +246,15 @@ def check_case(chk, args, work, rng, c):
         ok, text = compare_close(rlse, nlse, *LSE_TOL)
         chk.check(ok, c["name"] + ": oracle lse vs numpy", text)
 
-    first = None
-    for variant in (["--threads", "1"], ["--threads", "3"], ["--isa", "scalar", "--threads", "2"]):
-        label = "%s [%s]" % (c["name"], " ".join(variant))
-        out_path = os.path.join(work, c["name"] + ".out.safetensors")
-        if os.path.exists(out_path):
-            os.remove(out_path)
-        r = run([args.tool, "run", "sparse_flash_attention_v32", "--in", inp, "--out", out_path] + set_args + variant,
-                args.verbose)
-        if not chk.check(r.returncode == 0, label + ": dsops run succeeds", r.stderr.strip()):
-            continue
-        t, m, out, lse = outputs(out_path)
+    def compare(label, extra, t, meta):
+        out, lse = out_lse(t)
         ok, text = compare_close(out, rout, *tol)
         chk.check(ok, label + ": out vs oracle", text)
         ok, text = compare_close(lse, rlse, *LSE_TOL)
         chk.check(ok, label + ": lse vs oracle", text)
         chk.check(np.all(out[lon] == 0) and np.all(np.isposinf(lse[lon])), label + ": lonely tokens exact")
-        if variant[0] == "--threads":
-            if first is None:
-                first = (t["out"][1].tobytes(), t["lse"][1].tobytes())
-            else:
-                chk.check(first == (t["out"][1].tobytes(), t["lse"][1].tobytes()),
-                          label + ": bitwise identical to --threads 1")
-    return p, inp, set_args
+
+    tool_runs(chk, args, work, c["name"], OP, inp, sets, compare)
 
 
 def check_errors(chk, args, work, rng):
@@ -405,11 +264,7 @@ def check_errors(chk, args, work, rng):
     write_safetensors(good, p.tensors)
 
     def variant(name, mutate, meta=None):
-        t = dict(p.tensors)
-        mutate(t)
-        path = os.path.join(work, "err_%s.safetensors" % name)
-        write_safetensors(path, t, meta)
-        return path
+        return write_mutated(work, name, p.tensors, mutate, meta)
 
     missing_q_rope = variant("missing", lambda t: t.pop("q_rope"))
     f32_q = variant("dtype", lambda t: t.__setitem__("q_nope", f32_from_bf16(t["q_nope"][1])))
@@ -431,7 +286,7 @@ def check_errors(chk, args, work, rng):
     with open(lying, "wb") as f:
         f.write(struct.pack("<Q", 1 << 40) + b"{}")
 
-    op = "sparse_flash_attention_v32"
+    op = OP
     cases = [
         ("truncated file", [op, "--in", truncated], "DSOPS_RUN_ERR_IO"),
         ("JSON garbage", [op, "--in", garbage], "DSOPS_RUN_ERR_IO"),
@@ -456,29 +311,7 @@ def check_errors(chk, args, work, rng):
         ("layout tensors missing", [op, "--in", good, "--set", "kv_layout=packed656"], "DSOPS_ERR_NULL"),
         ("block outside [0, NB)", [op, "--in", bad_block], "DSOPS_ERR_INDEX"),
     ]
-    sentinel = b"do not touch"
-    for label, argv, status in cases:
-        for who, base in (("dsops run", [args.tool, "run"]), ("dsops_ref_run", [args.ref])):
-            new_out = os.path.join(work, "never.safetensors")
-            old_out = os.path.join(work, "existing.safetensors")
-            for out_path, existing in ((new_out, False), (old_out, True)):
-                if os.path.exists(out_path):
-                    os.remove(out_path)
-                if existing:
-                    with open(out_path, "wb") as f:
-                        f.write(sentinel)
-                r = run(base + argv + ["--out", out_path], args.verbose)
-                what = "%s: %s (%s OUT)" % (who, label, "existing" if existing else "new")
-                ok = r.returncode != 0 and ("dsops run: %s:" % status) in r.stderr
-                chk.check(ok, what + " -> exit != 0 and " + status, "(rc %d, stderr %r)" % (r.returncode,
-                                                                                                r.stderr.strip()))
-                if existing:
-                    with open(out_path, "rb") as f:
-                        chk.check(f.read() == sentinel, what + ": OUT untouched")
-                else:
-                    chk.check(not os.path.exists(out_path), what + ": OUT not created")
-                leftovers = [n for n in os.listdir(work) if ".tmp-" in n]
-                chk.check(not leftovers, what + ": no temporary file left", str(leftovers))
+    bad_calls(chk, args, work, cases, leftovers=True)
 
     # empty work (T = 0, and B = 0): valid, outputs with zero rows; no scale given: the V3.2 default
     for B in (1, 0):
@@ -490,7 +323,7 @@ def check_errors(chk, args, work, rng):
              "cu_seqlens_q": np.zeros(B + 1, np.int32), "seqused_kv": np.full(B, 5, np.int32)}
         ep = os.path.join(work, "empty%d.safetensors" % B)
         write_safetensors(ep, t)
-        for who, base in (("dsops run", [args.tool, "run"]), ("dsops_ref_run", [args.ref])):
+        for who, base in programs(args):
             eo = os.path.join(work, "empty%d.out.safetensors" % B)
             r = run(base + [op, "--in", ep, "--out", eo], args.verbose)
             ok = r.returncode == 0
@@ -533,32 +366,11 @@ def check_errors(chk, args, work, rng):
         chk.check(False, "default run of the error-test problem", r.stderr.strip())
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--tool", required=True, help="path of the dsops tool")
-    ap.add_argument("--ref", required=True, help="path of dsops_ref_run")
-    ap.add_argument("--workdir", help="directory for the files (default: a new temporary directory)")
-    ap.add_argument("--keep", action="store_true", help="keep the files")
-    ap.add_argument("--seed", type=int, default=int(os.environ.get("DSOPS_TEST_SEED", "3202")))
-    ap.add_argument("--verbose", action="store_true")
-    args = ap.parse_args()
-
-    work = args.workdir or tempfile.mkdtemp(prefix="dsops_sfa_check_")
-    os.makedirs(work, exist_ok=True)
-    print("%s: seed %d, files in %s (replay: %s --tool %s --ref %s --seed %d --keep)" % (
-        os.path.basename(sys.argv[0]), args.seed, work, sys.argv[0], args.tool, args.ref, args.seed))
-    rng = np.random.default_rng(args.seed)
-    chk = Checker(args.verbose)
-    try:
-        for c in CASES:
-            check_case(chk, args, work, rng, c)
-        check_errors(chk, args, work, rng)
-    finally:
-        if not args.keep and chk.failed == 0:
-            shutil.rmtree(work, ignore_errors=True)
-    print("%d passed, %d failed" % (chk.passed, chk.failed))
-    return 1 if chk.failed else 0
+def checks(chk, args, work, rng):
+    for c in CASES:
+        check_case(chk, args, work, rng, c)
+    check_errors(chk, args, work, rng)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(runcheck.main(__doc__, "sfa", 3202, checks))

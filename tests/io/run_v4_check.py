@@ -22,19 +22,16 @@ usage: run_v4_check.py --tool PATH/dsops --ref PATH/dsops_ref_run [--workdir DIR
 Prints "N passed, N failed" last and exits non-zero on failure.
 """
 
-import argparse
 import os
-import shutil
 import sys
-import tempfile
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_dia_check import q8_rows, set_args, sylvester  # noqa: E402
-from run_prim_check import np_q8, np_rmsnorm, np_rope_apply  # noqa: E402
-from run_sfa_check import (Checker, bf16_from_f32, compare_close, f32_from_bf16, read_safetensors,  # noqa: E402
-                           run, write_safetensors)
+import runcheck  # noqa: E402
+from runcheck import (THREADS, bad_calls, bf16_from_f32, compare_close, compare_outputs, f32_from_bf16,  # noqa: E402
+                      np_q8, np_rmsnorm, np_rope_apply, param_value, params_of, run, run_both, sylvester, ub, values,
+                      wq_b_entries, write_safetensors)
 
 MLA, IDX, CMP = "mla_prolog_v4", "indexer_prolog_v4", "compressor"
 
@@ -46,28 +43,11 @@ TOL_FP16 = (1e-4, 0.007825, 0.005)        # q_idx_scale, weights
 TOL_STATE = (1e-3, 1e-3, 0)
 
 H, Q = 256, 128
-BF16_NAN = np.uint16(0x7FC0)
-
-
-def values(tag, arr):
-    """Numeric values of a stored tensor as float64."""
-    if tag == "BF16":
-        return f32_from_bf16(arr).astype(np.float64)
-    return arr.astype(np.float64)
-
-
-def bits_of(e):
-    """bf16 bits of an IN entry ("BF16", bits) or float32 values."""
-    return e[1] if isinstance(e, tuple) else bf16_from_f32(e)
 
 
 def vals_of(e):
     """float32 values of an IN entry (bf16 bits or float32)."""
     return f32_from_bf16(e[1]) if isinstance(e, tuple) else e.astype(np.float32)
-
-
-def ub(rng, shape, amp=1.0):
-    return ("BF16", bf16_from_f32((amp * rng.uniform(-1, 1, shape)).astype(np.float32)))
 
 
 def maybe_bf16(arr, dtype):
@@ -97,61 +77,19 @@ def rope_tail(y_bits, cos, sin, mode, inverse):
     return np_rope_apply(f32_from_bf16(y_bits), cos, sin, W - 64, mode, inverse)
 
 
-def param_value(c, name, default):
-    for s in c.get("sets", []):
-        if s.startswith(name + "="):
-            return s.split("=", 1)[1]
-    return c.get("meta", {}).get(name, default)
-
-
 # ---- running both programs ------------------------------------------------------------------------
 
 
-def params_of(meta):
-    """OUT's metadata without what depends on the machine or the run."""
-    return {k: v for k, v in meta.items() if k not in ("dsops_version", "isa", "threads")}
-
-
-def run_both(chk, args, work, op, c, t, compare):
-    """Writes IN, runs the oracle once and the tool with --threads 1 and 3; compare(label, got, ref)."""
-    name = c["name"]
-    inp = os.path.join(work, name + ".in.safetensors")
-    write_safetensors(inp, t, c.get("meta"))
-    sa = set_args(c.get("sets", []))
-    ref_path = os.path.join(work, name + ".ref.safetensors")
-    r = run([args.ref, op, "--in", inp, "--out", ref_path] + sa, args.verbose)
-    if not chk.check(r.returncode == 0, name + ": dsops_ref_run succeeds", r.stderr.strip()):
-        return None
-    ref, rmeta = read_safetensors(ref_path)
-    first = None
-    for th in ("1", "3"):
-        label = "%s [--threads %s]" % (name, th)
-        out_path = os.path.join(work, "%s.t%s.safetensors" % (name, th))
-        r = run([args.tool, "run", op, "--in", inp, "--out", out_path, "--threads", th] + sa, args.verbose)
-        if not chk.check(r.returncode == 0, label + ": dsops run succeeds", r.stderr.strip()):
-            continue
-        got, meta = read_safetensors(out_path)
-        chk.check(sorted(got) == sorted(ref), label + ": OUT holds the oracle's tensors",
-                  "(%s vs %s)" % (sorted(got), sorted(ref)))
-        if th == "1":
+def run_v4(chk, args, work, op, c, t, compare):
+    """The oracle once and `dsops run` with --threads 1 and 3 (see run_both); the first OUT is compared with
+    compare(label, got, ref), and its metadata must equal the oracle run's. -> (ref, rmeta) or (None, None)."""
+    def check(label, extra, got, meta, ref, rmeta):
+        if extra[1] == "1":
             compare(label, got, ref)
             chk.check(params_of(meta) == params_of(rmeta), label + ": OUT's metadata (operator, parameters) "
                       "equals the oracle run's", "(%s vs %s)" % (meta, rmeta))
-        blob = b"".join(got[n][1].tobytes() for n in sorted(got))
-        if first is None:
-            first = blob
-        else:
-            chk.check(first == blob, label + ": bitwise identical to --threads 1")
-    return ref, rmeta
 
-
-def compare_outputs(chk, label, got, ref, tols):
-    for name, tol in tols.items():
-        same = name in got and name in ref and got[name][0] == ref[name][0] and got[name][1].shape == ref[name][1].shape
-        if not chk.check(same, "%s: OUT holds %s like the oracle's" % (label, name)):
-            continue
-        ok, text = compare_close(values(*got[name]), values(*ref[name]), *tol)
-        chk.check(ok, "%s: %s vs oracle" % (label, name), text)
+    return run_both(chk, args, work, op, c["name"], t, c.get("sets", []), c.get("meta"), check, THREADS)
 
 
 def check_shapes(chk, label, out, want):
@@ -168,11 +106,7 @@ def build_mla(rng, c):
     T, N, D, i8 = c["T"], c.get("N", 4), c.get("D", 128), c["variant"] == "int8"
     t = {"x": ub(rng, (T, H)), "wq_a": ub(rng, (Q, H), 0.1)}
     t["gamma_cq"] = maybe_bf16(rng.uniform(0.5, 1.5, Q).astype(np.float32), c.get("gamma", "bf16"))
-    if i8:
-        q, s = q8_rows(f32_from_bf16(ub(rng, (N * D, Q), 0.1)[1]), Q)
-        t["wq_b"], t["wq_b_scale"] = q, s[:, 0].copy()
-    else:
-        t["wq_b"] = ub(rng, (N * D, Q), 0.1)
+    t.update(wq_b_entries(rng, N * D, Q, i8))
     t["wkv"] = ub(rng, (D, H), 0.1)
     t["gamma_ckv"] = maybe_bf16(rng.uniform(0.5, 1.5, D).astype(np.float32), c.get("gamma", "bf16"))
     t["rope_cos"], t["rope_sin"] = rope_tables(rng, T, c.get("tables", "bf16"))
@@ -220,10 +154,9 @@ def check_mla(chk, args, work, rng, c):
     tols = {"q": TOL_BF16, "kv": TOL_BF16, "qr": TOL_I8 if i8 else TOL_BF16}
     if i8:
         tols["qr_scale"] = TOL_QR_SCALE
-    res = run_both(chk, args, work, MLA, c, t, lambda label, got, ref: compare_outputs(chk, label, got, ref, tols))
-    if res is None:
+    ref, rmeta = run_v4(chk, args, work, MLA, c, t, lambda label, got, ref: compare_outputs(chk, label, got, ref, tols))
+    if ref is None:
         return
-    ref, rmeta = res
     name = c["name"]
     want = {"q": ("BF16", (T, N, D)), "kv": ("BF16", (T, D)), "qr": ("I8" if i8 else "BF16", (T, Q))}
     if i8:
@@ -270,10 +203,9 @@ def check_idx(chk, args, work, rng, c):
     t, info = build_idx(rng, c)
     T, NI, DI = info["T"], info["NI"], info["DI"]
     tols = {"q_idx": TOL_I8, "q_idx_scale": TOL_FP16, "weights": TOL_FP16}
-    res = run_both(chk, args, work, IDX, c, t, lambda label, got, ref: compare_outputs(chk, label, got, ref, tols))
-    if res is None:
+    ref, rmeta = run_v4(chk, args, work, IDX, c, t, lambda label, got, ref: compare_outputs(chk, label, got, ref, tols))
+    if ref is None:
         return
-    ref, rmeta = res
     name = c["name"]
     check_shapes(chk, name, ref, {"q_idx": ("I8", (T, NI, DI)), "q_idx_scale": ("F16", (T, NI)),
                                   "weights": ("F16", (T, NI))})
@@ -452,10 +384,9 @@ def check_cmp(chk, args, work, rng, c):
                   label + ": out_count equals the oracle's")
         compare_states(label, got, ref)
 
-    res = run_both(chk, args, work, CMP, c, t, compare)
-    if res is None:
+    ref, rmeta = run_v4(chk, args, work, CMP, c, t, compare)
+    if ref is None:
         return
-    ref, rmeta = res
     check_shapes(chk, name, ref, {"out": ("BF16", (info["NO"], info["D"])), "out_count": ("I32", (info["B"],)),
                                   "kv_state": ("F32", t["kv_state"].shape),
                                   "score_state": ("F32", t["score_state"].shape)})
@@ -506,62 +437,22 @@ def check_errors(chk, args, work, rng):
         ("compressor: row_per_seq with two windows in a sequence",
          [CMP, "--in", files["cmp1"], "--set", "out_layout=row_per_seq"], "DSOPS_ERR_SHAPE", "row_per_seq"),
     ]
-    sentinel = b"do not touch"
-    for label, argv, status, field in cases:
-        for who, base in (("dsops run", [args.tool, "run"]), ("dsops_ref_run", [args.ref])):
-            for existing in (False, True):
-                out_path = os.path.join(work, "existing.safetensors" if existing else "never.safetensors")
-                if os.path.exists(out_path):
-                    os.remove(out_path)
-                if existing:
-                    with open(out_path, "wb") as f:
-                        f.write(sentinel)
-                r = run(base + argv + ["--out", out_path], args.verbose)
-                what = "%s: %s (%s OUT)" % (who, label, "existing" if existing else "new")
-                chk.check(r.returncode == 1 and ("dsops run: %s:" % status) in r.stderr and field in r.stderr,
-                          "%s -> exit 1, %s, message names %s" % (what, status, field),
-                          "(rc %d, stderr %r)" % (r.returncode, r.stderr.strip()))
-                if existing:
-                    with open(out_path, "rb") as f:
-                        chk.check(f.read() == sentinel, what + ": OUT untouched")
-                else:
-                    chk.check(not os.path.exists(out_path), what + ": OUT not created")
+    bad_calls(chk, args, work, cases, exit_code=1)
     r = run([args.tool, "run", "--help"], args.verbose)
     chk.check(r.returncode == 0 and all(s in r.stdout for s in (MLA, IDX, CMP, "eps_qh", "weights_scale",
                                                                 "out_layout", "score_state_block_table")),
               "dsops run --help lists the three operators, their tensors and parameters")
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--tool", required=True, help="path of the dsops tool")
-    ap.add_argument("--ref", required=True, help="path of dsops_ref_run")
-    ap.add_argument("--workdir", help="directory for the files (default: a new temporary directory)")
-    ap.add_argument("--keep", action="store_true", help="keep the files")
-    ap.add_argument("--seed", type=int, default=int(os.environ.get("DSOPS_TEST_SEED", "4404")))
-    ap.add_argument("--verbose", action="store_true")
-    args = ap.parse_args()
-
-    work = args.workdir or tempfile.mkdtemp(prefix="dsops_v4_check_")
-    os.makedirs(work, exist_ok=True)
-    print("%s: seed %d, files in %s (replay: %s --tool %s --ref %s --seed %d --keep)" % (
-        os.path.basename(sys.argv[0]), args.seed, work, sys.argv[0], args.tool, args.ref, args.seed))
-    rng = np.random.default_rng(args.seed)
-    chk = Checker(args.verbose)
-    try:
-        for c in MLA_CASES:
-            check_mla(chk, args, work, rng, c)
-        for c in IDX_CASES:
-            check_idx(chk, args, work, rng, c)
-        for c in CMP_CASES:
-            check_cmp(chk, args, work, rng, c)
-        check_errors(chk, args, work, rng)
-    finally:
-        if not args.keep and chk.failed == 0:
-            shutil.rmtree(work, ignore_errors=True)
-    print("%d passed, %d failed" % (chk.passed, chk.failed))
-    return 1 if chk.failed else 0
+def checks(chk, args, work, rng):
+    for c in MLA_CASES:
+        check_mla(chk, args, work, rng, c)
+    for c in IDX_CASES:
+        check_idx(chk, args, work, rng, c)
+    for c in CMP_CASES:
+        check_cmp(chk, args, work, rng, c)
+    check_errors(chk, args, work, rng)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(runcheck.main(__doc__, "v4", 4404, checks))
