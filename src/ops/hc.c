@@ -11,6 +11,8 @@
 
 /* Tokens per matmul job: fixed, so a token's arithmetic never depends on the thread count. */
 #define HC_TOKEN_GROUP 32
+/* Output elements of hc_post per thread, at least (decode-size calls run on fewer threads). */
+#define HC_POST_MIN_WORK (1 << 18)
 
 dsops_status dsops_hc_pre_init(dsops_hc_pre_args *a, dsops_preset preset)
 {
@@ -359,8 +361,14 @@ dsops_status dsops_hc_post(dsops_context *ctx, const dsops_hc_post_args *a)
         return DSOPS_ERR_NOMEM;
     }
     bool bf16 = a->x.dtype == DSOPS_BF16;
+    /* one thread per HC_POST_MIN_WORK output elements at least: below that, waking a thread costs more than
+     * the share of memory traffic it would take over */
+    int64_t work = T * HC * H;
+    int threads = use->threads;
+    if (work / HC_POST_MIN_WORK < threads)
+        threads = work / HC_POST_MIN_WORK > 1 ? (int)(work / HC_POST_MIN_WORK) : 1;
     const dsops_hc_kernels *kern = &dsops_kernel_table_get(use->isa)->hc;
-#pragma omp parallel for schedule(static) num_threads(use->threads)
+#pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t t = 0; t < T; t++) {
         float *res = (float *)(scratch + per_thread * (size_t)dsops_thread_num());
         float *post = res + HC * H, *comb = post + HC;
