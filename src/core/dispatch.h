@@ -100,7 +100,8 @@ typedef struct dsops_hc_kernels {
 
 /* The compressor's pooling (spec §3.4 step 3) of one window over n candidates: candidate r's value and
  * logit rows are kv[r], sc[r] (channel d at [d], d < D); pooled[d] = sum_r kv_r[d] P_r[d] with P the
- * softmax over r of sc_r[d]. e: 16 * n floats, 64-byte aligned. NULL: the portable loop is used. */
+ * softmax over r of sc_r[d]. e: DSOPS_CMP_POOL_WORK(D) floats. NULL: the portable loop is used. */
+#define DSOPS_CMP_POOL_WORK(D) (3 * (size_t)(D))
 typedef struct dsops_compressor_kernels {
     void (*pool)(const float *const *kv, const float *const *sc, int n, int64_t D, float *pooled, float *e);
 } dsops_compressor_kernels;

@@ -407,6 +407,7 @@ static void write_states(const cmp_call *c, int64_t b)
 /* Scratch areas of one call (byte offsets). */
 typedef struct cmp_layout {
     size_t seq, owners, entries, kvp, scp, gamma, hm, per_thread, total;
+    size_t e_floats; /* per-thread pooling work: the portable loop's weights or the kernel's */
 } cmp_layout;
 
 static cmp_layout make_layout(const cmp_dims *d, int threads)
@@ -420,7 +421,9 @@ static cmp_layout make_layout(const cmp_dims *d, int threads)
     L.scp = off;     off += dsops_align64(T * CD * 4);                               /* [T, C*D] */
     L.gamma = off;   off += dsops_align64(D * 4);
     L.hm = off;      off += dsops_align64(d->rotate ? D * D * 4 : 0);
-    L.per_thread = dsops_align64(2 * D * 4) + dsops_align64(CR * CHANNEL_BLOCK * 4) + dsops_align64(CR * 3 * 8);
+    size_t e_floats = CR * CHANNEL_BLOCK > DSOPS_CMP_POOL_WORK(D) ? CR * CHANNEL_BLOCK : DSOPS_CMP_POOL_WORK(D);
+    L.per_thread = dsops_align64(2 * D * 4) + dsops_align64(e_floats * 4) + dsops_align64(CR * 3 * 8);
+    L.e_floats = e_floats;
     L.total = off + L.per_thread * (size_t)threads;
     return L;
 }
@@ -474,8 +477,7 @@ static dsops_status compute_entries(const cmp_args *a, const cmp_dims *d, const 
         char *mine = scratch + (L->total - L->per_thread * (size_t)threads) + L->per_thread * (size_t)dsops_thread_num();
         float *pooled = (float *)mine, *tmp = pooled + D;
         float *e = (float *)(mine + dsops_align64(2 * (size_t)D * 4));
-        const float **kvr = (const float **)(mine + dsops_align64(2 * (size_t)D * 4) +
-                                             dsops_align64((size_t)CR * CHANNEL_BLOCK * 4));
+        const float **kvr = (const float **)(mine + dsops_align64(2 * (size_t)D * 4) + dsops_align64(L->e_floats * 4));
         const float **scr = kvr + CR;
         int64_t *off = (int64_t *)(scr + CR);
         int64_t b = entries[2 * i], k = entries[2 * i + 1];
