@@ -274,13 +274,18 @@ dsops_status dsops_hc_pre(dsops_context *ctx, const dsops_hc_pre_args *a)
     char *tmp = scratch + mix_bytes + xf_bytes;
     dsops_status s = DSOPS_OK;
     if (kern->mix) {
-        int64_t groups = (T + HC_TOKEN_GROUP - 1) / HC_TOKEN_GROUP;
+        /* a token's sums do not depend on the tokens it is grouped with, so small calls can use smaller
+         * groups and give every thread one */
+        int64_t group = (T + threads - 1) / threads;
+        group = group < 2 ? 2 : (group + 1) / 2 * 2;
+        group = group > HC_TOKEN_GROUP ? HC_TOKEN_GROUP : group;
+        int64_t groups = (T + group - 1) / group;
         const float *wp = a->prepared && a->prepared->packed ? a->prepared->packed : xf;
         if (wp == xf)
             kern->pack(a->hc_fn.data, (size_t)a->hc_fn.stride[0], (int)M, (int)HC, H, xf);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(groups < threads ? (int)groups : threads)
         for (int64_t g = 0; g < groups; g++) {
-            int64_t t0 = g * HC_TOKEN_GROUP, nt = T - t0 < HC_TOKEN_GROUP ? T - t0 : HC_TOKEN_GROUP;
+            int64_t t0 = g * group, nt = T - t0 < group ? T - t0 : group;
             float *work = (float *)(tmp + tmp_bytes * (size_t)dsops_thread_num() + (tmp_bytes - work_bytes));
             kern->mix(dsops_at3(&a->x, t0, 0, 0), (size_t)a->x.stride[0], (size_t)a->x.stride[1], (int)nt, (int)HC, H,
                       wp, (int)M, mix + t0 * M, (size_t)M, ss + t0, work);
