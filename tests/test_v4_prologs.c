@@ -764,10 +764,51 @@ static void m4_shadow_check(const char *label, const dsops_mla_prolog_v4_args *a
 }
 
 /* One call of the library on the problem: sentinels first. */
+/* The call repeated with a prepared object (made by `prepare`, run by `call`) writes every output byte as
+ * the unprepared call just did, and nothing outside the outputs. */
+typedef dsops_status (*prepare_fn)(void *problem, dsops_prepared **prep);
+typedef dsops_status (*call_prepared_fn)(void *problem, const dsops_prepared *prep);
+
+static void check_prepared_equal(const char *label, const obuf *out, int nout, void *problem, prepare_fn prepare,
+                                 call_prepared_fn call)
+{
+    size_t n1, n2;
+    unsigned char *g1 = gather_all(out, nout, &n1);
+    dsops_prepared *prep = NULL;
+    dsops_status st = prepare(problem, &prep);
+    if (tu_check(st == DSOPS_OK && prep, "%s: prepare: status %s (%s)", label, dsops_status_name(st), dsops_last_error())) {
+        st = call(problem, prep);
+        if (tu_check(st == DSOPS_OK, "%s prepared: status %s (%s)", label, dsops_status_name(st), dsops_last_error())) {
+            unsigned char *g2 = gather_all(out, nout, &n2);
+            char l[400];
+            snprintf(l, sizeof l, "%s: the prepared call differs from the unprepared one", label);
+            bytes_equal(l, g1, n1, g2, n2);
+            for (int i = 0; i < nout; i++)
+                ob_outside_kept(&out[i], label);
+            free(g2);
+        }
+        dsops_prepared_destroy(prep);
+    }
+    free(g1);
+}
+
 static dsops_status m4_call(m4_problem *p, const dsops_mla_prolog_v4_args *a)
 {
     outs_poison(p->out, p->nout);
     return dsops_mla_prolog_v4(ctx, a);
+}
+
+static dsops_status m4_prepare(void *p, dsops_prepared **prep)
+{
+    return dsops_mla_prolog_v4_prepare(ctx, &((m4_problem *)p)->a, prep);
+}
+
+static dsops_status m4_call_prepared(void *pv, const dsops_prepared *prep)
+{
+    m4_problem *p = pv;
+    dsops_mla_prolog_v4_args b = p->a;
+    b.prepared = prep;
+    return m4_call(p, &b);
 }
 
 /* The call on the current tier, then the same with a prepared object (bitwise equal). */
@@ -782,26 +823,7 @@ static void m4_run_tier(m4_problem *p, const ref_outs *r, const char *label, int
         m4_check_zero_cq(label, p, zt);
     if (!with_prepared)
         return;
-    size_t n1, n2;
-    unsigned char *g1 = gather_all(p->out, p->nout, &n1);
-    dsops_prepared *prep = NULL;
-    st = dsops_mla_prolog_v4_prepare(ctx, &p->a, &prep);
-    if (tu_check(st == DSOPS_OK && prep, "%s: prepare: status %s (%s)", label, dsops_status_name(st), dsops_last_error())) {
-        dsops_mla_prolog_v4_args b = p->a;
-        b.prepared = prep;
-        st = m4_call(p, &b);
-        if (tu_check(st == DSOPS_OK, "%s prepared: status %s (%s)", label, dsops_status_name(st), dsops_last_error())) {
-            unsigned char *g2 = gather_all(p->out, p->nout, &n2);
-            char l[400];
-            snprintf(l, sizeof l, "%s: the prepared call differs from the unprepared one", label);
-            bytes_equal(l, g1, n1, g2, n2);
-            for (int i = 0; i < p->nout; i++)
-                ob_outside_kept(&p->out[i], label);
-            free(g2);
-        }
-        dsops_prepared_destroy(prep);
-    }
-    free(g1);
+    check_prepared_equal(label, p->out, p->nout, p, m4_prepare, m4_call_prepared);
 }
 
 static void m4_run(const char *label, const m4_spec *sp)
@@ -1122,6 +1144,19 @@ static dsops_status i4_call(i4_problem *p, const dsops_indexer_prolog_v4_args *a
     return dsops_indexer_prolog_v4(ctx, a);
 }
 
+static dsops_status i4_prepare(void *p, dsops_prepared **prep)
+{
+    return dsops_indexer_prolog_v4_prepare(ctx, &((i4_problem *)p)->a, prep);
+}
+
+static dsops_status i4_call_prepared(void *pv, const dsops_prepared *prep)
+{
+    i4_problem *p = pv;
+    dsops_indexer_prolog_v4_args b = p->a;
+    b.prepared = prep;
+    return i4_call(p, &b);
+}
+
 static void i4_run_tier(i4_problem *p, const ref_outs *r, const char *label, int with_prepared)
 {
     dsops_status st = i4_call(p, &p->a);
@@ -1141,26 +1176,7 @@ static void i4_run_tier(i4_problem *p, const ref_outs *r, const char *label, int
     }
     if (!with_prepared)
         return;
-    size_t n1, n2;
-    unsigned char *g1 = gather_all(p->out, p->nout, &n1);
-    dsops_prepared *prep = NULL;
-    st = dsops_indexer_prolog_v4_prepare(ctx, &p->a, &prep);
-    if (tu_check(st == DSOPS_OK && prep, "%s: prepare: status %s (%s)", label, dsops_status_name(st), dsops_last_error())) {
-        dsops_indexer_prolog_v4_args b = p->a;
-        b.prepared = prep;
-        st = i4_call(p, &b);
-        if (tu_check(st == DSOPS_OK, "%s prepared: status %s (%s)", label, dsops_status_name(st), dsops_last_error())) {
-            unsigned char *g2 = gather_all(p->out, p->nout, &n2);
-            char l[400];
-            snprintf(l, sizeof l, "%s: the prepared call differs from the unprepared one", label);
-            bytes_equal(l, g1, n1, g2, n2);
-            for (int i = 0; i < p->nout; i++)
-                ob_outside_kept(&p->out[i], label);
-            free(g2);
-        }
-        dsops_prepared_destroy(prep);
-    }
-    free(g1);
+    check_prepared_equal(label, p->out, p->nout, p, i4_prepare, i4_call_prepared);
 }
 
 static void i4_run(const char *label, const i4_spec *sp)
