@@ -97,19 +97,7 @@ static const dsops_sfa_case sfa_cases[] = {
 
 #define EDGE_ALL_INVALID "v32_sfa_edge_all_invalid"
 
-const dsops_sfa_case *dsops_sfa_cases(int *count)
-{
-    if (count)
-        *count = (int)(sizeof sfa_cases / sizeof sfa_cases[0]);
-    return sfa_cases;
-}
-
-const dsops_sfa_case *dsops_sfa_case_find(const char *name)
-{
-    int n;
-    const dsops_sfa_case *c = dsops_sfa_cases(&n);
-    return cases_find_case(c, n, sizeof *c, name);
-}
+CASES_FAMILY(sfa, sfa_cases)
 
 /* ---- generator ----------------------------------------------------------------------------------- */
 
@@ -176,14 +164,6 @@ static float quant_group(const float *v, int8_t *q, int n)
 }
 
 static void *problem_alloc(dsops_sfa_problem *p, size_t bytes) { return ALLOC_OWNED(p, bytes); }
-
-void dsops_sfa_problem_free(dsops_sfa_problem *p)
-{
-    if (!p)
-        return;
-    cases_free_owned(p->buffers, p->nbuffers);
-    free(p);
-}
 
 static int64_t row_bytes(const dsops_sfa_case *c)
 {
@@ -526,19 +506,7 @@ static const dsops_li_case li_cases[] = {
      .int8 = 0, .ci = 1},
 };
 
-const dsops_li_case *dsops_li_cases(int *count)
-{
-    if (count)
-        *count = (int)(sizeof li_cases / sizeof li_cases[0]);
-    return li_cases;
-}
-
-const dsops_li_case *dsops_li_case_find(const char *name)
-{
-    int n;
-    const dsops_li_case *c = dsops_li_cases(&n);
-    return cases_find_case(c, n, sizeof *c, name);
-}
+CASES_FAMILY(li, li_cases)
 
 typedef enum li_data_kind { LI_DATA_V32 = 0, LI_DATA_V4 = 1, LI_DATA_ASCENDC = 2 } li_data_kind;
 
@@ -630,14 +598,6 @@ static void li_bf16_row(rng *r, uint16_t *q, int n)
 }
 
 static void *li_alloc(dsops_li_problem *p, size_t bytes) { return ALLOC_OWNED(p, bytes); }
-
-void dsops_li_problem_free(dsops_li_problem *p)
-{
-    if (!p)
-        return;
-    cases_free_owned(p->buffers, p->nbuffers);
-    free(p);
-}
 
 enum { STREAM_LI_Q = 11, STREAM_LI_W = 12, STREAM_LI_KEY = 13 };
 
@@ -825,29 +785,9 @@ static const dsops_mlap_case mlap_cases[] = {
      .layout = DSOPS_KV_PACKED656, .ci = 1},
 };
 
-const dsops_mlap_case *dsops_mlap_cases(int *count)
-{
-    if (count)
-        *count = (int)(sizeof mlap_cases / sizeof mlap_cases[0]);
-    return mlap_cases;
-}
-
-const dsops_mlap_case *dsops_mlap_case_find(const char *name)
-{
-    int n;
-    const dsops_mlap_case *c = dsops_mlap_cases(&n);
-    return cases_find_case(c, n, sizeof *c, name);
-}
+CASES_FAMILY(mlap, mlap_cases)
 
 static void *mlap_alloc(dsops_mlap_problem *p, size_t bytes) { return ALLOC_OWNED(p, bytes); }
-
-void dsops_mlap_problem_free(dsops_mlap_problem *p)
-{
-    if (!p)
-        return;
-    cases_free_owned(p->buffers, p->nbuffers);
-    free(p);
-}
 
 enum {
     STREAM_MLAP_X = 21, STREAM_MLAP_WQA = 22, STREAM_MLAP_WQB = 23, STREAM_MLAP_WUK = 24, STREAM_MLAP_WKV = 25,
@@ -1162,29 +1102,9 @@ static const dsops_idxp_case idxp_cases[] = {
      .hadamard = 0, .rope_mode = DSOPS_ROPE_INTERLEAVED_IN_HALF_OUT, .unit_weights_scale = 1, .ci = 1},
 };
 
-const dsops_idxp_case *dsops_idxp_cases(int *count)
-{
-    if (count)
-        *count = (int)(sizeof idxp_cases / sizeof idxp_cases[0]);
-    return idxp_cases;
-}
-
-const dsops_idxp_case *dsops_idxp_case_find(const char *name)
-{
-    int n;
-    const dsops_idxp_case *c = dsops_idxp_cases(&n);
-    return cases_find_case(c, n, sizeof *c, name);
-}
+CASES_FAMILY(idxp, idxp_cases)
 
 static void *idxp_alloc(dsops_idxp_problem *p, size_t bytes) { return ALLOC_OWNED(p, bytes); }
-
-void dsops_idxp_problem_free(dsops_idxp_problem *p)
-{
-    if (!p)
-        return;
-    cases_free_owned(p->buffers, p->nbuffers);
-    free(p);
-}
 
 enum {
     STREAM_IDXP_X = 41, STREAM_IDXP_QR = 42, STREAM_IDXP_QR_SCALE = 43, STREAM_IDXP_WQB = 44,
@@ -1504,29 +1424,9 @@ static const dsops_dia_case dia_cases[] = {
      .layout = DSOPS_KV_SPLIT_BF16, .ci = 1},
 };
 
-const dsops_dia_case *dsops_dia_cases(int *count)
-{
-    if (count)
-        *count = (int)(sizeof dia_cases / sizeof dia_cases[0]);
-    return dia_cases;
-}
-
-const dsops_dia_case *dsops_dia_case_find(const char *name)
-{
-    int n;
-    const dsops_dia_case *c = dsops_dia_cases(&n);
-    return cases_find_case(c, n, sizeof *c, name);
-}
+CASES_FAMILY(dia, dia_cases)
 
 static void *dia_alloc(dsops_dia_problem *p, size_t bytes) { return ALLOC_OWNED(p, bytes); }
-
-void dsops_dia_problem_free(dsops_dia_problem *p)
-{
-    if (!p)
-        return;
-    cases_free_owned(p->buffers, p->nbuffers);
-    free(p);
-}
 
 enum {
     STREAM_DIA_X = 61, STREAM_DIA_WQA = 62, STREAM_DIA_WQB = 63, STREAM_DIA_WUK = 64, STREAM_DIA_WKV = 65,

@@ -91,19 +91,7 @@ static const dsops_cmp_case cmp_cases[] = {
      * dsops_cmp_problem_make from a case of its own. */
 };
 
-const dsops_cmp_case *dsops_cmp_cases(int *count)
-{
-    if (count)
-        *count = (int)(sizeof cmp_cases / sizeof cmp_cases[0]);
-    return cmp_cases;
-}
-
-const dsops_cmp_case *dsops_cmp_case_find(const char *name)
-{
-    int n;
-    const dsops_cmp_case *c = dsops_cmp_cases(&n);
-    return cases_find_case(c, n, sizeof *c, name);
-}
+CASES_FAMILY(cmp, cmp_cases)
 
 /* ---- generator ----------------------------------------------------------------------------------- */
 
@@ -155,14 +143,6 @@ static void cmp_fill_f32(uint64_t seed, uint64_t stream, int64_t rows, int64_t c
 }
 
 static void *cmp_alloc(dsops_cmp_problem *p, size_t bytes) { return ALLOC_OWNED(p, bytes); }
-
-void dsops_cmp_problem_free(dsops_cmp_problem *p)
-{
-    if (!p)
-        return;
-    cases_free_owned(p->buffers, p->nbuffers);
-    free(p);
-}
 
 /* Tokens of sequence b: S_each[b], or S_each[0] for every b when the other entries are all 0. */
 static int cmp_seq_len(const dsops_cmp_case *c, int b)

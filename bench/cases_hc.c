@@ -71,33 +71,9 @@ static const dsops_hcpost_case hcpost_cases[] = {
 #undef BF
 #undef F32
 
-const dsops_hcpre_case *dsops_hcpre_cases(int *count)
-{
-    if (count)
-        *count = (int)(sizeof hcpre_cases / sizeof hcpre_cases[0]);
-    return hcpre_cases;
-}
+CASES_FAMILY(hcpre, hcpre_cases)
 
-const dsops_hcpre_case *dsops_hcpre_case_find(const char *name)
-{
-    int n;
-    const dsops_hcpre_case *c = dsops_hcpre_cases(&n);
-    return cases_find_case(c, n, sizeof *c, name);
-}
-
-const dsops_hcpost_case *dsops_hcpost_cases(int *count)
-{
-    if (count)
-        *count = (int)(sizeof hcpost_cases / sizeof hcpost_cases[0]);
-    return hcpost_cases;
-}
-
-const dsops_hcpost_case *dsops_hcpost_case_find(const char *name)
-{
-    int n;
-    const dsops_hcpost_case *c = dsops_hcpost_cases(&n);
-    return cases_find_case(c, n, sizeof *c, name);
-}
+CASES_FAMILY(hcpost, hcpost_cases)
 
 /* ---- generators ---------------------------------------------------------------------------------- */
 
@@ -141,14 +117,6 @@ static void hc_fill(uint64_t seed, uint64_t stream, int64_t rows, int64_t cols, 
 /* ---- hc_pre -------------------------------------------------------------------------------------- */
 
 static void *hcpre_alloc(dsops_hcpre_problem *p, size_t bytes) { return ALLOC_OWNED(p, bytes); }
-
-void dsops_hcpre_problem_free(dsops_hcpre_problem *p)
-{
-    if (!p)
-        return;
-    cases_free_owned(p->buffers, p->nbuffers);
-    free(p);
-}
 
 dsops_hcpre_problem *dsops_hcpre_problem_make(const dsops_hcpre_case *c, uint64_t seed)
 {
@@ -206,14 +174,6 @@ dsops_hcpre_problem *dsops_hcpre_problem_make(const dsops_hcpre_case *c, uint64_
 /* ---- hc_post ------------------------------------------------------------------------------------- */
 
 static void *hcpost_alloc(dsops_hcpost_problem *p, size_t bytes) { return ALLOC_OWNED(p, bytes); }
-
-void dsops_hcpost_problem_free(dsops_hcpost_problem *p)
-{
-    if (!p)
-        return;
-    cases_free_owned(p->buffers, p->nbuffers);
-    free(p);
-}
 
 dsops_hcpost_problem *dsops_hcpost_problem_make(const dsops_hcpost_case *c, uint64_t seed)
 {

@@ -88,19 +88,7 @@ static const dsops_sas_case sas_cases[] = {
      .D = 512, .BSW = 1, .BSC = 1, .K = 16, .with_sinks = 1, .with_lse = 1, .seed = 42, .ci = 1},
 };
 
-const dsops_sas_case *dsops_sas_cases(int *count)
-{
-    if (count)
-        *count = (int)(sizeof sas_cases / sizeof sas_cases[0]);
-    return sas_cases;
-}
-
-const dsops_sas_case *dsops_sas_case_find(const char *name)
-{
-    int n;
-    const dsops_sas_case *c = dsops_sas_cases(&n);
-    return cases_find_case(c, n, sizeof *c, name);
-}
+CASES_FAMILY(sas, sas_cases)
 
 /* What the case fields cannot say, by case name. */
 typedef struct sas_special {
@@ -133,14 +121,6 @@ enum { STREAM_SAS_Q = 81, STREAM_SAS_ORI = 82, STREAM_SAS_CMP = 83, STREAM_SAS_S
 #define SAS_MAX_D 16384 /* the longest row cases_fill_bf16 draws */
 
 static void *sas_alloc(dsops_sas_problem *p, size_t bytes) { return ALLOC_OWNED(p, bytes); }
-
-void dsops_sas_problem_free(dsops_sas_problem *p)
-{
-    if (!p)
-        return;
-    cases_free_owned(p->buffers, p->nbuffers);
-    free(p);
-}
 
 /* Tokens of sequence b: S_each[b], or S for every b when S_each is all zero. */
 static int sas_seq_len(const dsops_sas_case *c, int b)

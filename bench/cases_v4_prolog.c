@@ -53,33 +53,9 @@ static const dsops_idxp4_case idxp4_cases[] = {
     {.name = "v4_idx_prolog_t511", .T = 511, V4P_IDX, .ci = 1},
 };
 
-const dsops_mla4_case *dsops_mla4_cases(int *count)
-{
-    if (count)
-        *count = (int)(sizeof mla4_cases / sizeof mla4_cases[0]);
-    return mla4_cases;
-}
+CASES_FAMILY(mla4, mla4_cases)
 
-const dsops_mla4_case *dsops_mla4_case_find(const char *name)
-{
-    int n;
-    const dsops_mla4_case *c = dsops_mla4_cases(&n);
-    return cases_find_case(c, n, sizeof *c, name);
-}
-
-const dsops_idxp4_case *dsops_idxp4_cases(int *count)
-{
-    if (count)
-        *count = (int)(sizeof idxp4_cases / sizeof idxp4_cases[0]);
-    return idxp4_cases;
-}
-
-const dsops_idxp4_case *dsops_idxp4_case_find(const char *name)
-{
-    int n;
-    const dsops_idxp4_case *c = dsops_idxp4_cases(&n);
-    return cases_find_case(c, n, sizeof *c, name);
-}
+CASES_FAMILY(idxp4, idxp4_cases)
 
 /* ---- row generators ------------------------------------------------------------------------------- */
 
@@ -126,14 +102,6 @@ static void v4p_fill_q8_sign(uint64_t seed, uint64_t stream, int64_t rows, int64
 /* ---- mla_prolog_v4 ------------------------------------------------------------------------------- */
 
 static void *mla4_alloc(dsops_mla4_problem *p, size_t bytes) { return ALLOC_OWNED(p, bytes); }
-
-void dsops_mla4_problem_free(dsops_mla4_problem *p)
-{
-    if (!p)
-        return;
-    cases_free_owned(p->buffers, p->nbuffers);
-    free(p);
-}
 
 /* The V4 defaults of spec §3.3, from the preset (set here when the init function refuses). */
 static void mla4_defaults(dsops_mla_prolog_v4_args *a, dsops_preset preset)
@@ -232,14 +200,6 @@ dsops_mla4_problem *dsops_mla4_problem_make(const dsops_mla4_case *c, uint64_t s
 /* ---- indexer_prolog_v4 --------------------------------------------------------------------------- */
 
 static void *idxp4_alloc(dsops_idxp4_problem *p, size_t bytes) { return ALLOC_OWNED(p, bytes); }
-
-void dsops_idxp4_problem_free(dsops_idxp4_problem *p)
-{
-    if (!p)
-        return;
-    cases_free_owned(p->buffers, p->nbuffers);
-    free(p);
-}
 
 /* The V4 defaults of spec §3.5, from the preset (set here when the init function refuses). */
 static void idxp4_defaults(dsops_indexer_prolog_v4_args *a, dsops_preset preset)
