@@ -274,6 +274,12 @@ int main(int argc, char **argv)
                  "%s bf16 peak probe returned %g", dsops_isa_name((dsops_isa)isa), g);
         tu_check(dsops_measure_peak((dsops_isa)isa, DSOPS_PEAK_INT8_DOT, 0.02, &g) == DSOPS_OK && g > 0,
                  "%s int8 peak probe returned %g", dsops_isa_name((dsops_isa)isa), g);
+        tu_check(dsops_measure_peak((dsops_isa)isa, DSOPS_PEAK_FP32_FMA, 0.02, &g) == DSOPS_OK && g > 0,
+                 "%s fp32 peak probe returned %g", dsops_isa_name((dsops_isa)isa), g);
     }
+    double g = 0;
+    tu_check(dsops_measure_peak(DSOPS_ISA_SCALAR, (dsops_peak_kind)3, 0.02, &g) == DSOPS_ERR_PARAM &&
+                 strstr(dsops_last_error(), "kind"),
+             "an unknown peak kind is refused naming kind (%s)", dsops_last_error());
     return tu_finish();
 }
