@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "dsops.h"
+#include "fixture.h"
 
 typedef enum ip_index_mode {
     IP_IDX_ALL = 0,   /* every token writes a distinct random row */
@@ -48,27 +49,11 @@ typedef struct ip_spec {
     int big_guard;                    /* guard zones as large as the views (a test may widen a dtype) */
 } ip_spec;
 
-/* A buffer whose every byte is checked: outputs and caches, guard zones included. */
-typedef struct ip_region {
-    unsigned char *p;
-    size_t n;
-    unsigned char *snap;              /* contents before the call */
-    int out;                          /* an output buffer: filled with the sentinel pattern before a call */
-    unsigned char pat[4];
-    int period;
-} ip_region;
-
-#define IP_MAX_REGIONS 12
-#define IP_MAX_BUFS 40
-
 typedef struct ip_problem {
     ip_spec sp;
     int64_t T;
     dsops_indexer_prolog_v32_args args;
-    ip_region reg[IP_MAX_REGIONS];
-    int nreg;
-    void *bufs[IP_MAX_BUFS];          /* owned allocations */
-    int nbufs;
+    tf_fixture fx;                    /* checked regions (outputs, caches) and owned allocations */
     int64_t *cache_index;             /* [T] */
 } ip_problem;
 

@@ -5,151 +5,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fixture.h"
 #include "ref.h"
 #include "test_util.h"
 
 #define DR 64
-#define GUARD 64 /* bytes of guard zone on each side of an output or cache buffer */
-
-/* ---- allocation and views ------------------------------------------------------------------------- */
-
-static void *xcalloc(size_t n)
-{
-    void *m = calloc(1, n ? n : 1);
-    if (!m) {
-        fprintf(stderr, "mlap_problem: out of memory (%zu bytes)\n", n);
-        abort();
-    }
-    return m;
-}
-
-static void *own(mp_problem *p, size_t bytes)
-{
-    if (p->nbufs >= MP_MAX_BUFS) {
-        fprintf(stderr, "mlap_problem: too many buffers\n");
-        abort();
-    }
-    void *m = xcalloc(bytes);
-    p->bufs[p->nbufs++] = m;
-    return m;
-}
-
-static void add_region(mp_problem *p, void *ptr, size_t n, int out, dsops_dtype dt)
-{
-    if (p->nreg >= MP_MAX_REGIONS) {
-        fprintf(stderr, "mlap_problem: too many regions\n");
-        abort();
-    }
-    mp_region *r = &p->reg[p->nreg++];
-    memset(r, 0, sizeof *r);
-    r->p = ptr;
-    r->n = n;
-    r->snap = xcalloc(n);
-    r->out = out;
-    if (dt == DSOPS_BF16) {
-        r->pat[0] = 0xad, r->pat[1] = 0xde, r->period = 2;
-    } else if (dt == DSOPS_FP32) {
-        r->pat[0] = 0xef, r->pat[1] = 0xbe, r->pat[2] = 0xad, r->pat[3] = 0xde, r->period = 4;
-    } else {
-        r->pat[0] = 0x80, r->period = 1;
-    }
-}
-
-/* Strides of a view whose every dimension is padded by `pad` elements (innermost stride 1). */
-static dsops_tensor view_of(void *data, dsops_dtype dt, int ndim, const int64_t *shape, int64_t pad)
-{
-    dsops_tensor t = dsops_tensor_make(data, dt, ndim, shape);
-    if (ndim > 0)
-        t.stride[ndim - 1] = 1;
-    for (int d = ndim - 2; d >= 0; d--)
-        t.stride[d] = t.stride[d + 1] * shape[d + 1] + pad;
-    return t;
-}
-
-/* Elements spanned by a view (0 for an empty one). */
-static int64_t span_of(const dsops_tensor *t)
-{
-    int64_t last = 0;
-    for (int d = 0; d < t->ndim; d++) {
-        if (t->shape[d] == 0)
-            return 0;
-        last += (t->shape[d] - 1) * t->stride[d];
-    }
-    return last + 1;
-}
-
-/* A view with padding `pad` in its own buffer with guard zones; registered as a region if `region`. */
-static dsops_tensor alloc_view(mp_problem *p, dsops_dtype dt, int ndim, const int64_t *shape, int64_t pad,
-                               int region, int out)
-{
-    dsops_tensor t = view_of(NULL, dt, ndim, shape, pad);
-    const size_t span = (size_t)span_of(&t) * dsops_dtype_size(dt);
-    const size_t guard = GUARD + (p->sp.big_guard ? 8 * span : 0);
-    size_t bytes = span + 2 * guard;
-    unsigned char *b = own(p, bytes);
-    t.data = b + guard;
-    if (region)
-        add_region(p, b, bytes, out, dt);
-    return t;
-}
 
 /* ---- element access -------------------------------------------------------------------------------- */
-
-static unsigned char *eaddr(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2)
-{
-    int64_t off = t->ndim > 0 ? i0 * t->stride[0] : 0;
-    if (t->ndim > 1)
-        off += i1 * t->stride[1];
-    if (t->ndim > 2)
-        off += i2 * t->stride[2];
-    return (unsigned char *)t->data + off * (int64_t)dsops_dtype_size(t->dtype);
-}
-
-static float getf(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2)
-{
-    const unsigned char *q = eaddr(t, i0, i1, i2);
-    switch (t->dtype) {
-    case DSOPS_BF16: {
-        uint16_t h;
-        memcpy(&h, q, 2);
-        return tu_f32(h);
-    }
-    case DSOPS_FP32: {
-        float f;
-        memcpy(&f, q, 4);
-        return f;
-    }
-    case DSOPS_INT8: return (float)(int8_t)*q;
-    case DSOPS_UINT8: return (float)*q;
-    default: return NAN;
-    }
-}
-
-static void putf(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2, float v)
-{
-    unsigned char *q = eaddr(t, i0, i1, i2);
-    if (t->dtype == DSOPS_BF16) {
-        uint16_t h = tu_bf16(v);
-        memcpy(q, &h, 2);
-    } else if (t->dtype == DSOPS_FP32) {
-        memcpy(q, &v, 4);
-    } else {
-        int8_t i = (int8_t)v;
-        memcpy(q, &i, 1);
-    }
-}
-
-static int64_t get_index(const dsops_tensor *ci, int64_t t)
-{
-    int64_t r;
-    memcpy(&r, eaddr(ci, t, 0, 0), sizeof r);
-    return r;
-}
 
 /* packed656 row fields */
 static float packed_rope(const dsops_tensor *kv, int64_t blk, int64_t off, int64_t e)
 {
-    uint16_t h = (uint16_t)(*eaddr(kv, blk, off, 512 + 2 * e) | (*eaddr(kv, blk, off, 512 + 2 * e + 1) << 8));
+    uint16_t h = (uint16_t)(*tf_eaddr(kv, blk, off, 512 + 2 * e) | (*tf_eaddr(kv, blk, off, 512 + 2 * e + 1) << 8));
     return tu_f32(h);
 }
 
@@ -157,22 +24,13 @@ static float packed_scale(const dsops_tensor *kv, int64_t blk, int64_t off, int6
 {
     uint32_t u = 0;
     for (int k = 3; k >= 0; k--)
-        u = (u << 8) | *eaddr(kv, blk, off, 640 + 4 * g + k);
+        u = (u << 8) | *tf_eaddr(kv, blk, off, 640 + 4 * g + k);
     float f;
     memcpy(&f, &u, 4);
     return f;
 }
 
 /* ---- problem builder ------------------------------------------------------------------------------- */
-
-static void fill_uniform(const dsops_tensor *t, tu_rng *r, float lo, float hi)
-{
-    int64_t s0 = t->ndim > 0 ? t->shape[0] : 1, s1 = t->ndim > 1 ? t->shape[1] : 1, s2 = t->ndim > 2 ? t->shape[2] : 1;
-    for (int64_t i = 0; i < s0; i++)
-        for (int64_t j = 0; j < s1; j++)
-            for (int64_t k = 0; k < s2; k++)
-                putf(t, i, j, k, tu_rng_uniform(r, lo, hi));
-}
 
 static void fill_cache_rows(mp_problem *p, tu_rng *r)
 {
@@ -186,29 +44,30 @@ static void fill_cache_rows(mp_problem *p, tu_rng *r)
                     uint8_t v = (uint8_t)tu_rng_u64(r);
                     if (sp->nan_cache)
                         v = k < 512 ? 0xff : (k < 640 ? (k % 2 ? 0x7f : 0xc0) : (k % 4 == 3 ? 0x7f : (k % 4 == 2 ? 0xc0 : 0)));
-                    *eaddr(&a->kv_packed, b, o, k) = v;
+                    *tf_eaddr(&a->kv_packed, b, o, k) = v;
                 }
                 continue;
             }
             for (int64_t c = 0; c < Dc; c++) {
                 if (a->kv_cache.dtype == DSOPS_BF16)
-                    putf(&a->kv_cache, b, o, c, sp->nan_cache ? NAN : tu_rng_uniform(r, -1, 1));
+                    tf_putf(&a->kv_cache, b, o, c, sp->nan_cache ? NAN : tu_rng_uniform(r, -1, 1));
                 else
-                    *eaddr(&a->kv_cache, b, o, c) = sp->nan_cache ? 0xff : (uint8_t)tu_rng_u64(r);
+                    *tf_eaddr(&a->kv_cache, b, o, c) = sp->nan_cache ? 0xff : (uint8_t)tu_rng_u64(r);
             }
             if (a->kv_scale_cache.data)
                 for (int64_t g = 0; g < G; g++)
-                    putf(&a->kv_scale_cache, b, o, g, sp->nan_cache ? NAN : tu_rng_uniform(r, 0, 0.02f));
+                    tf_putf(&a->kv_scale_cache, b, o, g, sp->nan_cache ? NAN : tu_rng_uniform(r, 0, 0.02f));
             for (int64_t e = 0; e < DR; e++)
-                putf(&a->kr_cache, b, o, e, sp->nan_cache ? NAN : tu_rng_uniform(r, -1, 1));
+                tf_putf(&a->kr_cache, b, o, e, sp->nan_cache ? NAN : tu_rng_uniform(r, -1, 1));
         }
 }
 
 mp_problem *mp_make(const mp_spec *spec, uint64_t seed)
 {
-    mp_problem *p = xcalloc(sizeof *p);
+    mp_problem *p = tf_xcalloc(sizeof *p);
     p->sp = *spec;
     mp_spec *sp = &p->sp;
+    p->fx.big_guard = sp->big_guard;
     if (!sp->gamma_dtype)
         sp->gamma_dtype = DSOPS_BF16;
     if (!sp->table_dtype)
@@ -234,76 +93,77 @@ mp_problem *mp_make(const mp_spec *spec, uint64_t seed)
     int64_t s[3];
     /* inputs */
     s[0] = T, s[1] = H;
-    a->x = alloc_view(p, DSOPS_BF16, 2, s, pad, 0, 0);
+    a->x = tf_alloc_view(&p->fx, DSOPS_BF16, 2, s, pad, 0, 0);
     s[0] = Q, s[1] = H;
-    a->wq_a = alloc_view(p, DSOPS_BF16, 2, s, wpad, 0, 0);
+    a->wq_a = tf_alloc_view(&p->fx, DSOPS_BF16, 2, s, wpad, 0, 0);
     s[0] = Q;
-    a->gamma_cq = alloc_view(p, sp->gamma_dtype, 1, s, 0, 0, 0);
+    a->gamma_cq = tf_alloc_view(&p->fx, sp->gamma_dtype, 1, s, 0, 0, 0);
     s[0] = NG, s[1] = Q;
-    a->wq_b = alloc_view(p, sp->int8_wq_b ? DSOPS_INT8 : DSOPS_BF16, 2, s, wpad, 0, 0);
+    a->wq_b = tf_alloc_view(&p->fx, sp->int8_wq_b ? DSOPS_INT8 : DSOPS_BF16, 2, s, wpad, 0, 0);
     if (sp->int8_wq_b) {
         s[0] = NG;
-        a->wq_b_scale = alloc_view(p, DSOPS_FP32, 1, s, 0, 0, 0);
+        a->wq_b_scale = tf_alloc_view(&p->fx, DSOPS_FP32, 1, s, 0, 0, 0);
     }
     s[0] = N, s[1] = Dqn, s[2] = Dc;
-    a->w_uk = alloc_view(p, DSOPS_BF16, 3, s, wpad, 0, 0);
+    a->w_uk = tf_alloc_view(&p->fx, DSOPS_BF16, 3, s, wpad, 0, 0);
     s[0] = KV, s[1] = H;
-    a->wkv_a = alloc_view(p, DSOPS_BF16, 2, s, wpad, 0, 0);
+    a->wkv_a = tf_alloc_view(&p->fx, DSOPS_BF16, 2, s, wpad, 0, 0);
     s[0] = Dc;
-    a->gamma_ckv = alloc_view(p, sp->mixed_gamma ? (sp->gamma_dtype == DSOPS_FP32 ? DSOPS_BF16 : DSOPS_FP32)
-                                                 : sp->gamma_dtype, 1, s, 0, 0, 0);
+    const dsops_dtype ckv_dt =
+        sp->mixed_gamma ? (sp->gamma_dtype == DSOPS_FP32 ? DSOPS_BF16 : DSOPS_FP32) : sp->gamma_dtype;
+    a->gamma_ckv = tf_alloc_view(&p->fx, ckv_dt, 1, s, 0, 0, 0);
     s[0] = T, s[1] = DR;
     if (share & 2) { /* sin in columns 0..63, cos in 64..127 of one [T, 128 + pad] buffer */
         s[1] = 2 * DR;
-        dsops_tensor both = alloc_view(p, sp->table_dtype, 2, s, pad, 0, 0);
+        dsops_tensor both = tf_alloc_view(&p->fx, sp->table_dtype, 2, s, pad, 0, 0);
         a->rope_sin = both, a->rope_cos = both;
         a->rope_sin.shape[1] = a->rope_cos.shape[1] = DR;
-        a->rope_cos.data = eaddr(&both, 0, DR, 0);
+        a->rope_cos.data = tf_eaddr(&both, 0, DR, 0);
     } else {
-        a->rope_cos = alloc_view(p, sp->table_dtype, 2, s, pad, 0, 0);
-        a->rope_sin = alloc_view(p, sp->table_dtype, 2, s, pad, 0, 0);
+        a->rope_cos = tf_alloc_view(&p->fx, sp->table_dtype, 2, s, pad, 0, 0);
+        a->rope_sin = tf_alloc_view(&p->fx, sp->table_dtype, 2, s, pad, 0, 0);
     }
     s[0] = T;
-    a->cache_index = alloc_view(p, DSOPS_INT64, 1, s, 0, 0, 0);
+    a->cache_index = tf_alloc_view(&p->fx, DSOPS_INT64, 1, s, 0, 0, 0);
     p->cache_index = a->cache_index.data;
 
     /* outputs */
     s[0] = T, s[1] = N, s[2] = Dc;
     if (share & 1) { /* q_nope | q_rope side by side in one [T, N, Dc + 64] buffer */
         s[2] = Dc + DR;
-        dsops_tensor both = alloc_view(p, DSOPS_BF16, 3, s, pad, 1, 1);
+        dsops_tensor both = tf_alloc_view(&p->fx, DSOPS_BF16, 3, s, pad, 1, 1);
         if (!(share & 8)) /* padded rows, tokens N rows apart (8: padding between tokens too) */
             both.stride[0] = N * both.stride[1];
         a->q_nope = both, a->q_rope = both;
         a->q_nope.shape[2] = Dc;
         a->q_rope.shape[2] = DR;
-        a->q_rope.data = eaddr(&both, 0, 0, Dc);
+        a->q_rope.data = tf_eaddr(&both, 0, 0, Dc);
     } else {
-        a->q_nope = alloc_view(p, DSOPS_BF16, 3, s, pad, 1, 1);
+        a->q_nope = tf_alloc_view(&p->fx, DSOPS_BF16, 3, s, pad, 1, 1);
         s[2] = DR;
-        a->q_rope = alloc_view(p, DSOPS_BF16, 3, s, pad, 1, 1);
+        a->q_rope = tf_alloc_view(&p->fx, DSOPS_BF16, 3, s, pad, 1, 1);
     }
     s[0] = T, s[1] = Q;
-    a->qr = alloc_view(p, sp->int8_wq_b ? DSOPS_INT8 : DSOPS_BF16, 2, s, pad, 1, 1);
+    a->qr = tf_alloc_view(&p->fx, sp->int8_wq_b ? DSOPS_INT8 : DSOPS_BF16, 2, s, pad, 1, 1);
     if (sp->int8_wq_b) {
         s[0] = T;
-        a->qr_scale = alloc_view(p, DSOPS_FP32, 1, s, 0, 1, 1);
+        a->qr_scale = tf_alloc_view(&p->fx, DSOPS_FP32, 1, s, 0, 1, 1);
     }
 
     /* caches */
     if (sp->layout == DSOPS_KV_PACKED656) {
         s[0] = NB, s[1] = BS, s[2] = 656;
-        a->kv_packed = alloc_view(p, DSOPS_UINT8, 3, s, sp->strided ? 16 : 0, 1, 0);
+        a->kv_packed = tf_alloc_view(&p->fx, DSOPS_UINT8, 3, s, sp->strided ? 16 : 0, 1, 0);
     } else if (share & 4) {
         /* one buffer of rows: split_bf16 [latent Dc | rope 64] bf16 (+ pad); split_int8 bytes
          * [latent Dc int8 | rope 64 bf16 | Dc/128 fp32 scales], the packed656 arrangement for Dc = 512 */
         const int int8 = sp->layout == DSOPS_KV_SPLIT_INT8;
         const int64_t rowb = int8 ? Dc + 2 * DR + 4 * G : 2 * (Dc + DR + 4);
         const int64_t blkb = BS * rowb + 16;
-        size_t bytes = (size_t)(NB * blkb) + 2 * GUARD;
-        unsigned char *b = own(p, bytes);
-        add_region(p, b, bytes, 0, DSOPS_UINT8);
-        unsigned char *base = b + GUARD;
+        size_t bytes = (size_t)(NB * blkb) + 2 * TF_GUARD;
+        unsigned char *b = tf_own(&p->fx, bytes);
+        tf_add_region(&p->fx, b, bytes, 0, DSOPS_UINT8);
+        unsigned char *base = b + TF_GUARD;
         s[0] = NB, s[1] = BS, s[2] = Dc;
         a->kv_cache = dsops_tensor_make(base, int8 ? DSOPS_INT8 : DSOPS_BF16, 3, s);
         const int64_t es = int8 ? 1 : 2;
@@ -319,49 +179,49 @@ mp_problem *mp_make(const mp_spec *spec, uint64_t seed)
     } else {
         const int64_t cpad = sp->strided ? 3 : 0;
         s[0] = NB, s[1] = BS, s[2] = Dc;
-        a->kv_cache = alloc_view(p, sp->layout == DSOPS_KV_SPLIT_INT8 ? DSOPS_INT8 : DSOPS_BF16, 3, s,
-                                 sp->layout == DSOPS_KV_SPLIT_INT8 ? 4 * cpad : cpad, 1, 0);
+        a->kv_cache = tf_alloc_view(&p->fx, sp->layout == DSOPS_KV_SPLIT_INT8 ? DSOPS_INT8 : DSOPS_BF16, 3, s,
+                                    sp->layout == DSOPS_KV_SPLIT_INT8 ? 4 * cpad : cpad, 1, 0);
         if (sp->layout == DSOPS_KV_SPLIT_INT8) {
             s[2] = G;
-            a->kv_scale_cache = alloc_view(p, DSOPS_FP32, 3, s, cpad, 1, 0);
+            a->kv_scale_cache = tf_alloc_view(&p->fx, DSOPS_FP32, 3, s, cpad, 1, 0);
         }
         s[2] = DR;
-        a->kr_cache = alloc_view(p, DSOPS_BF16, 3, s, cpad, 1, 0);
+        a->kr_cache = tf_alloc_view(&p->fx, DSOPS_BF16, 3, s, cpad, 1, 0);
     }
 
     /* data */
     for (int64_t t = 0; t < T; t++)
         for (int64_t k = 0; k < H; k++)
-            putf(&a->x, t, k, 0, t < sp->zero_tokens ? 0.0f : tu_rng_uniform(&r, -1, 1));
-    fill_uniform(&a->wq_a, &r, -0.1f, 0.1f);
-    fill_uniform(&a->wkv_a, &r, -0.1f, 0.1f);
-    fill_uniform(&a->w_uk, &r, -0.1f, 0.1f);
+            tf_putf(&a->x, t, k, 0, t < sp->zero_tokens ? 0.0f : tu_rng_uniform(&r, -1, 1));
+    tf_fill_uniform(&a->wq_a, &r, -0.1f, 0.1f);
+    tf_fill_uniform(&a->wkv_a, &r, -0.1f, 0.1f);
+    tf_fill_uniform(&a->w_uk, &r, -0.1f, 0.1f);
     if (sp->int8_wq_b) {
         for (int64_t n = 0; n < NG; n++) {
             for (int64_t k = 0; k < Q; k++) {
                 int v = sp->int8_extreme ? ((tu_rng_u64(&r) & 1) ? 127 : -128) : (int)tu_rng_int(&r, -128, 127);
-                *(int8_t *)eaddr(&a->wq_b, n, k, 0) = (int8_t)v;
+                *(int8_t *)tf_eaddr(&a->wq_b, n, k, 0) = (int8_t)v;
             }
             float sc = tu_rng_uniform(&r, 2e-4f, 2e-3f);
-            putf(&a->wq_b_scale, n, 0, 0, (n % 7 == 3) ? -sc : sc); /* some negative scales */
+            tf_putf(&a->wq_b_scale, n, 0, 0, (n % 7 == 3) ? -sc : sc); /* some negative scales */
         }
     } else {
-        fill_uniform(&a->wq_b, &r, -0.1f, 0.1f);
+        tf_fill_uniform(&a->wq_b, &r, -0.1f, 0.1f);
     }
     if (sp->tiny_gamma) {
-        fill_uniform(&a->gamma_cq, &r, 0.5e-38f, 1e-38f);
-        fill_uniform(&a->gamma_ckv, &r, 0.5e-38f, 1e-38f);
+        tf_fill_uniform(&a->gamma_cq, &r, 0.5e-38f, 1e-38f);
+        tf_fill_uniform(&a->gamma_ckv, &r, 0.5e-38f, 1e-38f);
     } else {
-        fill_uniform(&a->gamma_cq, &r, -1, 1);
-        fill_uniform(&a->gamma_ckv, &r, -1, 1);
+        tf_fill_uniform(&a->gamma_cq, &r, -1, 1);
+        tf_fill_uniform(&a->gamma_ckv, &r, -1, 1);
     }
-    fill_uniform(&a->rope_cos, &r, -1, 1);
-    fill_uniform(&a->rope_sin, &r, -1, 1);
+    tf_fill_uniform(&a->rope_cos, &r, -1, 1);
+    tf_fill_uniform(&a->rope_sin, &r, -1, 1);
     fill_cache_rows(p, &r);
 
     /* cache_index: distinct random rows (partial Fisher-Yates), some negative by mode */
     const int64_t rows = NB * BS;
-    int64_t *perm = xcalloc(sizeof(int64_t) * (size_t)rows);
+    int64_t *perm = tf_xcalloc(sizeof(int64_t) * (size_t)rows);
     for (int64_t i = 0; i < rows; i++)
         perm[i] = i;
     for (int64_t t = 0; t < T; t++) {
@@ -379,7 +239,7 @@ mp_problem *mp_make(const mp_spec *spec, uint64_t seed)
 
 mp_problem *mp_wrap(const dsops_mla_prolog_v32_args *a)
 {
-    mp_problem *p = xcalloc(sizeof *p);
+    mp_problem *p = tf_xcalloc(sizeof *p);
     p->args = *a;
     p->T = a->x.shape[0];
     p->NG = a->wq_b.shape[0];
@@ -389,15 +249,15 @@ mp_problem *mp_wrap(const dsops_mla_prolog_v32_args *a)
     const dsops_tensor *caches[4] = {&a->kv_cache, &a->kv_scale_cache, &a->kr_cache, &a->kv_packed};
     for (int i = 0; i < 4; i++)
         if (outs[i]->data)
-            add_region(p, outs[i]->data, (size_t)span_of(outs[i]) * dsops_dtype_size(outs[i]->dtype), 1,
-                       outs[i]->dtype);
+            tf_add_region(&p->fx, outs[i]->data, (size_t)tf_span_of(outs[i]) * dsops_dtype_size(outs[i]->dtype),
+                          1, outs[i]->dtype);
     if (a->kv_layout == DSOPS_KV_PACKED656) {
-        add_region(p, caches[3]->data, (size_t)span_of(caches[3]), 0, DSOPS_UINT8);
+        tf_add_region(&p->fx, caches[3]->data, (size_t)tf_span_of(caches[3]), 0, DSOPS_UINT8);
     } else {
         for (int i = 0; i < 3; i++)
             if (caches[i]->data)
-                add_region(p, caches[i]->data, (size_t)span_of(caches[i]) * dsops_dtype_size(caches[i]->dtype), 0,
-                           caches[i]->dtype);
+                tf_add_region(&p->fx, caches[i]->data,
+                              (size_t)tf_span_of(caches[i]) * dsops_dtype_size(caches[i]->dtype), 0, caches[i]->dtype);
     }
     return p;
 }
@@ -406,10 +266,7 @@ void mp_free(mp_problem *p)
 {
     if (!p)
         return;
-    for (int i = 0; i < p->nreg; i++)
-        free(p->reg[i].snap);
-    for (int i = 0; i < p->nbufs; i++)
-        free(p->bufs[i]);
+    tf_free(&p->fx);
     free(p);
 }
 
@@ -417,70 +274,41 @@ void mp_free(mp_problem *p)
 
 void mp_prepare_call(mp_problem *p)
 {
-    for (int i = 0; i < p->nreg; i++) {
-        mp_region *r = &p->reg[i];
-        if (r->out)
-            for (size_t k = 0; k < r->n; k++)
-                r->p[k] = r->pat[k % (size_t)r->period];
-        memcpy(r->snap, r->p, r->n);
-    }
+    tf_prepare_call(&p->fx);
 }
 
 void mp_restore(mp_problem *p)
 {
-    for (int i = 0; i < p->nreg; i++)
-        memcpy(p->reg[i].p, p->reg[i].snap, p->reg[i].n);
+    tf_restore(&p->fx);
 }
 
 int mp_untouched(const mp_problem *p, const char *label)
 {
-    for (int i = 0; i < p->nreg; i++) {
-        const mp_region *r = &p->reg[i];
-        for (size_t k = 0; k < r->n; k++)
-            if (r->p[k] != r->snap[k])
-                return tu_check(0, "%s: byte %zu of buffer %d changed (0x%02x -> 0x%02x)", label, k, i,
-                                r->snap[k], r->p[k]);
-    }
-    return 1;
+    return tf_untouched(&p->fx, label);
 }
 
 /* ---- the elements a call may write ------------------------------------------------------------------ */
 
-typedef void (*elem_fn)(void *ctx, unsigned char *addr, size_t size);
-
-static void each_in_view(const dsops_tensor *t, elem_fn fn, void *ctx)
-{
-    if (!t->data)
-        return;
-    const int64_t s0 = t->ndim > 0 ? t->shape[0] : 1, s1 = t->ndim > 1 ? t->shape[1] : 1,
-                  s2 = t->ndim > 2 ? t->shape[2] : 1;
-    const size_t es = dsops_dtype_size(t->dtype);
-    for (int64_t i = 0; i < s0; i++)
-        for (int64_t j = 0; j < s1; j++)
-            for (int64_t k = 0; k < s2; k++)
-                fn(ctx, eaddr(t, i, j, k), es);
-}
-
-static void each_in_row(const dsops_tensor *t, int64_t r, elem_fn fn, void *ctx)
+static void each_in_row(const dsops_tensor *t, int64_t r, tf_elem_fn fn, void *ctx)
 {
     if (!t->data)
         return;
     const int64_t BS = t->shape[1], blk = r / BS, off = r % BS;
     const size_t es = dsops_dtype_size(t->dtype);
     for (int64_t k = 0; k < t->shape[2]; k++)
-        fn(ctx, eaddr(t, blk, off, k), es);
+        fn(ctx, tf_eaddr(t, blk, off, k), es);
 }
 
 /* outputs in order q_nope, q_rope, qr, qr_scale, then the addressed cache rows in token order */
-static void each_written(const dsops_mla_prolog_v32_args *a, elem_fn fn, void *ctx)
+static void each_written(const dsops_mla_prolog_v32_args *a, tf_elem_fn fn, void *ctx)
 {
-    each_in_view(&a->q_nope, fn, ctx);
-    each_in_view(&a->q_rope, fn, ctx);
-    each_in_view(&a->qr, fn, ctx);
+    tf_each_in_view(&a->q_nope, fn, ctx);
+    tf_each_in_view(&a->q_rope, fn, ctx);
+    tf_each_in_view(&a->qr, fn, ctx);
     if (a->wq_b.dtype == DSOPS_INT8)
-        each_in_view(&a->qr_scale, fn, ctx);
+        tf_each_in_view(&a->qr_scale, fn, ctx);
     for (int64_t t = 0; t < a->x.shape[0]; t++) {
-        const int64_t r = get_index(&a->cache_index, t);
+        const int64_t r = tf_get_index(&a->cache_index, t);
         if (r < 0)
             continue;
         if (a->kv_layout == DSOPS_KV_PACKED656) {
@@ -494,52 +322,12 @@ static void each_written(const dsops_mla_prolog_v32_args *a, elem_fn fn, void *c
     }
 }
 
-typedef struct gather_ctx {
-    unsigned char *buf;
-    size_t n, cap;
-} gather_ctx;
-
-static void gather_fn(void *vc, unsigned char *addr, size_t size)
-{
-    gather_ctx *g = vc;
-    if (g->n + size > g->cap) {
-        g->cap = (g->cap + size) * 2;
-        g->buf = realloc(g->buf, g->cap);
-        if (!g->buf)
-            abort();
-    }
-    memcpy(g->buf + g->n, addr, size);
-    g->n += size;
-}
-
 unsigned char *mp_gather(const dsops_mla_prolog_v32_args *a, size_t *n)
 {
-    gather_ctx g = {NULL, 0, 0};
-    each_written(a, gather_fn, &g);
+    tf_gather_ctx g = {NULL, 0, 0};
+    each_written(a, tf_gather_fn, &g);
     *n = g.n;
     return g.buf;
-}
-
-typedef struct restore_ctx {
-    mp_problem *p;
-    int last;
-    size_t outside;   /* written elements outside every region (a test bug) */
-} restore_ctx;
-
-static void restore_fn(void *vc, unsigned char *addr, size_t size)
-{
-    restore_ctx *c = vc;
-    mp_problem *p = c->p;
-    for (int k = 0; k < p->nreg; k++) {
-        int i = (c->last + k) % p->nreg;
-        mp_region *r = &p->reg[i];
-        if (addr >= r->p && addr + size <= r->p + r->n) {
-            memcpy(addr, r->snap + (addr - r->p), size);
-            c->last = i;
-            return;
-        }
-    }
-    c->outside++;
 }
 
 /* ---- reference ------------------------------------------------------------------------------------- */
@@ -549,7 +337,7 @@ mp_ref *mp_reference(const dsops_mla_prolog_v32_args *a)
     const int64_t T = a->x.shape[0], Q = a->wq_a.shape[0], N = a->w_uk.shape[0], Dc = a->w_uk.shape[2];
     const int64_t G = Dc / 128;
     const int int8 = a->wq_b.dtype == DSOPS_INT8;
-    mp_ref *r = xcalloc(sizeof *r);
+    mp_ref *r = tf_xcalloc(sizeof *r);
     r->T = T, r->N = N, r->Q = Q, r->Dc = Dc;
 
     dsops_mla_prolog_v32_args ra = *a;
@@ -557,19 +345,19 @@ mp_ref *mp_reference(const dsops_mla_prolog_v32_args *a)
     int64_t s[3];
     /* dense outputs */
     s[0] = T, s[1] = N, s[2] = Dc;
-    ra.q_nope = dsops_tensor_make(xcalloc(sizeof(uint16_t) * (size_t)(T * N * Dc)), DSOPS_BF16, 3, s);
+    ra.q_nope = dsops_tensor_make(tf_xcalloc(sizeof(uint16_t) * (size_t)(T * N * Dc)), DSOPS_BF16, 3, s);
     s[2] = DR;
-    ra.q_rope = dsops_tensor_make(xcalloc(sizeof(uint16_t) * (size_t)(T * N * DR)), DSOPS_BF16, 3, s);
+    ra.q_rope = dsops_tensor_make(tf_xcalloc(sizeof(uint16_t) * (size_t)(T * N * DR)), DSOPS_BF16, 3, s);
     s[0] = T, s[1] = Q;
-    ra.qr = dsops_tensor_make(xcalloc((int8 ? 1 : 2) * (size_t)(T * Q)), int8 ? DSOPS_INT8 : DSOPS_BF16, 2, s);
+    ra.qr = dsops_tensor_make(tf_xcalloc((int8 ? 1 : 2) * (size_t)(T * Q)), int8 ? DSOPS_INT8 : DSOPS_BF16, 2, s);
     s[0] = T;
     if (int8)
-        ra.qr_scale = dsops_tensor_make(xcalloc(sizeof(float) * (size_t)(T > 0 ? T : 1)), DSOPS_FP32, 1, s);
+        ra.qr_scale = dsops_tensor_make(tf_xcalloc(sizeof(float) * (size_t)(T > 0 ? T : 1)), DSOPS_FP32, 1, s);
     /* compact caches: row w of [nw, 1, W] for the w-th writing token */
-    int64_t *ci = xcalloc(sizeof(int64_t) * (size_t)(T > 0 ? T : 1));
+    int64_t *ci = tf_xcalloc(sizeof(int64_t) * (size_t)(T > 0 ? T : 1));
     int64_t nw = 0;
     for (int64_t t = 0; t < T; t++)
-        ci[t] = get_index(&a->cache_index, t) >= 0 ? nw++ : -1;
+        ci[t] = tf_get_index(&a->cache_index, t) >= 0 ? nw++ : -1;
     r->nw = nw;
     s[0] = T;
     ra.cache_index = dsops_tensor_make(ci, DSOPS_INT64, 1, s);
@@ -581,27 +369,27 @@ mp_ref *mp_reference(const dsops_mla_prolog_v32_args *a)
     memset(&ra.kv_packed, 0, sizeof ra.kv_packed);
     if (a->kv_layout == DSOPS_KV_PACKED656) {
         s[2] = 656;
-        ra.kv_packed = dsops_tensor_make(xcalloc((size_t)(rows * 656)), DSOPS_UINT8, 3, s);
+        ra.kv_packed = dsops_tensor_make(tf_xcalloc((size_t)(rows * 656)), DSOPS_UINT8, 3, s);
     } else {
         const int i8 = a->kv_layout == DSOPS_KV_SPLIT_INT8;
         s[2] = Dc;
-        ra.kv_cache = dsops_tensor_make(xcalloc((i8 ? 1 : 2) * (size_t)(rows * Dc)), i8 ? DSOPS_INT8 : DSOPS_BF16,
+        ra.kv_cache = dsops_tensor_make(tf_xcalloc((i8 ? 1 : 2) * (size_t)(rows * Dc)), i8 ? DSOPS_INT8 : DSOPS_BF16,
                                         3, s);
         if (i8) {
             s[2] = G;
-            ra.kv_scale_cache = dsops_tensor_make(xcalloc(sizeof(float) * (size_t)(rows * G)), DSOPS_FP32, 3, s);
+            ra.kv_scale_cache = dsops_tensor_make(tf_xcalloc(sizeof(float) * (size_t)(rows * G)), DSOPS_FP32, 3, s);
         }
         s[2] = DR;
-        ra.kr_cache = dsops_tensor_make(xcalloc(sizeof(uint16_t) * (size_t)(rows * DR)), DSOPS_BF16, 3, s);
+        ra.kr_cache = dsops_tensor_make(tf_xcalloc(sizeof(uint16_t) * (size_t)(rows * DR)), DSOPS_BF16, 3, s);
     }
 
     dsops_ref_mla_prolog_v32(&ra);
 
     /* to fp32 arrays */
-    r->q_nope = xcalloc(sizeof(float) * (size_t)(T * N * Dc));
-    r->q_rope = xcalloc(sizeof(float) * (size_t)(T * N * DR));
-    r->qr = xcalloc(sizeof(float) * (size_t)(T * Q));
-    r->qr_scale = xcalloc(sizeof(float) * (size_t)(T > 0 ? T : 1));
+    r->q_nope = tf_xcalloc(sizeof(float) * (size_t)(T * N * Dc));
+    r->q_rope = tf_xcalloc(sizeof(float) * (size_t)(T * N * DR));
+    r->qr = tf_xcalloc(sizeof(float) * (size_t)(T * Q));
+    r->qr_scale = tf_xcalloc(sizeof(float) * (size_t)(T > 0 ? T : 1));
     for (int64_t i = 0; i < T * N * Dc; i++)
         r->q_nope[i] = tu_f32(((uint16_t *)ra.q_nope.data)[i]);
     for (int64_t i = 0; i < T * N * DR; i++)
@@ -610,13 +398,13 @@ mp_ref *mp_reference(const dsops_mla_prolog_v32_args *a)
         r->qr[i] = int8 ? (float)((int8_t *)ra.qr.data)[i] : tu_f32(((uint16_t *)ra.qr.data)[i]);
     if (int8)
         memcpy(r->qr_scale, ra.qr_scale.data, sizeof(float) * (size_t)T);
-    r->lat = xcalloc(sizeof(float) * (size_t)(rows * Dc));
-    r->scale = xcalloc(sizeof(float) * (size_t)(rows * (G > 0 ? G : 1)));
-    r->kr = xcalloc(sizeof(float) * (size_t)(rows * DR));
+    r->lat = tf_xcalloc(sizeof(float) * (size_t)(rows * Dc));
+    r->scale = tf_xcalloc(sizeof(float) * (size_t)(rows * (G > 0 ? G : 1)));
+    r->kr = tf_xcalloc(sizeof(float) * (size_t)(rows * DR));
     for (int64_t w = 0; w < nw; w++) {
         if (a->kv_layout == DSOPS_KV_PACKED656) {
             for (int64_t c = 0; c < Dc; c++)
-                r->lat[w * Dc + c] = (float)(int8_t)*eaddr(&ra.kv_packed, w, 0, c);
+                r->lat[w * Dc + c] = (float)(int8_t)*tf_eaddr(&ra.kv_packed, w, 0, c);
             for (int64_t g = 0; g < G; g++)
                 r->scale[w * G + g] = packed_scale(&ra.kv_packed, w, 0, g);
             for (int64_t e = 0; e < DR; e++)
@@ -624,12 +412,12 @@ mp_ref *mp_reference(const dsops_mla_prolog_v32_args *a)
             continue;
         }
         for (int64_t c = 0; c < Dc; c++)
-            r->lat[w * Dc + c] = getf(&ra.kv_cache, w, 0, c);
+            r->lat[w * Dc + c] = tf_getf(&ra.kv_cache, w, 0, c);
         if (ra.kv_scale_cache.data)
             for (int64_t g = 0; g < G; g++)
-                r->scale[w * G + g] = getf(&ra.kv_scale_cache, w, 0, g);
+                r->scale[w * G + g] = tf_getf(&ra.kv_scale_cache, w, 0, g);
         for (int64_t e = 0; e < DR; e++)
-            r->kr[w * DR + e] = getf(&ra.kr_cache, w, 0, e);
+            r->kr[w * DR + e] = tf_getf(&ra.kr_cache, w, 0, e);
     }
 
     free(ra.q_nope.data);
@@ -674,7 +462,7 @@ static void extract3(const dsops_tensor *t, float *dst)
     for (int64_t i = 0; i < s0; i++)
         for (int64_t j = 0; j < s1; j++)
             for (int64_t k = 0; k < s2; k++)
-                dst[(i * s1 + j) * s2 + k] = getf(t, i, j, k);
+                dst[(i * s1 + j) * s2 + k] = tf_getf(t, i, j, k);
 }
 
 int mp_check(mp_problem *p, const mp_ref *r, const char *label)
@@ -685,7 +473,7 @@ int mp_check(mp_problem *p, const mp_ref *r, const char *label)
     int ok = 1;
     char l[400];
     const size_t big = (size_t)(T * N * (Dc + DR) + T * Q) + (size_t)(nw * Dc) + 1;
-    float *buf = xcalloc(sizeof(float) * big);
+    float *buf = tf_xcalloc(sizeof(float) * big);
 
     if (T > 0) {
         extract3(&a->q_nope, buf);
@@ -705,17 +493,17 @@ int mp_check(mp_problem *p, const mp_ref *r, const char *label)
     }
 
     if (nw > 0) {
-        float *lat = buf, *sc = xcalloc(sizeof(float) * (size_t)(nw * (G > 0 ? G : 1))),
-              *kr = xcalloc(sizeof(float) * (size_t)(nw * DR));
+        float *lat = buf, *sc = tf_xcalloc(sizeof(float) * (size_t)(nw * (G > 0 ? G : 1))),
+              *kr = tf_xcalloc(sizeof(float) * (size_t)(nw * DR));
         int64_t w = 0;
         for (int64_t t = 0; t < T; t++) {
-            const int64_t row = get_index(&a->cache_index, t);
+            const int64_t row = tf_get_index(&a->cache_index, t);
             if (row < 0)
                 continue;
             if (a->kv_layout == DSOPS_KV_PACKED656) {
                 const int64_t BS = a->kv_packed.shape[1], blk = row / BS, off = row % BS;
                 for (int64_t c = 0; c < Dc; c++)
-                    lat[w * Dc + c] = (float)(int8_t)*eaddr(&a->kv_packed, blk, off, c);
+                    lat[w * Dc + c] = (float)(int8_t)*tf_eaddr(&a->kv_packed, blk, off, c);
                 for (int64_t g = 0; g < G; g++)
                     sc[w * G + g] = packed_scale(&a->kv_packed, blk, off, g);
                 for (int64_t e = 0; e < DR; e++)
@@ -723,12 +511,12 @@ int mp_check(mp_problem *p, const mp_ref *r, const char *label)
             } else {
                 const int64_t BS = a->kv_cache.shape[1], blk = row / BS, off = row % BS;
                 for (int64_t c = 0; c < Dc; c++)
-                    lat[w * Dc + c] = getf(&a->kv_cache, blk, off, c);
+                    lat[w * Dc + c] = tf_getf(&a->kv_cache, blk, off, c);
                 if (a->kv_layout == DSOPS_KV_SPLIT_INT8)
                     for (int64_t g = 0; g < G; g++)
-                        sc[w * G + g] = getf(&a->kv_scale_cache, blk, off, g);
+                        sc[w * G + g] = tf_getf(&a->kv_scale_cache, blk, off, g);
                 for (int64_t e = 0; e < DR; e++)
-                    kr[w * DR + e] = getf(&a->kr_cache, blk, off, e);
+                    kr[w * DR + e] = tf_getf(&a->kr_cache, blk, off, e);
             }
             w++;
         }
@@ -748,25 +536,12 @@ int mp_check(mp_problem *p, const mp_ref *r, const char *label)
 
     /* everything the call may not write: undo the allowed writes, then every region must equal its
      * snapshot */
-    restore_ctx rc = {p, 0, 0};
-    each_written(a, restore_fn, &rc);
+    tf_restore_ctx rc = {&p->fx, 0, 0};
+    each_written(a, tf_restore_fn, &rc);
     ok &= tu_check(rc.outside == 0, "%s: %zu written elements lie outside the checked buffers (test bug)", label,
                    rc.outside);
     snprintf(l, sizeof l, "%s untouched bytes", label);
-    int unt = 1;
-    for (int i = 0; i < p->nreg && unt; i++) {
-        const mp_region *g = &p->reg[i];
-        if (memcmp(g->p, g->snap, g->n) == 0)
-            continue;
-        for (size_t k = 0; k < g->n; k++)
-            if (g->p[k] != g->snap[k]) {
-                unt = tu_check(0, "%s: byte %zu of %s buffer %d (of %zu bytes) changed 0x%02x -> 0x%02x", l, k,
-                               g->out ? "output" : "cache", i, g->n, g->snap[k], g->p[k]);
-                break;
-            }
-    }
-    if (unt)
-        tu_check(1, "%s", l);
+    const int unt = tf_check_untouched(&p->fx, l);
     mp_restore(p);
     return ok && unt;
 }

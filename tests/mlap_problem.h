@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "dsops.h"
+#include "fixture.h"
 
 typedef enum mp_index_mode {
     MP_IDX_ALL = 0,   /* every token writes a distinct random row */
@@ -42,27 +43,11 @@ typedef struct mp_spec {
     int big_guard;                    /* guard zones as large as the views (a test may widen a dtype) */
 } mp_spec;
 
-/* A buffer whose every byte is checked: outputs and caches, guard zones included. */
-typedef struct mp_region {
-    unsigned char *p;
-    size_t n;
-    unsigned char *snap;              /* contents before the call */
-    int out;                          /* an output buffer: filled with the sentinel pattern before a call */
-    unsigned char pat[4];             /* sentinel pattern (bf16 0xdead, int8 -128, fp32 0xdeadbeef) */
-    int period;                       /* bytes of the pattern */
-} mp_region;
-
-#define MP_MAX_REGIONS 12
-#define MP_MAX_BUFS 32
-
 typedef struct mp_problem {
     mp_spec sp;
     int64_t T, NG, KV;
     dsops_mla_prolog_v32_args args;
-    mp_region reg[MP_MAX_REGIONS];
-    int nreg;
-    void *bufs[MP_MAX_BUFS];          /* owned allocations */
-    int nbufs;
+    tf_fixture fx;                    /* checked regions (outputs, caches) and owned allocations */
     int64_t *cache_index;             /* [T] */
 } mp_problem;
 

@@ -136,8 +136,8 @@ static void int8_q_too_large(ip_problem *p, char *frag)
     A->idx_wq_b = dsops_tensor_make(calloc((size_t)(NQ * Q), 1), DSOPS_INT8, 2, s2);
     s2[0] = T;
     A->qr = dsops_tensor_make(calloc((size_t)(T * Q), 1), DSOPS_INT8, 2, s2);
-    p->bufs[p->nbufs++] = A->idx_wq_b.data;
-    p->bufs[p->nbufs++] = A->qr.data;
+    tf_adopt(&p->fx, A->idx_wq_b.data);
+    tf_adopt(&p->fx, A->qr.data);
     FRAG("131072");
 }
 
@@ -154,8 +154,8 @@ static void dtype_wq_b_int8_qr_bf16(ip_problem *p, char *frag)
     A->idx_wq_b_scale = dsops_tensor_make(calloc((size_t)NQ, sizeof(float)), DSOPS_FP32, 1, s1);
     s1[0] = T;
     A->qr_scale = dsops_tensor_make(calloc((size_t)T, sizeof(float)), DSOPS_FP32, 1, s1);
-    p->bufs[p->nbufs++] = A->idx_wq_b_scale.data;
-    p->bufs[p->nbufs++] = A->qr_scale.data;
+    tf_adopt(&p->fx, A->idx_wq_b_scale.data);
+    tf_adopt(&p->fx, A->qr_scale.data);
     FRAG("idx_wq_b|qr");
 }
 static void dtype_wq_b_bf16_qr_int8(ip_problem *p, char *frag) { A->idx_wq_b.dtype = DSOPS_BF16; FRAG("idx_wq_b|qr"); }

@@ -163,9 +163,9 @@ static void int8_q_too_large(mp_problem *p, char *frag)
     A->wq_b = dsops_tensor_make(calloc((size_t)(NG * Q), 1), DSOPS_INT8, 2, s2);
     s2[0] = T;
     A->qr = dsops_tensor_make(calloc((size_t)(T * Q), 1), DSOPS_INT8, 2, s2);
-    p->bufs[p->nbufs++] = A->gamma_cq.data;
-    p->bufs[p->nbufs++] = A->wq_b.data;
-    p->bufs[p->nbufs++] = A->qr.data;
+    tf_adopt(&p->fx, A->gamma_cq.data);
+    tf_adopt(&p->fx, A->wq_b.data);
+    tf_adopt(&p->fx, A->qr.data);
     FRAG("131072|wq_b.shape[1]|Q");
 }
 
