@@ -1,5 +1,7 @@
-/* Kernel tables, one per instruction-set tier. Tier k starts as a copy of tier k-1 and overrides the
- * entries it has its own kernels for, so a tier without a kernel falls back to the next lower one. */
+/* Kernel tables, one per instruction-set tier. Each tier's kernel file exports its kernels as const data
+ * (dsops_<family>_kernels__<tier>, NULL where it has none). dispatch.c, built without ISA flags, makes the
+ * table of tier k from the table of tier k-1 and the non-NULL entries of tier k, and only for the tiers the
+ * CPU and OS support: no code of a tier runs, not even to copy a pointer, before detection allows it. */
 #ifndef DSOPS_DISPATCH_H
 #define DSOPS_DISPATCH_H
 
@@ -106,6 +108,14 @@ typedef struct dsops_compressor_kernels {
     void (*pool)(const float *const *kv, const float *const *sc, int n, int64_t D, float *pooled, float *e);
 } dsops_compressor_kernels;
 
+/* Dot-product throughput probes: run `iters` iterations of a register-resident loop and return the number
+ * of multiply-adds (products) performed. */
+typedef struct dsops_peak_kernels {
+    double (*bf16_dot)(long iters);
+    double (*int8_dot)(long iters);
+    double (*fp32_fma)(long iters);
+} dsops_peak_kernels;
+
 typedef struct dsops_kernel_table {
     dsops_isa isa;
     dsops_attention_kernels attn;
@@ -113,28 +123,30 @@ typedef struct dsops_kernel_table {
     dsops_linear_kernels linear;
     dsops_hc_kernels hc;
     dsops_compressor_kernels compressor;
-    /* Dot-product throughput probes: run `iters` iterations of a register-resident loop and return
-     * the number of multiply-adds (products) performed. */
-    double (*peak_bf16_dot)(long iters);
-    double (*peak_int8_dot)(long iters);
-    double (*peak_fp32_fma)(long iters);
+    dsops_peak_kernels peak;
 } dsops_kernel_table;
 
 /* The table of `isa` (capped to the detected tier). */
 const dsops_kernel_table *dsops_kernel_table_get(dsops_isa isa);
 
-/* Per-tier registration, defined in src/kernels/<family>/<family>-<tier>.c. */
-void dsops_attention_kernels_init__scalar(dsops_attention_kernels *k);
-void dsops_attention_kernels_init__avx2(dsops_attention_kernels *k);
-void dsops_attention_kernels_init__avx512bf16(dsops_attention_kernels *k);
-void dsops_indexer_kernels_init__scalar(dsops_indexer_kernels *k);
-void dsops_indexer_kernels_init__avx2(dsops_indexer_kernels *k);
-void dsops_indexer_kernels_init__avx512bf16(dsops_indexer_kernels *k);
-void dsops_linear_kernels_init__avx512bf16(dsops_linear_kernels *k);
-void dsops_hc_kernels_init__avx512bf16(dsops_hc_kernels *k);
-void dsops_compressor_kernels_init__avx512bf16(dsops_compressor_kernels *k);
-void dsops_peak_kernels_init__scalar(dsops_kernel_table *t);
-void dsops_peak_kernels_init__avx2(dsops_kernel_table *t);
-void dsops_peak_kernels_init__avx512bf16(dsops_kernel_table *t);
+/* Each tier's own kernels, defined in src/kernels/<family>/<family>-<tier>.c (scalar: every entry). */
+extern const dsops_attention_kernels dsops_attention_kernels__scalar;
+extern const dsops_indexer_kernels dsops_indexer_kernels__scalar;
+extern const dsops_linear_kernels dsops_linear_kernels__scalar;
+extern const dsops_hc_kernels dsops_hc_kernels__scalar;
+extern const dsops_compressor_kernels dsops_compressor_kernels__scalar;
+extern const dsops_peak_kernels dsops_peak_kernels__scalar;
+extern const dsops_attention_kernels dsops_attention_kernels__avx2;
+extern const dsops_indexer_kernels dsops_indexer_kernels__avx2;
+extern const dsops_linear_kernels dsops_linear_kernels__avx2;
+extern const dsops_hc_kernels dsops_hc_kernels__avx2;
+extern const dsops_compressor_kernels dsops_compressor_kernels__avx2;
+extern const dsops_peak_kernels dsops_peak_kernels__avx2;
+extern const dsops_attention_kernels dsops_attention_kernels__avx512bf16;
+extern const dsops_indexer_kernels dsops_indexer_kernels__avx512bf16;
+extern const dsops_linear_kernels dsops_linear_kernels__avx512bf16;
+extern const dsops_hc_kernels dsops_hc_kernels__avx512bf16;
+extern const dsops_compressor_kernels dsops_compressor_kernels__avx512bf16;
+extern const dsops_peak_kernels dsops_peak_kernels__avx512bf16;
 
 #endif

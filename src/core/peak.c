@@ -20,9 +20,9 @@ dsops_status dsops_measure_peak(dsops_isa isa, dsops_peak_kind kind, double seco
     if (!(seconds > 0.0 && seconds < 60.0))
         return dsops_fail(DSOPS_ERR_PARAM, "seconds = %g, expected in (0, 60)", seconds);
     const dsops_kernel_table *t = dsops_kernel_table_get(isa);
-    double (*probe)(long) = kind == DSOPS_PEAK_BF16_DOT   ? t->peak_bf16_dot
-                            : kind == DSOPS_PEAK_INT8_DOT ? t->peak_int8_dot
-                                                          : t->peak_fp32_fma;
+    double (*probe)(long) = kind == DSOPS_PEAK_BF16_DOT   ? t->peak.bf16_dot
+                            : kind == DSOPS_PEAK_INT8_DOT ? t->peak.int8_dot
+                                                          : t->peak.fp32_fma;
     /* warm up (clock ramp), then grow the iteration count until one run lasts long enough;
      * report the best of the timed runs */
     long iters = 1 << 12;

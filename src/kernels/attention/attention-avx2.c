@@ -120,10 +120,9 @@ static float exp_sum__avx2(const float *s, int n, float m, float *w)
     return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
 }
 
-void dsops_attention_kernels_init__avx2(dsops_attention_kernels *k)
-{
-    k->qk = qk_scores__avx2;
-    k->pv_bf16 = pv_bf16__avx2;
-    k->pv_fp32 = pv_fp32__avx2;
-    k->exp_sum = exp_sum__avx2;
-}
+const dsops_attention_kernels dsops_attention_kernels__avx2 = {
+    .qk = qk_scores__avx2,
+    .pv_bf16 = pv_bf16__avx2,
+    .pv_fp32 = pv_fp32__avx2,
+    .exp_sum = exp_sum__avx2,
+};

@@ -239,16 +239,15 @@ static void pack_keys__avx512bf16(const uint16_t *rows, size_t row_stride, int d
     }
 }
 
-void dsops_attention_kernels_init__avx512bf16(dsops_attention_kernels *k)
-{
-    k->qk = qk_scores__avx512bf16;
-    k->pv_bf16 = pv_bf16__avx512bf16;
-    k->pv_fp32 = pv_fp32__avx512bf16;
-    k->row_max = row_max__avx512bf16;
-    k->exp_sum = exp_sum__avx512bf16;
-    k->scale_to_bf16 = scale_to_bf16__avx512bf16;
-    k->scale_to_f32 = scale_to_f32__avx512bf16;
-    k->dequant_int8 = dequant_int8__avx512bf16;
-    k->pack_keys = pack_keys__avx512bf16;
-    k->store_bf16 = store_bf16__avx512bf16;
-}
+const dsops_attention_kernels dsops_attention_kernels__avx512bf16 = {
+    .qk = qk_scores__avx512bf16,
+    .pv_bf16 = pv_bf16__avx512bf16,
+    .pv_fp32 = pv_fp32__avx512bf16,
+    .row_max = row_max__avx512bf16,
+    .exp_sum = exp_sum__avx512bf16,
+    .scale_to_bf16 = scale_to_bf16__avx512bf16,
+    .scale_to_f32 = scale_to_f32__avx512bf16,
+    .dequant_int8 = dequant_int8__avx512bf16,
+    .pack_keys = pack_keys__avx512bf16,
+    .store_bf16 = store_bf16__avx512bf16,
+};

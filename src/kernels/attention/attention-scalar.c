@@ -122,16 +122,15 @@ static void store_bf16__scalar(const float *src, int n, float r, uint16_t *dst)
         dst[i] = dsops_f32_to_bf16(src[i] * r);
 }
 
-void dsops_attention_kernels_init__scalar(dsops_attention_kernels *k)
-{
-    k->qk = qk_scores__scalar;
-    k->pv_bf16 = pv_bf16__scalar;
-    k->pv_fp32 = pv_fp32__scalar;
-    k->row_max = row_max__scalar;
-    k->exp_sum = exp_sum__scalar;
-    k->scale_to_bf16 = scale_to_bf16__scalar;
-    k->scale_to_f32 = scale_to_f32__scalar;
-    k->dequant_int8 = dequant_int8__scalar;
-    k->pack_keys = pack_keys__scalar;
-    k->store_bf16 = store_bf16__scalar;
-}
+const dsops_attention_kernels dsops_attention_kernels__scalar = {
+    .qk = qk_scores__scalar,
+    .pv_bf16 = pv_bf16__scalar,
+    .pv_fp32 = pv_fp32__scalar,
+    .row_max = row_max__scalar,
+    .exp_sum = exp_sum__scalar,
+    .scale_to_bf16 = scale_to_bf16__scalar,
+    .scale_to_f32 = scale_to_f32__scalar,
+    .dequant_int8 = dequant_int8__scalar,
+    .pack_keys = pack_keys__scalar,
+    .store_bf16 = store_bf16__scalar,
+};

@@ -62,7 +62,6 @@ static void pool(const float *const *kv, const float *const *sc, int n, int64_t 
         pooled[d] = acc[d] * (1.0f / sum[d]);
 }
 
-void dsops_compressor_kernels_init__avx512bf16(dsops_compressor_kernels *k)
-{
-    k->pool = pool;
-}
+const dsops_compressor_kernels dsops_compressor_kernels__avx512bf16 = {
+    .pool = pool,
+};

@@ -193,11 +193,10 @@ static void hc_post_token(const void *x, const void *res, size_t lds_res, void *
         post_step(x, res, lds_res, out, lds_out, HC, post, comb, fp32, d, (__mmask16)((1u << (H - d)) - 1u), 0);
 }
 
-void dsops_hc_kernels_init__avx512bf16(dsops_hc_kernels *k)
-{
-    k->mix = hc_mix;
-    k->pack = hc_pack;
-    k->weighted_sum = hc_weighted_sum;
-    k->post_token = hc_post_token;
-    k->packed_floats = hc_packed_floats;
-}
+const dsops_hc_kernels dsops_hc_kernels__avx512bf16 = {
+    .mix = hc_mix,
+    .pack = hc_pack,
+    .weighted_sum = hc_weighted_sum,
+    .post_token = hc_post_token,
+    .packed_floats = hc_packed_floats,
+};

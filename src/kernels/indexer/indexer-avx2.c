@@ -105,8 +105,7 @@ static void score_bf16__avx2(const uint16_t *q, size_t q_stride, const float *w,
     }
 }
 
-void dsops_indexer_kernels_init__avx2(dsops_indexer_kernels *k)
-{
-    k->score_int8 = score_int8__avx2;
-    k->score_bf16 = score_bf16__avx2;
-}
+const dsops_indexer_kernels dsops_indexer_kernels__avx2 = {
+    .score_int8 = score_int8__avx2,
+    .score_bf16 = score_bf16__avx2,
+};

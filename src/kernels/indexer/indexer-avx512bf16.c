@@ -208,10 +208,9 @@ static void score_bf16__avx512bf16(const uint16_t *q, size_t q_stride, const flo
         bf16_tiles(q, q_stride, w, nh, tiles + t * tile_elems, tile_elems, 1, dpairs, I + t * 16);
 }
 
-void dsops_indexer_kernels_init__avx512bf16(dsops_indexer_kernels *k)
-{
-    k->pack_int8 = pack_int8__avx512bf16;
-    k->pack_bf16 = pack_bf16__avx512bf16;
-    k->score_int8 = score_int8__avx512bf16;
-    k->score_bf16 = score_bf16__avx512bf16;
-}
+const dsops_indexer_kernels dsops_indexer_kernels__avx512bf16 = {
+    .pack_int8 = pack_int8__avx512bf16,
+    .pack_bf16 = pack_bf16__avx512bf16,
+    .score_int8 = score_int8__avx512bf16,
+    .score_bf16 = score_bf16__avx512bf16,
+};

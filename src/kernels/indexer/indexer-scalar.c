@@ -66,10 +66,9 @@ static void score_bf16__scalar(const uint16_t *q, size_t q_stride, const float *
     }
 }
 
-void dsops_indexer_kernels_init__scalar(dsops_indexer_kernels *k)
-{
-    k->pack_int8 = pack_int8__scalar;
-    k->pack_bf16 = pack_bf16__scalar;
-    k->score_int8 = score_int8__scalar;
-    k->score_bf16 = score_bf16__scalar;
-}
+const dsops_indexer_kernels dsops_indexer_kernels__scalar = {
+    .pack_int8 = pack_int8__scalar,
+    .pack_bf16 = pack_bf16__scalar,
+    .score_int8 = score_int8__scalar,
+    .score_bf16 = score_bf16__scalar,
+};

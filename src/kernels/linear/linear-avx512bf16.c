@@ -174,8 +174,7 @@ static void rowdot_s8__avx512bf16(const uint8_t *xb, size_t ldx, int M, const in
         s8_rows(xb, ldx, M, w + (size_t)n * ldw, ldw, K, wsum128 + n, y + n, ldy, 1, NULL);
 }
 
-void dsops_linear_kernels_init__avx512bf16(dsops_linear_kernels *k)
-{
-    k->rowdot_bf16 = rowdot_bf16__avx512bf16;
-    k->rowdot_s8 = rowdot_s8__avx512bf16;
-}
+const dsops_linear_kernels dsops_linear_kernels__avx512bf16 = {
+    .rowdot_bf16 = rowdot_bf16__avx512bf16,
+    .rowdot_s8 = rowdot_s8__avx512bf16,
+};

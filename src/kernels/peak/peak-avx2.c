@@ -46,9 +46,8 @@ static double peak_int8_dot__avx2(long iters)
     return (double)iters * CHAINS * 32.0;
 }
 
-void dsops_peak_kernels_init__avx2(dsops_kernel_table *t)
-{
-    t->peak_bf16_dot = peak_bf16_dot__avx2;
-    t->peak_int8_dot = peak_int8_dot__avx2;
-    t->peak_fp32_fma = peak_bf16_dot__avx2; /* the AVX2 bf16 probe is an fp32 FMA chain */
-}
+const dsops_peak_kernels dsops_peak_kernels__avx2 = {
+    .bf16_dot = peak_bf16_dot__avx2,
+    .int8_dot = peak_int8_dot__avx2,
+    .fp32_fma = peak_bf16_dot__avx2, /* the AVX2 bf16 probe is an fp32 FMA chain */
+};

@@ -65,9 +65,8 @@ static double peak_fp32_fma__avx512bf16(long iters)
     return (double)iters * CHAINS * 16.0;
 }
 
-void dsops_peak_kernels_init__avx512bf16(dsops_kernel_table *t)
-{
-    t->peak_bf16_dot = peak_bf16_dot__avx512bf16;
-    t->peak_int8_dot = peak_int8_dot__avx512bf16;
-    t->peak_fp32_fma = peak_fp32_fma__avx512bf16;
-}
+const dsops_peak_kernels dsops_peak_kernels__avx512bf16 = {
+    .bf16_dot = peak_bf16_dot__avx512bf16,
+    .int8_dot = peak_int8_dot__avx512bf16,
+    .fp32_fma = peak_fp32_fma__avx512bf16,
+};

@@ -34,9 +34,8 @@ static double peak_int8_dot__scalar(long iters)
     return (double)iters * 8.0;
 }
 
-void dsops_peak_kernels_init__scalar(dsops_kernel_table *t)
-{
-    t->peak_bf16_dot = peak_bf16_dot__scalar;
-    t->peak_int8_dot = peak_int8_dot__scalar;
-    t->peak_fp32_fma = peak_bf16_dot__scalar; /* the portable probe is an fp32 multiply-add chain */
-}
+const dsops_peak_kernels dsops_peak_kernels__scalar = {
+    .bf16_dot = peak_bf16_dot__scalar,
+    .int8_dot = peak_int8_dot__scalar,
+    .fp32_fma = peak_bf16_dot__scalar, /* the portable probe is an fp32 multiply-add chain */
+};
