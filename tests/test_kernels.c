@@ -1,6 +1,6 @@
 /* Micro-kernels of every tier against the scalar tier on random inputs: packing layouts bit-exact,
- * dequantisation and bf16 rounding bit-exact, exp within 2 ulp of a correctly rounded exp, QK and PV
- * within fp32 reassociation error. */
+ * dequantisation and bf16 rounding bit-exact, exp within 2 ulp of a correctly rounded exp, QK, PV, the
+ * row dots and the compressor's pooling within fp32 reassociation error, the int8 row dots exact. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -193,10 +193,12 @@ static void test_dots(const dsops_kernel_table *t, tu_rng *r, int nh, int n, int
     free(o);
 }
 
-/* Row-dot kernels (few-row linear maps from row-major weights): int8 exact, bf16 within the fp32 bound. */
+/* Row-dot kernels (few-row linear maps from row-major weights): int8 exact, bf16 within the fp32 bound.
+ * Rows 0 and 1 of x and W sit at the int8 extremes (-128, 127): x 127 against W 127 makes every pair of
+ * biased products 255 * 127 * 2, past what an int16 pair sum (vpmaddubsw) holds. */
 static void test_rowdot(const dsops_kernel_table *t, tu_rng *r, int M, int N, int K)
 {
-    if (!t->linear.rowdot_bf16 || !t->linear.rowdot_s8)
+    if (!tu_check(t->linear.rowdot_bf16 && t->linear.rowdot_s8, "%s has no row-dot kernels", dsops_isa_name(t->isa)))
         return;
     size_t ldx = (size_t)K + 3, ldw = (size_t)K + 5, ldy = (size_t)N + 2;
     uint16_t *xb = calloc((size_t)M * ldx, 2), *wb = calloc((size_t)N * ldw, 2);
@@ -207,14 +209,14 @@ static void test_rowdot(const dsops_kernel_table *t, tu_rng *r, int M, int N, in
     for (int m = 0; m < M; m++)
         for (int k = 0; k < K; k++) {
             xb[m * ldx + k] = tu_bf16(rnd_bf16(r, -1, 1));
-            x8[m * ldx + k] = (int8_t)(m == 0 ? -128 : tu_rng_int(r, -128, 127)); /* row 0 at the extreme */
+            x8[m * ldx + k] = (int8_t)(m == 0 ? -128 : m == 1 ? 127 : tu_rng_int(r, -128, 127));
             xbias[(size_t)m * K + k] = (uint8_t)(x8[m * ldx + k] ^ 0x80);
         }
     for (int n = 0; n < N; n++) {
         int32_t sum = 0;
         for (int k = 0; k < K; k++) {
             wb[n * ldw + k] = tu_bf16(rnd_bf16(r, -1, 1));
-            w8[n * ldw + k] = (int8_t)(n == 0 ? -128 : tu_rng_int(r, -128, 127));
+            w8[n * ldw + k] = (int8_t)(n == 0 ? -128 : n == 1 ? 127 : tu_rng_int(r, -128, 127));
             sum += w8[n * ldw + k];
         }
         wsum[n] = sum * 128;
@@ -250,6 +252,81 @@ static void test_rowdot(const dsops_kernel_table *t, tu_rng *r, int M, int N, in
     free(yb);
 }
 
+/* The compressor's pooling of n candidates over D channels against a double evaluation of the same softmax
+ * (bound: fp32 rounding of the sums, 2-ulp exp), and against the scalar tier for the non-finite cases:
+ * -Inf logits (some candidates of a channel, or all: NaN), +Inf values. Rows are allocated to their exact
+ * length, and pooled / e are followed by guards. */
+static void test_pool(const dsops_kernel_table *t, tu_rng *r, int n, int64_t D)
+{
+    if (!tu_check(t->compressor.pool != NULL, "%s has no compressor pool", dsops_isa_name(t->isa)))
+        return;
+    float **kv = calloc((size_t)n, sizeof *kv), **sc = calloc((size_t)n, sizeof *sc);
+    size_t work = DSOPS_CMP_POOL_WORK(D);
+    float *out = malloc((size_t)(D + 8) * 4), *ref = malloc((size_t)(D + 8) * 4), *e = malloc((work + 8) * 4);
+    for (int i = 0; i < n; i++) {
+        kv[i] = malloc((size_t)D * 4);
+        sc[i] = malloc((size_t)D * 4);
+        for (int64_t d = 0; d < D; d++) {
+            kv[i][d] = tu_rng_uniform(r, -3, 3);
+            sc[i][d] = tu_rng_uniform(r, -8, 8) + (d % 5 == 0 ? 60.0f : 0.0f); /* large logits for some channels */
+            if ((i + d) % 7 == 3)
+                sc[i][d] = -INFINITY;
+        }
+    }
+    for (int i = 0; i < n; i++)
+        sc[i][D - 1] = -INFINITY; /* every logit of the last channel -Inf: 0/0 */
+    for (int64_t d = 0; d < D + 8; d++)
+        out[d] = ref[d] = 12345.0f;
+    for (size_t i = 0; i < work + 8; i++)
+        e[i] = 12345.0f;
+    const float *const *kvc = (const float *const *)kv, *const *scc = (const float *const *)sc;
+    t->compressor.pool(kvc, scc, n, D, out, e);
+    dsops_kernel_table_get(DSOPS_ISA_SCALAR)->compressor.pool(kvc, scc, n, D, ref, e);
+    int guards = 1, nonfinite = 1;
+    for (int64_t d = D; d < D + 8; d++)
+        guards &= out[d] == 12345.0f;
+    for (size_t i = work; i < work + 8; i++)
+        guards &= e[i] == 12345.0f;
+    double worst = 0;
+    int64_t worst_d = 0;
+    for (int64_t d = 0; d < D; d++) {
+        if (!isfinite(out[d]) || !isfinite(ref[d])) {
+            nonfinite &= isnan(out[d]) == isnan(ref[d]) && (isnan(out[d]) || out[d] == ref[d]);
+            continue;
+        }
+        double m = -INFINITY, sum = 0, acc = 0, mag = 0;
+        for (int i = 0; i < n; i++)
+            m = sc[i][d] > m ? sc[i][d] : m;
+        for (int i = 0; i < n; i++) {
+            double p = exp((double)sc[i][d] - m);
+            sum += p;
+            acc += (double)kv[i][d] * p;
+            mag += fabs((double)kv[i][d]) * p;
+        }
+        double err = fabs((double)out[d] - acc / sum) / ((mag / sum) * (n + 8) * 1.2e-7 + 1e-30);
+        if (err > worst) {
+            worst = err;
+            worst_d = d;
+        }
+    }
+    tu_check(guards, "%s pool (n %d, D %lld) writes past pooled or e", dsops_isa_name(t->isa), n, (long long)D);
+    tu_check(nonfinite, "%s pool (n %d, D %lld): non-finite results differ from scalar", dsops_isa_name(t->isa), n,
+             (long long)D);
+    tu_check(isnan(out[D - 1]), "%s pool (n %d, D %lld): a channel of -Inf logits gives %g, not NaN",
+             dsops_isa_name(t->isa), n, (long long)D, (double)out[D - 1]);
+    tu_check(worst <= 1.0, "%s pool (n %d, D %lld): error %.3g of the fp32 bound at channel %lld",
+             dsops_isa_name(t->isa), n, (long long)D, worst, (long long)worst_d);
+    for (int i = 0; i < n; i++) {
+        free(kv[i]);
+        free(sc[i]);
+    }
+    free(kv);
+    free(sc);
+    free(out);
+    free(ref);
+    free(e);
+}
+
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 11);
@@ -266,15 +343,20 @@ int main(int argc, char **argv)
         int dots[][4] = {{128, 200, 576, 512}, {13, 37, 96, 64}, {1, 1, 2, 1}, {7, 16, 33, 20}, {9, 97, 576, 512}};
         for (size_t i = 0; i < sizeof dots / sizeof dots[0]; i++)
             test_dots(t, &r, dots[i][0], dots[i][1], dots[i][2], dots[i][3]);
-        int rows[][3] = {{1, 1, 1}, {8, 37, 1536}, {16, 9, 100}, {5, 4, 64}, {3, 6, 33}, {13, 5, 130}};
+        int rows[][3] = {{1, 1, 1}, {8, 37, 1536}, {16, 9, 100}, {5, 4, 64}, {3, 6, 33}, {13, 5, 130}, {2, 8, 4096}};
         for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
             test_rowdot(t, &r, rows[i][0], rows[i][1], rows[i][2]);
+        for (int M = 1; M <= 16; M++) /* every row count of the row-dot path; odd N and K, tails of every length */
+            test_rowdot(t, &r, M, 2 * M + 1 + (M % 4 == 0 ? 8 : 0), 977 + 2 * M);
+        int pools[][2] = {{1, 64}, {8, 512}, {4, 65}, {128, 512}, {255, 100}, {3, 7}, {2, 1}};
+        for (size_t i = 0; i < sizeof pools / sizeof pools[0]; i++)
+            test_pool(t, &r, pools[i][0], pools[i][1]);
         double g = 0;
-        tu_check(dsops_measure_peak((dsops_isa)isa, DSOPS_PEAK_BF16_DOT, 0.02, &g) == DSOPS_OK && g > 0,
+        tu_check(dsops_measure_peak((dsops_isa)isa, DSOPS_PEAK_BF16_DOT, 0.1, &g) == DSOPS_OK && g > 0,
                  "%s bf16 peak probe returned %g", dsops_isa_name((dsops_isa)isa), g);
-        tu_check(dsops_measure_peak((dsops_isa)isa, DSOPS_PEAK_INT8_DOT, 0.02, &g) == DSOPS_OK && g > 0,
+        tu_check(dsops_measure_peak((dsops_isa)isa, DSOPS_PEAK_INT8_DOT, 0.1, &g) == DSOPS_OK && g > 0,
                  "%s int8 peak probe returned %g", dsops_isa_name((dsops_isa)isa), g);
-        tu_check(dsops_measure_peak((dsops_isa)isa, DSOPS_PEAK_FP32_FMA, 0.02, &g) == DSOPS_OK && g > 0,
+        tu_check(dsops_measure_peak((dsops_isa)isa, DSOPS_PEAK_FP32_FMA, 0.1, &g) == DSOPS_OK && g > 0,
                  "%s fp32 peak probe returned %g", dsops_isa_name((dsops_isa)isa), g);
     }
     double g = 0;

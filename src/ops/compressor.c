@@ -17,7 +17,6 @@
 typedef dsops_compressor_args cmp_args;
 
 #define DR 64            /* rotary dims (fixed, spec §1.2) */
-#define CHANNEL_BLOCK 64 /* channels pooled together: the candidates' weights stay in L1 */
 enum { MAP_WKV, MAP_WGATE, MAP_COUNT };
 
 dsops_status dsops_compressor_init(cmp_args *a, dsops_preset preset)
@@ -317,57 +316,27 @@ static void candidate_rows(const cmp_call *c, int64_t b, int64_t u, const float 
     *sc = dsops_at3(&a->score_state, rs / c->d->BSS2, rs % c->d->BSS2, 0);
 }
 
-/* Step 3 for window k of sequence b: pooled[0:D] (fp32). work: 3 * C * R * CHANNEL_BLOCK floats + pointers. */
+/* Step 3 for window k of sequence b: pooled[0:D] (fp32). e: DSOPS_CMP_POOL_WORK(D) floats; kvr, scr: C R
+ * candidate row pointers each. */
 static void pool_window(const cmp_call *c, int64_t b, int64_t k, float *pooled, float *e, const float **kvr,
-                        const float **scr, int64_t *off)
+                        const float **scr)
 {
     int64_t R = c->d->R, D = c->d->D, n = 0;
     if (c->d->C == 2) /* previous window's positions, first half of the channels */
         for (int64_t u = (k - 1) * R; u < k * R; u++)
             if (u >= 0) {
                 candidate_rows(c, b, u, &kvr[n], &scr[n]);
-                off[n++] = 0;
+                n++;
             }
     for (int64_t u = k * R; u < k * R + R; u++) { /* this window: second half (overlap) or all channels */
         candidate_rows(c, b, u, &kvr[n], &scr[n]);
-        off[n++] = c->d->C == 2 ? D : 0;
+        if (c->d->C == 2) {
+            kvr[n] += D;
+            scr[n] += D;
+        }
+        n++;
     }
-    if (c->pool) {
-        for (int64_t r = 0; r < n; r++) {
-            kvr[r] += off[r];
-            scr[r] += off[r];
-        }
-        c->pool(kvr, scr, (int)n, D, pooled, e);
-        return;
-    }
-    for (int64_t d0 = 0; d0 < D; d0 += CHANNEL_BLOCK) {
-        int64_t w = D - d0 < CHANNEL_BLOCK ? D - d0 : CHANNEL_BLOCK;
-        float mz[CHANNEL_BLOCK], sum[CHANNEL_BLOCK], acc[CHANNEL_BLOCK];
-        for (int64_t j = 0; j < w; j++) {
-            mz[j] = -INFINITY;
-            sum[j] = 0.0f;
-            acc[j] = 0.0f;
-        }
-        for (int64_t r = 0; r < n; r++) {
-            const float *z = scr[r] + off[r] + d0;
-            for (int64_t j = 0; j < w; j++)
-                mz[j] = z[j] > mz[j] ? z[j] : mz[j];
-        }
-        for (int64_t r = 0; r < n; r++) {
-            const float *z = scr[r] + off[r] + d0;
-            float *er = e + r * CHANNEL_BLOCK;
-            for (int64_t j = 0; j < w; j++) {
-                er[j] = expf(z[j] - mz[j]);
-                sum[j] += er[j];
-            }
-        }
-        for (int64_t r = 0; r < n; r++) {
-            const float *v = kvr[r] + off[r] + d0, *er = e + r * CHANNEL_BLOCK;
-            for (int64_t j = 0; j < w; j++)
-                acc[j] += v[j] * (er[j] / sum[j]);
-        }
-        memcpy(pooled + d0, acc, (size_t)w * 4);
-    }
+    c->pool(kvr, scr, (int)n, D, pooled, e);
 }
 
 /* Step 4 for one entry: out row r from pooled (fp32, clobbered). tmp: D floats. */
@@ -407,7 +376,6 @@ static void write_states(const cmp_call *c, int64_t b)
 /* Scratch areas of one call (byte offsets). */
 typedef struct cmp_layout {
     size_t seq, owners, entries, kvp, scp, gamma, hm, per_thread, total;
-    size_t e_floats; /* per-thread pooling work: the portable loop's weights or the kernel's */
 } cmp_layout;
 
 static cmp_layout make_layout(const cmp_dims *d, int threads)
@@ -421,9 +389,7 @@ static cmp_layout make_layout(const cmp_dims *d, int threads)
     L.scp = off;     off += dsops_align64(T * CD * 4);                               /* [T, C*D] */
     L.gamma = off;   off += dsops_align64(D * 4);
     L.hm = off;      off += dsops_align64(d->rotate ? D * D * 4 : 0);
-    size_t e_floats = CR * CHANNEL_BLOCK > DSOPS_CMP_POOL_WORK(D) ? CR * CHANNEL_BLOCK : DSOPS_CMP_POOL_WORK(D);
-    L.per_thread = dsops_align64(2 * D * 4) + dsops_align64(e_floats * 4) + dsops_align64(CR * 3 * 8);
-    L.e_floats = e_floats;
+    L.per_thread = dsops_align64(2 * D * 4) + dsops_align64(DSOPS_CMP_POOL_WORK(D) * 4) + dsops_align64(CR * 2 * 8);
     L.total = off + L.per_thread * (size_t)threads;
     return L;
 }
@@ -477,11 +443,11 @@ static dsops_status compute_entries(const cmp_args *a, const cmp_dims *d, const 
         char *mine = scratch + (L->total - L->per_thread * (size_t)threads) + L->per_thread * (size_t)dsops_thread_num();
         float *pooled = (float *)mine, *tmp = pooled + D;
         float *e = (float *)(mine + dsops_align64(2 * (size_t)D * 4));
-        const float **kvr = (const float **)(mine + dsops_align64(2 * (size_t)D * 4) + dsops_align64(L->e_floats * 4));
+        const float **kvr =
+            (const float **)(mine + dsops_align64(2 * (size_t)D * 4) + dsops_align64(DSOPS_CMP_POOL_WORK(D) * 4));
         const float **scr = kvr + CR;
-        int64_t *off = (int64_t *)(scr + CR);
         int64_t b = entries[2 * i], k = entries[2 * i + 1];
-        pool_window(c, b, k, pooled, e, kvr, scr, off);
+        pool_window(c, b, k, pooled, e, kvr, scr);
         finish_entry(c, seq[b].row0 + (k - seq[b].k0), pooled, tmp);
     }
     /* rows that receive no entry */
