@@ -70,7 +70,8 @@ typedef struct dsops_indexer_kernels {
 
 /* Few-row linear maps from row-major weights W [N, K] (row n at w + n * ldw), for decode-size calls:
  * y[m][n] = sum_k x[m][k] * W[n][k], m < M. The int8 form takes x + 128 as bytes (xb) and removes
- * wsum128[n] = 128 * sum_k W[n][k]. A tier without them leaves the entries NULL (oneDNN is used). */
+ * wsum128[n] = 128 * sum_k W[n][k]; its result is exact (computed modulo 2^32, so exact whenever the
+ * true sum fits int32). Every tier has them (scalar: portable C). */
 typedef struct dsops_linear_kernels {
     void (*rowdot_bf16)(const uint16_t *x, size_t ldx, int M, const uint16_t *w, size_t ldw, int N, int K, float *y,
                         size_t ldy);
@@ -102,7 +103,7 @@ typedef struct dsops_hc_kernels {
 
 /* The compressor's pooling (spec §3.4 step 3) of one window over n candidates: candidate r's value and
  * logit rows are kv[r], sc[r] (channel d at [d], d < D); pooled[d] = sum_r kv_r[d] P_r[d] with P the
- * softmax over r of sc_r[d]. e: DSOPS_CMP_POOL_WORK(D) floats. NULL: the portable loop is used. */
+ * softmax over r of sc_r[d]. e: DSOPS_CMP_POOL_WORK(D) floats. Every tier has it (scalar: expf). */
 #define DSOPS_CMP_POOL_WORK(D) (3 * (size_t)(D))
 typedef struct dsops_compressor_kernels {
     void (*pool)(const float *const *kv, const float *const *sc, int n, int64_t D, float *pooled, float *e);
