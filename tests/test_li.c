@@ -327,8 +327,9 @@ static void test_shapes(void)
                 snprintf(label, sizeof label, "shape_%s_ni%d_k%d", vname(v), NIs[ni], Ks[ki]);
                 run_problem(label, &s);
             }
-        static const int DIs[] = {16, 128, 256};
-        for (int di = 0; di < 3; di++) {
+        /* odd and short rows: partial 16-value packing blocks, a zero pad dim, single-pair tiles */
+        static const int DIs[] = {1, 3, 16, 17, 42, 128, 130, 256};
+        for (int di = 0; di < (int)(sizeof DIs / sizeof DIs[0]); di++) {
             char label[100];
             lp_spec s = base_spec(v);
             s.DI = DIs[di];

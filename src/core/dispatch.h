@@ -48,24 +48,39 @@ typedef struct dsops_attention_kernels {
     void (*store_bf16)(const float *src, int n, float r, uint16_t *dst);
 } dsops_attention_kernels;
 
-/* Lightning-indexer layouts: keys as lanes, 16 keys per tile.
- *  int8 tile:  [dquads][16][4] uint8, key byte d of key e at [(d/4)*64 + e*4 + d%4], stored as k + 128
- *              (the u8 operand of vpdpbusd); padding keys and bytes hold 128 (i.e. key value 0).
- *  bf16 tile:  [dpairs][16][2] bf16, the attention core's Kt layout; padding is zero. */
+/* Lightning-indexer layouts: keys as lanes, 16 keys per tile; the layouts belong to the tier, which
+ * says their sizes through `layout_int8` / `layout_bf16` and packs both the keys and the queries.
+ * A tier sets all entries of a variant (layout, query and key packing, scores) or none of them.
+ *  scalar, avx512bf16 (docs/FORMATS.md):
+ *    int8 tile:  [dquads][16][4] uint8, key byte d of key e at [(d/4)*64 + e*4 + d%4], stored as k + 128
+ *                (the u8 operand of vpdpbusd); padding keys and bytes hold 128 (i.e. key value 0).
+ *                Query: 4*dquads int8, zero padded; bias correction 128 * sum_d q[d].
+ *    bf16 tile:  [dpairs][16][2] bf16, the attention core's Kt layout; padding is zero.
+ *                Query: 2*dpairs bf16, zero padded.
+ *  avx2 (also used by avx512):
+ *    int8 tile:  [dpairs][16][2] int16, keys sign-extended (operands of vpmaddwd); query [dpairs][2]
+ *                int16; no bias (correction 0).
+ *    bf16 tile:  [2*dpairs][16] fp32, keys widened; query 2*dpairs fp32. Padding is zero. */
 typedef struct dsops_indexer_kernels {
-    /* Packs 16 key rows (rows[e] = DI int8 values, or NULL for a padding key) into one int8 tile. */
-    void (*pack_int8)(const int8_t *const *rows, int di, uint8_t *tile);
-    /* Packs 16 bf16 key rows (NULL = padding) into one bf16 tile of ceil(di/2) pairs. */
-    void (*pack_bf16)(const uint16_t *const *rows, int di, uint16_t *tile);
+    /* Bytes of one 16-key tile and of one packed query row (a multiple of 64) for keys of di values. */
+    void (*layout_int8)(int di, size_t *tile_bytes, size_t *query_bytes);
+    void (*layout_bf16)(int di, size_t *tile_bytes, size_t *query_bytes);
+    /* Packs one query row of di values into query_bytes bytes at dst; the int8 form returns the value
+     * that score_int8 subtracts from every dot product of that head (the key bias times sum q). */
+    int32_t (*pack_query_int8)(const int8_t *src, int di, void *dst);
+    void (*pack_query_bf16)(const uint16_t *src, int di, void *dst);
+    /* Packs 16 key rows (rows[e] = di values, or NULL for a padding key) into one tile. */
+    void (*pack_int8)(const int8_t *const *rows, int di, void *tile);
+    void (*pack_bf16)(const uint16_t *const *rows, int di, void *tile);
     /* int8 scores of 16*ntiles keys (spec §3.6):
      *   I[j] = (sum_h ws[h] * fp16(f32(max(dot_hj, 0)) * 2^-11)) * kscale[j]
-     * q: [nh][q_stride] int8 (4*dquads values, zero padded); qsum128[h] = 128 * sum_d q[h][d];
+     * q: nh packed query rows, row h at (const char *)q + h * q_stride; qbias[h] from pack_query_int8;
      * ws: [nh] fp32 (fp16 values); kscale: [16*ntiles] fp32; I: [16*ntiles] fp32. */
-    void (*score_int8)(const int8_t *q, size_t q_stride, const int32_t *qsum128, const float *ws, int nh,
-                       const uint8_t *tiles, int ntiles, int dquads, const float *kscale, float *I);
-    /* bf16 scores: I[j] = sum_h max(dot(q[h], key_j), 0) * w[h]; q: [nh][q_stride] bf16 (2*dpairs values). */
-    void (*score_bf16)(const uint16_t *q, size_t q_stride, const float *w, int nh, const uint16_t *tiles, int ntiles,
-                       int dpairs, float *I);
+    void (*score_int8)(const void *q, size_t q_stride, const int32_t *qbias, const float *ws, int nh,
+                       const void *tiles, int ntiles, int di, const float *kscale, float *I);
+    /* bf16 scores: I[j] = sum_h max(dot(q[h], key_j), 0) * w[h]; q as for score_int8. */
+    void (*score_bf16)(const void *q, size_t q_stride, const float *w, int nh, const void *tiles, int ntiles,
+                       int di, float *I);
 } dsops_indexer_kernels;
 
 /* Few-row linear maps from row-major weights W [N, K] (row n at w + n * ldw), for decode-size calls:

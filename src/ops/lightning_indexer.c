@@ -147,15 +147,14 @@ typedef struct li_plan {
     const li_args *a;
     const li_dims *d;
     const dsops_indexer_kernels *k;
-    int units;          /* DI in quads (int8) or pairs (bf16) */
-    size_t q_stride;    /* elements of a packed query row */
-    size_t tile_bytes;
+    size_t q_stride;    /* bytes of a packed query row (the tier's layout) */
+    size_t tile_bytes;  /* bytes of a packed 16-key tile */
 } li_plan;
 
 /* Per-token query state: packed rows, int8 bias corrections, fp32 head weights. */
 typedef struct li_query {
-    void *q;            /* [NI][q_stride] int8 or bf16 */
-    int32_t *qsum128;   /* [NI] */
+    void *q;            /* [NI][q_stride] bytes, the tier's query layout */
+    int32_t *qsum128;   /* [NI] bias corrections from pack_query_int8 */
     float *w;           /* [NI] */
 } li_query;
 
@@ -165,21 +164,14 @@ static void prepare_query(const li_plan *p, int64_t t, li_query *qs)
     int64_t NI = p->d->NI, DI = p->d->DI;
     for (int64_t h = 0; h < NI; h++) {
         const void *src = dsops_at3(&a->q_idx, t, h, 0);
+        void *dst = (char *)qs->q + h * p->q_stride;
         if (p->d->int8) {
-            int8_t *dst = (int8_t *)qs->q + h * p->q_stride;
-            memcpy(dst, src, (size_t)DI);
-            memset(dst + DI, 0, p->q_stride - (size_t)DI);
-            int32_t sum = 0;
-            for (int64_t c = 0; c < DI; c++)
-                sum += dst[c];
-            qs->qsum128[h] = (int32_t)((uint32_t)sum * 128u);
+            qs->qsum128[h] = p->k->pack_query_int8((const int8_t *)src, (int)DI, dst);
             float scale = dsops_fp16_to_f32(*(const uint16_t *)dsops_at2(&a->q_idx_scale, t, h));
             float weight = dsops_fp16_to_f32(*(const uint16_t *)dsops_at2(&a->weights, t, h));
             qs->w[h] = dsops_fp16_to_f32(dsops_f32_to_fp16(scale * weight)); /* ws_h = fp16(qs * w) */
         } else {
-            uint16_t *dst = (uint16_t *)qs->q + h * p->q_stride;
-            memcpy(dst, src, (size_t)DI * 2);
-            memset(dst + DI, 0, (p->q_stride - (size_t)DI) * 2);
+            p->k->pack_query_bf16((const uint16_t *)src, (int)DI, dst);
             qs->w[h] = dsops_bf16_to_f32(*(const uint16_t *)dsops_at2(&a->weights, t, h));
         }
     }
@@ -236,10 +228,10 @@ static void score_range(const li_plan *p, const li_query *qs, int64_t b, int64_t
         for (int tile = 0; tile < ntiles; tile++) {
             if (d->int8)
                 p->k->pack_int8((const int8_t *const *)&rows[cur][tile * 16], (int)d->DI,
-                                (uint8_t *)tiles + tile * p->tile_bytes);
+                                (char *)tiles + tile * p->tile_bytes);
             else
                 p->k->pack_bf16((const uint16_t *const *)&rows[cur][tile * 16], (int)d->DI,
-                                (uint16_t *)((uint8_t *)tiles + tile * p->tile_bytes));
+                                (char *)tiles + tile * p->tile_bytes);
         }
         if (c1 < j1) {
             int64_t n1 = j1 - c1 < CHUNK_KEYS ? j1 : c1 + CHUNK_KEYS;
@@ -249,10 +241,10 @@ static void score_range(const li_plan *p, const li_query *qs, int64_t b, int64_t
         float out[CHUNK_KEYS];
         if (d->int8) {
             memcpy(kscale, scales[cur], (size_t)ntiles * 16 * 4);
-            p->k->score_int8((const int8_t *)qs->q, p->q_stride, qs->qsum128, qs->w, (int)d->NI, tiles, ntiles,
-                             p->units, kscale, out);
+            p->k->score_int8(qs->q, p->q_stride, qs->qsum128, qs->w, (int)d->NI, tiles, ntiles, (int)d->DI, kscale,
+                             out);
         } else {
-            p->k->score_bf16((const uint16_t *)qs->q, p->q_stride, qs->w, (int)d->NI, tiles, ntiles, p->units, out);
+            p->k->score_bf16(qs->q, p->q_stride, qs->w, (int)d->NI, tiles, ntiles, (int)d->DI, out);
         }
         memcpy(I + c0, out, (size_t)(c1 - c0) * 4);
     }
@@ -266,8 +258,7 @@ static li_scratch_layout scratch_layout(const li_plan *p, int64_t nmax)
 {
     li_scratch_layout s;
     size_t off = 0, NI = (size_t)p->d->NI;
-    size_t elem = p->d->int8 ? 1 : 2;
-    s.q = off;      off += dsops_align64(NI * p->q_stride * elem);
+    s.q = off;      off += dsops_align64(NI * p->q_stride);
     s.qsum = off;   off += dsops_align64(NI * 4);
     s.w = off;      off += dsops_align64(NI * 4);
     s.tiles = off;  off += dsops_align64(CHUNK_TILES * p->tile_bytes);
@@ -323,16 +314,11 @@ dsops_status dsops_lightning_indexer(dsops_context *ctx, const li_args *a)
     dsops_context *use;
     DSOPS_TRY(dsops_context_begin(ctx, &use));
     const dsops_kernel_table *kt = dsops_kernel_table_get(use->isa);
-    li_plan p = {a, &d, &kt->indexer, 0, 0, 0};
-    if (d.int8) {
-        p.units = (int)((d.DI + 3) / 4);
-        p.q_stride = (size_t)p.units * 4;
-        p.tile_bytes = (size_t)p.units * 64;
-    } else {
-        p.units = (int)((d.DI + 1) / 2);
-        p.q_stride = (size_t)p.units * 2;
-        p.tile_bytes = (size_t)p.units * 64;
-    }
+    li_plan p = {a, &d, &kt->indexer, 0, 0};
+    if (d.int8)
+        p.k->layout_int8((int)d.DI, &p.tile_bytes, &p.q_stride);
+    else
+        p.k->layout_bf16((int)d.DI, &p.tile_bytes, &p.q_stride);
     li_scratch_layout L = scratch_layout(&p, nmax);
     size_t strided_out = dsops_align64((size_t)d.K * 8); /* topk results before a strided scatter */
     size_t per_thread = L.total + strided_out;

@@ -1,111 +1,291 @@
-/* Lightning-indexer scoring for AVX2 + FMA + F16C, on the tile layouts of src/core/dispatch.h.
- * int8: the biased key bytes are widened to 16 bits and multiplied with vpmaddwd (exact); bf16:
- * pairs widened to fp32 and FMAs. The epilogue (ReLU, 2^-11, fp16 rounding, weight) matches the
- * other tiers; packing uses the scalar kernels. */
+/* Lightning-indexer kernels for AVX2 + FMA + F16C, on this tier's own layouts (src/core/dispatch.h):
+ * keys and queries are widened once, when packed, so the scoring loops do nothing but multiply-adds.
+ *  int8: tile [P][16][2] int16 (P = ceil(di/2) dim pairs), query [P][2] int16; vpmaddwd + vpaddd.
+ *  bf16: tile [2P][16] fp32, query [2P] fp32; vfmadd231ps.
+ * Register tile: 6 heads x 16 keys (12 accumulators, 2 key vectors, 1 query broadcast of the 16 ymm
+ * registers); the tile (4 or 8 KB for DI 128) and the queries stay in L1 while all heads pass over it.
+ *
+ * Exactness of the int8 dots. vpmaddwd multiplies signed 16-bit lanes and adds each pair of products
+ * into 32 bits. Both operands are sign-extended int8 values in [-128, 127], so a product lies in
+ * [-16256, 16384] and a pair sum in [-32512, 32768]: the one case where vpmaddwd wraps (both products
+ * (-32768)^2) cannot arise, and every pair sum is exact. (vpmaddubsw is not used: its 16-bit pair sums
+ * saturate, e.g. 2 * 255 * 127 for biased keys.) The pair sums are accumulated with vpaddd, which wraps
+ * modulo 2^32 exactly as the other tiers' accumulators do; |dot| <= DI * 2^14 <= 2^31 (DI <= 131072),
+ * so every dot is exact except dot = +2^31 (DI = 131072, all q and k -128), which all tiers alike wrap
+ * to -2^31. */
 #include <immintrin.h>
 
 #include "dispatch.h"
 #include "internal.h"
 
-/* Four 16-bit copies of one query quad, sign-extended: (q0, q1, q2, q3) x 4. */
-static inline __m256i quad_s16(const int8_t *q)
+#define INLINE static inline __attribute__((always_inline))
+
+/* Heads per register tile. */
+#define LI_ROWS 6
+
+/* ---- layouts and packing ---------------------------------------------------------------------- */
+
+static void layout_int8__avx2(int di, size_t *tile_bytes, size_t *query_bytes)
 {
-    int32_t v;
-    memcpy(&v, q, 4);
-    return _mm256_cvtepi8_epi16(_mm_set1_epi32(v));
+    size_t pairs = (size_t)(di + 1) / 2;
+    *tile_bytes = pairs * 64;
+    *query_bytes = dsops_align64(pairs * 4);
 }
 
-/* Adds RT heads' terms to sum[0..1] (16 keys) for one tile. */
-static inline __attribute__((always_inline)) void int8_heads(const int8_t *q, size_t q_stride, const int32_t *qsum128,
-                                                             const float *ws, const int RT, const uint8_t *tile,
-                                                             int dquads, __m256 sum[2])
+static void layout_bf16__avx2(int di, size_t *tile_bytes, size_t *query_bytes)
 {
-    __m256i acc[2][4];
-    for (int r = 0; r < RT; r++)
-        for (int g = 0; g < 4; g++)
-            acc[r][g] = _mm256_setzero_si256();
-    for (int k = 0; k < dquads; k++) {
-        __m256i kv[4]; /* keys 4g .. 4g+3, 4 bytes each, as 16-bit values 0 .. 255 */
-        for (int g = 0; g < 4; g++)
-            kv[g] = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(tile + (size_t)k * 64 + g * 16)));
-        for (int r = 0; r < RT; r++) {
-            __m256i qq = quad_s16(q + (size_t)r * q_stride + 4 * k);
-            for (int g = 0; g < 4; g++)
-                acc[r][g] = _mm256_add_epi32(acc[r][g], _mm256_madd_epi16(kv[g], qq));
+    size_t pairs = (size_t)(di + 1) / 2;
+    *tile_bytes = pairs * 128;
+    *query_bytes = dsops_align64(pairs * 8);
+}
+
+static int32_t pack_query_int8__avx2(const int8_t *src, int di, void *dst)
+{
+    int16_t *q = dst;
+    int padded = (di + 1) / 2 * 2, d = 0;
+    for (; d + 16 <= di; d += 16)
+        _mm256_storeu_si256((__m256i *)(q + d), _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(src + d))));
+    for (; d < padded; d++)
+        q[d] = d < di ? src[d] : 0;
+    return 0; /* keys are signed: nothing to remove */
+}
+
+static void pack_query_bf16__avx2(const uint16_t *src, int di, void *dst)
+{
+    float *q = dst;
+    int padded = (di + 1) / 2 * 2, d = 0;
+    for (; d + 8 <= di; d += 8) {
+        __m256i x = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + d)));
+        _mm256_storeu_ps(q + d, _mm256_castsi256_ps(_mm256_slli_epi32(x, 16)));
+    }
+    for (; d < padded; d++)
+        q[d] = d < di ? dsops_bf16_to_f32(src[d]) : 0.0f;
+}
+
+/* Transposes 8 rows of 8 32-bit elements in place: r[i] element j -> r[j] element i. */
+INLINE void transpose8x8_epi32(__m256i r[8])
+{
+    __m256i a[8], b[8];
+    for (int i = 0; i < 8; i += 2) {
+        a[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+        a[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        b[i] = _mm256_unpacklo_epi64(a[i], a[i + 2]);
+        b[i + 1] = _mm256_unpackhi_epi64(a[i], a[i + 2]);
+        b[i + 2] = _mm256_unpacklo_epi64(a[i + 1], a[i + 3]);
+        b[i + 3] = _mm256_unpackhi_epi64(a[i + 1], a[i + 3]);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x20);
+        r[i + 4] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x31);
+    }
+}
+
+/* Row e's bytes [off, off + n) followed by zeros, for the last partial block of a row or a padding key. */
+INLINE void stage_row(const void *row, size_t off, size_t n, void *buf, size_t bytes)
+{
+    memset(buf, 0, bytes);
+    if (row && n > 0)
+        memcpy(buf, (const char *)row + off, n);
+}
+
+/* 16 int8 rows -> [P][16][2] int16: per 8 keys x 8 dim pairs, sign-extend 16 bytes of each row into 8
+ * 32-bit pairs, then an 8x8 transpose puts the 8 keys of one pair side by side. */
+static void pack_int8__avx2(const int8_t *const *rows, int di, void *tilev)
+{
+    int16_t *tile = tilev;
+    int pairs = (di + 1) / 2;
+    for (int p0 = 0; p0 < pairs; p0 += 8) {
+        int np = pairs - p0 < 8 ? pairs - p0 : 8;
+        size_t off = (size_t)p0 * 2;
+        bool full = (size_t)di >= off + 16;
+        for (int half = 0; half < 2; half++) {
+            __m256i r[8];
+            for (int e = 0; e < 8; e++) {
+                const int8_t *row = rows[half * 8 + e];
+                if (row && full) {
+                    r[e] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(row + off)));
+                } else {
+                    int8_t buf[16];
+                    stage_row(row, off, full ? 16 : (size_t)di - off, buf, sizeof buf);
+                    r[e] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)buf));
+                }
+            }
+            transpose8x8_epi32(r);
+            for (int k = 0; k < np; k++)
+                _mm256_storeu_si256((__m256i *)(tile + (size_t)(p0 + k) * 32 + half * 16), r[k]);
+        }
+    }
+}
+
+/* 16 bf16 rows -> [2P][16] fp32: per 8 keys x 8 dim pairs, an 8x8 transpose of the 32-bit pairs, then
+ * each pair vector splits into its even dim (low halves shifted up) and odd dim (high halves). */
+static void pack_bf16__avx2(const uint16_t *const *rows, int di, void *tilev)
+{
+    float *tile = tilev;
+    int pairs = (di + 1) / 2;
+    const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
+    for (int p0 = 0; p0 < pairs; p0 += 8) {
+        int np = pairs - p0 < 8 ? pairs - p0 : 8;
+        size_t off = (size_t)p0 * 2;
+        bool full = (size_t)di >= off + 16;
+        for (int half = 0; half < 2; half++) {
+            __m256i r[8];
+            for (int e = 0; e < 8; e++) {
+                const uint16_t *row = rows[half * 8 + e];
+                if (row && full) {
+                    r[e] = _mm256_loadu_si256((const __m256i *)(row + off));
+                } else {
+                    uint16_t buf[16];
+                    stage_row(row, off * 2, full ? 32 : ((size_t)di - off) * 2, buf, sizeof buf);
+                    r[e] = _mm256_loadu_si256((const __m256i *)buf);
+                }
+            }
+            transpose8x8_epi32(r);
+            for (int k = 0; k < np; k++) {
+                float *dst = tile + (size_t)(p0 + k) * 32 + half * 8;
+                _mm256_storeu_ps(dst, _mm256_castsi256_ps(_mm256_slli_epi32(r[k], 16)));
+                _mm256_storeu_ps(dst + 16, _mm256_castsi256_ps(_mm256_and_si256(r[k], hi)));
+            }
+        }
+    }
+}
+
+/* ---- int8 scores -------------------------------------------------------------------------------- */
+
+/* I[0..15] += ws[r] * fp16(f32(max(dot, 0)) * 2^-11) for R heads (ascending) of one tile. q: the first
+ * head's pairs as 32-bit words, qs words apart; tile: [pairs][16] 32-bit words. */
+INLINE void int8_heads(const int32_t *q, size_t qs, const float *ws, const int R, const int32_t *tile, int pairs,
+                       float *I)
+{
+    __m256i acc[LI_ROWS][2];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+        acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+    for (int p = 0; p < pairs; p++) {
+        __m256i k0 = _mm256_loadu_si256((const __m256i *)(tile + (size_t)p * 16));
+        __m256i k1 = _mm256_loadu_si256((const __m256i *)(tile + (size_t)p * 16 + 8));
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            __m256i qb = _mm256_set1_epi32(q[(size_t)r * qs + p]);
+            acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(k0, qb));
+            acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(k1, qb));
         }
     }
     const __m256 guard = _mm256_set1_ps(0x1p-11f);
-    for (int r = 0; r < RT; r++) {
-        __m256i corr = _mm256_set1_epi32(qsum128[r]);
+    __m256 s0 = _mm256_loadu_ps(I), s1 = _mm256_loadu_ps(I + 8);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) {
         __m256 w = _mm256_set1_ps(ws[r]);
-        for (int half = 0; half < 2; half++) {
-            /* acc[g] holds two partial sums per key of keys 4g .. 4g+3; pair them up in key order */
-            __m256i x = _mm256_hadd_epi32(acc[r][2 * half], acc[r][2 * half + 1]);
-            x = _mm256_permute4x64_epi64(x, 0xd8);
-            __m256i dot = _mm256_max_epi32(_mm256_sub_epi32(x, corr), _mm256_setzero_si256());
+        for (int j = 0; j < 2; j++) {
+            __m256i dot = _mm256_max_epi32(acc[r][j], _mm256_setzero_si256());
             __m256 d = _mm256_mul_ps(_mm256_cvtepi32_ps(dot), guard);
             d = _mm256_cvtph_ps(_mm256_cvtps_ph(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-            sum[half] = _mm256_fmadd_ps(w, d, sum[half]);
+            if (j == 0)
+                s0 = _mm256_fmadd_ps(w, d, s0);
+            else
+                s1 = _mm256_fmadd_ps(w, d, s1);
         }
     }
+    _mm256_storeu_ps(I, s0);
+    _mm256_storeu_ps(I + 8, s1);
 }
 
-static void score_int8__avx2(const int8_t *q, size_t q_stride, const int32_t *qsum128, const float *ws, int nh,
-                             const uint8_t *tiles, int ntiles, int dquads, const float *kscale, float *I)
+static void score_int8__avx2(const void *qv, size_t q_stride, const int32_t *qbias, const float *ws, int nh,
+                             const void *tilesv, int ntiles, int di, const float *kscale, float *I)
 {
+    (void)qbias; /* signed keys: no bias */
+    const int32_t *q = qv;
+    size_t qs = q_stride / 4;
+    int pairs = (di + 1) / 2;
     for (int t = 0; t < ntiles; t++) {
-        const uint8_t *tile = tiles + (size_t)t * dquads * 64;
-        __m256 sum[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        const int32_t *tile = (const int32_t *)tilesv + (size_t)t * pairs * 16;
+        float *It = I + (size_t)t * 16;
+        _mm256_storeu_ps(It, _mm256_setzero_ps());
+        _mm256_storeu_ps(It + 8, _mm256_setzero_ps());
         int h = 0;
-        for (; h + 2 <= nh; h += 2)
-            int8_heads(q + h * q_stride, q_stride, qsum128 + h, ws + h, 2, tile, dquads, sum);
-        for (; h < nh; h++)
-            int8_heads(q + h * q_stride, q_stride, qsum128 + h, ws + h, 1, tile, dquads, sum);
+        for (; h + LI_ROWS <= nh; h += LI_ROWS)
+            int8_heads(q + h * qs, qs, ws + h, LI_ROWS, tile, pairs, It);
+        switch (nh - h) {
+        case 5: int8_heads(q + h * qs, qs, ws + h, 5, tile, pairs, It); break;
+        case 4: int8_heads(q + h * qs, qs, ws + h, 4, tile, pairs, It); break;
+        case 3: int8_heads(q + h * qs, qs, ws + h, 3, tile, pairs, It); break;
+        case 2: int8_heads(q + h * qs, qs, ws + h, 2, tile, pairs, It); break;
+        case 1: int8_heads(q + h * qs, qs, ws + h, 1, tile, pairs, It); break;
+        default: break;
+        }
         for (int half = 0; half < 2; half++)
-            _mm256_storeu_ps(I + t * 16 + half * 8, _mm256_mul_ps(sum[half], _mm256_loadu_ps(kscale + t * 16 + half * 8)));
+            _mm256_storeu_ps(It + half * 8, _mm256_mul_ps(_mm256_loadu_ps(It + half * 8),
+                                                          _mm256_loadu_ps(kscale + t * 16 + half * 8)));
     }
 }
 
-static inline __m256 widen_even(__m256i x) { return _mm256_castsi256_ps(_mm256_slli_epi32(x, 16)); }
-static inline __m256 widen_odd(__m256i x)
+/* ---- bf16 scores -------------------------------------------------------------------------------- */
+
+/* I[0..15] += max(dot, 0) * w[r] for R heads (ascending) of one tile; q: fp32 rows qs floats apart,
+ * tile: [dims][16] fp32. */
+INLINE void bf16_heads(const float *q, size_t qs, const float *w, const int R, const float *tile, int dims, float *I)
 {
-    return _mm256_castsi256_ps(_mm256_and_si256(x, _mm256_set1_epi32((int)0xffff0000u)));
+    __m256 acc[LI_ROWS][2];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+        acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+#pragma GCC unroll 2
+    for (int d = 0; d < dims; d++) {
+        __m256 k0 = _mm256_loadu_ps(tile + (size_t)d * 16);
+        __m256 k1 = _mm256_loadu_ps(tile + (size_t)d * 16 + 8);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            __m256 qb = _mm256_broadcast_ss(q + (size_t)r * qs + d);
+            acc[r][0] = _mm256_fmadd_ps(qb, k0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(qb, k1, acc[r][1]);
+        }
+    }
+    __m256 s0 = _mm256_loadu_ps(I), s1 = _mm256_loadu_ps(I + 8);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) {
+        __m256 wv = _mm256_set1_ps(w[r]);
+        s0 = _mm256_fmadd_ps(_mm256_max_ps(acc[r][0], _mm256_setzero_ps()), wv, s0);
+        s1 = _mm256_fmadd_ps(_mm256_max_ps(acc[r][1], _mm256_setzero_ps()), wv, s1);
+    }
+    _mm256_storeu_ps(I, s0);
+    _mm256_storeu_ps(I + 8, s1);
 }
 
-static void score_bf16__avx2(const uint16_t *q, size_t q_stride, const float *w, int nh, const uint16_t *tiles,
-                             int ntiles, int dpairs, float *I)
+static void score_bf16__avx2(const void *qv, size_t q_stride, const float *w, int nh, const void *tilesv, int ntiles,
+                             int di, float *I)
 {
+    const float *q = qv;
+    size_t qs = q_stride / 4;
+    int dims = (di + 1) / 2 * 2;
     for (int t = 0; t < ntiles; t++) {
-        const uint16_t *tile = tiles + (size_t)t * dpairs * 32;
-        __m256 sum[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-        for (int h0 = 0; h0 < nh; h0 += 4) {
-            int rt = nh - h0 < 4 ? nh - h0 : 4;
-            __m256 acc[4][2];
-            for (int r = 0; r < 4; r++)
-                acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-            for (int k = 0; k < dpairs; k++) {
-                __m256i x0 = _mm256_loadu_si256((const __m256i *)(tile + (size_t)k * 32));
-                __m256i x1 = _mm256_loadu_si256((const __m256i *)(tile + (size_t)k * 32 + 16));
-                __m256 e0 = widen_even(x0), o0 = widen_odd(x0), e1 = widen_even(x1), o1 = widen_odd(x1);
-                for (int r = 0; r < rt; r++) {
-                    const uint16_t *qr = q + (size_t)(h0 + r) * q_stride + 2 * k;
-                    __m256 qa = _mm256_set1_ps(dsops_bf16_to_f32(qr[0])), qb = _mm256_set1_ps(dsops_bf16_to_f32(qr[1]));
-                    acc[r][0] = _mm256_fmadd_ps(qb, o0, _mm256_fmadd_ps(qa, e0, acc[r][0]));
-                    acc[r][1] = _mm256_fmadd_ps(qb, o1, _mm256_fmadd_ps(qa, e1, acc[r][1]));
-                }
-            }
-            for (int r = 0; r < rt; r++) {
-                __m256 wv = _mm256_set1_ps(w[h0 + r]);
-                for (int half = 0; half < 2; half++)
-                    sum[half] = _mm256_fmadd_ps(_mm256_max_ps(acc[r][half], _mm256_setzero_ps()), wv, sum[half]);
-            }
+        const float *tile = (const float *)tilesv + (size_t)t * dims * 16;
+        float *It = I + (size_t)t * 16;
+        _mm256_storeu_ps(It, _mm256_setzero_ps());
+        _mm256_storeu_ps(It + 8, _mm256_setzero_ps());
+        int h = 0;
+        for (; h + LI_ROWS <= nh; h += LI_ROWS)
+            bf16_heads(q + h * qs, qs, w + h, LI_ROWS, tile, dims, It);
+        switch (nh - h) {
+        case 5: bf16_heads(q + h * qs, qs, w + h, 5, tile, dims, It); break;
+        case 4: bf16_heads(q + h * qs, qs, w + h, 4, tile, dims, It); break;
+        case 3: bf16_heads(q + h * qs, qs, w + h, 3, tile, dims, It); break;
+        case 2: bf16_heads(q + h * qs, qs, w + h, 2, tile, dims, It); break;
+        case 1: bf16_heads(q + h * qs, qs, w + h, 1, tile, dims, It); break;
+        default: break;
         }
-        _mm256_storeu_ps(I + t * 16, sum[0]);
-        _mm256_storeu_ps(I + t * 16 + 8, sum[1]);
     }
 }
 
 const dsops_indexer_kernels dsops_indexer_kernels__avx2 = {
+    .layout_int8 = layout_int8__avx2,
+    .layout_bf16 = layout_bf16__avx2,
+    .pack_query_int8 = pack_query_int8__avx2,
+    .pack_query_bf16 = pack_query_bf16__avx2,
+    .pack_int8 = pack_int8__avx2,
+    .pack_bf16 = pack_bf16__avx2,
     .score_int8 = score_int8__avx2,
     .score_bf16 = score_bf16__avx2,
 };

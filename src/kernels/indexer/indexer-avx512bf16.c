@@ -6,6 +6,7 @@
 
 #include "../common/transpose-avx512.h"
 #include "dispatch.h"
+#include "indexer.h"
 #include "internal.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -30,8 +31,9 @@ INLINE __m512i bcst32(const void *p)
 
 /* 16 rows of di bytes (or padding) -> [dquads][16][4] with bytes biased by 128: a 16x16 transpose of
  * 32-bit quads per 64 bytes of the rows. */
-static void pack_int8__avx512bf16(const int8_t *const *rows, int di, uint8_t *tile)
+static void pack_int8__avx512bf16(const int8_t *const *rows, int di, void *tilev)
 {
+    uint8_t *tile = tilev;
     int dquads = (di + 3) / 4;
     const __m512i bias = _mm512_set1_epi8((char)0x80);
     for (int q0 = 0; q0 < dquads; q0 += 16) {
@@ -52,8 +54,9 @@ static void pack_int8__avx512bf16(const int8_t *const *rows, int di, uint8_t *ti
     }
 }
 
-static void pack_bf16__avx512bf16(const uint16_t *const *rows, int di, uint16_t *tile)
+static void pack_bf16__avx512bf16(const uint16_t *const *rows, int di, void *tilev)
 {
+    uint16_t *tile = tilev;
     int dpairs = (di + 1) / 2;
     for (int p0 = 0; p0 < dpairs; p0 += 16) {
         int np = dpairs - p0 < 16 ? dpairs - p0 : 16;
@@ -131,10 +134,12 @@ INLINE void int8_tiles(const int8_t *q, size_t q_stride, const int32_t *qsum128,
         _mm512_storeu_ps(I + j * 16, _mm512_mul_ps(sum[j], _mm512_loadu_ps(kscale + j * 16)));
 }
 
-static void score_int8__avx512bf16(const int8_t *q, size_t q_stride, const int32_t *qsum128, const float *ws,
-                                   int nh, const uint8_t *tiles, int ntiles, int dquads, const float *kscale,
-                                   float *I)
+static void score_int8__avx512bf16(const void *qv, size_t q_stride, const int32_t *qsum128, const float *ws,
+                                   int nh, const void *tilesv, int ntiles, int di, const float *kscale, float *I)
 {
+    const int8_t *q = qv; /* rows q_stride bytes apart */
+    const uint8_t *tiles = tilesv;
+    int dquads = (di + 3) / 4;
     size_t tile_bytes = (size_t)dquads * 64;
     int t = 0;
     for (; t + IDX_TILES <= ntiles; t += IDX_TILES)
@@ -197,9 +202,12 @@ INLINE void bf16_tiles(const uint16_t *q, size_t q_stride, const float *w, int n
         _mm512_storeu_ps(I + j * 16, sum[j]);
 }
 
-static void score_bf16__avx512bf16(const uint16_t *q, size_t q_stride, const float *w, int nh,
-                                   const uint16_t *tiles, int ntiles, int dpairs, float *I)
+static void score_bf16__avx512bf16(const void *qv, size_t q_stride_bytes, const float *w, int nh,
+                                   const void *tilesv, int ntiles, int di, float *I)
 {
+    const uint16_t *q = qv, *tiles = tilesv;
+    size_t q_stride = q_stride_bytes / 2; /* in bf16 elements */
+    int dpairs = (di + 1) / 2;
     size_t tile_elems = (size_t)dpairs * 32;
     int t = 0;
     for (; t + IDX_TILES <= ntiles; t += IDX_TILES)
@@ -209,6 +217,11 @@ static void score_bf16__avx512bf16(const uint16_t *q, size_t q_stride, const flo
 }
 
 const dsops_indexer_kernels dsops_indexer_kernels__avx512bf16 = {
+    /* the scalar tier's layouts (the avx2 tier, below this one, has its own) */
+    .layout_int8 = dsops_indexer_layout_int8_quads,
+    .layout_bf16 = dsops_indexer_layout_bf16_pairs,
+    .pack_query_int8 = dsops_indexer_pack_query_int8_quads,
+    .pack_query_bf16 = dsops_indexer_pack_query_bf16_pairs,
     .pack_int8 = pack_int8__avx512bf16,
     .pack_bf16 = pack_bf16__avx512bf16,
     .score_int8 = score_int8__avx512bf16,
