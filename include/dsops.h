@@ -757,12 +757,21 @@ DSOPS_API dsops_status dsops_sas(dsops_context *ctx, const dsops_sas_args *args)
 typedef enum dsops_peak_kind {
     DSOPS_PEAK_BF16_DOT = 0,  /* bf16 dot products with fp32 accumulation, FLOP/s (2 per product) */
     DSOPS_PEAK_INT8_DOT = 1,  /* u8 x s8 dot products with int32 accumulation, OP/s (2 per product) */
-    DSOPS_PEAK_FP32_FMA = 2   /* fp32 fused multiply-adds, FLOP/s (2 per FMA) */
+    DSOPS_PEAK_FP32_FMA = 2,  /* fp32 fused multiply-adds, FLOP/s (2 per FMA) */
+    DSOPS_PEAK_STREAM = 3     /* one core's memory stream: y = a x over arrays far larger than the caches,
+                               * B/s counting the bytes read and the bytes written */
 } dsops_peak_kind;
+#define DSOPS_PEAK_KIND_COUNT 4
 
-/* Runs a register-resident dot-product loop on the calling thread for about `seconds` with the
- * best kernel of tier `isa` (capped to the detected tier) and returns the rate in GFLOP/s or GOP/s. */
+/* Runs a register-resident dot-product loop (or, for DSOPS_PEAK_STREAM, a streaming read-and-write loop
+ * over 2 x 64 MiB) on the calling thread for about `seconds` with the best kernel of tier `isa` (capped to the
+ * detected tier) and returns the best rate in GFLOP/s, GOP/s or GB/s. */
 DSOPS_API dsops_status dsops_measure_peak(dsops_isa isa, dsops_peak_kind kind, double seconds, double *giga_per_s);
+
+/* One line that says how matmuls with `dtype` weights (DSOPS_BF16, DSOPS_INT8 or DSOPS_FP32) run at tier
+ * `isa` on this machine (oneDNN in the weights' type, oneDNN fp32 on weights widened once, or the tier's own
+ * row-dot kernels, and which below how many rows), written to text[size]. */
+DSOPS_API dsops_status dsops_matmul_path(dsops_isa isa, dsops_dtype dtype, char *text, size_t size);
 
 #ifdef __cplusplus
 }

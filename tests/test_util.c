@@ -32,6 +32,15 @@ void tu_init(int argc, char **argv, uint64_t default_seed)
     verbose = env_flag("DSOPS_TEST_VERBOSE");
     printf("%s: seed %" PRIu64 "%s%s%s\n", prog, seed, quick ? " (quick)" : "", filter ? ", filter " : "",
            filter ? filter : "");
+    /* the tiers the tests compare with the oracles are the ones this CPU has; the others cannot run here */
+    dsops_isa det = dsops_isa_detected();
+    printf("tiers run:");
+    for (int i = 0; i <= (int)det; i++)
+        printf(" %s", dsops_isa_name((dsops_isa)i));
+    printf("; skipped (the CPU lacks them):");
+    for (int i = (int)det + 1; i < DSOPS_ISA_COUNT; i++)
+        printf(" %s", dsops_isa_name((dsops_isa)i));
+    printf("%s\n", (int)det + 1 < DSOPS_ISA_COUNT ? "" : " none");
 }
 
 uint64_t tu_seed(void) { return seed; }

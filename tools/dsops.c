@@ -57,6 +57,16 @@ static int cmd_info(void)
     printf("peak bf16 dot     : %.1f GFLOP/s per core (%s)\n", bf16, dsops_isa_name(det));
     printf("peak int8 dot     : %.1f GOP/s per core (%s)\n", int8, dsops_isa_name(det));
     printf("peak fp32 fma     : %.1f GFLOP/s per core (%s)\n", fp32, dsops_isa_name(det));
+    double stream = 0;
+    dsops_measure_peak(det, DSOPS_PEAK_STREAM, 0.5, &stream);
+    printf("memory stream     : %.1f GB/s per core (read + write)\n", stream);
+    const dsops_dtype weight_types[] = {DSOPS_BF16, DSOPS_INT8, DSOPS_FP32};
+    for (int i = 0; i < 3; i++) {
+        char path[256];
+        if (dsops_matmul_path(dsops_context_isa(ctx), weight_types[i], path, sizeof path) != DSOPS_OK)
+            snprintf(path, sizeof path, "unavailable: %s", dsops_last_error());
+        printf("matmul %-4s       : %s\n", dsops_dtype_name(weight_types[i]), path);
+    }
     dsops_context_destroy(ctx);
     return 0;
 }
@@ -978,7 +988,7 @@ static int make_v4_problem(const bench_case_ref *c, bench_problem *bp, char *why
         dsops_hcpost_problem *p = dsops_hcpost_problem_make(c->hcpost, 0);
         if (!p)
             return snprintf(why, cap, "cannot generate the case (out of memory?)"), 1;
-        /* memory-bound: GB/s is the figure (no FLOP rate, no peak) */
+        /* memory-bound: GB/s is the figure, against the memory stream (no FLOP rate) */
         *bp = (bench_problem){p, hcpost_run, hcpost_check, hcpost_release, 0.0, p->bytes, DSOPS_PEAK_BF16_DOT,
                               .unit = "mem", .no_peak = 1, .vendor_us = c->hcpost->vendor_us,
                               .vendor = c->hcpost->vendor};
@@ -1130,7 +1140,7 @@ static void print_error_row(const char *name, dsops_context *ctx, const char *wh
  * 2000 times) and prints one table row, with the vendor's time beside ours when the case has one;
  * returns the median in seconds, or a negative value on error (after an error row). */
 static double time_and_print(const char *name, const bench_problem *bp, const bench_opts *o, dsops_context *ctx,
-                             const double peak_core[3], const char *check)
+                             const double peak_core[DSOPS_PEAK_KIND_COUNT], const char *check)
 {
     double t0 = now_seconds();
     dsops_status st = bp->run(ctx, bp->p);
@@ -1157,7 +1167,11 @@ static double time_and_print(const char *name, const bench_problem *bp, const be
     double gbs = bp->bytes / med * 1e-9;
     int threads = dsops_context_threads(ctx);
     double peak = peak_core[bp->peak];
-    char rate_s[16], pct_s[16], vendor_s[96] = "";
+    char rate_s[16], pct_s[16], bw_s[16], vendor_s[96] = "";
+    if (bp->bytes > 0 && peak_core[DSOPS_PEAK_STREAM] > 0)
+        snprintf(bw_s, sizeof bw_s, "%5.0f%%", 100.0 * gbs / (peak_core[DSOPS_PEAK_STREAM] * threads));
+    else
+        snprintf(bw_s, sizeof bw_s, "%6s", "-");
     if (bp->work > 0)
         snprintf(rate_s, sizeof rate_s, "%8.1f", rate);
     else
@@ -1173,9 +1187,9 @@ static double time_and_print(const char *name, const bench_problem *bp, const be
                        : bp->peak == DSOPS_PEAK_INT8_DOT ? "int8"
                        : bp->peak == DSOPS_PEAK_FP32_FMA ? "fp32"
                                                          : "bf16";
-    printf("%-36s %-10s %3d %5d %10.3f %7.3f-%-8.3f %s %-5s %7.2f %s %5s%s\n", name,
+    printf("%-36s %-10s %3d %5d %10.3f %7.3f-%-8.3f %s %-5s %7.2f %s %s %5s%s\n", name,
            dsops_isa_name(dsops_context_isa(ctx)), threads, reps, med * 1e3, lo * 1e3, hi * 1e3, rate_s, unit, gbs,
-           pct_s, check, vendor_s);
+           pct_s, bw_s, check, vendor_s);
     fflush(stdout);
     free(times);
     return med;
@@ -1183,7 +1197,7 @@ static double time_and_print(const char *name, const bench_problem *bp, const be
 
 /* One row per stage of a fused sparse_attention_v32 case, each stand-alone operator timed on the stage
  * arguments, then the sum of the stages against the fused time. */
-static int bench_dia_stages(void *pv, double fused, const bench_opts *o, dsops_context *ctx, const double peak_core[3])
+static int bench_dia_stages(void *pv, double fused, const bench_opts *o, dsops_context *ctx, const double peak_core[DSOPS_PEAK_KIND_COUNT])
 {
     dia_bench *b = pv;
     const dsops_dia_problem *p = b->p;
@@ -1310,7 +1324,7 @@ static void case_op_shape(const bench_case_ref *c, bench_result *r)
 
 /* Rate and share of the peak of a timing (median `med` seconds at `threads` threads) into slot k of r. */
 static void note_rate(bench_result *r, int k, const bench_problem *bp, double med, int threads,
-                      const double peak_core[3])
+                      const double peak_core[DSOPS_PEAK_KIND_COUNT])
 {
     r->med[k] = med;
     r->threads[k] = threads;
@@ -1329,12 +1343,14 @@ static void note_rate(bench_result *r, int k, const bench_problem *bp, double me
             r->pct[k] = 100.0 * r->rate[k] / (peak_core[bp->peak] * threads);
     } else {
         r->rate[k] = bp->bytes / med * 1e-9;
+        if (peak_core[DSOPS_PEAK_STREAM] > 0)
+            r->pct[k] = 100.0 * r->rate[k] / (peak_core[DSOPS_PEAK_STREAM] * threads);
     }
 }
 
 /* Makes the case's problem once, checks it (--check, at the first thread count) and times it at every
  * thread count of `thr` (0: the context's), each timing with its detail rows. */
-static int bench_case(const bench_case_ref *c, const bench_opts *o, dsops_context *ctx, const double peak_core[3],
+static int bench_case(const bench_case_ref *c, const bench_opts *o, dsops_context *ctx, const double peak_core[DSOPS_PEAK_KIND_COUNT],
                       const int *thr, int nthr, bench_result *res)
 {
     int failures = 0;
@@ -1737,7 +1753,8 @@ static int cmd_bench(int argc, char **argv)
         dsops_context_set_threads(ctx, o.threads);
     if (o.isa_set)
         dsops_context_set_isa(ctx, o.isa);
-    double peak[3] = {0, 0, 0}; /* indexed by dsops_peak_kind */
+    double peak[DSOPS_PEAK_KIND_COUNT] = {0}; /* indexed by dsops_peak_kind */
+    dsops_measure_peak(dsops_isa_detected(), DSOPS_PEAK_STREAM, 0.3, &peak[DSOPS_PEAK_STREAM]);
     dsops_measure_peak(dsops_isa_detected(), DSOPS_PEAK_BF16_DOT, 0.3, &peak[DSOPS_PEAK_BF16_DOT]);
     dsops_measure_peak(dsops_isa_detected(), DSOPS_PEAK_INT8_DOT, 0.2, &peak[DSOPS_PEAK_INT8_DOT]);
     int any_hcpre = 0, any_hcpost = 0;
@@ -1749,11 +1766,13 @@ static int cmd_bench(int argc, char **argv)
            peak[DSOPS_PEAK_BF16_DOT], peak[DSOPS_PEAK_INT8_DOT]);
     if (any_hcpre)
         printf(", fp32 fma %.1f GFLOP/s", peak[DSOPS_PEAK_FP32_FMA]);
-    printf("; %%peak = rate / (peak x threads)\n");
+    printf(", memory stream %.1f GB/s; %%peak = rate / (peak x threads), %%bw = GB/s / (stream x threads)\n",
+           peak[DSOPS_PEAK_STREAM]);
     if (any_hcpre)
         printf("hc_pre counts the fp32 FLOP of its mix reduction (2 T M HC H) against the fp32 FMA peak\n");
     if (any_hcpost)
-        printf("hc_post is memory-bound: GB/s counts x, residual, post, comb read and out written; no FLOP rate\n");
+        printf("hc_post is memory-bound: GB/s counts x, residual, post, comb read and out written; no FLOP rate; "
+               "its %%peak in the suite table is %%bw\n");
     if (suite)
         printf("suite %s: %s\n", suite->name, suite->about);
     /* a suite runs every case at 1 and 2 threads unless --threads names one count */
@@ -1762,8 +1781,8 @@ static int cmd_bench(int argc, char **argv)
         thr[0] = 1, thr[1] = 2, nthr = 2;
         printf("each case at 1 and 2 threads (--threads N: one count)\n");
     }
-    printf("%-36s %-10s %3s %5s %10s %16s %8s %-5s %7s %7s %5s\n", "case", "isa", "thr", "runs", "median ms",
-           "min-max ms", "G/s", "unit", "GB/s", "%peak", "check");
+    printf("%-36s %-10s %3s %5s %10s %16s %8s %-5s %7s %7s %6s %5s\n", "case", "isa", "thr", "runs", "median ms",
+           "min-max ms", "G/s", "unit", "GB/s", "%peak", "%bw", "check");
     static bench_result results[512];
     int failures = 0;
     for (int k = 0; k < norder; k++)

@@ -31,14 +31,25 @@ struct dsops_linear_engine {
     dnnl_engine_t engine;
 };
 
+/* How a map runs its products (chosen once, when the map is made). */
+typedef enum linear_path {
+    PATH_ONEDNN = 0,      /* oneDNN matmul in the weights' own type */
+    PATH_WIDENED = 1,     /* weights widened to fp32 once; oneDNN fp32 matmul on widened activations (int8: in
+                           * blocks of K whose sums are exact in fp32, added in int32) */
+    PATH_OWN = 2          /* the tier's row-dot kernels for every row count (oneDNN has no matmul of this type) */
+} linear_path;
+
 struct dsops_linear {
     dnnl_engine_t engine;           /* the shared engine's */
+    linear_path path;
+    int64_t kb, kblock;             /* K in kb blocks of kblock (kb > 1: the widened int8 path only) */
     const void *w;              /* identity of the source weights */
     dsops_dtype dtype;
     int64_t N, K, stride_n, stride_k;
     int nchunks;
     linear_chunk *chunks;
     int32_t *wsum128;               /* int8 with stride_k 1: 128 * sum_k W[n][k], for the row-dot path */
+    void *rows;                     /* PATH_OWN with stride_k != 1: a row-major copy of W [N, K] */
 };
 
 static dsops_status dnnl_failed(dnnl_status_t st, const char *what)
@@ -60,11 +71,33 @@ static dsops_status dnnl_failed(dnnl_status_t st, const char *what)
 /* bf16 x bf16 -> fp32, fp32 x fp32 -> fp32, int8 x int8 -> int32 (the source has the weights' type) */
 static dnnl_data_type_t weight_type(const dsops_linear *l)
 {
+    if (l->path == PATH_WIDENED)
+        return dnnl_f32;
     return l->dtype == DSOPS_BF16 ? dnnl_bf16 : l->dtype == DSOPS_FP32 ? dnnl_f32 : dnnl_s8;
 }
-static dnnl_data_type_t result_type(const dsops_linear *l) { return l->dtype == DSOPS_INT8 ? dnnl_s32 : dnnl_f32; }
+static dnnl_data_type_t result_type(const dsops_linear *l)
+{
+    return l->dtype == DSOPS_INT8 && l->path != PATH_WIDENED ? dnnl_s32 : dnnl_f32;
+}
 
-/* Creates chunk c's matmul and packs its weights. */
+/* Widens chunk c's weights to fp32 as [kb][kblock][n] (unit stride along n, zero beyond K). */
+static float *widen_weights(const dsops_linear *l, const linear_chunk *c, const char *src)
+{
+    size_t count = (size_t)(l->kb * l->kblock * c->n);
+    float *wf = calloc(count ? count : 1, sizeof(float));
+    if (!wf)
+        return NULL;
+    for (int64_t n = 0; n < c->n; n++)
+        for (int64_t k = 0; k < l->K; k++) {
+            int64_t at = n * l->stride_n + k * l->stride_k;
+            float v = l->dtype == DSOPS_BF16 ? dsops_bf16_to_f32(((const uint16_t *)src)[at]) : (float)((const int8_t *)src)[at];
+            wf[k * c->n + n] = v; /* block k / kblock, row k % kblock */
+        }
+    return wf;
+}
+
+/* Creates chunk c's matmul and packs its weights. The widened path multiplies kb blocks of K as one batched
+ * matmul ([kb, M, kblock] x [kb, kblock, n] -> [kb, M, n]) when kb > 1. */
 static dsops_status make_chunk(const dsops_linear *l, linear_chunk *c)
 {
     dsops_status status = DSOPS_OK;
@@ -74,18 +107,37 @@ static dsops_status make_chunk(const dsops_linear *l, linear_chunk *c)
     dnnl_primitive_t reorder = NULL;
     dnnl_memory_t from = NULL, to = NULL;
     dnnl_stream_t stream = NULL;
-    dnnl_dims_t src_dims = {DNNL_RUNTIME_DIM_VAL, l->K}, w_dims = {l->K, c->n}, dst_dims = {DNNL_RUNTIME_DIM_VAL, c->n};
-    dnnl_dims_t runtime_rows = {DNNL_RUNTIME_DIM_VAL, 1};
+    float *widened = NULL;
+    int nd = l->kb > 1 ? 3 : 2;
+    const int64_t R = DNNL_RUNTIME_DIM_VAL;
+    dnnl_dims_t src_dims = {R, l->kblock}, w_dims = {l->kblock, c->n}, dst_dims = {R, c->n};
+    dnnl_dims_t src_strides = {R, 1}, dst_strides = {R, 1};
     dnnl_dims_t w_strides = {l->stride_k, l->stride_n}; /* W^T: element (k, n) at k * stride_k + n * stride_n */
-    DNNL_TRY(dnnl_memory_desc_init_by_strides(&src_md, 2, src_dims, weight_type(l), runtime_rows), "source descriptor");
-    DNNL_TRY(dnnl_memory_desc_init_by_strides(&dst_md, 2, dst_dims, result_type(l), runtime_rows), "result descriptor");
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&w_any, 2, w_dims, weight_type(l), dnnl_format_tag_any), "weights descriptor");
-    DNNL_TRY(dnnl_memory_desc_init_by_strides(&w_plain, 2, w_dims, weight_type(l), w_strides), "weights descriptor");
+    if (l->path == PATH_WIDENED)
+        w_strides[0] = c->n, w_strides[1] = 1;
+    if (nd == 3) {
+        dnnl_dims_t s3 = {l->kb, R, l->kblock}, w3 = {l->kb, l->kblock, c->n}, d3 = {l->kb, R, c->n};
+        dnnl_dims_t ss3 = {R, R, 1}, ds3 = {R, R, 1}, ws3 = {l->kblock * c->n, c->n, 1};
+        memcpy(src_dims, s3, sizeof s3), memcpy(w_dims, w3, sizeof w3), memcpy(dst_dims, d3, sizeof d3);
+        memcpy(src_strides, ss3, sizeof ss3), memcpy(dst_strides, ds3, sizeof ds3), memcpy(w_strides, ws3, sizeof ws3);
+    }
+    DNNL_TRY(dnnl_memory_desc_init_by_strides(&src_md, nd, src_dims, weight_type(l), src_strides), "source descriptor");
+    DNNL_TRY(dnnl_memory_desc_init_by_strides(&dst_md, nd, dst_dims, result_type(l), dst_strides), "result descriptor");
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&w_any, nd, w_dims, weight_type(l), dnnl_format_tag_any), "weights descriptor");
+    DNNL_TRY(dnnl_memory_desc_init_by_strides(&w_plain, nd, w_dims, weight_type(l), w_strides), "weights descriptor");
     DNNL_TRY(dnnl_matmul_desc_init(&desc, &src_md, &w_any, NULL, &dst_md), "matmul descriptor");
     DNNL_TRY(dnnl_primitive_desc_create(&pd, &desc, NULL, l->engine, NULL), "matmul primitive descriptor");
     c->w_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     const char *src = (const char *)l->w + (size_t)(c->n0 * l->stride_n) * dsops_elem_size(l->dtype);
-    if (dnnl_memory_desc_equal(&w_plain, &c->w_md)) {
+    if (l->path == PATH_WIDENED) {
+        /* widened here, not by a oneDNN reorder: its bf16 reorders need the CPU support its bf16 matmuls lack */
+        if (!(widened = widen_weights(l, c, src))) {
+            status = dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate %lld floats of widened weights",
+                                (long long)(l->kb * l->kblock * c->n));
+            goto done;
+        }
+        src = (const char *)widened;
+    } else if (dnnl_memory_desc_equal(&w_plain, &c->w_md)) {
         /* the matmul reads the caller's layout as it is: no copy (the weights must stay unchanged) */
         DNNL_TRY(dnnl_memory_create(&c->w_mem, &c->w_md, l->engine, (void *)src), "weights memory");
         DNNL_TRY(dnnl_primitive_create(&c->matmul, pd), "matmul primitive");
@@ -120,6 +172,7 @@ done:
         dnnl_memory_destroy(to);
     if (pd)
         dnnl_primitive_desc_destroy(pd);
+    free(widened);
     return status;
 }
 
@@ -136,6 +189,7 @@ void dsops_linear_destroy(dsops_linear *l)
     }
     free(l->chunks);
     free(l->wsum128);
+    free(l->rows);
     free(l);
 }
 
@@ -161,6 +215,44 @@ void dsops_linear_engine_destroy(dsops_linear_engine *e)
     free(e);
 }
 
+/* Whether oneDNN has a matmul of weights type `wt` on this CPU (Debian's oneDNN 2.6 has no bf16 matmul
+ * without AVX-512, and no JIT kernels at all below SSE 4.1). */
+static bool onednn_has_matmul(dnnl_engine_t engine, dnnl_data_type_t wt)
+{
+    dnnl_memory_desc_t s, w, d;
+    dnnl_dims_t sd = {4, 64}, wd = {64, 32}, dd = {4, 32};
+    dnnl_data_type_t rt = wt == dnnl_s8 ? dnnl_s32 : dnnl_f32;
+    dnnl_matmul_desc_t desc;
+    dnnl_primitive_desc_t pd = NULL;
+    if (dnnl_memory_desc_init_by_tag(&s, 2, sd, wt, dnnl_ab) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&w, 2, wd, wt, dnnl_format_tag_any) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&d, 2, dd, rt, dnnl_ab) != dnnl_success ||
+        dnnl_matmul_desc_init(&desc, &s, &w, NULL, &d) != dnnl_success ||
+        dnnl_primitive_desc_create(&pd, &desc, NULL, engine, NULL) != dnnl_success)
+        return false;
+    dnnl_primitive_desc_destroy(pd);
+    return true;
+}
+
+/* The path of a map of `dtype` weights: oneDNN in the weights' type where it has an exact matmul of it; else the
+ * weights widened once to fp32: bf16 products are exact in fp32 and the sums stay fp32, as in a bf16 matmul;
+ * int8 products are at most 2^14 in magnitude, so any sum of at most INT8_EXACT_K of them is an integer below
+ * 2^24, exact in fp32 whatever the order, and the blocks' sums are added in int32. Without oneDNN's fp32
+ * matmul either (no JIT below SSE 4.1), the tier's own row-dot kernels. */
+#define INT8_EXACT_K 1024
+static linear_path choose_path(dnnl_engine_t engine, dsops_dtype dtype)
+{
+    dnnl_data_type_t wt = dtype == DSOPS_BF16 ? dnnl_bf16 : dtype == DSOPS_FP32 ? dnnl_f32 : dnnl_s8;
+    /* without VNNI, oneDNN's int8 kernels multiply with vpmaddubsw, whose int16 pair sums saturate: its int8
+     * matmul then returns wrong sums for ordinary data (seen on an AVX2 CPU), so it is used only with VNNI */
+    bool exact = dtype != DSOPS_INT8 || dsops_isa_detected() >= DSOPS_ISA_AVX512BF16;
+    if (exact && onednn_has_matmul(engine, wt))
+        return PATH_ONEDNN;
+    if (dtype != DSOPS_FP32 && onednn_has_matmul(engine, dnnl_f32))
+        return PATH_WIDENED;
+    return PATH_OWN;
+}
+
 dsops_status dsops_linear_create(dsops_linear_engine *e, const void *w, dsops_dtype dtype, int64_t N, int64_t K,
                                  int64_t stride_n, int64_t stride_k, dsops_linear **out)
 {
@@ -177,6 +269,9 @@ dsops_status dsops_linear_create(dsops_linear_engine *e, const void *w, dsops_dt
     l->nchunks = (int)((N + LINEAR_CHUNK - 1) / LINEAR_CHUNK);
     l->chunks = calloc((size_t)l->nchunks, sizeof *l->chunks);
     l->engine = e->engine;
+    l->path = choose_path(e->engine, dtype);
+    l->kblock = l->path == PATH_WIDENED && dtype == DSOPS_INT8 && K > INT8_EXACT_K ? INT8_EXACT_K : K;
+    l->kb = K > 0 ? (K + l->kblock - 1) / l->kblock : 1;
     if (!l->chunks) {
         dsops_linear_destroy(l);
         return dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate a linear map");
@@ -191,18 +286,31 @@ dsops_status dsops_linear_create(dsops_linear_engine *e, const void *w, dsops_dt
         linear_chunk *c = &l->chunks[i];
         c->n0 = (int64_t)i * LINEAR_CHUNK;
         c->n = N - c->n0 < LINEAR_CHUNK ? N - c->n0 : LINEAR_CHUNK;
-        dsops_status s = make_chunk(l, c);
+        dsops_status s = l->path == PATH_OWN ? DSOPS_OK : make_chunk(l, c);
         if (s != DSOPS_OK) {
 #pragma omp critical(dsops_linear_status)
             status = s;
         }
     }
-    if (status == DSOPS_OK && dtype == DSOPS_INT8 && stride_k == 1) {
-        l->wsum128 = malloc(sizeof *l->wsum128 * (size_t)N);
+    if (status == DSOPS_OK && l->path == PATH_OWN && stride_k != 1 && N > 0 && K > 0) {
+        /* the row-dot kernels read row-major weights */
+        size_t es = dsops_elem_size(dtype);
+        l->rows = malloc(es * (size_t)(N * K));
+        if (!l->rows)
+            status = dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate %lld weights in rows", (long long)(N * K));
+        for (int64_t n = 0; status == DSOPS_OK && n < N; n++)
+            for (int64_t k = 0; k < K; k++)
+                memcpy((char *)l->rows + (size_t)(n * K + k) * es, (const char *)w + (size_t)(n * stride_n + k * stride_k) * es,
+                       es);
+    }
+    const char *base = l->rows ? (const char *)l->rows : (const char *)w;
+    int64_t ldw = l->rows ? K : stride_n;
+    if (status == DSOPS_OK && dtype == DSOPS_INT8 && (stride_k == 1 || l->rows)) {
+        l->wsum128 = malloc(sizeof *l->wsum128 * (size_t)(N > 0 ? N : 1));
         if (!l->wsum128)
             status = dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate %lld row sums", (long long)N);
         for (int64_t n = 0; status == DSOPS_OK && n < N; n++) {
-            const int8_t *row = (const int8_t *)w + n * stride_n;
+            const int8_t *row = (const int8_t *)base + n * ldw;
             uint32_t sum = 0;
             for (int64_t k = 0; k < K; k++)
                 sum += (uint32_t)(int32_t)row[k];
@@ -288,9 +396,14 @@ dsops_status dsops_prepared_check(const dsops_prepared *p, const char *op, const
 }
 
 /* Runs one chunk on `stream` (oneDNN runs single-threaded inside the caller's parallel region). */
+static dsops_status run_chunk_int8_widened(const dsops_linear *l, const linear_chunk *c, dnnl_stream_t stream,
+                                          const float *x, int64_t M, int32_t *y, int64_t ldy);
+
 static dsops_status run_chunk(const dsops_linear *l, const linear_chunk *c, dnnl_stream_t stream, const void *x,
                               int64_t M, int64_t ldx, void *y, int64_t ldy)
 {
+    if (l->path == PATH_WIDENED && l->dtype == DSOPS_INT8)
+        return run_chunk_int8_widened(l, c, stream, (const float *)x, M, (int32_t *)y, ldy);
     dsops_status status = DSOPS_OK;
     dnnl_memory_desc_t src_md, dst_md;
     dnnl_memory_t src = NULL, dst = NULL;
@@ -310,9 +423,60 @@ done:
     return status;
 }
 
+/* Rows per step of the widened int8 path: bounds its fp32 block sums to kb x 256 x LINEAR_CHUNK floats. */
+#define WIDENED_ROWS 256
+
+/* The widened int8 path: x is fp32 [kb][M][kblock] (zero beyond K); each block's sums (exact integers in
+ * fp32) come back as fp32 [kb][rows][n] and are added in int32, block by block. */
+static dsops_status run_chunk_int8_widened(const dsops_linear *l, const linear_chunk *c, dnnl_stream_t stream,
+                                          const float *x, int64_t M, int32_t *y, int64_t ldy)
+{
+    dsops_status status = DSOPS_OK;
+    dnnl_memory_t src = NULL, dst = NULL;
+    float *sums = malloc(sizeof(float) * (size_t)(l->kb * WIDENED_ROWS * c->n));
+    if (!sums)
+        return dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate the block sums of a widened int8 matmul");
+    int nd = l->kb > 1 ? 3 : 2;
+    for (int64_t m0 = 0; m0 < M; m0 += WIDENED_ROWS) {
+        int64_t mb = M - m0 < WIDENED_ROWS ? M - m0 : WIDENED_ROWS;
+        dnnl_memory_desc_t src_md, dst_md;
+        dnnl_dims_t src_dims = {l->kb, mb, l->kblock}, dst_dims = {l->kb, mb, c->n};
+        dnnl_dims_t src_strides = {M * l->kblock, l->kblock, 1}, dst_strides = {mb * c->n, c->n, 1};
+        int o = nd == 3 ? 0 : 1; /* a 2-D map (one block) takes the last two dims */
+        DNNL_TRY(dnnl_memory_desc_init_by_strides(&src_md, nd, src_dims + o, dnnl_f32, src_strides + o), "source descriptor");
+        DNNL_TRY(dnnl_memory_desc_init_by_strides(&dst_md, nd, dst_dims + o, dnnl_f32, dst_strides + o), "result descriptor");
+        DNNL_TRY(dnnl_memory_create(&src, &src_md, l->engine, (void *)(x + m0 * l->kblock)), "source memory");
+        DNNL_TRY(dnnl_memory_create(&dst, &dst_md, l->engine, sums), "result memory");
+        dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, c->w_mem}, {DNNL_ARG_DST, dst}};
+        DNNL_TRY(dnnl_primitive_execute(c->matmul, stream, 3, args), "matmul");
+        DNNL_TRY(dnnl_stream_wait(stream), "stream wait");
+        dnnl_memory_destroy(src);
+        dnnl_memory_destroy(dst);
+        src = dst = NULL;
+        for (int64_t m = 0; m < mb; m++) {
+            int32_t *row = y + (m0 + m) * ldy + c->n0;
+            for (int64_t n = 0; n < c->n; n++) {
+                int32_t acc = 0;
+                for (int64_t b = 0; b < l->kb; b++)
+                    acc += (int32_t)sums[(b * mb + m) * c->n + n];
+                row[n] = acc;
+            }
+        }
+    }
+done:
+    if (src)
+        dnnl_memory_destroy(src);
+    if (dst)
+        dnnl_memory_destroy(dst);
+    free(sums);
+    return status;
+}
+
 /* Whether job j runs on the row-dot kernels of `k` at M rows. */
 static bool use_rowdot(const dsops_linear *l, const dsops_linear_kernels *k, int64_t M)
 {
+    if (l->path == PATH_OWN)
+        return true;
     if (M > ROWDOT_MAX_M || l->stride_k != 1)
         return false;
     return (l->dtype == DSOPS_BF16 && k->rowdot_bf16) || (l->dtype == DSOPS_INT8 && k->rowdot_s8 && l->wsum128);
@@ -323,13 +487,18 @@ static void run_rowdot(const dsops_linear_kernels *k, const dsops_linear_job *jo
 {
     const dsops_linear *l = job->l;
     size_t es = dsops_elem_size(l->dtype);
-    const char *w = (const char *)l->w + (size_t)(c->n0 * l->stride_n) * es;
-    if (l->dtype == DSOPS_BF16)
-        k->rowdot_bf16((const uint16_t *)job->x, (size_t)job->ldx, (int)M, (const uint16_t *)w, (size_t)l->stride_n,
-                       (int)c->n, (int)l->K, (float *)job->y + c->n0, (size_t)job->ldy);
-    else
-        k->rowdot_s8(xb, (size_t)l->K, (int)M, (const int8_t *)w, (size_t)l->stride_n, (int)c->n, (int)l->K,
-                     l->wsum128 + c->n0, (int32_t *)job->y + c->n0, (size_t)job->ldy);
+    int64_t ldw = l->rows ? l->K : l->stride_n;
+    const char *w = (const char *)(l->rows ? l->rows : l->w) + (size_t)(c->n0 * ldw) * es;
+    /* blocks of at most ROWDOT_MAX_M rows (the kernels' decode sizes; PATH_OWN takes any M) */
+    for (int64_t m0 = 0; m0 < M; m0 += ROWDOT_MAX_M) {
+        int mb = (int)(M - m0 < ROWDOT_MAX_M ? M - m0 : ROWDOT_MAX_M);
+        if (l->dtype == DSOPS_BF16)
+            k->rowdot_bf16((const uint16_t *)job->x + m0 * job->ldx, (size_t)job->ldx, mb, (const uint16_t *)w,
+                           (size_t)ldw, (int)c->n, (int)l->K, (float *)job->y + m0 * job->ldy + c->n0, (size_t)job->ldy);
+        else
+            k->rowdot_s8(xb + m0 * l->K, (size_t)l->K, mb, (const int8_t *)w, (size_t)ldw, (int)c->n, (int)l->K,
+                         l->wsum128 + c->n0, (int32_t *)job->y + m0 * job->ldy + c->n0, (size_t)job->ldy);
+    }
 }
 
 dsops_status dsops_linear_run(const dsops_linear_job *jobs, int njobs, int64_t M, int threads, dsops_isa isa)
@@ -338,11 +507,13 @@ dsops_status dsops_linear_run(const dsops_linear_job *jobs, int njobs, int64_t M
         return DSOPS_OK;
     const dsops_linear_kernels *rk = &dsops_kernel_table_get(isa)->linear;
     int64_t items = 0;
-    size_t biased_bytes = 0;
+    size_t biased_bytes = 0, widened_floats = 0;
     for (int j = 0; j < njobs; j++) {
         items += jobs[j].l->nchunks;
         if (use_rowdot(jobs[j].l, rk, M) && jobs[j].l->dtype == DSOPS_INT8)
             biased_bytes += (size_t)(M * jobs[j].l->K);
+        if (!use_rowdot(jobs[j].l, rk, M) && jobs[j].l->path == PATH_WIDENED)
+            widened_floats += (size_t)(M * jobs[j].l->kb * jobs[j].l->kblock);
     }
     if (threads > items)
         threads = (int)items;
@@ -350,12 +521,18 @@ dsops_status dsops_linear_run(const dsops_linear_job *jobs, int njobs, int64_t M
     uint8_t *biased = biased_bytes ? malloc(biased_bytes) : NULL;
     if (biased_bytes && !biased)
         return dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate %zu bytes of biased activations", biased_bytes);
+    /* the widened path multiplies fp32 activations: one exact fp32 copy per job, shared by its chunks */
+    float *widened = widened_floats ? malloc(sizeof(float) * widened_floats) : NULL;
     const uint8_t **xb = calloc((size_t)njobs, sizeof *xb);
-    if (!xb) {
+    const float **xf = calloc((size_t)njobs, sizeof *xf);
+    if (!xb || !xf || (widened_floats && !widened)) {
         free(biased);
-        return dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate %d job records", njobs);
+        free(widened);
+        free(xb);
+        free(xf);
+        return dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate the activations of %d matmul jobs", njobs);
     }
-    for (int j = 0, off = 0; j < njobs; j++) {
+    for (size_t j = 0, off = 0; j < (size_t)njobs; j++) {
         const dsops_linear *l = jobs[j].l;
         if (!(use_rowdot(l, rk, M) && l->dtype == DSOPS_INT8))
             continue;
@@ -364,7 +541,25 @@ dsops_status dsops_linear_run(const dsops_linear_job *jobs, int njobs, int64_t M
             for (int64_t k = 0; k < l->K; k++)
                 dst[m * l->K + k] = (uint8_t)(((const int8_t *)jobs[j].x)[m * jobs[j].ldx + k] ^ 0x80);
         xb[j] = dst;
-        off += (int)(M * l->K);
+        off += (size_t)(M * l->K);
+    }
+    for (size_t j = 0, off = 0; j < (size_t)njobs; j++) {
+        const dsops_linear *l = jobs[j].l;
+        if (use_rowdot(l, rk, M) || l->path != PATH_WIDENED)
+            continue;
+        float *dst = widened + off;
+        for (int64_t m = 0; m < M; m++) {
+            if (l->dtype == DSOPS_BF16) {
+                dsops_bf16_to_fp32((const uint16_t *)jobs[j].x + m * jobs[j].ldx, dst + m * l->K, (size_t)l->K);
+                continue;
+            }
+            /* int8: [kb][M][kblock], zero beyond K */
+            const int8_t *xr = (const int8_t *)jobs[j].x + m * jobs[j].ldx;
+            for (int64_t k = 0; k < l->kb * l->kblock; k++)
+                dst[((k / l->kblock) * M + m) * l->kblock + k % l->kblock] = k < l->K ? (float)xr[k] : 0.0f;
+        }
+        xf[j] = dst;
+        off += (size_t)(M * l->kb * l->kblock);
     }
     dsops_status status = DSOPS_OK;
     char message[512] = "";
@@ -391,6 +586,8 @@ dsops_status dsops_linear_run(const dsops_linear_job *jobs, int njobs, int64_t M
             const dsops_linear_job *job = &jobs[j];
             if (use_rowdot(job->l, rk, M))
                 run_rowdot(rk, job, xb[j], M, &job->l->chunks[i]);
+            else if (xf[j])
+                mine = run_chunk(job->l, &job->l->chunks[i], stream, xf[j], M, job->l->K, job->y, job->ldy);
             else
                 mine = run_chunk(job->l, &job->l->chunks[i], stream, job->x, M, job->ldx, job->y, job->ldy);
         }
@@ -409,8 +606,37 @@ dsops_status dsops_linear_run(const dsops_linear_job *jobs, int njobs, int64_t M
         }
     }
     free(xb);
+    free(xf);
+    free(widened);
     free(biased);
     if (status != DSOPS_OK)
         return dsops_fail(status, "%s", message);
     return status;
+}
+
+dsops_status dsops_matmul_path(dsops_isa isa, dsops_dtype dtype, char *text, size_t size)
+{
+    if (!text || size == 0)
+        return dsops_fail(DSOPS_ERR_NULL, "text is NULL or size is 0");
+    if (dtype != DSOPS_BF16 && dtype != DSOPS_INT8 && dtype != DSOPS_FP32)
+        return dsops_fail(DSOPS_ERR_DTYPE, "dtype = %s: matmul weights are bf16, int8 or fp32", dsops_dtype_name(dtype));
+    dsops_linear_engine *e;
+    DSOPS_TRY(dsops_linear_engine_create(&e));
+    linear_path path = choose_path(e->engine, dtype);
+    dsops_linear_engine_destroy(e);
+    const dsops_kernel_table *t = dsops_kernel_table_get(isa);
+    bool rowdot = dtype == DSOPS_BF16 ? t->linear.rowdot_bf16 != NULL : dtype == DSOPS_INT8 && t->linear.rowdot_s8;
+    const char *tier = dsops_isa_name(t->isa), *name = dsops_dtype_name(dtype);
+    if (path == PATH_OWN)
+        snprintf(text, size, "row-dot kernels (%s) at every size: oneDNN has no %s matmul on this CPU", tier, name);
+    else if (path == PATH_WIDENED)
+        snprintf(text, size, "%s%s%soneDNN fp32 matmul on weights widened once (%s)",
+                 rowdot ? "up to 16 rows: row-dot kernels (" : "", rowdot ? tier : "", rowdot ? "); more: " : "",
+                 dtype == DSOPS_BF16 ? "oneDNN has no bf16 matmul on this CPU"
+                                     : "int8 in blocks of 1024 of K; oneDNN's int8 matmul saturates without VNNI");
+    else
+        snprintf(text, size, "%s%s%soneDNN %s matmul", rowdot ? "up to 16 rows: row-dot kernels (" : "",
+                 rowdot ? tier : "", rowdot ? "); more: " : "", name);
+    dsops_clear_error();
+    return DSOPS_OK;
 }
