@@ -94,26 +94,32 @@ typedef struct dsops_linear_kernels {
                       const int32_t *wsum128, int32_t *y, size_t ldy);
 } dsops_linear_kernels;
 
-/* hc_pre's mix reduction (spec §3.1 steps 1-3 before the division by r) for a group of nt tokens: token
- * t's HC streams are the bf16 rows x + t*ldt + i*lds (H values each), flattened stream-major into xf;
- * mix[t][m] = sum_k xf[k] w[m][k] and ss[t] = sum_k xf[k]^2, each in one fixed order. w ([M][ldw] fp32,
- * hc_fn) is first packed by `pack` into packed_floats(M, HC, H) floats (64-byte aligned).
- * work: DSOPS_HC_MIX_WORK(nt, M) floats. A tier without it leaves the entries NULL (oneDNN is used). */
-#define DSOPS_HC_MIX_WORK(nt, M) ((size_t)(((nt) + 1) / 2) * (size_t)((((M) + 11) / 12) * 24 + 2) * 16)
-#define DSOPS_HC_POST_MAX_HC 16
+/* hc_pre's mix reduction and weighted sum, hc_post's mixing (spec §3.1, §3.2). Every tier has every entry
+ * (the scalar tier is the portable implementation).
+ *
+ * mix: steps 1-3 (before the division by r) for a group of nt tokens: token t's HC streams are the bf16
+ * rows x + t*ldt + i*lds (H values each), flattened stream-major into xf; mix[t*ldm + m] = sum_k xf[k]
+ * w[m][k] and ss[t] = sum_k xf[k]^2, each in one order fixed by (M, HC, H) alone, so a token's sums do not
+ * depend on the tokens it is grouped with. w ([M][ldw] fp32, hc_fn) is first packed by the same tier's
+ * `pack` into packed_floats(M, HC, H) floats (64-byte aligned; the layout is the tier's own).
+ * work: mix_work_floats(nt, M) floats (64-byte aligned). */
+#define DSOPS_HC_POST_WORK(HC) ((size_t)(HC) * 64) /* floats: HC streams x a block of <= 64 channels */
 typedef struct dsops_hc_kernels {
     size_t (*packed_floats)(int M, int HC, int64_t H);
     void (*pack)(const float *w, size_t ldw, int M, int HC, int64_t H, float *wp);
+    size_t (*mix_work_floats)(int nt, int M);
     void (*mix)(const uint16_t *x, size_t ldt, size_t lds, int nt, int HC, int64_t H, const float *wp, int M,
                 float *mix, size_t ldm, float *ss, float *work);
-    /* Step 9: y[d] = bf16(sum_i pre[i] f32(x_i[d])), i ascending, x_i = x + i*lds (no contraction). */
+    /* Step 9: y[d] = bf16(0 + sum_i pre[i] f32(x_i[d])), i ascending, x_i = x + i*lds, each product rounded
+     * before its sum (no contraction): the same bits on every tier. */
     void (*weighted_sum)(const uint16_t *x, size_t lds, int HC, int64_t H, const float *pre, uint16_t *y);
-    /* hc_post for one token (spec §3.2), HC <= DSOPS_HC_POST_MAX_HC: out_j[d] = cast(post[j] x[d] +
-     * sum_i comb[i][j] res_i[d]) (i ascending, no contraction), res_i = res + i*lds_res, out_j = out +
-     * j*lds_out; every res_i[d] is read before out_j[d] is written (out may be res). Elements are bf16, or
-     * fp32 when fp32 != 0; post [HC] and comb [HC][HC] are fp32. */
+    /* hc_post for one token, any HC >= 1: out_j[d] = cast(post[j] x[d] + (0 + sum_i comb[i][j] res_i[d]))
+     * (i ascending, no contraction: the same bits on every tier), res_i = res + i*lds_res, out_j = out +
+     * j*lds_out. Channels go in blocks of at most 64: every res_i[d] of a block is read before any out_j[d]
+     * of that block is written, so out may be res. Elements are bf16, or fp32 when fp32 != 0; post [HC]
+     * and comb [HC][HC] are fp32. work: DSOPS_HC_POST_WORK(HC) floats (64-byte aligned). */
     void (*post_token)(const void *x, const void *res, size_t lds_res, void *out, size_t lds_out, int HC, int64_t H,
-                       const float *post, const float *comb, int fp32);
+                       const float *post, const float *comb, int fp32, float *work);
 } dsops_hc_kernels;
 
 /* The compressor's pooling (spec §3.4 step 3) of one window over n candidates: candidate r's value and

@@ -1,7 +1,8 @@
-/* hc_pre's mix reduction with AVX-512 FMA: two tokens x twelve mixes per register tile (24 fp32
+/* hc kernels with AVX-512. hc_pre's mix reduction: two tokens x twelve mixes per register tile (24 fp32
  * accumulators), the bf16 streams widened in registers, hc_fn read in place in blocks of K that stay
  * in L2 while every token pair of the group passes over them. Partial sums live in `work` between
- * blocks, so each token's sums have one fixed order whatever the group or the thread. */
+ * blocks, so each token's sums have one fixed order whatever the group or the thread. The weighted sum
+ * and hc_post use mul then add in the scalar tier's order (same bits on every tier). */
 #include <immintrin.h>
 
 #include "../common/bf16-avx512.h"
@@ -77,6 +78,11 @@ static void hc_pack(const float *w, size_t ldw, int M, int HC, int64_t H, float 
                     }
                 }
             }
+}
+
+static size_t hc_mix_work_floats(int nt, int M)
+{
+    return (size_t)((nt + 1) / 2) * (size_t)(((M + MIXES - 1) / MIXES) * 2 * MIXES + 2) * 16;
 }
 
 static void hc_mix(const uint16_t *x, size_t ldt, size_t lds, int nt, int HC, int64_t H, const float *wp, int M,
@@ -159,6 +165,8 @@ static inline __attribute__((always_inline)) void store_real(void *p, int64_t d,
         _mm256_mask_storeu_epi16((uint16_t *)p + d, m, bf16_rne(v));
 }
 
+#define POST_REG_HC 16 /* up to this many streams the residual vectors of a step stay in registers */
+
 /* 16 channels of every output stream: all HC residual values are loaded before the first store. */
 static inline __attribute__((always_inline)) void post_step(const void *x, const void *res, size_t lds_res, void *out,
                                                             size_t lds_out, int HC, const float *post,
@@ -166,7 +174,7 @@ static inline __attribute__((always_inline)) void post_step(const void *x, const
                                                             int full)
 {
     size_t es = fp32 ? 4 : 2;
-    __m512 r[DSOPS_HC_POST_MAX_HC];
+    __m512 r[POST_REG_HC];
     for (int i = 0; i < HC; i++)
         r[i] = load_real((const char *)res + (size_t)i * lds_res * es, d, m, fp32, full);
     __m512 xv = load_real(x, d, m, fp32, full);
@@ -179,9 +187,42 @@ static inline __attribute__((always_inline)) void post_step(const void *x, const
     }
 }
 
-static void hc_post_token(const void *x, const void *res, size_t lds_res, void *out, size_t lds_out, int HC, int64_t H,
-                          const float *post, const float *comb, int fp32)
+/* More than POST_REG_HC streams: blocks of 64 channels (4 vectors), the block's residual rows staged in
+ * work (fp32) before any output of the block is stored. */
+static void post_staged(const void *x, const void *res, size_t lds_res, void *out, size_t lds_out, int HC, int64_t H,
+                        const float *post, const float *comb, int fp32, float *work)
 {
+    size_t es = fp32 ? 4 : 2;
+    for (int64_t d0 = 0; d0 < H; d0 += 64) {
+        int nv = (int)((H - d0 < 64 ? H - d0 : 64) + 15) / 16;
+        for (int i = 0; i < HC; i++)
+            for (int v = 0; v < nv; v++) {
+                int64_t d = d0 + 16 * v;
+                __mmask16 m = H - d >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (H - d)) - 1u);
+                _mm512_store_ps(work + 64 * i + 16 * v,
+                                load_real((const char *)res + (size_t)i * lds_res * es, d, m, fp32, 0));
+            }
+        for (int j = 0; j < HC; j++)
+            for (int v = 0; v < nv; v++) {
+                int64_t d = d0 + 16 * v;
+                __mmask16 m = H - d >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (H - d)) - 1u);
+                __m512 acc = _mm512_setzero_ps();
+                for (int i = 0; i < HC; i++)
+                    acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_set1_ps(comb[i * HC + j]),
+                                                           _mm512_load_ps(work + 64 * i + 16 * v)));
+                __m512 val = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(post[j]), load_real(x, d, m, fp32, 0)), acc);
+                store_real((char *)out + (size_t)j * lds_out * es, d, m, fp32, 0, val);
+            }
+    }
+}
+
+static void hc_post_token(const void *x, const void *res, size_t lds_res, void *out, size_t lds_out, int HC, int64_t H,
+                          const float *post, const float *comb, int fp32, float *work)
+{
+    if (HC > POST_REG_HC) {
+        post_staged(x, res, lds_res, out, lds_out, HC, H, post, comb, fp32, work);
+        return;
+    }
     int64_t d = 0;
     if (fp32)
         for (; d + 16 <= H; d += 16)
@@ -194,6 +235,7 @@ static void hc_post_token(const void *x, const void *res, size_t lds_res, void *
 }
 
 const dsops_hc_kernels dsops_hc_kernels__avx512bf16 = {
+    .mix_work_floats = hc_mix_work_floats,
     .mix = hc_mix,
     .pack = hc_pack,
     .weighted_sum = hc_weighted_sum,
