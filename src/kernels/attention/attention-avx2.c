@@ -1,5 +1,6 @@
-/* Attention-core micro-kernels for AVX2 + FMA: bf16 pairs are widened to fp32 (even element =
- * low half of each dword) and multiplied with fp32 FMAs. Entries not set here use the scalar ones. */
+/* Attention-core micro-kernels for AVX2 + FMA (every entry of the table). bf16 pairs are widened to
+ * fp32 (even element = low half of each dword) and multiplied with fp32 FMAs; packing, dequantisation,
+ * softmax helpers and bf16 rounding are vectorised and bit-identical to the scalar tier. */
 #include <immintrin.h>
 #include <math.h>
 
@@ -12,46 +13,133 @@
 INLINE __m256 widen_even(__m256i x) { return _mm256_castsi256_ps(_mm256_slli_epi32(x, 16)); }
 INLINE __m256 widen_odd(__m256i x) { return _mm256_castsi256_ps(_mm256_and_si256(x, _mm256_set1_epi32((int)0xffff0000u))); }
 
-/* QK and PV are one product on the packed layouts (see attention-avx512bf16.c):
- *     c[r][16j + l] = scale * sum over k of  a[r][2k] * b[j][k][l][0] + a[r][2k+1] * b[j][k][l][1]
- * Here each 64-byte vector of b is two ymm of 8 pairs, widened to fp32 (even element = low half),
- * and the a pair (bf16 or fp32) is broadcast as two fp32 values. Register tile: 4 rows x 16 lanes. */
-INLINE void pair_fma(const void *a, int a_is_f32, size_t a_stride, int rows, const uint16_t *b, size_t b_stride,
-                     int nvec, int steps, float scale, float *c, size_t c_stride)
+/* 8 bf16 -> 8 fp32 (exact). */
+INLINE __m256 widen8(const uint16_t *p)
 {
-    for (int j = 0; j < nvec; j++) {
-        const uint16_t *bj = b + (size_t)j * b_stride;
-        for (int r0 = 0; r0 < rows; r0 += 4) {
-            int rt = rows - r0 < 4 ? rows - r0 : 4;
-            __m256 acc[4][2];
-            for (int r = 0; r < 4; r++)
-                acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-            for (int k = 0; k < steps; k++) {
-                __m256i x0 = _mm256_loadu_si256((const __m256i *)(bj + (size_t)k * 32));
-                __m256i x1 = _mm256_loadu_si256((const __m256i *)(bj + (size_t)k * 32 + 16));
-                __m256 e0 = widen_even(x0), o0 = widen_odd(x0), e1 = widen_even(x1), o1 = widen_odd(x1);
-                for (int r = 0; r < rt; r++) {
-                    float u, w;
-                    if (a_is_f32) {
-                        const float *ar = (const float *)a + (size_t)(r0 + r) * a_stride + 2 * k;
-                        u = ar[0];
-                        w = ar[1];
-                    } else {
-                        const uint16_t *ar = (const uint16_t *)a + (size_t)(r0 + r) * a_stride + 2 * k;
-                        u = dsops_bf16_to_f32(ar[0]);
-                        w = dsops_bf16_to_f32(ar[1]);
-                    }
-                    __m256 ub = _mm256_set1_ps(u), wb = _mm256_set1_ps(w);
-                    acc[r][0] = _mm256_fmadd_ps(wb, o0, _mm256_fmadd_ps(ub, e0, acc[r][0]));
-                    acc[r][1] = _mm256_fmadd_ps(wb, o1, _mm256_fmadd_ps(ub, e1, acc[r][1]));
+    __m128i h = _mm_loadu_si128((const __m128i *)p);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* fp32 -> bf16 bits in each dword (ties to even, NaN quietened with its sign), as dsops_f32_to_bf16. */
+INLINE __m256i round_bf16(__m256 f)
+{
+    __m256i u = _mm256_castps_si256(f);
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+    __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i rn = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7fff))), 16);
+    __m256i qn = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+    return _mm256_blendv_epi8(rn, qn, nan);
+}
+
+/* 16 fp32 -> 16 bf16 stored at dst. */
+INLINE void store16_bf16(uint16_t *dst, __m256 lo, __m256 hi)
+{
+    __m256i p = _mm256_packus_epi32(round_bf16(lo), round_bf16(hi)); /* lanes: lo0-3 hi0-3 lo4-7 hi4-7 */
+    _mm256_storeu_si256((__m256i *)dst, _mm256_permute4x64_epi64(p, _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+/* ---- QK and PV ------------------------------------------------------------------------------------
+ * Both are one product on the packed layouts (see attention-avx512bf16.c):
+ *     c[r][16j + l] = scale * sum over k of  a[r][2k] * b[j][k][l][0] + a[r][2k+1] * b[j][k][l][1]
+ * Each 64-byte vector of b is two ymm of 8 pairs, widened to fp32. The a rows (queries or weights) are
+ * widened to fp32 once per block of KBLK pairs, so the inner loop broadcasts from memory (a load, no ALU
+ * work). Register tile: TILE_H rows x 16 lanes, 2*TILE_H accumulators; for every lane the sum runs over k
+ * in ascending order, u*even then w*odd, whatever the tile or block, so a row's result does not depend on
+ * which rows share its tile. Blocks of k continue from the unscaled partial sums stored in c. */
+#ifndef TILE_H
+#define TILE_H 4
+#endif
+#define KBLK 512
+
+INLINE void tile_block(const float *a, size_t as, const int H, const uint16_t *bj, int ks, int first, int last,
+                       float scale, float *c, size_t cs)
+{
+    __m256 acc[2 * TILE_H];
+    for (int r = 0; r < H; r++) {
+        if (first) {
+            acc[2 * r] = acc[2 * r + 1] = _mm256_setzero_ps();
+        } else {
+            acc[2 * r] = _mm256_loadu_ps(c + (size_t)r * cs);
+            acc[2 * r + 1] = _mm256_loadu_ps(c + (size_t)r * cs + 8);
+        }
+    }
+    for (int k = 0; k < ks; k++) {
+        __m256i x0 = _mm256_loadu_si256((const __m256i *)(bj + (size_t)k * 32));
+        __m256i x1 = _mm256_loadu_si256((const __m256i *)(bj + (size_t)k * 32 + 16));
+        __m256 e0 = widen_even(x0), o0 = widen_odd(x0), e1 = widen_even(x1), o1 = widen_odd(x1);
+        for (int r = 0; r < H; r++) {
+            __m256 u = _mm256_broadcast_ss(a + (size_t)r * as + 2 * k);
+            __m256 w = _mm256_broadcast_ss(a + (size_t)r * as + 2 * k + 1);
+            acc[2 * r] = _mm256_fmadd_ps(w, o0, _mm256_fmadd_ps(u, e0, acc[2 * r]));
+            acc[2 * r + 1] = _mm256_fmadd_ps(w, o1, _mm256_fmadd_ps(u, e1, acc[2 * r + 1]));
+        }
+    }
+    __m256 sc = _mm256_set1_ps(last ? scale : 1.0f);
+    for (int r = 0; r < H; r++) {
+        float *cr = c + (size_t)r * cs;
+        if (last) {
+            acc[2 * r] = _mm256_mul_ps(acc[2 * r], sc);
+            acc[2 * r + 1] = _mm256_mul_ps(acc[2 * r + 1], sc);
+        }
+        _mm256_storeu_ps(cr, acc[2 * r]);
+        _mm256_storeu_ps(cr + 8, acc[2 * r + 1]);
+    }
+}
+
+/* All nvec column blocks for H rows and pairs [k0, k0 + ks); a points at pair k0 of row 0. */
+INLINE void rows_block(const float *a, size_t as, const int H, const uint16_t *b, size_t b_stride, int nvec, int k0,
+                       int ks, int first, int last, float scale, float *c, size_t cs)
+{
+    for (int j = 0; j < nvec; j++)
+        tile_block(a, as, H, b + (size_t)j * b_stride + (size_t)k0 * 32, ks, first, last, scale, c + (size_t)j * 16,
+                   cs);
+}
+
+static void rows_block_h(const float *a, size_t as, int h, const uint16_t *b, size_t b_stride, int nvec, int k0,
+                         int ks, int first, int last, float scale, float *c, size_t cs)
+{
+    switch (h) {
+#if TILE_H >= 6
+    case 6: rows_block(a, as, 6, b, b_stride, nvec, k0, ks, first, last, scale, c, cs); break;
+#endif
+#if TILE_H >= 5
+    case 5: rows_block(a, as, 5, b, b_stride, nvec, k0, ks, first, last, scale, c, cs); break;
+#endif
+    case 4: rows_block(a, as, 4, b, b_stride, nvec, k0, ks, first, last, scale, c, cs); break;
+    case 3: rows_block(a, as, 3, b, b_stride, nvec, k0, ks, first, last, scale, c, cs); break;
+    case 2: rows_block(a, as, 2, b, b_stride, nvec, k0, ks, first, last, scale, c, cs); break;
+    default: rows_block(a, as, 1, b, b_stride, nvec, k0, ks, first, last, scale, c, cs); break;
+    }
+}
+
+static void pair_product(const void *a, int a_is_f32, size_t a_stride, int rows, const uint16_t *b, size_t b_stride,
+                         int nvec, int steps, float scale, float *c, size_t c_stride)
+{
+    _Alignas(32) float buf[TILE_H * 2 * KBLK];
+    for (int r0 = 0; r0 < rows; r0 += TILE_H) {
+        int h = rows - r0 < TILE_H ? rows - r0 : TILE_H;
+        for (int k0 = 0; k0 < steps; k0 += KBLK) {
+            int ks = steps - k0 < KBLK ? steps - k0 : KBLK;
+            const float *ap;
+            size_t as;
+            if (a_is_f32) {
+                ap = (const float *)a + (size_t)r0 * a_stride + 2 * (size_t)k0;
+                as = a_stride;
+            } else {
+                for (int r = 0; r < h; r++) {
+                    const uint16_t *src = (const uint16_t *)a + (size_t)(r0 + r) * a_stride + 2 * (size_t)k0;
+                    float *dst = buf + (size_t)r * 2 * KBLK;
+                    int i = 0;
+                    for (; i + 8 <= 2 * ks; i += 8)
+                        _mm256_store_ps(dst + i, widen8(src + i));
+                    for (; i < 2 * ks; i++)
+                        dst[i] = dsops_bf16_to_f32(src[i]);
                 }
+                ap = buf;
+                as = 2 * KBLK;
             }
-            __m256 sc = _mm256_set1_ps(scale);
-            for (int r = 0; r < rt; r++) {
-                float *cr = c + (size_t)(r0 + r) * c_stride + (size_t)j * 16;
-                _mm256_storeu_ps(cr, _mm256_mul_ps(acc[r][0], sc));
-                _mm256_storeu_ps(cr + 8, _mm256_mul_ps(acc[r][1], sc));
-            }
+            rows_block_h(ap, as, h, b, b_stride, nvec, k0, ks, k0 == 0, k0 + ks >= steps, scale,
+                         c + (size_t)r0 * c_stride, c_stride);
         }
     }
 }
@@ -59,19 +147,41 @@ INLINE void pair_fma(const void *a, int a_is_f32, size_t a_stride, int rows, con
 static void qk_scores__avx2(const uint16_t *q, size_t q_stride, int nh, const uint16_t *kt, int ntiles, int dpairs,
                             float scale, float *s, size_t s_stride)
 {
-    pair_fma(q, 0, q_stride, nh, kt, (size_t)dpairs * 32, ntiles, dpairs, scale, s, s_stride);
+    pair_product(q, 0, q_stride, nh, kt, (size_t)dpairs * 32, ntiles, dpairs, scale, s, s_stride);
 }
 
 static void pv_bf16__avx2(const uint16_t *p, size_t p_stride, int nh, const uint16_t *vp, size_t vp_block_stride,
                           int npairs, int dv_blocks, float *o, size_t o_stride)
 {
-    pair_fma(p, 0, p_stride, nh, vp, vp_block_stride, dv_blocks, npairs, 1.0f, o, o_stride);
+    pair_product(p, 0, p_stride, nh, vp, vp_block_stride, dv_blocks, npairs, 1.0f, o, o_stride);
 }
 
 static void pv_fp32__avx2(const float *p, size_t p_stride, int nh, const uint16_t *vp, size_t vp_block_stride,
                           int npairs, int dv_blocks, float *o, size_t o_stride)
 {
-    pair_fma(p, 1, p_stride, nh, vp, vp_block_stride, dv_blocks, npairs, 1.0f, o, o_stride);
+    pair_product(p, 1, p_stride, nh, vp, vp_block_stride, dv_blocks, npairs, 1.0f, o, o_stride);
+}
+
+/* ---- softmax helpers ------------------------------------------------------------------------------ */
+
+/* max_ps(x, m) keeps m when x is NaN, as the scalar loop does; the lanes are combined the same way. */
+static float row_max__avx2(const float *s, int n)
+{
+    __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0;
+    int e = 0;
+    for (; e + 16 <= n; e += 16) {
+        m0 = _mm256_max_ps(_mm256_loadu_ps(s + e), m0);
+        m1 = _mm256_max_ps(_mm256_loadu_ps(s + e + 8), m1);
+    }
+    m0 = _mm256_max_ps(m1, m0);
+    float lanes[8];
+    _mm256_storeu_ps(lanes, m0);
+    float m = -INFINITY;
+    for (int i = 0; i < 8; i++)
+        m = lanes[i] > m ? lanes[i] : m;
+    for (; e < n; e++)
+        m = s[e] > m ? s[e] : m;
+    return m;
 }
 
 INLINE __m256 exp256(__m256 x)
@@ -120,9 +230,148 @@ static float exp_sum__avx2(const float *s, int n, float m, float *w)
     return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
 }
 
+static void scale_to_bf16__avx2(const float *w, int n, float r, uint16_t *p)
+{
+    __m256 rv = _mm256_set1_ps(r);
+    int e = 0;
+    for (; e + 16 <= n; e += 16)
+        store16_bf16(p + e, _mm256_mul_ps(_mm256_loadu_ps(w + e), rv), _mm256_mul_ps(_mm256_loadu_ps(w + e + 8), rv));
+    for (; e < n; e++)
+        p[e] = dsops_f32_to_bf16(w[e] * r);
+}
+
+static void scale_to_f32__avx2(const float *w, int n, float r, float *p)
+{
+    __m256 rv = _mm256_set1_ps(r);
+    int e = 0;
+    for (; e + 8 <= n; e += 8)
+        _mm256_storeu_ps(p + e, _mm256_mul_ps(_mm256_loadu_ps(w + e), rv));
+    for (; e < n; e++)
+        p[e] = w[e] * r;
+}
+
+/* ---- gathering ------------------------------------------------------------------------------------ */
+
+/* Rounding without the NaN case (Inf rounds to itself), for products that cannot be NaN. */
+INLINE __m256i round_bf16_no_nan(__m256 f)
+{
+    __m256i u = _mm256_castps_si256(f);
+    __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    return _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7fff))), 16);
+}
+
+static void dequant_int8__avx2(const int8_t *q, const void *scales, int n, uint16_t *dst)
+{
+    for (int g = 0; g < n / 128; g++) {
+        float scale;
+        memcpy(&scale, (const char *)scales + 4 * g, 4);
+        __m256 sv = _mm256_set1_ps(scale);
+        const int8_t *qg = q + 128 * g;
+        uint16_t *dg = dst + 128 * g;
+        if (isfinite(scale)) { /* an int8 times a finite scale is never NaN */
+            for (int c = 0; c < 128; c += 16) {
+                __m128i b = _mm_loadu_si128((const __m128i *)(qg + c));
+                __m256 lo = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), sv);
+                __m256 hi = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8))), sv);
+                __m256i p = _mm256_packus_epi32(round_bf16_no_nan(lo), round_bf16_no_nan(hi));
+                _mm256_storeu_si256((__m256i *)(dg + c), _mm256_permute4x64_epi64(p, _MM_SHUFFLE(3, 1, 2, 0)));
+            }
+            continue;
+        }
+        for (int c = 0; c < 128; c += 16) {
+            __m128i b = _mm_loadu_si128((const __m128i *)(qg + c));
+            __m256 lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+            __m256 hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8)));
+            store16_bf16(dg + c, _mm256_mul_ps(lo, sv), _mm256_mul_ps(hi, sv));
+        }
+    }
+}
+
+/* In-register transpose of an 8x8 matrix of dwords. */
+INLINE void transpose8x8(__m256i r[8])
+{
+    __m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);
+    __m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
+    __m256i t4 = _mm256_unpacklo_epi32(r[4], r[5]), t5 = _mm256_unpackhi_epi32(r[4], r[5]);
+    __m256i t6 = _mm256_unpacklo_epi32(r[6], r[7]), t7 = _mm256_unpackhi_epi32(r[6], r[7]);
+    __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+    __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+    __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
+    __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
+    r[0] = _mm256_permute2x128_si256(u0, u4, 0x20);
+    r[1] = _mm256_permute2x128_si256(u1, u5, 0x20);
+    r[2] = _mm256_permute2x128_si256(u2, u6, 0x20);
+    r[3] = _mm256_permute2x128_si256(u3, u7, 0x20);
+    r[4] = _mm256_permute2x128_si256(u0, u4, 0x31);
+    r[5] = _mm256_permute2x128_si256(u1, u5, 0x31);
+    r[6] = _mm256_permute2x128_si256(u2, u6, 0x31);
+    r[7] = _mm256_permute2x128_si256(u3, u7, 0x31);
+}
+
+/* Kt: the rows as dword (bf16 pair) columns, transposed in 8x8 blocks: block (keys e0..e0+7, pairs
+ * dp..dp+7) lands as 8 half-rows of the tile. Vp: rows 2pr and 2pr+1 interleaved element-wise. */
+static void pack_keys__avx2(const uint16_t *rows, size_t row_stride, int dpairs, int dv, uint16_t *kt_tile,
+                            uint16_t *vp, size_t vp_block_stride)
+{
+    int dp = 0;
+    for (; dp + 8 <= dpairs; dp += 8)
+        for (int e0 = 0; e0 < DSOPS_KT_LANES; e0 += 8) {
+            __m256i r[8];
+            for (int i = 0; i < 8; i++)
+                r[i] = _mm256_loadu_si256((const __m256i *)(rows + (size_t)(e0 + i) * row_stride + 2 * dp));
+            transpose8x8(r);
+            for (int i = 0; i < 8; i++)
+                _mm256_storeu_si256((__m256i *)(kt_tile + (size_t)(dp + i) * 32 + 2 * e0), r[i]);
+        }
+    for (; dp < dpairs; dp++)
+        for (int e = 0; e < DSOPS_KT_LANES; e++) {
+            uint32_t v;
+            memcpy(&v, rows + (size_t)e * row_stride + 2 * dp, 4);
+            memcpy(kt_tile + (size_t)dp * 32 + 2 * e, &v, 4);
+        }
+    int dv_blocks = (dv + DSOPS_VP_LANES - 1) / DSOPS_VP_LANES;
+    for (int blk = 0; blk < dv_blocks; blk++) {
+        int d0 = blk * DSOPS_VP_LANES;
+        for (int pr = 0; pr < DSOPS_KT_LANES / 2; pr++) {
+            uint16_t *v = vp + (size_t)blk * vp_block_stride + (size_t)pr * 32;
+            const uint16_t *ra = rows + (size_t)(2 * pr) * row_stride, *rb = ra + row_stride;
+            if (d0 + DSOPS_VP_LANES <= dv) {
+                __m256i a = _mm256_loadu_si256((const __m256i *)(ra + d0));
+                __m256i b = _mm256_loadu_si256((const __m256i *)(rb + d0));
+                __m256i lo = _mm256_unpacklo_epi16(a, b), hi = _mm256_unpackhi_epi16(a, b);
+                _mm256_storeu_si256((__m256i *)v, _mm256_permute2x128_si256(lo, hi, 0x20));
+                _mm256_storeu_si256((__m256i *)(v + 16), _mm256_permute2x128_si256(lo, hi, 0x31));
+            } else {
+                for (int i = 0; i < DSOPS_VP_LANES; i++) {
+                    int d = d0 + i;
+                    v[2 * i] = d < dv ? ra[d] : 0;
+                    v[2 * i + 1] = d < dv ? rb[d] : 0;
+                }
+            }
+        }
+    }
+}
+
+static void store_bf16__avx2(const float *src, int n, float r, uint16_t *dst)
+{
+    __m256 rv = _mm256_set1_ps(r);
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        store16_bf16(dst + i, _mm256_mul_ps(_mm256_loadu_ps(src + i), rv),
+                     _mm256_mul_ps(_mm256_loadu_ps(src + i + 8), rv));
+    for (; i < n; i++)
+        dst[i] = dsops_f32_to_bf16(src[i] * r);
+}
+
 const dsops_attention_kernels dsops_attention_kernels__avx2 = {
     .qk = qk_scores__avx2,
     .pv_bf16 = pv_bf16__avx2,
     .pv_fp32 = pv_fp32__avx2,
+    .row_max = row_max__avx2,
     .exp_sum = exp_sum__avx2,
+    .scale_to_bf16 = scale_to_bf16__avx2,
+    .scale_to_f32 = scale_to_f32__avx2,
+    .dequant_int8 = dequant_int8__avx2,
+    .pack_keys = pack_keys__avx2,
+    .store_bf16 = store_bf16__avx2,
 };
