@@ -62,9 +62,10 @@ typedef struct dsops_attention_kernels {
  *                int16; no bias (correction 0).
  *    bf16 tile:  [2*dpairs][16] fp32, keys widened; query 2*dpairs fp32. Padding is zero. */
 typedef struct dsops_indexer_kernels {
-    /* Bytes of one 16-key tile and of one packed query row (a multiple of 64) for keys of di values. */
-    void (*layout_int8)(int di, size_t *tile_bytes, size_t *query_bytes);
-    void (*layout_bf16)(int di, size_t *tile_bytes, size_t *query_bytes);
+    /* Bytes of one 16-key tile and of one packed query row (a multiple of 64) for keys of di values, and
+     * the number of tiles (1 ... 8) the operator packs before it scores them. */
+    void (*layout_int8)(int di, size_t *tile_bytes, size_t *query_bytes, int *chunk_tiles);
+    void (*layout_bf16)(int di, size_t *tile_bytes, size_t *query_bytes, int *chunk_tiles);
     /* Packs one query row of di values into query_bytes bytes at dst; the int8 form returns the value
      * that score_int8 subtracts from every dot product of that head (the key bias times sum q). */
     int32_t (*pack_query_int8)(const int8_t *src, int di, void *dst);

@@ -15,7 +15,7 @@
 
 typedef dsops_lightning_indexer_args li_args;
 
-/* Keys are packed and scored this many 16-key tiles at a time (16 KB of int8 tiles for DI 128). */
+/* Keys are packed and scored in chunks of 1 ... CHUNK_TILES 16-key tiles, as many as the tier asks. */
 #define CHUNK_TILES 8
 #define CHUNK_KEYS (CHUNK_TILES * 16)
 
@@ -149,6 +149,7 @@ typedef struct li_plan {
     const dsops_indexer_kernels *k;
     size_t q_stride;    /* bytes of a packed query row (the tier's layout) */
     size_t tile_bytes;  /* bytes of a packed 16-key tile */
+    int64_t chunk_keys; /* keys per chunk: 16 * (1 ... CHUNK_TILES) */
 } li_plan;
 
 /* Per-token query state: packed rows, int8 bias corrections, fp32 head weights. */
@@ -206,7 +207,7 @@ static void prefetch_rows(const li_plan *p, const void *const *rows, int64_t cou
             __builtin_prefetch((const char *)rows[r] + off, 0, 2); /* to L2: L1 holds the tiles and queries */
 }
 
-/* Scores keys [j0, j1) of sequence b into I[j0 .. j1), CHUNK_KEYS at a time through `tiles`; the
+/* Scores keys [j0, j1) of sequence b into I[j0 .. j1), p->chunk_keys at a time through `tiles`; the
  * next chunk's rows are prefetched before the current one is scored. */
 static void score_range(const li_plan *p, const li_query *qs, int64_t b, int64_t j0, int64_t j1, void *tiles,
                         float *kscale, float *I)
@@ -215,11 +216,12 @@ static void score_range(const li_plan *p, const li_query *qs, int64_t b, int64_t
     const void *rows[2][CHUNK_KEYS + 16];
     float scales[2][CHUNK_KEYS + 16];
     int cur = 0;
-    int64_t c1 = j1 - j0 < CHUNK_KEYS ? j1 : j0 + CHUNK_KEYS;
+    const int64_t chunk = p->chunk_keys;
+    int64_t c1 = j1 - j0 < chunk ? j1 : j0 + chunk;
     key_rows(p, b, j0, c1, rows[cur], scales[cur]);
     prefetch_rows(p, rows[cur], c1 - j0);
-    for (int64_t c0 = j0; c0 < j1; c0 += CHUNK_KEYS, cur ^= 1) {
-        c1 = j1 - c0 < CHUNK_KEYS ? j1 : c0 + CHUNK_KEYS;
+    for (int64_t c0 = j0; c0 < j1; c0 += chunk, cur ^= 1) {
+        c1 = j1 - c0 < chunk ? j1 : c0 + chunk;
         int ntiles = (int)((c1 - c0 + 15) / 16);
         for (int64_t r = c1 - c0; r < (int64_t)ntiles * 16; r++) {
             rows[cur][r] = NULL; /* padding keys of the last tile */
@@ -234,7 +236,7 @@ static void score_range(const li_plan *p, const li_query *qs, int64_t b, int64_t
                                 (char *)tiles + tile * p->tile_bytes);
         }
         if (c1 < j1) {
-            int64_t n1 = j1 - c1 < CHUNK_KEYS ? j1 : c1 + CHUNK_KEYS;
+            int64_t n1 = j1 - c1 < chunk ? j1 : c1 + chunk;
             key_rows(p, b, c1, n1, rows[cur ^ 1], scales[cur ^ 1]);
             prefetch_rows(p, rows[cur ^ 1], n1 - c1);
         }
@@ -261,7 +263,7 @@ static li_scratch_layout scratch_layout(const li_plan *p, int64_t nmax)
     s.q = off;      off += dsops_align64(NI * p->q_stride);
     s.qsum = off;   off += dsops_align64(NI * 4);
     s.w = off;      off += dsops_align64(NI * 4);
-    s.tiles = off;  off += dsops_align64(CHUNK_TILES * p->tile_bytes);
+    s.tiles = off;  off += dsops_align64((size_t)(p->chunk_keys / 16) * p->tile_bytes);
     s.kscale = off; off += dsops_align64(CHUNK_KEYS * 4);
     s.I = off;      off += dsops_align64((size_t)nmax * 4 + 4);
     s.topk = off;   off += dsops_topk_scratch_bytes(nmax, p->d->K);
@@ -314,11 +316,14 @@ dsops_status dsops_lightning_indexer(dsops_context *ctx, const li_args *a)
     dsops_context *use;
     DSOPS_TRY(dsops_context_begin(ctx, &use));
     const dsops_kernel_table *kt = dsops_kernel_table_get(use->isa);
-    li_plan p = {a, &d, &kt->indexer, 0, 0};
+    li_plan p = {a, &d, &kt->indexer, 0, 0, 0};
+    int chunk_tiles = CHUNK_TILES;
     if (d.int8)
-        p.k->layout_int8((int)d.DI, &p.tile_bytes, &p.q_stride);
+        p.k->layout_int8((int)d.DI, &p.tile_bytes, &p.q_stride, &chunk_tiles);
     else
-        p.k->layout_bf16((int)d.DI, &p.tile_bytes, &p.q_stride);
+        p.k->layout_bf16((int)d.DI, &p.tile_bytes, &p.q_stride, &chunk_tiles);
+    chunk_tiles = chunk_tiles < 1 ? 1 : chunk_tiles > CHUNK_TILES ? CHUNK_TILES : chunk_tiles;
+    p.chunk_keys = (int64_t)chunk_tiles * 16;
     li_scratch_layout L = scratch_layout(&p, nmax);
     size_t strided_out = dsops_align64((size_t)d.K * 8); /* topk results before a strided scatter */
     size_t per_thread = L.total + strided_out;
@@ -361,12 +366,13 @@ dsops_status dsops_lightning_indexer(dsops_context *ctx, const li_args *a)
             int64_t n = visible_keys(dsops_i32_at(&a->seqused_kv, b), S, i, a->cmp_ratio);
             if (n > 0) {
                 prepare_query(&p, t, &qs);
-                int64_t chunks = (n + CHUNK_KEYS - 1) / CHUNK_KEYS;
+                const int64_t chunk = p.chunk_keys;
+                int64_t chunks = (n + chunk - 1) / chunk;
 #pragma omp parallel for schedule(static) num_threads(threads)
                 for (int th = 0; th < threads; th++) {
                     char *mine = scratch + per_thread * (size_t)th;
                     int64_t c0 = chunks * th / threads, c1 = chunks * (th + 1) / threads;
-                    int64_t j0 = c0 * CHUNK_KEYS, j1 = c1 * CHUNK_KEYS < n ? c1 * CHUNK_KEYS : n;
+                    int64_t j0 = c0 * chunk, j1 = c1 * chunk < n ? c1 * chunk : n;
                     if (j0 < j1)
                         score_range(&p, &qs, b, j0, j1, mine + L.tiles, (float *)(mine + L.kscale), I);
                 }

@@ -25,18 +25,22 @@
 
 /* ---- layouts and packing ---------------------------------------------------------------------- */
 
-static void layout_int8__avx2(int di, size_t *tile_bytes, size_t *query_bytes)
+/* One tile per chunk: scoring takes one tile at a time, and a just-packed tile is still in L1 (chunks of
+ * 1, 2, 4, 8 tiles measured 78.5, 76, 75.5, 74 GOP/s int8 and 70, 69, 61, 61 GFLOP/s bf16, DI 128). */
+static void layout_int8__avx2(int di, size_t *tile_bytes, size_t *query_bytes, int *chunk_tiles)
 {
     size_t pairs = (size_t)(di + 1) / 2;
     *tile_bytes = pairs * 64;
     *query_bytes = dsops_align64(pairs * 4);
+    *chunk_tiles = 1;
 }
 
-static void layout_bf16__avx2(int di, size_t *tile_bytes, size_t *query_bytes)
+static void layout_bf16__avx2(int di, size_t *tile_bytes, size_t *query_bytes, int *chunk_tiles)
 {
     size_t pairs = (size_t)(di + 1) / 2;
     *tile_bytes = pairs * 128;
     *query_bytes = dsops_align64(pairs * 8);
+    *chunk_tiles = 1;
 }
 
 static int32_t pack_query_int8__avx2(const int8_t *src, int di, void *dst)

@@ -5,18 +5,21 @@
 #include "indexer.h"
 #include "internal.h"
 
-void dsops_indexer_layout_int8_quads(int di, size_t *tile_bytes, size_t *query_bytes)
+/* 8 tiles per chunk: the avx512bf16 scoring takes 4 tiles at a time (docs/PERFORMANCE.md). */
+void dsops_indexer_layout_int8_quads(int di, size_t *tile_bytes, size_t *query_bytes, int *chunk_tiles)
 {
     size_t dquads = (size_t)(di + 3) / 4;
     *tile_bytes = dquads * 64;
     *query_bytes = dsops_align64(dquads * 4);
+    *chunk_tiles = 8;
 }
 
-void dsops_indexer_layout_bf16_pairs(int di, size_t *tile_bytes, size_t *query_bytes)
+void dsops_indexer_layout_bf16_pairs(int di, size_t *tile_bytes, size_t *query_bytes, int *chunk_tiles)
 {
     size_t dpairs = (size_t)(di + 1) / 2;
     *tile_bytes = dpairs * 64;
     *query_bytes = dsops_align64(dpairs * 4);
+    *chunk_tiles = 8;
 }
 
 int32_t dsops_indexer_pack_query_int8_quads(const int8_t *src, int di, void *dst)
