@@ -47,7 +47,25 @@ uint64_t tu_seed(void) { return seed; }
 int tu_quick(void) { return quick; }
 int tu_verbose(void) { return verbose; }
 
-int tu_selected(const char *label) { return !filter || (label && strstr(label, filter)); }
+int tu_selected(const char *label)
+{
+    if (!filter)
+        return 1;
+    if (!label)
+        return 0;
+    /* the filter is one or more fragments separated by '|': a label is selected when it contains any */
+    for (const char *f = filter; *f;) {
+        const char *end = strchr(f, '|');
+        size_t n = end ? (size_t)(end - f) : strlen(f);
+        for (const char *l = label; n > 0 && strlen(l) >= n; l++)
+            if (strncmp(l, f, n) == 0)
+                return 1;
+        if (!end)
+            break;
+        f = end + 1;
+    }
+    return 0;
+}
 
 int tu_check(int ok, const char *fmt, ...)
 {

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "cases.h"
+#include "composite.h"
 #include "dsops.h"
 #include "dsops_run.h"
 #include "linear.h"
@@ -1348,6 +1349,36 @@ static void note_rate(bench_result *r, int k, const bench_problem *bp, double me
     }
 }
 
+static dsops_status composite_run(dsops_context *ctx, void *c)
+{
+    return dsops_sfa_composite_run(c, dsops_context_threads(ctx));
+}
+
+/* The gather + dequantise + fp32 GEMM composite (bench/composite.c) on the same inputs and threads as the
+ * operator just timed (`med` seconds): one row, the speed-up, and a check that both compute one attention. */
+static int bench_sfa_composite(dsops_sfa_problem *p, double med, const bench_problem *op, const bench_opts *o,
+                               dsops_context *ctx, const double peak_core[DSOPS_PEAK_KIND_COUNT])
+{
+    dsops_sfa_composite *c = dsops_sfa_composite_make(p);
+    if (!c)
+        return 0; /* packed656: no composite */
+    int failures = 0;
+    /* the operator's out is current: the composite must agree to bf16 rounding of results below 1 */
+    if (op->run(ctx, p) != DSOPS_OK)
+        failures++;
+    float diff = dsops_sfa_composite_max_diff(c, dsops_context_threads(ctx));
+    bench_problem cp = *op;
+    cp.p = c;
+    cp.run = composite_run;
+    cp.vendor_us = 0.0;
+    double g = time_and_print("  composite: gather+sgemm", &cp, o, ctx, peak_core, diff < 0.02f ? "ok" : "FAIL");
+    if (g > 0)
+        printf("  %-34s dsops %.2fx the composite (max |out difference| %.4f)\n", "", g / med, (double)diff);
+    failures += g < 0 || !(diff < 0.02f);
+    dsops_sfa_composite_free(c);
+    return failures;
+}
+
 /* Makes the case's problem once, checks it (--check, at the first thread count) and times it at every
  * thread count of `thr` (0: the context's), each timing with its detail rows. */
 static int bench_case(const bench_case_ref *c, const bench_opts *o, dsops_context *ctx, const double peak_core[DSOPS_PEAK_KIND_COUNT],
@@ -1426,6 +1457,8 @@ static int bench_case(const bench_case_ref *c, const bench_opts *o, dsops_contex
         }
         if (c->dia && med > 0)
             failures += bench_dia_stages(bp.p, med, o, ctx, peak_core);
+        if (c->sfa && med > 0)
+            failures += bench_sfa_composite(bp.p, med, &bp, o, ctx, peak_core);
     }
     bp.release(bp.p);
     return failures ? 1 : 0;

@@ -1,0 +1,211 @@
+/* What a user without dsops would write for sparse_flash_attention_v32: per token, gather the selected cache
+ * rows through the block table, dequantise them to fp32 (int8 key_nope x per-128 scale, rounded to bf16 as
+ * the operator does), S = scale Q K^T with an fp32 GEMM, softmax, P rounded to bf16, O = P V with a second
+ * GEMM. The GEMMs are oneDNN's sgemm (the library's own dependency, as fast as OpenBLAS's on these shapes);
+ * gather, dequantisation and softmax are plain loops over the threads. The benchmark times it beside the
+ * operator on the same inputs. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include "composite.h"
+
+struct dsops_sfa_composite {
+    const dsops_sfa_problem *p;
+    int64_t T, N, Dc, Dr, K, D;  /* D = Dc + Dr */
+    float *q;                    /* [T, N, D] fp32, q_nope | q_rope */
+    float *kf;                   /* [K, D] gathered rows */
+    float *s;                    /* [N, K] scores, then P */
+    float *o;                    /* [N, Dc] */
+    int32_t *rows;               /* [K] physical rows of the token */
+};
+
+static float widen(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static uint16_t round_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7f800000u) == 0x7f800000u)
+        return (uint16_t)((u >> 16) | ((u & 0xffff) ? 0x40 : 0));
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+static float to_bf16_value(float f) { return widen(round_bf16(f)); }
+
+dsops_sfa_composite *dsops_sfa_composite_make(const dsops_sfa_problem *p)
+{
+    const dsops_sparse_flash_attention_v32_args *a = &p->args;
+    if (a->kv_layout == DSOPS_KV_PACKED656)
+        return NULL;
+    dsops_sfa_composite *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->p = p;
+    c->T = a->q_nope.shape[0], c->N = a->q_nope.shape[1], c->Dc = a->q_nope.shape[2], c->Dr = a->q_rope.shape[2];
+    c->K = a->topk_indices.shape[1], c->D = c->Dc + c->Dr;
+    int threads = 1;
+#ifdef _OPENMP
+    threads = omp_get_num_procs();
+#endif
+    c->q = malloc(sizeof(float) * (size_t)(c->T * c->N * c->D));
+    /* per-thread buffers, one set per processor */
+    c->kf = malloc(sizeof(float) * (size_t)(c->K * c->D) * (size_t)threads);
+    c->s = malloc(sizeof(float) * (size_t)(c->N * c->K) * (size_t)threads);
+    c->o = malloc(sizeof(float) * (size_t)(c->N * c->Dc) * (size_t)threads);
+    c->rows = malloc(sizeof(int32_t) * (size_t)c->K * (size_t)threads);
+    if (!c->q || !c->kf || !c->s || !c->o || !c->rows) {
+        dsops_sfa_composite_free(c);
+        return NULL;
+    }
+    const uint16_t *qn = a->q_nope.data, *qr = a->q_rope.data;
+    for (int64_t t = 0; t < c->T; t++)
+        for (int64_t h = 0; h < c->N; h++) {
+            float *dst = c->q + (t * c->N + h) * c->D;
+            for (int64_t d = 0; d < c->Dc; d++)
+                dst[d] = widen(qn[(t * c->N + h) * c->Dc + d]);
+            for (int64_t d = 0; d < c->Dr; d++)
+                dst[c->Dc + d] = widen(qr[(t * c->N + h) * c->Dr + d]);
+        }
+    return c;
+}
+
+void dsops_sfa_composite_free(dsops_sfa_composite *c)
+{
+    if (!c)
+        return;
+    free(c->q);
+    free(c->kf);
+    free(c->s);
+    free(c->o);
+    free(c->rows);
+    free(c);
+}
+
+/* One token: gather, S = scale Q K^T, softmax, O = P V, out = bf16(O). Buffers of slot `w`. */
+static int run_token(const dsops_sfa_composite *c, int64_t t, int w, float *out_max_diff)
+{
+    const dsops_sparse_flash_attention_v32_args *a = &c->p->args;
+    const int32_t *cu = a->cu_seqlens_q.data, *used = a->seqused_kv.data, *bt = a->block_table.data;
+    int64_t B = a->cu_seqlens_q.shape[0] - 1, MB = a->block_table.shape[1], BS = a->key_nope.shape[1];
+    int64_t b = 0;
+    while (b + 1 < B && t >= cu[b + 1])
+        b++;
+    float *kf = c->kf + (size_t)w * (size_t)(c->K * c->D), *s = c->s + (size_t)w * (size_t)(c->N * c->K);
+    float *o = c->o + (size_t)w * (size_t)(c->N * c->Dc);
+    int32_t *rows = c->rows + (size_t)w * (size_t)c->K;
+    const int32_t *idx = (const int32_t *)a->topk_indices.data + t * c->K;
+    int64_t limit = c->K;
+    if (a->topk_length.data)
+        limit = ((const int32_t *)a->topk_length.data)[t] < limit ? ((const int32_t *)a->topk_length.data)[t] : limit;
+    int64_t n = 0;
+    for (int64_t j = 0; j < limit; j++)
+        if (idx[j] >= 0 && idx[j] < used[b])
+            rows[n++] = bt[b * MB + idx[j] / BS] * (int32_t)BS + idx[j] % (int32_t)BS;
+    for (int64_t j = 0; j < n; j++) {
+        float *dst = kf + j * c->D;
+        int64_t r = rows[j];
+        if (a->kv_layout == DSOPS_KV_SPLIT_INT8) {
+            const int8_t *k8 = (const int8_t *)a->key_nope.data + r * c->Dc;
+            const float *sc = (const float *)a->key_nope_scale.data + r * (c->Dc / 128);
+            for (int64_t d = 0; d < c->Dc; d++)
+                dst[d] = to_bf16_value((float)k8[d] * sc[d / 128]);
+        } else {
+            const uint16_t *kb = (const uint16_t *)a->key_nope.data + r * c->Dc;
+            for (int64_t d = 0; d < c->Dc; d++)
+                dst[d] = widen(kb[d]);
+        }
+        const uint16_t *kr = (const uint16_t *)a->key_rope.data + r * c->Dr;
+        for (int64_t d = 0; d < c->Dr; d++)
+            dst[c->Dc + d] = widen(kr[d]);
+    }
+    uint16_t *out = (uint16_t *)a->out.data + t * c->N * c->Dc;
+    if (n == 0) {
+        memset(out, 0, sizeof(uint16_t) * (size_t)(c->N * c->Dc));
+        return 0;
+    }
+    /* row-major S [N, n] = scale Q [N, D] K^T: oneDNN's sgemm is row-major */
+    if (dnnl_sgemm('N', 'T', c->N, n, c->D, a->softmax_scale, c->q + t * c->N * c->D, c->D, kf, c->D, 0.0f, s, n) !=
+        dnnl_success)
+        return 1;
+    for (int64_t h = 0; h < c->N; h++) {
+        float *row = s + h * n, m = -INFINITY, sum = 0.0f;
+        for (int64_t j = 0; j < n; j++)
+            m = row[j] > m ? row[j] : m;
+        for (int64_t j = 0; j < n; j++) {
+            row[j] = expf(row[j] - m);
+            sum += row[j];
+        }
+        float r = 1.0f / sum;
+        for (int64_t j = 0; j < n; j++)
+            row[j] = to_bf16_value(row[j] * r);
+    }
+    /* O [N, Dc] = P [N, n] V [n, Dc], V = the nope part of the gathered rows (row stride D) */
+    if (dnnl_sgemm('N', 'N', c->N, c->Dc, n, 1.0f, s, n, kf, c->D, 0.0f, o, c->Dc) != dnnl_success)
+        return 1;
+    for (int64_t i = 0; i < c->N * c->Dc; i++) {
+        uint16_t v = round_bf16(o[i]);
+        if (out_max_diff) {
+            float d = fabsf(widen(v) - widen(out[i]));
+            *out_max_diff = d > *out_max_diff ? d : *out_max_diff;
+        } else {
+            out[i] = v;
+        }
+    }
+    return 0;
+}
+
+/* Tokens over the threads, each GEMM single-threaded (decode has more tokens than cores); with fewer tokens than
+ * threads, one token at a time with oneDNN's threads inside its GEMMs. */
+static int run_all(const dsops_sfa_composite *c, int threads, float *max_diff)
+{
+    int bad = 0;
+    if (c->T >= threads) {
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) reduction(| : bad)
+        for (int64_t t = 0; t < c->T; t++) {
+#ifdef _OPENMP
+            omp_set_num_threads(1);
+            int w = omp_get_thread_num();
+#else
+            int w = 0;
+#endif
+            float md = 0.0f;
+            bad |= run_token(c, t, w, max_diff ? &md : NULL);
+            if (max_diff) {
+#pragma omp critical(dsops_composite_diff)
+                *max_diff = md > *max_diff ? md : *max_diff;
+            }
+        }
+    } else {
+#ifdef _OPENMP
+        omp_set_num_threads(threads);
+#endif
+        for (int64_t t = 0; t < c->T; t++)
+            bad |= run_token(c, t, 0, max_diff);
+    }
+    return bad;
+}
+
+dsops_status dsops_sfa_composite_run(dsops_sfa_composite *c, int threads)
+{
+    return run_all(c, threads, NULL) ? DSOPS_ERR_UNSUPPORTED : DSOPS_OK;
+}
+
+float dsops_sfa_composite_max_diff(dsops_sfa_composite *c, int threads)
+{
+    float md = 0.0f;
+    if (run_all(c, threads, &md))
+        return INFINITY;
+    return md;
+}
