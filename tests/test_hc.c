@@ -3,13 +3,16 @@
  *  - hc_pre on well-conditioned data (x U(0,2) bf16, hc_fn U(0, 1/(4H)), hc_scale, hc_base U(0,2)),
  *    comparing y 1e-4 / 2^-7 / 0.005 and post, pre, comb 2.5e-5 / 0.005 / 0.005; on ill-conditioned data
  *    (x, hc_fn, hc_scale, hc_base U(-1,1)) comparing y and post only (comb is ill-conditioned there);
- *    HC 1 - 4, H 64 / 4096 / 7168, T 0 / 1 / 16 / 127, sinkhorn_iters 1 / 20, pre absent or present;
+ *    HC 1 - 6, H 3 / 8 / 33 / 64 / 77 / 100 / 1031 / 4096 / 4100 / 7168 (H % 16 != 0: the kernels' padded
+ *    last chunk), T 0 / 1 / odd / 16 / 127, sinkhorn_iters 1 / 20, pre absent or present; with hc_fn = 0
+ *    (mix exactly 0) y bitwise equal on every tier;
  *    an all-zero token with norm_eps 0 (y, pre and post NaN by IEEE, coinciding with the oracle) and with
  *    norm_eps 1e-6 (mix = 0, finite);
  *  - hc_post with bf16 and fp32 x / residual and fp32 or bf16 post / comb (bf16 output 1e-4 / 2^-7 / 0,
- *    fp32 output 1e-4 / 1e-5 / 0), exact aliasing out == residual, T = 0;
+ *    fp32 output 1e-4 / 1e-5 / 0), exact aliasing out == residual, T = 0; HC 1 - 9, 16, 17, 20 (the
+ *    kernels' register and staged paths), H 1 / 7 / 45 / 77 / 4111; every tier bitwise equal to scalar;
  *  - a guard element after every output that must stay untouched, and bitwise determinism for 1, 2 and
- *    3 threads;
+ *    3 threads (also on odd shapes: hc_pre T 67 HC 3 H 100, hc_post in place HC 17 H 1001, every tier);
  *  - argument validation (spec §1.6): a table of bad argument sets with the expected status and a
  *    message fragment naming the field; a rejected call leaves every byte of the fixture unchanged;
  *  - every CI case of CASES.md (bench/cases_hc.c: hc_pre and hc_post, the `_ci` variants included) on the
@@ -263,6 +266,37 @@ static void pre_case(int64_t T, int64_t HC, int64_t H, hc_data data, int iters, 
     pre_free(&p);
 }
 
+/* hc_fn = 0 makes every mix exactly 0 on every tier, so pre is the same and y (the weighted sum, mul then
+ * add in the scalar order) must have the same bits on every tier. */
+static void pre_same_y(int64_t T, int64_t HC, int64_t H)
+{
+    char label[120];
+    snprintf(label, sizeof label, "hc_pre hc_fn 0 T %lld HC %lld H %lld: y on every tier", (long long)T, (long long)HC,
+             (long long)H);
+    if (!tu_selected(label))
+        return;
+    pre_problem p;
+    pre_make(&p, T, HC, H, DATA_ILL, 20, 1e-6f, 1, -1);
+    memset(p.fn, 0, (size_t)((2 + HC) * HC * HC * H) * 4);
+    uint16_t *y0 = xcalloc((size_t)(T * H), 2);
+    for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
+        dsops_context_set_isa(ctx, (dsops_isa)isa);
+        pre_poison(&p);
+        dsops_status st = dsops_hc_pre(ctx, &p.a);
+        if (!tu_check(st == DSOPS_OK, "%s [%s]: %s (%s)", label, dsops_isa_name((dsops_isa)isa), dsops_status_name(st),
+                      dsops_last_error()))
+            continue;
+        if (isa == DSOPS_ISA_SCALAR)
+            memcpy(y0, p.y, (size_t)(T * H) * 2);
+        else
+            tu_check(memcmp(y0, p.y, (size_t)(T * H) * 2) == 0, "%s [%s]: differs from the scalar tier", label,
+                     dsops_isa_name((dsops_isa)isa));
+    }
+    dsops_context_set_isa(ctx, dsops_isa_detected());
+    free(y0);
+    pre_free(&p);
+}
+
 static void test_hc_pre(void)
 {
     /* well conditioned (AscendC data), all outputs compared */
@@ -281,6 +315,18 @@ static void test_hc_pre(void)
     pre_case(127, 4, 4096, DATA_ILL, 20, 1e-6f, 0, -1);
     pre_case(1, 3, 64, DATA_ILL, 1, 1e-6f, 1, -1);
     pre_case(16, 2, 64, DATA_ILL, 20, 1e-6f, 1, -1);
+    /* H not a multiple of 8 or 16 (the kernels' zero-padded last chunk), odd T (a token paired with
+     * itself), HC 5 and 6 (M 35, 48: mix groups of 6 partly empty or exactly full), H below one chunk */
+    pre_case(3, 4, 77, DATA_WC, 20, 1e-6f, 1, -1);
+    pre_case(5, 5, 100, DATA_WC, 20, 1e-6f, 1, -1);
+    pre_case(7, 6, 33, DATA_ILL, 20, 1e-6f, 1, -1);
+    pre_case(1, 2, 8, DATA_WC, 20, 1e-6f, 1, -1);
+    pre_case(9, 1, 3, DATA_WC, 20, 1e-6f, 0, -1);
+    pre_case(33, 4, 4100, DATA_WC, 20, 1e-6f, 1, -1);
+    pre_case(5, 4, 1031, DATA_ILL, 20, 1e-6f, 1, -1);
+    pre_same_y(5, 4, 4096);
+    pre_same_y(3, 3, 77);
+    pre_same_y(2, 6, 9);
 }
 
 /* ---- hc_post ------------------------------------------------------------------------------------ */
@@ -296,7 +342,7 @@ static void post_case(int64_t T, int64_t HC, int64_t H, dsops_dtype xdt, dsops_d
     const size_t esz = dsops_dtype_size(xdt);
     void *x = rand_buf(xdt, nx, -10, 10), *res = rand_buf(xdt, nr, -10, 10);
     void *post = rand_buf(gdt, ng, -10, 10), *comb = rand_buf(gdt, nc, -10, 10);
-    void *out = xcalloc(nr + 1, esz), *ref = xcalloc(nr + 1, esz);
+    void *out = xcalloc(nr + 1, esz), *ref = xcalloc(nr + 1, esz), *first = xcalloc(nr + 1, esz);
     int64_t xs[2] = {T, H}, rs[3] = {T, HC, H}, ps[2] = {T, HC}, cs[3] = {T, HC, HC};
     dsops_hc_post_args a;
     memset(&a, 0, sizeof a);
@@ -325,12 +371,17 @@ static void post_case(int64_t T, int64_t HC, int64_t H, dsops_dtype xdt, dsops_d
         if (!tu_check(st == DSOPS_OK, "%s: %s (%s)", l2, dsops_status_name(st), dsops_last_error()))
             continue;
         compare_dt(l2, out, ref, xdt, nr, tol);
+        /* the kernels keep the scalar order without contraction: every tier gives the scalar tier's bits */
+        if (isa == DSOPS_ISA_SCALAR)
+            memcpy(first, out, nr * esz);
+        else
+            tu_check(memcmp(out, first, nr * esz) == 0, "%s: differs from the scalar tier", l2);
         tu_check(guard_kept(out, xdt, nr), "%s: out written beyond its end", l2);
         if (T == 0)
             tu_check(guard_kept(out, xdt, 0), "%s: T = 0 wrote something", l2);
     }
     dsops_context_set_isa(ctx, dsops_isa_detected());
-    free(x), free(res), free(post), free(comb), free(out), free(ref);
+    free(x), free(res), free(post), free(comb), free(out), free(ref), free(first);
 }
 
 static void test_hc_post(void)
@@ -348,6 +399,20 @@ static void test_hc_post(void)
     post_case(16, 4, 4096, DSOPS_BF16, DSOPS_FP32, 1);
     post_case(16, 4, 4096, DSOPS_FP32, DSOPS_FP32, 1);
     post_case(3, 3, 64, DSOPS_BF16, DSOPS_BF16, 1);
+    /* every HC of the kernels' register paths (1 - 8), the staged path beyond (9, 16, 17, 20), H not a
+     * multiple of 8 or 16 and below one vector, each in place too */
+    for (int64_t hc = 1; hc <= 9; hc++) {
+        post_case(3, hc, 77, DSOPS_BF16, DSOPS_FP32, hc % 2);
+        post_case(2, hc, 45, DSOPS_FP32, DSOPS_FP32, 1 - hc % 2);
+    }
+    post_case(3, 16, 100, DSOPS_BF16, DSOPS_FP32, 1);
+    post_case(3, 17, 77, DSOPS_BF16, DSOPS_BF16, 1);
+    post_case(2, 17, 130, DSOPS_FP32, DSOPS_FP32, 0);
+    post_case(5, 20, 64, DSOPS_FP32, DSOPS_BF16, 1);
+    post_case(3, 20, 1, DSOPS_BF16, DSOPS_FP32, 1);
+    post_case(2, 4, 1, DSOPS_BF16, DSOPS_FP32, 0);
+    post_case(2, 4, 7, DSOPS_FP32, DSOPS_FP32, 1);
+    post_case(4, 4, 4111, DSOPS_BF16, DSOPS_FP32, 1);
 }
 
 /* ---- determinism -------------------------------------------------------------------------------- */
@@ -399,6 +464,67 @@ static void test_determinism(void)
             if (k > 0)
                 tu_check(memcmp(out[k], out[0], nr * 2) == 0, "determinism [%s]: hc_post differs with %d threads",
                          dsops_isa_name(tiers[ti]), threads[k]);
+        }
+        for (int k = 0; k < 3; k++)
+            free(out[k]);
+        free(x), free(res), free(post), free(comb);
+        free(y0), free(post0), free(comb0), free(pre0);
+        pre_free(&p);
+    }
+    dsops_context_set_isa(ctx, dsops_isa_detected());
+    set_threads(2);
+}
+
+/* Odd shapes on every tier for 1, 2 and 3 threads, bitwise: hc_pre with T 67, HC 3, H 100 (tokens paired
+ * differently per thread count, a zero-padded last chunk), hc_post in place with HC 17 (the staged path),
+ * H 1001 and enough elements to run on several threads. */
+static void test_determinism_odd(void)
+{
+    if (!tu_selected("determinism odd shapes"))
+        return;
+    static const int threads[] = {1, 2, 3};
+    for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
+        dsops_context_set_isa(ctx, (dsops_isa)isa);
+        pre_problem p;
+        pre_make(&p, 67, 3, 100, DATA_WC, 20, 1e-6f, 1, -1);
+        void *y0 = NULL, *post0 = NULL, *comb0 = NULL, *pre0 = NULL;
+        const int64_t T = 37, HC = 17, H = 1001;
+        const size_t nr = (size_t)(T * HC * H);
+        void *x = rand_buf(DSOPS_FP32, (size_t)(T * H), -1, 1), *res = rand_buf(DSOPS_FP32, nr, -1, 1);
+        void *post = rand_buf(DSOPS_FP32, (size_t)(T * HC), -1, 1), *comb = rand_buf(DSOPS_FP32, (size_t)(T * HC * HC), -1, 1);
+        float *out[3];
+        int64_t xs[2] = {T, H}, rs[3] = {T, HC, H}, ps[2] = {T, HC}, cs[3] = {T, HC, HC};
+        for (int k = 0; k < 3; k++) {
+            set_threads(threads[k]);
+            pre_poison(&p);
+            dsops_status st = dsops_hc_pre(ctx, &p.a);
+            tu_check(st == DSOPS_OK, "determinism odd shapes: hc_pre with %d threads: %s (%s)", threads[k],
+                     dsops_status_name(st), dsops_last_error());
+            if (k == 0)
+                pre_snapshot(&p, &y0, &post0, &comb0, &pre0);
+            else
+                tu_check(memcmp(p.y, y0, (size_t)(p.T * p.H) * 2) == 0 &&
+                             memcmp(p.post, post0, (size_t)(p.T * p.HC) * 4) == 0 &&
+                             memcmp(p.comb, comb0, (size_t)(p.T * p.HC * p.HC) * 4) == 0 &&
+                             memcmp(p.pre, pre0, (size_t)(p.T * p.HC) * 4) == 0,
+                         "determinism odd shapes [%s]: hc_pre differs with %d threads", dsops_isa_name((dsops_isa)isa),
+                         threads[k]);
+            out[k] = xcalloc(nr, 4);
+            memcpy(out[k], res, nr * 4);
+            dsops_hc_post_args a;
+            memset(&a, 0, sizeof a);
+            a.x = dsops_tensor_make(x, DSOPS_FP32, 2, xs);
+            a.residual = dsops_tensor_make(out[k], DSOPS_FP32, 3, rs);
+            a.post = dsops_tensor_make(post, DSOPS_FP32, 2, ps);
+            a.comb = dsops_tensor_make(comb, DSOPS_FP32, 3, cs);
+            a.out = dsops_tensor_make(out[k], DSOPS_FP32, 3, rs);
+            st = dsops_hc_post(ctx, &a);
+            tu_check(st == DSOPS_OK, "determinism odd shapes: hc_post with %d threads: %s (%s)", threads[k],
+                     dsops_status_name(st), dsops_last_error());
+            if (k > 0)
+                tu_check(memcmp(out[k], out[0], nr * 4) == 0,
+                         "determinism odd shapes [%s]: hc_post differs with %d threads", dsops_isa_name((dsops_isa)isa),
+                         threads[k]);
         }
         for (int k = 0; k < 3; k++)
             free(out[k]);
@@ -964,6 +1090,7 @@ int main(int argc, char **argv)
     test_hc_pre();
     test_hc_post();
     test_determinism();
+    test_determinism_odd();
     test_named_cases();
     test_prepared();
     dsops_context_destroy(ctx);

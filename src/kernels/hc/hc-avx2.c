@@ -237,10 +237,16 @@ static inline __m256i load_part(const uint16_t *p, int n, uint16_t *tmp)
     return _mm256_loadu_si256((const __m256i *)tmp);
 }
 
+#define PREFETCH_BYTES 1024 /* ahead on every stream: the rows of a token are 4 KiB pages apart, which the
+                              * hardware prefetchers learn only after a few misses per page */
+
 /* y[d] = bf16(0 + sum_i pre[i] x_i[d]), i ascending, 16 channels per step. */
 static void hc_weighted_sum(const uint16_t *x, size_t lds, int HC, int64_t H, const float *pre, uint16_t *y)
 {
     for (int64_t d = 0; d < H; d += 16) {
+        if (d % 32 == 0) /* one cache line of every stream per two steps */
+            for (int i = 0; i < HC; i++)
+                _mm_prefetch((const char *)(x + (size_t)i * lds + d) + PREFETCH_BYTES, _MM_HINT_T0);
         int n = H - d < 16 ? (int)(H - d) : 16;
         _Alignas(32) uint16_t tmp[16];
         __m256 e = _mm256_setzero_ps(), o = _mm256_setzero_ps();
@@ -314,11 +320,25 @@ static inline __attribute__((always_inline)) int64_t post_reg(const void *x, con
 {
     int64_t d = 0;
     if (fp32)
-        for (; d + 8 <= H; d += 8)
+        for (; d + 8 <= H; d += 8) {
+            if (d % 16 == 0) {
+                for (int i = 0; i < HC; i++)
+                    _mm_prefetch((const char *)((const float *)res + (size_t)i * lds_res + d) + PREFETCH_BYTES,
+                                 _MM_HINT_T0);
+                _mm_prefetch((const char *)((const float *)x + d) + PREFETCH_BYTES, _MM_HINT_T0);
+            }
             post_f32_reg(x, res, lds_res, out, lds_out, HC, post, comb, (size_t)d);
+        }
     else
-        for (; d + 16 <= H; d += 16)
+        for (; d + 16 <= H; d += 16) {
+            if (d % 32 == 0) {
+                for (int i = 0; i < HC; i++)
+                    _mm_prefetch((const char *)((const uint16_t *)res + (size_t)i * lds_res + d) + PREFETCH_BYTES,
+                                 _MM_HINT_T0);
+                _mm_prefetch((const char *)((const uint16_t *)x + d) + PREFETCH_BYTES, _MM_HINT_T0);
+            }
             post_bf16_reg(x, res, lds_res, out, lds_out, HC, post, comb, (size_t)d);
+        }
     return d;
 }
 
