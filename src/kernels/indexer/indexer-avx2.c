@@ -2,8 +2,10 @@
  * keys and queries are widened once, when packed, so the scoring loops do nothing but multiply-adds.
  *  int8: tile [P][16][2] int16 (P = ceil(di/2) dim pairs), query [P][2] int16; vpmaddwd + vpaddd.
  *  bf16: tile [2P][16] fp32, query [2P] fp32; vfmadd231ps.
- * Register tile: 6 heads x 16 keys (12 accumulators, 2 key vectors, 1 query broadcast of the 16 ymm
- * registers); the tile (4 or 8 KB for DI 128) and the queries stay in L1 while all heads pass over it.
+ * Register tile: heads x 16 keys (2 key vectors, one query broadcast, 2 accumulators per head); the tile
+ * (4 or 8 KB for DI 128) and the queries stay in L1 while all heads pass over it. Measured in L1 (DI 128,
+ * 64 heads, GCC -O3): int8 with 3 / 4 / 5 / 6 heads 129-136 / 134 / 85 / 88-93 GOP/s (from 5 heads on the
+ * compiler spills accumulators), bf16 with 4 / 6 heads 88-94 / 93-96 GFLOP/s.
  *
  * Exactness of the int8 dots. vpmaddwd multiplies signed 16-bit lanes and adds each pair of products
  * into 32 bits. Both operands are sign-extended int8 values in [-128, 127], so a product lies in
@@ -21,7 +23,8 @@
 #define INLINE static inline __attribute__((always_inline))
 
 /* Heads per register tile. */
-#define LI_ROWS 6
+#define LI_ROWS_INT8 4
+#define LI_ROWS_BF16 6
 
 /* ---- layouts and packing ---------------------------------------------------------------------- */
 
@@ -163,11 +166,11 @@ static void pack_bf16__avx2(const uint16_t *const *rows, int di, void *tilev)
 INLINE void int8_heads(const int32_t *q, size_t qs, const float *ws, const int R, const int32_t *tile, int pairs,
                        float *I)
 {
-    __m256i acc[LI_ROWS][2];
+    __m256i acc[LI_ROWS_INT8][2];
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         acc[r][0] = acc[r][1] = _mm256_setzero_si256();
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int p = 0; p < pairs; p++) {
         __m256i k0 = _mm256_loadu_si256((const __m256i *)(tile + (size_t)p * 16));
         __m256i k1 = _mm256_loadu_si256((const __m256i *)(tile + (size_t)p * 16 + 8));
@@ -210,11 +213,9 @@ static void score_int8__avx2(const void *qv, size_t q_stride, const int32_t *qbi
         _mm256_storeu_ps(It, _mm256_setzero_ps());
         _mm256_storeu_ps(It + 8, _mm256_setzero_ps());
         int h = 0;
-        for (; h + LI_ROWS <= nh; h += LI_ROWS)
-            int8_heads(q + h * qs, qs, ws + h, LI_ROWS, tile, pairs, It);
+        for (; h + LI_ROWS_INT8 <= nh; h += LI_ROWS_INT8)
+            int8_heads(q + h * qs, qs, ws + h, LI_ROWS_INT8, tile, pairs, It);
         switch (nh - h) {
-        case 5: int8_heads(q + h * qs, qs, ws + h, 5, tile, pairs, It); break;
-        case 4: int8_heads(q + h * qs, qs, ws + h, 4, tile, pairs, It); break;
         case 3: int8_heads(q + h * qs, qs, ws + h, 3, tile, pairs, It); break;
         case 2: int8_heads(q + h * qs, qs, ws + h, 2, tile, pairs, It); break;
         case 1: int8_heads(q + h * qs, qs, ws + h, 1, tile, pairs, It); break;
@@ -232,7 +233,7 @@ static void score_int8__avx2(const void *qv, size_t q_stride, const int32_t *qbi
  * tile: [dims][16] fp32. */
 INLINE void bf16_heads(const float *q, size_t qs, const float *w, const int R, const float *tile, int dims, float *I)
 {
-    __m256 acc[LI_ROWS][2];
+    __m256 acc[LI_ROWS_BF16][2];
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         acc[r][0] = acc[r][1] = _mm256_setzero_ps();
@@ -270,8 +271,8 @@ static void score_bf16__avx2(const void *qv, size_t q_stride, const float *w, in
         _mm256_storeu_ps(It, _mm256_setzero_ps());
         _mm256_storeu_ps(It + 8, _mm256_setzero_ps());
         int h = 0;
-        for (; h + LI_ROWS <= nh; h += LI_ROWS)
-            bf16_heads(q + h * qs, qs, w + h, LI_ROWS, tile, dims, It);
+        for (; h + LI_ROWS_BF16 <= nh; h += LI_ROWS_BF16)
+            bf16_heads(q + h * qs, qs, w + h, LI_ROWS_BF16, tile, dims, It);
         switch (nh - h) {
         case 5: bf16_heads(q + h * qs, qs, w + h, 5, tile, dims, It); break;
         case 4: bf16_heads(q + h * qs, qs, w + h, 4, tile, dims, It); break;
