@@ -1,8 +1,13 @@
 /* Few-row linear maps y[m][n] = sum_k x[m][k] * W[n][k] from row-major weights (no packing), AVX2 + FMA.
- * A register tile is 4 weight rows x 2 activation rows: 8 accumulators, the widened activations (4
- * registers) and one widened weight vector fit the 16 ymm registers. Each weight vector is loaded once
- * per tile and serves both activation rows; the weight rows of a tile are re-read from L1/L2 by the
- * next pair of activation rows, and the following 4 rows are prefetched during the first pass.
+ *
+ * Register tile: 4 weight rows x 2 activation rows, i.e. 8 accumulators, the widened activations (4
+ * registers) and one widened weight vector within the 16 ymm registers. Each weight vector is loaded once
+ * per tile and serves both activation rows. A group of 4 weight rows meets every pair of activation rows
+ * (a pass) one block of K at a time: a block of 2 KiB per row stays in L1 across the passes, where
+ * whole rows (8 KiB at K 4096 bf16, each row mapping onto the same L1 sets) did not and came from L2 on
+ * every pass. Accumulators are kept in a small buffer between blocks, so each lane still adds its
+ * products in k order. Every pass fetches its share of the next block (or of the next group's first
+ * block), so that memory streams during every pass and not only the first.
  *
  * bf16: a 32-byte load holds 16 values; the even ones widen by a shift, the odd ones by a mask (exact),
  * and both halves meet the same halves of x in fp32 FMAs. Lanes are summed in a fixed order at the end.
@@ -19,8 +24,10 @@
 #include "dispatch.h"
 
 #define INLINE static inline __attribute__((always_inline))
-#define NT 4 /* weight rows per tile */
-#define MT 2 /* activation rows per tile (at most) */
+#define NT 4                /* weight rows per tile */
+#define MT 2                /* activation rows per tile (at most) */
+#define MAX_PASSES 8        /* ceil(16 / MT): the callers' M is at most 16 */
+#define BLOCK_BYTES 2048    /* K block, bytes of one weight row */
 
 INLINE float hsum_ps(__m256 v)
 {
@@ -38,10 +45,21 @@ INLINE uint32_t hsum_epi32(__m256i v)
     return (uint32_t)_mm_cvtsi128_si32(b);
 }
 
+/* Share `pass` of `passes` of the lines of NT rows (row stride ldw bytes) in [0, bytes): one line per
+ * row per call, at the call's fraction `i / n` of the pass. */
+INLINE void prefetch_share(const char *rows, size_t ldw, size_t bytes, int pass, int passes, size_t i, size_t n)
+{
+    size_t at = (((size_t)pass * n + i) * bytes / ((size_t)passes * n)) & ~(size_t)63;
+    for (int r = 0; r < NT; r++)
+        _mm_prefetch(rows + (size_t)r * ldw + at, _MM_HINT_T0);
+}
+
+/* ---- bf16 ---- */
+
 INLINE __m256 even_f32(__m256i v) { return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)); }
 INLINE __m256 odd_f32(__m256i v) { return _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int)0xffff0000u))); }
 
-/* One 16-value step of a bf16 tile: xr[m] / wr[n] point at the step's values. */
+/* One 16-value step: xr[m] / wr[n] point at the step's values. */
 INLINE void bf16_step(const uint16_t *const *xr, const int mt, const uint16_t *const *wr, const int nt,
                       __m256 acc[NT][MT])
 {
@@ -62,10 +80,11 @@ INLINE void bf16_step(const uint16_t *const *xr, const int mt, const uint16_t *c
     }
 }
 
-/* nt weight rows x mt activation rows; `next` (or NULL): the following NT weight rows, fetched meanwhile
- * (a weight row is a short stream that the hardware prefetcher picks up late). */
-INLINE void bf16_tile(const uint16_t *x, size_t ldx, const int mt, const uint16_t *w, size_t ldw, const int nt, int K,
-                      float *y, size_t ldy, const uint16_t *next)
+/* Values [k0, k1) of nt weight rows x mt activation rows into the saved accumulators `saved`; k1 - k0 is
+ * a multiple of 32 unless k1 == K (then the last step is zero padded: zeros add nothing). `ahead` (or
+ * NULL): NT rows whose `ahead_bytes` bytes this pass fetches its share of. */
+INLINE void bf16_pass(const uint16_t *x, size_t ldx, const int mt, const uint16_t *w, size_t ldw, const int nt,
+                      int k0, int k1, __m256 *saved, const uint16_t *ahead, size_t ahead_bytes, int pass, int passes)
 {
     __m256 acc[NT][MT];
     const uint16_t *xr[MT], *wr[NT];
@@ -73,12 +92,12 @@ INLINE void bf16_tile(const uint16_t *x, size_t ldx, const int mt, const uint16_
     for (int n = 0; n < nt; n++)
 #pragma GCC unroll 2
         for (int m = 0; m < mt; m++)
-            acc[n][m] = _mm256_setzero_ps();
-    int k = 0;
-    for (; k + 32 <= K; k += 32) { /* one 64-byte line of every row per iteration */
-        if (next)
-            for (int n = 0; n < NT; n++)
-                _mm_prefetch((const char *)(next + (size_t)n * ldw + k), _MM_HINT_T0);
+            acc[n][m] = saved[n * MT + m];
+    int k = k0;
+    size_t lines = (size_t)(k1 - k0) / 32;
+    for (; k + 32 <= k1; k += 32) {
+        if (ahead)
+            prefetch_share((const char *)ahead, ldw * 2, ahead_bytes, pass, passes, (size_t)(k - k0) / 32, lines);
         for (int h = 0; h < 32; h += 16) {
             for (int m = 0; m < mt; m++)
                 xr[m] = x + (size_t)m * ldx + k + h;
@@ -87,9 +106,9 @@ INLINE void bf16_tile(const uint16_t *x, size_t ldx, const int mt, const uint16_
             bf16_step(xr, mt, wr, nt, acc);
         }
     }
-    for (; k < K; k += 16) { /* up to two more steps, the last one zero padded (zeros add nothing) */
+    for (; k < k1; k += 16) {
         uint16_t xt[MT][16], wt[NT][16];
-        int len = K - k < 16 ? K - k : 16;
+        int len = k1 - k < 16 ? k1 - k : 16;
         for (int m = 0; m < mt; m++) {
             memset(xt[m], 0, sizeof xt[m]);
             memcpy(xt[m], x + (size_t)m * ldx + k, (size_t)len * 2);
@@ -106,10 +125,53 @@ INLINE void bf16_tile(const uint16_t *x, size_t ldx, const int mt, const uint16_
     for (int n = 0; n < nt; n++)
 #pragma GCC unroll 2
         for (int m = 0; m < mt; m++)
-            y[(size_t)m * ldy + n] = hsum_ps(acc[n][m]);
+            saved[n * MT + m] = acc[n][m];
 }
 
-/* One 16-value step of an int8 tile (see the file comment for why it is exact). */
+/* All M activation rows against nt weight rows at w; `next`: the following group's rows, or NULL. */
+INLINE void bf16_group(const uint16_t *x, size_t ldx, int M, const uint16_t *w, size_t ldw, const int nt, int K,
+                       float *y, size_t ldy, const uint16_t *next)
+{
+    enum { KB = BLOCK_BYTES / 2 };
+    __m256 saved[MAX_PASSES][NT * MT];
+    int passes = (M + MT - 1) / MT;
+    for (int p = 0; p < passes; p++)
+        for (int i = 0; i < NT * MT; i++)
+            saved[p][i] = _mm256_setzero_ps();
+    for (int k0 = 0; k0 < K; k0 += KB) {
+        int k1 = K - k0 > KB ? k0 + KB : K;
+        /* this group's next block, or the next group's first one */
+        const uint16_t *ahead = k1 < K ? w + k1 : next;
+        int ahead_len = k1 < K ? (K - k1 < KB ? K - k1 : KB) : (K < KB ? K : KB);
+        size_t ahead_bytes = ahead ? (size_t)ahead_len * 2 : 0;
+        for (int p = 0; p < passes; p++) {
+            const uint16_t *xm = x + (size_t)(p * MT) * ldx;
+            if (M - p * MT >= 2)
+                bf16_pass(xm, ldx, 2, w, ldw, nt, k0, k1, saved[p], ahead, ahead_bytes, p, passes);
+            else
+                bf16_pass(xm, ldx, 1, w, ldw, nt, k0, k1, saved[p], ahead, ahead_bytes, p, passes);
+        }
+    }
+    for (int p = 0; p < passes; p++)
+        for (int m = 0; m < MT && p * MT + m < M; m++)
+            for (int n = 0; n < nt; n++)
+                y[(size_t)(p * MT + m) * ldy + n] = hsum_ps(saved[p][n * MT + m]);
+}
+
+static void rowdot_bf16__avx2(const uint16_t *x, size_t ldx, int M, const uint16_t *w, size_t ldw, int N, int K,
+                              float *y, size_t ldy)
+{
+    int n = 0;
+    for (; n + NT <= N; n += NT)
+        bf16_group(x, ldx, M, w + (size_t)n * ldw, ldw, NT, K, y + n, ldy,
+                   n + 2 * NT <= N ? w + (size_t)(n + NT) * ldw : NULL);
+    for (; n < N; n++)
+        bf16_group(x, ldx, M, w + (size_t)n * ldw, ldw, 1, K, y + n, ldy, NULL);
+}
+
+/* ---- int8 ---- */
+
+/* One 16-value step (see the file comment for why it is exact). */
 INLINE void s8_step(const uint8_t *const *xr, const int mt, const int8_t *const *wr, const int nt, __m256i acc[NT][MT])
 {
     __m256i xv[MT];
@@ -125,8 +187,10 @@ INLINE void s8_step(const uint8_t *const *xr, const int mt, const int8_t *const 
     }
 }
 
-INLINE void s8_tile(const uint8_t *xb, size_t ldx, const int mt, const int8_t *w, size_t ldw, const int nt, int K,
-                    const int32_t *wsum128, int32_t *y, size_t ldy, const int8_t *next)
+/* As bf16_pass; k1 - k0 is a multiple of 64 unless k1 == K (zero padding: a zero byte of xb or W adds
+ * nothing). */
+INLINE void s8_pass(const uint8_t *xb, size_t ldx, const int mt, const int8_t *w, size_t ldw, const int nt, int k0,
+                    int k1, __m256i *saved, const int8_t *ahead, size_t ahead_bytes, int pass, int passes)
 {
     __m256i acc[NT][MT];
     const uint8_t *xr[MT];
@@ -135,12 +199,12 @@ INLINE void s8_tile(const uint8_t *xb, size_t ldx, const int mt, const int8_t *w
     for (int n = 0; n < nt; n++)
 #pragma GCC unroll 2
         for (int m = 0; m < mt; m++)
-            acc[n][m] = _mm256_setzero_si256();
-    int k = 0;
-    for (; k + 64 <= K; k += 64) {
-        if (next)
-            for (int n = 0; n < NT; n++)
-                _mm_prefetch((const char *)(next + (size_t)n * ldw + k), _MM_HINT_T0);
+            acc[n][m] = saved[n * MT + m];
+    int k = k0;
+    size_t lines = (size_t)(k1 - k0) / 64;
+    for (; k + 64 <= k1; k += 64) {
+        if (ahead)
+            prefetch_share((const char *)ahead, ldw, ahead_bytes, pass, passes, (size_t)(k - k0) / 64, lines);
         for (int h = 0; h < 64; h += 16) {
             for (int m = 0; m < mt; m++)
                 xr[m] = xb + (size_t)m * ldx + k + h;
@@ -149,10 +213,10 @@ INLINE void s8_tile(const uint8_t *xb, size_t ldx, const int mt, const int8_t *w
             s8_step(xr, mt, wr, nt, acc);
         }
     }
-    for (; k < K; k += 16) { /* zero padding: a zero byte of xb or W adds nothing */
+    for (; k < k1; k += 16) {
         uint8_t xt[MT][16];
         int8_t wt[NT][16];
-        int len = K - k < 16 ? K - k : 16;
+        int len = k1 - k < 16 ? k1 - k : 16;
         for (int m = 0; m < mt; m++) {
             memset(xt[m], 0, sizeof xt[m]);
             memcpy(xt[m], xb + (size_t)m * ldx + k, (size_t)len);
@@ -169,47 +233,35 @@ INLINE void s8_tile(const uint8_t *xb, size_t ldx, const int mt, const int8_t *w
     for (int n = 0; n < nt; n++)
 #pragma GCC unroll 2
         for (int m = 0; m < mt; m++)
-            y[(size_t)m * ldy + n] = (int32_t)(hsum_epi32(acc[n][m]) - (uint32_t)wsum128[n]);
+            saved[n * MT + m] = acc[n][m];
 }
 
-/* All activation rows against nt weight rows, in pairs (the weight rows stay in cache between pairs;
- * only the first pass prefetches the next rows). */
-INLINE void bf16_rows(const uint16_t *x, size_t ldx, int M, const uint16_t *w, size_t ldw, const int nt, int K,
-                      float *y, size_t ldy, const uint16_t *next)
+INLINE void s8_group(const uint8_t *xb, size_t ldx, int M, const int8_t *w, size_t ldw, const int nt, int K,
+                     const int32_t *wsum128, int32_t *y, size_t ldy, const int8_t *next)
 {
-    for (int m0 = 0; m0 < M; m0 += MT) {
-        const uint16_t *xm = x + (size_t)m0 * ldx, *nx = m0 == 0 ? next : NULL;
-        float *ym = y + (size_t)m0 * ldy;
-        if (M - m0 >= 2)
-            bf16_tile(xm, ldx, 2, w, ldw, nt, K, ym, ldy, nx);
-        else
-            bf16_tile(xm, ldx, 1, w, ldw, nt, K, ym, ldy, nx);
+    enum { KB = BLOCK_BYTES };
+    __m256i saved[MAX_PASSES][NT * MT];
+    int passes = (M + MT - 1) / MT;
+    for (int p = 0; p < passes; p++)
+        for (int i = 0; i < NT * MT; i++)
+            saved[p][i] = _mm256_setzero_si256();
+    for (int k0 = 0; k0 < K; k0 += KB) {
+        int k1 = K - k0 > KB ? k0 + KB : K;
+        const int8_t *ahead = k1 < K ? w + k1 : next;
+        int ahead_len = k1 < K ? (K - k1 < KB ? K - k1 : KB) : (K < KB ? K : KB);
+        size_t ahead_bytes = ahead ? (size_t)ahead_len : 0;
+        for (int p = 0; p < passes; p++) {
+            const uint8_t *xm = xb + (size_t)(p * MT) * ldx;
+            if (M - p * MT >= 2)
+                s8_pass(xm, ldx, 2, w, ldw, nt, k0, k1, saved[p], ahead, ahead_bytes, p, passes);
+            else
+                s8_pass(xm, ldx, 1, w, ldw, nt, k0, k1, saved[p], ahead, ahead_bytes, p, passes);
+        }
     }
-}
-
-static void rowdot_bf16__avx2(const uint16_t *x, size_t ldx, int M, const uint16_t *w, size_t ldw, int N, int K,
-                              float *y, size_t ldy)
-{
-    int n = 0;
-    for (; n + NT <= N; n += NT)
-        bf16_rows(x, ldx, M, w + (size_t)n * ldw, ldw, NT, K, y + n, ldy,
-                  n + 2 * NT <= N ? w + (size_t)(n + NT) * ldw : NULL);
-    for (; n < N; n++)
-        bf16_rows(x, ldx, M, w + (size_t)n * ldw, ldw, 1, K, y + n, ldy, NULL);
-}
-
-INLINE void s8_rows(const uint8_t *xb, size_t ldx, int M, const int8_t *w, size_t ldw, const int nt, int K,
-                    const int32_t *wsum128, int32_t *y, size_t ldy, const int8_t *next)
-{
-    for (int m0 = 0; m0 < M; m0 += MT) {
-        const uint8_t *xm = xb + (size_t)m0 * ldx;
-        const int8_t *nx = m0 == 0 ? next : NULL;
-        int32_t *ym = y + (size_t)m0 * ldy;
-        if (M - m0 >= 2)
-            s8_tile(xm, ldx, 2, w, ldw, nt, K, wsum128, ym, ldy, nx);
-        else
-            s8_tile(xm, ldx, 1, w, ldw, nt, K, wsum128, ym, ldy, nx);
-    }
+    for (int p = 0; p < passes; p++)
+        for (int m = 0; m < MT && p * MT + m < M; m++)
+            for (int n = 0; n < nt; n++)
+                y[(size_t)(p * MT + m) * ldy + n] = (int32_t)(hsum_epi32(saved[p][n * MT + m]) - (uint32_t)wsum128[n]);
 }
 
 static void rowdot_s8__avx2(const uint8_t *xb, size_t ldx, int M, const int8_t *w, size_t ldw, int N, int K,
@@ -217,10 +269,10 @@ static void rowdot_s8__avx2(const uint8_t *xb, size_t ldx, int M, const int8_t *
 {
     int n = 0;
     for (; n + NT <= N; n += NT)
-        s8_rows(xb, ldx, M, w + (size_t)n * ldw, ldw, NT, K, wsum128 + n, y + n, ldy,
-                n + 2 * NT <= N ? w + (size_t)(n + NT) * ldw : NULL);
+        s8_group(xb, ldx, M, w + (size_t)n * ldw, ldw, NT, K, wsum128 + n, y + n, ldy,
+                 n + 2 * NT <= N ? w + (size_t)(n + NT) * ldw : NULL);
     for (; n < N; n++)
-        s8_rows(xb, ldx, M, w + (size_t)n * ldw, ldw, 1, K, wsum128 + n, y + n, ldy, NULL);
+        s8_group(xb, ldx, M, w + (size_t)n * ldw, ldw, 1, K, wsum128 + n, y + n, ldy, NULL);
 }
 
 const dsops_linear_kernels dsops_linear_kernels__avx2 = {
