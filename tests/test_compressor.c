@@ -14,7 +14,9 @@
  *  - row_per_seq, calls that close no window (zero rows), window 0 without a previous half, explicit
  *    dim / ratio / overlap / rotate, the three rope modes and rope_inverse, norm_eps 0, a strided x, an
  *    absent out_count, bf16 and fp32 norm weights, tables and Hadamard matrices;
- *  - a hand-computed call that checks the oracle itself; bitwise determinism for 1, 2 and 3 threads.
+ *  - channel counts that are no multiple of a vector width (67, 72, 100);
+ *  - a hand-computed call that checks the oracle itself; bitwise determinism for 1, 2 and 3 threads on
+ *    every tier.
  *
  * Small problems use "grid" data: x in {-1, -3/4, ..., 1}, weights multiples of 2^-6 in [-1/2, 1/2], ape
  * multiples of 2^-8, so every projection is exact in fp32 whatever the summation order, and pre-call state
@@ -1006,11 +1008,34 @@ static void sweep_variant(variant v)
     agg_flush(what);
 }
 
+/* Channel counts that are not a multiple of any vector width (the pooling kernels' tails), with and
+ * without overlap, on every tier. */
+static void test_odd_widths(void)
+{
+    if (!tu_selected("odd widths"))
+        return;
+    static const variant vs[] = {{"c4a D 100", 100, 4, 2, 0}, {"c8 D 67", 67, 8, 1, 0}, {"c4li D 72", 72, 4, 2, 1}};
+    for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++)
+        for (int64_t start = 0; start < 12; start += 5) {
+            cspec s = spec_make(vs[i], 48, 2);
+            s.start[0] = start, s.len[0] = 9;
+            s.start[1] = start + 3, s.len[1] = 17;
+            s.minimal = 1;
+            cprob *p = cp_make(&s);
+            char l[200];
+            snprintf(l, sizeof l, "odd widths %s start %lld", vs[i].name, (long long)start);
+            cp_check_all_tiers(l, p);
+            cp_free(p);
+        }
+    agg_flush("odd widths");
+}
+
 static void test_sweeps(void)
 {
     sweep_variant(V_C4A);
     sweep_variant(V_C4LI);
     sweep_variant(V_C128A);
+    test_odd_widths();
 }
 
 /* ---- prefill then decode ------------------------------------------------------------------------- */
@@ -1258,16 +1283,16 @@ static void test_determinism(void)
         s.minimal = 1;
         cprob *p = cp_make(&s);
         const size_t nout = (size_t)(p->NO * s.v.D), nkv = numel(&p->a.kv_state), nsc = numel(&p->a.score_state);
-        const dsops_isa tiers[2] = {DSOPS_ISA_SCALAR, dsops_isa_detected()};
-        for (int ti = 0; ti < 2; ti++) {
-            dsops_context_set_isa(ctx, tiers[ti]);
+        for (int ti = 0; ti <= (int)dsops_isa_detected(); ti++) {
+            const dsops_isa tier = (dsops_isa)ti;
+            dsops_context_set_isa(ctx, tier);
             uint16_t *out0 = NULL;
             float *kv0 = NULL, *sc0 = NULL;
             for (int th = 1; th <= 3; th++) {
                 set_threads(th);
                 dsops_status st = cp_run(p);
                 if (!tu_check(st == DSOPS_OK, "determinism %s [%s] %d threads: %s (%s)", s.v.name,
-                              dsops_isa_name(tiers[ti]), th, dsops_status_name(st), dsops_last_error()))
+                              dsops_isa_name(tier), th, dsops_status_name(st), dsops_last_error()))
                     break;
                 if (th == 1) {
                     out0 = xdup(p->out, nout * 2), kv0 = xdup(p->kv, nkv * 4), sc0 = xdup(p->sc, nsc * 4);
@@ -1275,7 +1300,7 @@ static void test_determinism(void)
                     tu_check(memcmp(out0, p->out, nout * 2) == 0 && memcmp(kv0, p->kv, nkv * 4) == 0 &&
                                  memcmp(sc0, p->sc, nsc * 4) == 0,
                              "determinism %s [%s]: %d threads differ from 1 thread", s.v.name,
-                             dsops_isa_name(tiers[ti]), th);
+                             dsops_isa_name(tier), th);
                 }
             }
             free(out0), free(kv0), free(sc0);
