@@ -10,7 +10,7 @@
 static const char *prog = "test";
 static const char *filter = NULL;
 static uint64_t seed = 42;
-static int passed, failed, quick, verbose, replay_printed;
+static int passed, failed, quick, verbose, replay_printed, list_only;
 
 static int env_flag(const char *name)
 {
@@ -30,6 +30,7 @@ void tu_init(int argc, char **argv, uint64_t default_seed)
         seed = strtoull(s, NULL, 0);
     quick = env_flag("DSOPS_TEST_QUICK");
     verbose = env_flag("DSOPS_TEST_VERBOSE");
+    list_only = env_flag("DSOPS_TEST_LIST");
     printf("%s: seed %" PRIu64 "%s%s%s\n", prog, seed, quick ? " (quick)" : "", filter ? ", filter " : "",
            filter ? filter : "");
     /* the tiers the tests compare with the oracles are the ones this CPU has; the others cannot run here */
@@ -49,6 +50,10 @@ int tu_verbose(void) { return verbose; }
 
 int tu_selected(const char *label)
 {
+    if (list_only) {
+        printf("label: %s\n", label ? label : "(none)");
+        return 0;
+    }
     if (!filter)
         return 1;
     if (!label)

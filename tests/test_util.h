@@ -6,7 +6,8 @@
  * command that replays the run are printed. Environment:
  *   DSOPS_TEST_SEED=<n>   replaces the default seed of the program's random data
  *   DSOPS_TEST_QUICK=1    runs only the smaller problems (used by sanitizer builds)
- *   DSOPS_TEST_VERBOSE=1  prints every comparison, not only failures */
+ *   DSOPS_TEST_VERBOSE=1  prints every comparison, not only failures
+ *   DSOPS_TEST_LIST=1     prints the label of every filterable problem instead of running it */
 #ifndef DSOPS_TEST_UTIL_H
 #define DSOPS_TEST_UTIL_H
 
