@@ -1,18 +1,21 @@
 /* hc kernels for AVX2 + FMA.
  *
  * mix: a register tile of 2 tokens x 6 mixes (12 ymm accumulators of 8 fp32 lanes; with the two token
- * vectors, one weight vector and the odd-channel mask that is all 16 ymm registers). A 256-bit load takes
- * 16 bf16 channels of a stream; a shift left by 16 gives the 8 even channels as fp32 and a mask of the
- * high halves the 8 odd ones, so hc_fn is packed with even and odd channels apart:
- *   [groups][HC][nc][2][6][8] floats, groups = ceil(M/6), nc = ceil(H/16); chunk c of stream i, half h,
- *   mix g*6 + j, lane l holds hc_fn[g*6 + j][i*H + 16c + 2l + h], zero beyond H and M.
- * K is blocked by 512 channels of one stream: a mix group's weights of a block (12 KiB) stay in L1 while
- * every token pair of the group passes over them, and partial sums wait in `work` between blocks, so a
- * token's sums have one order (fixed by M, HC, H) whatever its group or thread. The scalar tier
- * (hc-scalar.c) runs the same algorithm with mul + add instead of FMA.
+ * vectors and one weight vector that is 15 of the 16 ymm registers; the odd-channel mask is read from L1).
+ * A 256-bit load takes 16 bf16 channels of a stream; a shift left by 16 gives the 8 even channels as fp32
+ * and a mask of the high halves the 8 odd ones, so hc_fn is packed with even and odd channels apart:
+ *   [HC][nc][groups][2][6][8] floats, groups = ceil(M/6), nc = ceil(H/16); chunk c of stream i, group g,
+ *   half h, row j, lane l holds hc_fn[6g + j][i*H + 16c + 2l + h], zero beyond H and M.
+ * The chunks of one stream go in blocks whose weights for all groups fit in 24 KiB (M 24: 16 chunks,
+ * 256 channels): the block stays in L1 while every token pair passes over it, each pair's 2 x 512 bytes
+ * of channels staying in L1 for all groups. Partial sums wait in `work` between blocks, so every lane
+ * adds its chunks in ascending order whatever the group, thread or block size. Sums of squares use four
+ * independent chains (even / odd channels of each token). The scalar tier (hc-scalar.c) runs the same
+ * algorithm and layout with mul + add instead of FMA.
  *
  * weighted_sum and post_token: mul then add in the scalar tier's order (no FMA), so every tier gives the
- * same bits. */
+ * same bits; bf16 rows are read 16 channels per load as even and odd halves and joined again by the
+ * rounding (round to nearest even, NaN kept quiet). */
 #include <immintrin.h>
 
 #include "dispatch.h"
@@ -70,8 +73,8 @@ static size_t hc_mix_work_floats(int nt, int M)
 static const __m256i odd_mask = {(long long)0xffff0000ffff0000ull, (long long)0xffff0000ffff0000ull,
                                   (long long)0xffff0000ffff0000ull, (long long)0xffff0000ffff0000ull};
 
-/* part[0..5] += x0 . w_j, part[6..11] += x1 . w_j (8 lanes each) over nc chunks; wp: [nc][2][6][8]
- * (64-byte aligned). x0 and x1 are each read twice per chunk (even, then odd half) so that only two token
+/* part[0..5] += x0 . w_j, part[6..11] += x1 . w_j (8 lanes each) over nc chunks; chunk c's weights
+ * ([2][6][8], 64-byte aligned) at wp + c * wstride. x0 and x1 are each read twice per chunk (even, then odd half) so that only two token
  * vectors are live next to the 12 accumulators. */
 static void tile(const uint16_t *x0, const uint16_t *x1, const float *wp, size_t wstride, int64_t nc, float *part)
 {
