@@ -1,0 +1,137 @@
+/* The matmul layer (src/core/linear.c) on every tier and row count against exact sums: int8 maps must give the
+ * exact int32 dot products (at the int8 extremes too, where oneDNN's int8 kernels without VNNI saturate), bf16
+ * maps the fp32 sum of exact products within the spread of fp32 summation orders. Covers the decode row-dot
+ * kernels (up to 16 rows), the matmul path above that, K around the widened int8 path's 1024-value blocks,
+ * partial column chunks, transposed weights, and results independent of the thread count. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "linear.h"
+#include "test_util.h"
+
+typedef struct shape {
+    int M, K, N;
+    int transposed; /* weights given as [K, N] (stride_n 1) */
+} shape;
+
+static const shape shapes[] = {
+    {1, 64, 16, 0},   {3, 100, 33, 0},  {16, 257, 300, 0}, {17, 257, 300, 0}, {40, 1024, 260, 0},
+    {5, 1025, 70, 0}, {33, 2100, 64, 0}, {2, 96, 40, 1},   {24, 130, 513, 1},
+};
+
+/* Fills int8 values: random, or every value at an extreme (+127 / -128 in a pattern per row). */
+static void fill_int8(int8_t *v, size_t n, tu_rng *r, int extreme)
+{
+    for (size_t i = 0; i < n; i++)
+        v[i] = extreme ? (int8_t)((tu_rng_u64(r) & 1) ? 127 : -128) : (int8_t)tu_rng_int(r, -128, 127);
+}
+
+static void check_int8(const shape *s, int extreme, tu_rng *r, dsops_isa isa)
+{
+    int M = s->M, K = s->K, N = s->N;
+    int8_t *w = malloc((size_t)N * K), *x = malloc((size_t)M * K);
+    int32_t *y1 = malloc(sizeof(int32_t) * (size_t)M * N), *y2 = malloc(sizeof(int32_t) * (size_t)M * N);
+    fill_int8(w, (size_t)N * K, r, extreme);
+    fill_int8(x, (size_t)M * K, r, extreme);
+    int64_t sn = s->transposed ? 1 : K, sk = s->transposed ? N : 1;
+    dsops_linear_engine *e = NULL;
+    dsops_linear *l = NULL;
+    char label[128];
+    snprintf(label, sizeof label, "int8%s M %d K %d N %d%s [%s]", extreme ? " extremes" : "", M, K, N,
+             s->transposed ? " transposed" : "", dsops_isa_name(isa));
+    if (!tu_check(dsops_linear_engine_create(&e) == DSOPS_OK &&
+                      dsops_linear_create(e, w, DSOPS_INT8, N, K, sn, sk, &l) == DSOPS_OK,
+                  "%s: map not made (%s)", label, dsops_last_error()))
+        goto done;
+    dsops_linear_job j1 = {l, x, K, y1, N}, j2 = {l, x, K, y2, N};
+    tu_check(dsops_linear_run(&j1, 1, M, 1, isa) == DSOPS_OK && dsops_linear_run(&j2, 1, M, 3, isa) == DSOPS_OK,
+             "%s: run failed (%s)", label, dsops_last_error());
+    long bad = 0, first = -1;
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            int64_t exact = 0;
+            for (int k = 0; k < K; k++)
+                exact += (int64_t)x[(size_t)m * K + k] * w[n * sn + k * sk];
+            if (exact != y1[(size_t)m * N + n]) {
+                bad++;
+                first = first < 0 ? (long)m * N + n : first;
+            }
+        }
+    tu_check(bad == 0, "%s: %ld of %d sums differ from the exact ones (first at %ld)", label, bad, M * N, first);
+    tu_check(memcmp(y1, y2, sizeof(int32_t) * (size_t)M * N) == 0, "%s: 1 and 3 threads differ", label);
+done:
+    dsops_linear_destroy(l);
+    dsops_linear_engine_destroy(e);
+    free(w), free(x), free(y1), free(y2);
+}
+
+static void check_bf16(const shape *s, tu_rng *r, dsops_isa isa)
+{
+    int M = s->M, K = s->K, N = s->N;
+    uint16_t *w = malloc(2 * (size_t)N * K), *x = malloc(2 * (size_t)M * K);
+    float *y1 = malloc(sizeof(float) * (size_t)M * N), *y2 = malloc(sizeof(float) * (size_t)M * N);
+    for (size_t i = 0; i < (size_t)N * K; i++)
+        w[i] = dsops_f32_to_bf16(tu_rng_uniform(r, -1.0f, 1.0f));
+    for (size_t i = 0; i < (size_t)M * K; i++)
+        x[i] = dsops_f32_to_bf16(tu_rng_uniform(r, -1.0f, 1.0f));
+    int64_t sn = s->transposed ? 1 : K, sk = s->transposed ? N : 1;
+    dsops_linear_engine *e = NULL;
+    dsops_linear *l = NULL;
+    char label[128];
+    snprintf(label, sizeof label, "bf16 M %d K %d N %d%s [%s]", M, K, N, s->transposed ? " transposed" : "",
+             dsops_isa_name(isa));
+    if (!tu_check(dsops_linear_engine_create(&e) == DSOPS_OK &&
+                      dsops_linear_create(e, w, DSOPS_BF16, N, K, sn, sk, &l) == DSOPS_OK,
+                  "%s: map not made (%s)", label, dsops_last_error()))
+        goto done;
+    dsops_linear_job j1 = {l, x, K, y1, N}, j2 = {l, x, K, y2, N};
+    tu_check(dsops_linear_run(&j1, 1, M, 1, isa) == DSOPS_OK && dsops_linear_run(&j2, 1, M, 3, isa) == DSOPS_OK,
+             "%s: run failed (%s)", label, dsops_last_error());
+    double worst = 0.0;
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double exact = 0.0, mag = 0.0;
+            for (int k = 0; k < K; k++) {
+                double p = (double)dsops_bf16_to_f32(x[(size_t)m * K + k]) * dsops_bf16_to_f32(w[n * sn + k * sk]);
+                exact += p;
+                mag += fabs(p);
+            }
+            /* any fp32 summation order: |error| <= K * 2^-24 * sum |p| (first-order bound) */
+            double err = fabs(exact - y1[(size_t)m * N + n]) / (K * 0x1p-24 * mag + 1e-30);
+            worst = err > worst ? err : worst;
+        }
+    tu_check(worst <= 1.0, "%s: error %.2f x the fp32 summation bound", label, worst);
+    tu_check(memcmp(y1, y2, sizeof(float) * (size_t)M * N) == 0, "%s: 1 and 3 threads differ", label);
+done:
+    dsops_linear_destroy(l);
+    dsops_linear_engine_destroy(e);
+    free(w), free(x), free(y1), free(y2);
+}
+
+int main(int argc, char **argv)
+{
+    tu_init(argc, argv, 17);
+    tu_rng r;
+    tu_rng_seed(&r, tu_seed());
+    char path[256];
+    for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
+        for (int dt = 0; dt < 2; dt++)
+            if (dsops_matmul_path((dsops_isa)isa, dt ? DSOPS_INT8 : DSOPS_BF16, path, sizeof path) == DSOPS_OK)
+                printf("[%s] matmul %s: %s\n", dsops_isa_name((dsops_isa)isa), dt ? "int8" : "bf16", path);
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+            if (!tu_selected("linear") || (tu_quick() && shapes[i].M * shapes[i].K * shapes[i].N > 1 << 21))
+                continue;
+            check_int8(&shapes[i], 0, &r, (dsops_isa)isa);
+            check_int8(&shapes[i], 1, &r, (dsops_isa)isa);
+            check_bf16(&shapes[i], &r, (dsops_isa)isa);
+        }
+    }
+    char text[8];
+    tu_check(dsops_matmul_path(DSOPS_ISA_SCALAR, DSOPS_FP16, text, sizeof text) == DSOPS_ERR_DTYPE,
+             "matmul_path refuses fp16 weights");
+    tu_check(dsops_matmul_path(DSOPS_ISA_SCALAR, DSOPS_BF16, NULL, 0) == DSOPS_ERR_NULL, "matmul_path refuses NULL");
+    return tu_finish();
+}
