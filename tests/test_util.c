@@ -48,6 +48,15 @@ uint64_t tu_seed(void) { return seed; }
 int tu_quick(void) { return quick; }
 int tu_verbose(void) { return verbose; }
 
+/* 1 if `label` contains the n characters at f. */
+static int contains(const char *label, const char *f, size_t n)
+{
+    for (const char *l = label; n > 0 && strlen(l) >= n; l++)
+        if (strncmp(l, f, n) == 0)
+            return 1;
+    return 0;
+}
+
 int tu_selected(const char *label)
 {
     if (list_only) {
@@ -58,18 +67,24 @@ int tu_selected(const char *label)
         return 1;
     if (!label)
         return 0;
-    /* the filter is one or more fragments separated by '|': a label is selected when it contains any */
+    /* '|'-separated fragments: a label is selected when it contains none of the fragments written !fragment and,
+     * if there are others, at least one of them */
+    int includes = 0, included = 0;
     for (const char *f = filter; *f;) {
         const char *end = strchr(f, '|');
         size_t n = end ? (size_t)(end - f) : strlen(f);
-        for (const char *l = label; n > 0 && strlen(l) >= n; l++)
-            if (strncmp(l, f, n) == 0)
-                return 1;
+        if (n > 1 && f[0] == '!') {
+            if (contains(label, f + 1, n - 1))
+                return 0;
+        } else if (n > 0) {
+            includes++;
+            included |= contains(label, f, n);
+        }
         if (!end)
             break;
         f = end + 1;
     }
-    return 0;
+    return includes == 0 || included;
 }
 
 int tu_check(int ok, const char *fmt, ...)

@@ -20,6 +20,7 @@
 
 /* Records the program name and the default seed (overridden by DSOPS_TEST_SEED); an optional first
  * argument is a filter: only problems whose label contains it, or one of its '|'-separated fragments, run
+ * (a fragment written !fragment excludes the labels that contain it)
  * (see tu_selected). Prints the tiers that the CPU has (the tests run them) and those it lacks. */
 void tu_init(int argc, char **argv, uint64_t default_seed);
 uint64_t tu_seed(void);
