@@ -29,6 +29,28 @@ static void fill_int8(int8_t *v, size_t n, tu_rng *r, int extreme)
         v[i] = extreme ? (int8_t)((tu_rng_u64(r) & 1) ? 127 : -128) : (int8_t)tu_rng_int(r, -128, 127);
 }
 
+/* Makes a map of W (dtype dt; [N, K], or [K, N] when transposed) and runs it on x at 1 thread into y1 and at 3
+ * into y2. Returns 0 after a failed check. */
+static int run_map(const shape *s, dsops_dtype dt, const void *w, const void *x, void *y1, void *y2, dsops_isa isa,
+                   const char *label)
+{
+    int64_t sn = s->transposed ? 1 : s->K, sk = s->transposed ? s->N : 1;
+    dsops_linear_engine *e = NULL;
+    dsops_linear *l = NULL;
+    int ok = tu_check(dsops_linear_engine_create(&e) == DSOPS_OK &&
+                          dsops_linear_create(e, w, dt, s->N, s->K, sn, sk, &l) == DSOPS_OK,
+                      "%s: map not made (%s)", label, dsops_last_error());
+    if (ok) {
+        dsops_linear_job j1 = {l, x, s->K, y1, s->N}, j2 = {l, x, s->K, y2, s->N};
+        ok = tu_check(dsops_linear_run(&j1, 1, s->M, 1, isa) == DSOPS_OK &&
+                          dsops_linear_run(&j2, 1, s->M, 3, isa) == DSOPS_OK,
+                      "%s: run failed (%s)", label, dsops_last_error());
+    }
+    dsops_linear_destroy(l);
+    dsops_linear_engine_destroy(e);
+    return ok;
+}
+
 static void check_int8(const shape *s, int extreme, tu_rng *r, dsops_isa isa)
 {
     int M = s->M, K = s->K, N = s->N;
@@ -37,18 +59,11 @@ static void check_int8(const shape *s, int extreme, tu_rng *r, dsops_isa isa)
     fill_int8(w, (size_t)N * K, r, extreme);
     fill_int8(x, (size_t)M * K, r, extreme);
     int64_t sn = s->transposed ? 1 : K, sk = s->transposed ? N : 1;
-    dsops_linear_engine *e = NULL;
-    dsops_linear *l = NULL;
     char label[128];
     snprintf(label, sizeof label, "int8%s M %d K %d N %d%s [%s]", extreme ? " extremes" : "", M, K, N,
              s->transposed ? " transposed" : "", dsops_isa_name(isa));
-    if (!tu_check(dsops_linear_engine_create(&e) == DSOPS_OK &&
-                      dsops_linear_create(e, w, DSOPS_INT8, N, K, sn, sk, &l) == DSOPS_OK,
-                  "%s: map not made (%s)", label, dsops_last_error()))
+    if (!run_map(s, DSOPS_INT8, w, x, y1, y2, isa, label))
         goto done;
-    dsops_linear_job j1 = {l, x, K, y1, N}, j2 = {l, x, K, y2, N};
-    tu_check(dsops_linear_run(&j1, 1, M, 1, isa) == DSOPS_OK && dsops_linear_run(&j2, 1, M, 3, isa) == DSOPS_OK,
-             "%s: run failed (%s)", label, dsops_last_error());
     long bad = 0, first = -1;
     for (int m = 0; m < M; m++)
         for (int n = 0; n < N; n++) {
@@ -63,8 +78,6 @@ static void check_int8(const shape *s, int extreme, tu_rng *r, dsops_isa isa)
     tu_check(bad == 0, "%s: %ld of %d sums differ from the exact ones (first at %ld)", label, bad, M * N, first);
     tu_check(memcmp(y1, y2, sizeof(int32_t) * (size_t)M * N) == 0, "%s: 1 and 3 threads differ", label);
 done:
-    dsops_linear_destroy(l);
-    dsops_linear_engine_destroy(e);
     free(w), free(x), free(y1), free(y2);
 }
 
@@ -78,18 +91,11 @@ static void check_bf16(const shape *s, tu_rng *r, dsops_isa isa)
     for (size_t i = 0; i < (size_t)M * K; i++)
         x[i] = dsops_f32_to_bf16(tu_rng_uniform(r, -1.0f, 1.0f));
     int64_t sn = s->transposed ? 1 : K, sk = s->transposed ? N : 1;
-    dsops_linear_engine *e = NULL;
-    dsops_linear *l = NULL;
     char label[128];
     snprintf(label, sizeof label, "bf16 M %d K %d N %d%s [%s]", M, K, N, s->transposed ? " transposed" : "",
              dsops_isa_name(isa));
-    if (!tu_check(dsops_linear_engine_create(&e) == DSOPS_OK &&
-                      dsops_linear_create(e, w, DSOPS_BF16, N, K, sn, sk, &l) == DSOPS_OK,
-                  "%s: map not made (%s)", label, dsops_last_error()))
+    if (!run_map(s, DSOPS_BF16, w, x, y1, y2, isa, label))
         goto done;
-    dsops_linear_job j1 = {l, x, K, y1, N}, j2 = {l, x, K, y2, N};
-    tu_check(dsops_linear_run(&j1, 1, M, 1, isa) == DSOPS_OK && dsops_linear_run(&j2, 1, M, 3, isa) == DSOPS_OK,
-             "%s: run failed (%s)", label, dsops_last_error());
     double worst = 0.0;
     for (int m = 0; m < M; m++)
         for (int n = 0; n < N; n++) {
@@ -106,8 +112,6 @@ static void check_bf16(const shape *s, tu_rng *r, dsops_isa isa)
     tu_check(worst <= 1.0, "%s: error %.2f x the fp32 summation bound", label, worst);
     tu_check(memcmp(y1, y2, sizeof(float) * (size_t)M * N) == 0, "%s: 1 and 3 threads differ", label);
 done:
-    dsops_linear_destroy(l);
-    dsops_linear_engine_destroy(e);
     free(w), free(x), free(y1), free(y2);
 }
 

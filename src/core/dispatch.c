@@ -26,48 +26,59 @@ static void overlay(void *dst, const void *src, size_t bytes)
     }
 }
 
+/* One tier's own tables (entries NULL where it has none). */
+typedef struct tier_kernels {
+    const dsops_attention_kernels *attn;
+    const dsops_indexer_kernels *indexer;
+    const dsops_linear_kernels *linear;
+    const dsops_hc_kernels *hc;
+    const dsops_compressor_kernels *compressor;
+    const dsops_peak_kernels *peak;
+} tier_kernels;
+
+/* t becomes tier `isa`: its own kernels over the lower tier's that t holds. */
+static void add_tier(dsops_kernel_table *t, dsops_isa isa, const tier_kernels *own)
+{
+    if (own) {
+        OVERLAY(t->attn, *own->attn);
+        OVERLAY(t->indexer, *own->indexer);
+        OVERLAY(t->linear, *own->linear);
+        OVERLAY(t->hc, *own->hc);
+        OVERLAY(t->compressor, *own->compressor);
+        OVERLAY(t->peak, *own->peak);
+    }
+    t->isa = isa;
+    tables[isa] = *t;
+}
+
 static void build_tables(void)
 {
+    static const tier_kernels scalar = {&dsops_attention_kernels__scalar, &dsops_indexer_kernels__scalar,
+                                        &dsops_linear_kernels__scalar, &dsops_hc_kernels__scalar,
+                                        &dsops_compressor_kernels__scalar, &dsops_peak_kernels__scalar};
+    const tier_kernels *avx2 = NULL, *avx512bf16 = NULL;
+#ifdef DSOPS_HAVE_AVX2
+    static const tier_kernels avx2_kernels = {&dsops_attention_kernels__avx2, &dsops_indexer_kernels__avx2,
+                                              &dsops_linear_kernels__avx2, &dsops_hc_kernels__avx2,
+                                              &dsops_compressor_kernels__avx2, &dsops_peak_kernels__avx2};
+    avx2 = &avx2_kernels;
+#endif
+#ifdef DSOPS_HAVE_AVX512BF16
+    static const tier_kernels avx512bf16_kernels = {
+        &dsops_attention_kernels__avx512bf16, &dsops_indexer_kernels__avx512bf16, &dsops_linear_kernels__avx512bf16,
+        &dsops_hc_kernels__avx512bf16,        &dsops_compressor_kernels__avx512bf16, &dsops_peak_kernels__avx512bf16};
+    avx512bf16 = &avx512bf16_kernels;
+#endif
     dsops_isa det = dsops_isa_detected();
     dsops_kernel_table t;
     memset(&t, 0, sizeof t);
-    OVERLAY(t.attn, dsops_attention_kernels__scalar);
-    OVERLAY(t.indexer, dsops_indexer_kernels__scalar);
-    OVERLAY(t.linear, dsops_linear_kernels__scalar);
-    OVERLAY(t.hc, dsops_hc_kernels__scalar);
-    OVERLAY(t.compressor, dsops_compressor_kernels__scalar);
-    OVERLAY(t.peak, dsops_peak_kernels__scalar);
-    t.isa = DSOPS_ISA_SCALAR;
-    tables[DSOPS_ISA_SCALAR] = t;
-    if (det < DSOPS_ISA_AVX2)
-        return;
-#ifdef DSOPS_HAVE_AVX2
-    OVERLAY(t.attn, dsops_attention_kernels__avx2);
-    OVERLAY(t.indexer, dsops_indexer_kernels__avx2);
-    OVERLAY(t.linear, dsops_linear_kernels__avx2);
-    OVERLAY(t.hc, dsops_hc_kernels__avx2);
-    OVERLAY(t.compressor, dsops_compressor_kernels__avx2);
-    OVERLAY(t.peak, dsops_peak_kernels__avx2);
-#endif
-    t.isa = DSOPS_ISA_AVX2;
-    tables[DSOPS_ISA_AVX2] = t;
-    if (det < DSOPS_ISA_AVX512)
-        return;
-    /* no AVX-512 (without BF16) kernels yet: that tier uses the AVX2 ones */
-    t.isa = DSOPS_ISA_AVX512;
-    tables[DSOPS_ISA_AVX512] = t;
-    if (det < DSOPS_ISA_AVX512BF16)
-        return;
-#ifdef DSOPS_HAVE_AVX512BF16
-    OVERLAY(t.attn, dsops_attention_kernels__avx512bf16);
-    OVERLAY(t.indexer, dsops_indexer_kernels__avx512bf16);
-    OVERLAY(t.linear, dsops_linear_kernels__avx512bf16);
-    OVERLAY(t.hc, dsops_hc_kernels__avx512bf16);
-    OVERLAY(t.compressor, dsops_compressor_kernels__avx512bf16);
-    OVERLAY(t.peak, dsops_peak_kernels__avx512bf16);
-#endif
-    t.isa = DSOPS_ISA_AVX512BF16;
-    tables[DSOPS_ISA_AVX512BF16] = t;
+    add_tier(&t, DSOPS_ISA_SCALAR, &scalar);
+    if (det >= DSOPS_ISA_AVX2)
+        add_tier(&t, DSOPS_ISA_AVX2, avx2);
+    if (det >= DSOPS_ISA_AVX512) /* no AVX-512 (without BF16) kernels yet: that tier uses the AVX2 ones */
+        add_tier(&t, DSOPS_ISA_AVX512, NULL);
+    if (det >= DSOPS_ISA_AVX512BF16)
+        add_tier(&t, DSOPS_ISA_AVX512BF16, avx512bf16);
 }
 
 const dsops_kernel_table *dsops_kernel_table_get(dsops_isa isa)
