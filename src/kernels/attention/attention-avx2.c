@@ -118,7 +118,7 @@ static void pair_product(const void *a, int a_is_f32, size_t a_stride, int rows,
     _Alignas(32) float buf[TILE_H * 2 * KBLK];
     for (int r0 = 0; r0 < rows; r0 += TILE_H) {
         int h = rows - r0 < TILE_H ? rows - r0 : TILE_H;
-        for (int k0 = 0; k0 < steps; k0 += KBLK) {
+        for (int k0 = 0; k0 < steps || k0 == 0; k0 += KBLK) { /* steps == 0 still writes zeros */
             int ks = steps - k0 < KBLK ? steps - k0 : KBLK;
             const float *ap;
             size_t as;
