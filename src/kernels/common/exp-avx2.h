@@ -31,6 +31,13 @@ static inline __attribute__((always_inline)) __m256 dsops_exp8_avx2(__m256 x)
      * Those lanes take p 2^(n + 149), a normal number, rounded to an integer: the bit pattern of the
      * result (value = bits 2^-149 for bits < 2^24), rounded once as the multiply would have been. */
     __m256i ni = _mm256_cvtps_epi32(n);
+    __m256 small = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(-125), ni));
+    if (_mm256_testz_ps(small, small)) { /* no lane below 2^-125: the common case */
+        __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+        __m256 f1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
+        __m256 f2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
+        return _mm256_mul_ps(_mm256_mul_ps(p, f1), f2);
+    }
     __m256i nh = _mm256_max_epi32(ni, _mm256_set1_epi32(-125));
     __m256i n1 = _mm256_srai_epi32(nh, 1), n2 = _mm256_sub_epi32(nh, n1);
     __m256 f1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
@@ -39,7 +46,7 @@ static inline __attribute__((always_inline)) __m256 dsops_exp8_avx2(__m256 x)
     __m256i ns = _mm256_min_epi32(_mm256_add_epi32(ni, _mm256_set1_epi32(149)), _mm256_set1_epi32(23)); /* >= -1 */
     __m256 fs = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(ns, _mm256_set1_epi32(127)), 23));
     __m256 tiny = _mm256_castsi256_ps(_mm256_cvtps_epi32(_mm256_mul_ps(p, fs)));
-    return _mm256_blendv_ps(normal, tiny, _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(-125), ni)));
+    return _mm256_blendv_ps(normal, tiny, small);
 }
 
 #endif
