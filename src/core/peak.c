@@ -69,7 +69,8 @@ dsops_status dsops_measure_peak(dsops_isa isa, dsops_peak_kind kind, double seco
      * report the best of the timed runs */
     long iters = 1 << 12;
     double best = 0.0, start = now_seconds();
-    while (now_seconds() - start < seconds) {
+    /* at least one timed run, however long the warm-up took (a loaded machine may slow it) */
+    while (now_seconds() - start < seconds || best == 0.0) {
         double t0 = now_seconds();
         double products = probe(iters);
         double dt = now_seconds() - t0;
