@@ -272,15 +272,17 @@ static void hc_weighted_sum(const uint16_t *x, size_t lds, int HC, int64_t H, co
 }
 
 /* hc_post, bf16 elements: 16 channels from d of every output stream; HC (a constant after inlining) <= 8:
- * every residual vector is loaded before the first store. */
+ * every residual vector is loaded before the first store. The fp32 results wait in `v` (L1) and are
+ * rounded after the products, which leaves the registers to the residual vectors. */
 static inline __attribute__((always_inline)) void post_bf16_reg(const uint16_t *x, const uint16_t *res, size_t lds_res,
                                                                 uint16_t *out, size_t lds_out, const int HC,
                                                                 const float *post, const float *comb, size_t d)
 {
+    _Alignas(32) float v[8][2][8];
     __m256 re[8], ro[8];
     for (int i = 0; i < HC; i++) {
-        __m256i v = _mm256_loadu_si256((const __m256i *)(res + (size_t)i * lds_res + d));
-        re[i] = even_of(v), ro[i] = odd_of(v);
+        __m256i r = _mm256_loadu_si256((const __m256i *)(res + (size_t)i * lds_res + d));
+        re[i] = even_of(r), ro[i] = odd_of(r);
     }
     __m256i xv = _mm256_loadu_si256((const __m256i *)(x + d));
     __m256 xe = even_of(xv), xo = odd_of(xv);
@@ -292,10 +294,12 @@ static inline __attribute__((always_inline)) void post_bf16_reg(const uint16_t *
             ao = _mm256_add_ps(ao, _mm256_mul_ps(c, ro[i]));
         }
         __m256 pj = _mm256_broadcast_ss(post + j);
-        ae = _mm256_add_ps(_mm256_mul_ps(pj, xe), ae);
-        ao = _mm256_add_ps(_mm256_mul_ps(pj, xo), ao);
-        _mm256_storeu_si256((__m256i *)(out + (size_t)j * lds_out + d), join_bf16(ae, ao));
+        _mm256_store_ps(v[j][0], _mm256_add_ps(_mm256_mul_ps(pj, xe), ae));
+        _mm256_store_ps(v[j][1], _mm256_add_ps(_mm256_mul_ps(pj, xo), ao));
     }
+    for (int j = 0; j < HC; j++)
+        _mm256_storeu_si256((__m256i *)(out + (size_t)j * lds_out + d),
+                            join_bf16(_mm256_load_ps(v[j][0]), _mm256_load_ps(v[j][1])));
 }
 
 /* hc_post, fp32 elements: 8 channels from d, as post_bf16_reg. */
