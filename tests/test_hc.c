@@ -3,7 +3,7 @@
  *  - hc_pre on well-conditioned data (x U(0,2) bf16, hc_fn U(0, 1/(4H)), hc_scale, hc_base U(0,2)),
  *    comparing y 1e-4 / 2^-7 / 0.005 and post, pre, comb 2.5e-5 / 0.005 / 0.005; on ill-conditioned data
  *    (x, hc_fn, hc_scale, hc_base U(-1,1)) comparing y and post only (comb is ill-conditioned there);
- *    HC 1 - 6, H 3 / 8 / 33 / 64 / 77 / 100 / 1031 / 4096 / 4100 / 7168 (H % 16 != 0: the kernels' padded
+ *    HC 1 - 6 / 8 / 16, H 3 / 8 / 20 / 33 / 64 / 77 / 100 / 1031 / 4096 / 4100 / 7168 (H % 16 != 0: the kernels' padded
  *    last chunk), T 0 / 1 / odd / 16 / 127, sinkhorn_iters 1 / 20, pre absent or present; with hc_fn = 0
  *    (mix exactly 0) y bitwise equal on every tier;
  *    an all-zero token with norm_eps 0 (y, pre and post NaN by IEEE, coinciding with the oracle) and with
@@ -324,6 +324,8 @@ static void test_hc_pre(void)
     pre_case(9, 1, 3, DATA_WC, 20, 1e-6f, 0, -1);
     pre_case(33, 4, 4100, DATA_WC, 20, 1e-6f, 1, -1);
     pre_case(5, 4, 1031, DATA_ILL, 20, 1e-6f, 1, -1);
+    pre_case(3, 8, 100, DATA_WC, 20, 1e-6f, 1, -1); /* M 80, 288: many mix groups, the shortest blocks */
+    pre_case(2, 16, 20, DATA_WC, 20, 1e-6f, 1, -1);
     pre_same_y(5, 4, 4096);
     pre_same_y(3, 3, 77);
     pre_same_y(2, 6, 9);
