@@ -50,7 +50,7 @@ static void hc_pack(const float *w, size_t ldw, int M, int HC, int64_t H, float 
 {
     int64_t nc = (H + CHUNK - 1) / CHUNK;
     int groups = (M + MIXES - 1) / MIXES;
-    for (int g = 0; g < groups; g++)
+    for (int g = 0; g < groups; g++) /* six rows of hc_fn at a time, read in order */
         for (int i = 0; i < HC; i++)
             for (int64_t c = 0; c < nc; c++) {
                 float *dst = wp + (((size_t)i * (size_t)nc + (size_t)c) * (size_t)groups + (size_t)g) * CHUNK_FLOATS;
@@ -74,8 +74,8 @@ static const __m256i odd_mask = {(long long)0xffff0000ffff0000ull, (long long)0x
                                   (long long)0xffff0000ffff0000ull, (long long)0xffff0000ffff0000ull};
 
 /* part[0..5] += x0 . w_j, part[6..11] += x1 . w_j (8 lanes each) over nc chunks; chunk c's weights
- * ([2][6][8], 64-byte aligned) at wp + c * wstride. x0 and x1 are each read twice per chunk (even, then odd half) so that only two token
- * vectors are live next to the 12 accumulators. */
+ * ([2][6][8], 64-byte aligned) at wp + c * wstride. x0 and x1 are each read twice per chunk (even, then
+ * odd half) so that only two token vectors are live next to the 12 accumulators. */
 static void tile(const uint16_t *x0, const uint16_t *x1, const float *wp, size_t wstride, int64_t nc, float *part)
 {
     __m256 a[2 * MIXES];

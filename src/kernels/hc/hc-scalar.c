@@ -23,7 +23,7 @@ static void hc_pack(const float *w, size_t ldw, int M, int HC, int64_t H, float 
 {
     int64_t nc = (H + CHUNK - 1) / CHUNK;
     int groups = (M + MIXES - 1) / MIXES;
-    for (int g = 0; g < groups; g++)
+    for (int g = 0; g < groups; g++) /* six rows of hc_fn at a time, read in order */
         for (int i = 0; i < HC; i++)
             for (int64_t c = 0; c < nc; c++) {
                 float *dst = wp + (((size_t)i * (size_t)nc + (size_t)c) * (size_t)groups + (size_t)g) * CHUNK_FLOATS;
