@@ -4,7 +4,10 @@
  * Packed hc_fn: [HC][nc][groups][2][6][8] floats, groups = ceil(M/6), nc = ceil(H/16): chunk c of stream i
  * covers channels 16c .. 16c+15; half 0 holds the even channels (lane l: 16c + 2l), half 1 the odd ones
  * (16c + 2l + 1), which is how a 256-bit load of 16 bf16 splits into two fp32 vectors with one shift and
- * one mask; mix g*6 + j is row j of group g. Zero beyond H and beyond M. */
+ * one mask; mix g*6 + j is row j of group g. Zero beyond H and beyond M.
+ *
+ * weighted_sum and post_token define the order every tier reproduces bit for bit: each sum starts from 0,
+ * adds rounded products with the stream index ascending; hc_post adds post[j] x[d] last. */
 #include "dispatch.h"
 #include "internal.h"
 
