@@ -4,8 +4,8 @@
  * vectors and one weight vector that is 15 of the 16 ymm registers; the odd-channel mask is read from L1).
  * A 256-bit load takes 16 bf16 channels of a stream; a shift left by 16 gives the 8 even channels as fp32
  * and a mask of the high halves the 8 odd ones, so hc_fn is packed with even and odd channels apart:
- *   [HC][nc][groups][2][6][8] floats, groups = ceil(M/6), nc = ceil(H/16); chunk c of stream i, group g,
- *   half h, row j, lane l holds hc_fn[6g + j][i*H + 16c + 2l + h], zero beyond H and M.
+ *   [HC][nc][groups][2][6][8] floats (hc.h); chunk c of stream i, group g, half h, row j, lane l holds
+ *   hc_fn[6g + j][i*H + 16c + 2l + h], zero beyond H and M.
  * The chunks of one stream go in blocks whose weights for all groups fit in 24 KiB (M 24: 16 chunks,
  * 256 channels): the block stays in L1 while every token pair passes over it, each pair's 2 x 512 bytes
  * of channels staying in L1 for all groups. Partial sums wait in `work` between blocks, so every lane
@@ -21,11 +21,13 @@
 #include "dispatch.h"
 #include "internal.h"
 
-#define MIXES 6
-#define LANES 8
-#define CHUNK 16
-#define CHUNK_FLOATS (2 * MIXES * LANES)
-#define PAIR_FLOATS(groups) ((size_t)((groups) * 2 * MIXES + 4) * LANES) /* partial sums, then squares */
+#include "hc.h"
+
+#define MIXES HC_MIXES
+#define LANES HC_LANES
+#define CHUNK HC_CHUNK
+#define CHUNK_FLOATS HC_CHUNK_FLOATS
+#define PAIR_FLOATS HC_PAIR_FLOATS
 
 /* ---- bf16 in ymm registers (bit-identical to the library's scalar conversions) -------------------- */
 
@@ -41,34 +43,7 @@ static inline __attribute__((always_inline)) __m256i rne_high(__m256 v)
 
 /* ---- mix ------------------------------------------------------------------------------------------- */
 
-static size_t hc_packed_floats(int M, int HC, int64_t H)
-{
-    return (size_t)((M + MIXES - 1) / MIXES) * (size_t)HC * (size_t)((H + CHUNK - 1) / CHUNK) * CHUNK_FLOATS;
-}
-
-static void hc_pack(const float *w, size_t ldw, int M, int HC, int64_t H, float *wp)
-{
-    int64_t nc = (H + CHUNK - 1) / CHUNK;
-    int groups = (M + MIXES - 1) / MIXES;
-    for (int g = 0; g < groups; g++) /* six rows of hc_fn at a time, read in order */
-        for (int i = 0; i < HC; i++)
-            for (int64_t c = 0; c < nc; c++) {
-                float *dst = wp + (((size_t)i * (size_t)nc + (size_t)c) * (size_t)groups + (size_t)g) * CHUNK_FLOATS;
-                for (int h = 0; h < 2; h++)
-                    for (int j = 0; j < MIXES; j++)
-                        for (int l = 0; l < LANES; l++) {
-                            int m = g * MIXES + j;
-                            int64_t d = CHUNK * c + 2 * l + h;
-                            dst[(h * MIXES + j) * LANES + l] =
-                                m < M && d < H ? w[(size_t)m * ldw + (size_t)i * (size_t)H + (size_t)d] : 0.0f;
-                        }
-            }
-}
-
-static size_t hc_mix_work_floats(int nt, int M)
-{
-    return (size_t)((nt + 1) / 2) * PAIR_FLOATS((M + MIXES - 1) / MIXES);
-}
+/* hc_fn is packed by the scalar tier's functions (the layout of hc.h, shared by both tiers) */
 
 static const __m256i odd_mask = {(long long)0xffff0000ffff0000ull, (long long)0xffff0000ffff0000ull,
                                   (long long)0xffff0000ffff0000ull, (long long)0xffff0000ffff0000ull};
@@ -428,9 +403,9 @@ static void hc_post_token(const void *x, const void *res, size_t lds_res, void *
 }
 
 const dsops_hc_kernels dsops_hc_kernels__avx2 = {
-    .packed_floats = hc_packed_floats,
-    .pack = hc_pack,
-    .mix_work_floats = hc_mix_work_floats,
+    .packed_floats = dsops_hc_packed_floats_2x6,
+    .pack = dsops_hc_pack_2x6,
+    .mix_work_floats = dsops_hc_mix_work_floats_2x6,
     .mix = hc_mix,
     .weighted_sum = hc_weighted_sum,
     .post_token = hc_post_token,

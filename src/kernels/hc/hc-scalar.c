@@ -1,28 +1,27 @@
 /* hc kernels, portable C (built with -ffp-contract=off): the algorithm, layout and blocking of the AVX2
  * tier (hc-avx2.c) written out on arrays of 8 lanes, so the two tiers differ only by FMA contraction.
  *
- * Packed hc_fn: [HC][nc][groups][2][6][8] floats, groups = ceil(M/6), nc = ceil(H/16): chunk c of stream i
- * covers channels 16c .. 16c+15; half 0 holds the even channels (lane l: 16c + 2l), half 1 the odd ones
- * (16c + 2l + 1), which is how a 256-bit load of 16 bf16 splits into two fp32 vectors with one shift and
- * one mask; mix g*6 + j is row j of group g. Zero beyond H and beyond M.
+ * Packed hc_fn: the 2 x 6 layout of hc.h (this file defines its functions for both tiers).
  *
  * weighted_sum and post_token define the order every tier reproduces bit for bit: each sum starts from 0,
  * adds rounded products with the stream index ascending; hc_post adds post[j] x[d] last. */
 #include "dispatch.h"
 #include "internal.h"
 
-#define MIXES 6       /* mixes per register tile (x 2 tokens = 12 accumulators) */
-#define LANES 8
-#define CHUNK 16      /* channels per chunk: one 256-bit load of bf16 */
-#define CHUNK_FLOATS (2 * MIXES * LANES)
-#define PAIR_FLOATS(groups) ((size_t)((groups) * 2 * MIXES + 4) * LANES) /* partial sums, then squares */
+#include "hc.h"
 
-static size_t hc_packed_floats(int M, int HC, int64_t H)
+#define MIXES HC_MIXES
+#define LANES HC_LANES
+#define CHUNK HC_CHUNK
+#define CHUNK_FLOATS HC_CHUNK_FLOATS
+#define PAIR_FLOATS HC_PAIR_FLOATS
+
+size_t dsops_hc_packed_floats_2x6(int M, int HC, int64_t H)
 {
     return (size_t)((M + MIXES - 1) / MIXES) * (size_t)HC * (size_t)((H + CHUNK - 1) / CHUNK) * CHUNK_FLOATS;
 }
 
-static void hc_pack(const float *w, size_t ldw, int M, int HC, int64_t H, float *wp)
+void dsops_hc_pack_2x6(const float *w, size_t ldw, int M, int HC, int64_t H, float *wp)
 {
     int64_t nc = (H + CHUNK - 1) / CHUNK;
     int groups = (M + MIXES - 1) / MIXES;
@@ -41,7 +40,7 @@ static void hc_pack(const float *w, size_t ldw, int M, int HC, int64_t H, float 
             }
 }
 
-static size_t hc_mix_work_floats(int nt, int M)
+size_t dsops_hc_mix_work_floats_2x6(int nt, int M)
 {
     return (size_t)((nt + 1) / 2) * PAIR_FLOATS((M + MIXES - 1) / MIXES);
 }
@@ -207,9 +206,9 @@ static void hc_post_token(const void *x, const void *res, size_t lds_res, void *
 }
 
 const dsops_hc_kernels dsops_hc_kernels__scalar = {
-    .packed_floats = hc_packed_floats,
-    .pack = hc_pack,
-    .mix_work_floats = hc_mix_work_floats,
+    .packed_floats = dsops_hc_packed_floats_2x6,
+    .pack = dsops_hc_pack_2x6,
+    .mix_work_floats = dsops_hc_mix_work_floats_2x6,
     .mix = hc_mix,
     .weighted_sum = hc_weighted_sum,
     .post_token = hc_post_token,
