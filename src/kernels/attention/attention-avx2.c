@@ -1,21 +1,22 @@
-/* Attention-core micro-kernels for AVX2 + FMA (every entry of the table), on the fp32 Kt / Vp layouts
- * of src/core/dispatch.h: keys and values are widened from bf16 once, when they are packed, and QK / PV
- * are fp32 FMAs on them. Dequantisation, softmax helpers and bf16 rounding are vectorised and
- * bit-identical to the scalar tier. */
+/* Attention-core micro-kernels for AVX2 + FMA (every entry of the table), on the bf16 Kt / Vp layouts
+ * of src/core/dispatch.h. bf16 pairs are widened to fp32 in registers (even element = low half of each
+ * dword) and multiplied with fp32 FMAs; packing, dequantisation, softmax helpers and bf16 rounding are
+ * vectorised and bit-identical to the scalar tier.
+ * The bf16 layout, not keys widened to fp32 at packing: on Zen 3 QK and PV already run at ~95 % of the
+ * fp32 FMA peak with the widening in registers, and fp32 keys doubled the bytes packed and the Vp that
+ * PV streams, which measured 2-10 % slower over the whole operator (docs/PERFORMANCE.md). */
 #include <immintrin.h>
 #include <math.h>
 
+#include "attention.h"
 #include "dispatch.h"
 #include "../common/exp-avx2.h"
 #include "internal.h"
 
 #define INLINE static inline __attribute__((always_inline))
 
-static void layout__avx2(size_t *kt_elem_bytes, size_t *vp_elem_bytes)
-{
-    *kt_elem_bytes = 4;
-    *vp_elem_bytes = 4;
-}
+INLINE __m256 widen_even(__m256i x) { return _mm256_castsi256_ps(_mm256_slli_epi32(x, 16)); }
+INLINE __m256 widen_odd(__m256i x) { return _mm256_castsi256_ps(_mm256_and_si256(x, _mm256_set1_epi32((int)0xffff0000u))); }
 
 /* 8 bf16 -> 8 fp32 (exact). */
 INLINE __m256 widen8(const uint16_t *p)
@@ -43,21 +44,19 @@ INLINE void store16_bf16(uint16_t *dst, __m256 lo, __m256 hi)
 }
 
 /* ---- QK and PV ------------------------------------------------------------------------------------
- * Both are one product on the packed layouts (src/core/dispatch.h, fp32):
- *     c[r][16j + l] = scale * sum over k of  a[r][2k] * b[j][k][0][l] + a[r][2k+1] * b[j][k][1][l]
- * with a = query rows (QK) or weight rows (PV), b = key tiles (QK) or value blocks (PV): 32 fp32 per
- * (j, k), four ymm loaded as FMA operands. The a rows are widened to fp32 once per block of KBLK pairs,
- * so the inner loop broadcasts from memory (a load, no ALU work). Register tile: TILE_H rows x 16 lanes,
- * 2*TILE_H accumulators + 4 operands + the broadcasts: 5 rows fill the 16 ymm registers. For every lane
- * the sum runs over k in ascending order, u*even then w*odd, whatever the tile or block, so a row's
- * result does not depend on which rows share its tile. Blocks of k continue from the unscaled partial
- * sums stored in c. */
+ * Both are one product on the packed layouts (see attention-avx512bf16.c):
+ *     c[r][16j + l] = scale * sum over k of  a[r][2k] * b[j][k][l][0] + a[r][2k+1] * b[j][k][l][1]
+ * Each 64-byte vector of b is two ymm of 8 pairs, widened to fp32. The a rows (queries or weights) are
+ * widened to fp32 once per block of KBLK pairs, so the inner loop broadcasts from memory (a load, no ALU
+ * work). Register tile: TILE_H rows x 16 lanes, 2*TILE_H accumulators; for every lane the sum runs over k
+ * in ascending order, u*even then w*odd, whatever the tile or block, so a row's result does not depend on
+ * which rows share its tile. Blocks of k continue from the unscaled partial sums stored in c. */
 #ifndef TILE_H
-#define TILE_H 5
+#define TILE_H 4
 #endif
 #define KBLK 512
 
-INLINE void tile_block(const float *a, size_t as, const int H, const float *bj, int ks, int first, int last,
+INLINE void tile_block(const float *a, size_t as, const int H, const uint16_t *bj, int ks, int first, int last,
                        float scale, float *c, size_t cs)
 {
     __m256 acc[2 * TILE_H];
@@ -70,9 +69,9 @@ INLINE void tile_block(const float *a, size_t as, const int H, const float *bj, 
         }
     }
     for (int k = 0; k < ks; k++) {
-        const float *bk = bj + (size_t)k * 32;
-        __m256 e0 = _mm256_loadu_ps(bk), e1 = _mm256_loadu_ps(bk + 8);
-        __m256 o0 = _mm256_loadu_ps(bk + 16), o1 = _mm256_loadu_ps(bk + 24);
+        __m256i x0 = _mm256_loadu_si256((const __m256i *)(bj + (size_t)k * 32));
+        __m256i x1 = _mm256_loadu_si256((const __m256i *)(bj + (size_t)k * 32 + 16));
+        __m256 e0 = widen_even(x0), o0 = widen_odd(x0), e1 = widen_even(x1), o1 = widen_odd(x1);
         for (int r = 0; r < H; r++) {
             __m256 u = _mm256_broadcast_ss(a + (size_t)r * as + 2 * k);
             __m256 w = _mm256_broadcast_ss(a + (size_t)r * as + 2 * k + 1);
@@ -93,7 +92,7 @@ INLINE void tile_block(const float *a, size_t as, const int H, const float *bj, 
 }
 
 /* All nvec column blocks for H rows and pairs [k0, k0 + ks); a points at pair k0 of row 0. */
-INLINE void rows_block(const float *a, size_t as, const int H, const float *b, size_t b_stride, int nvec, int k0,
+INLINE void rows_block(const float *a, size_t as, const int H, const uint16_t *b, size_t b_stride, int nvec, int k0,
                        int ks, int first, int last, float scale, float *c, size_t cs)
 {
     for (int j = 0; j < nvec; j++)
@@ -101,7 +100,7 @@ INLINE void rows_block(const float *a, size_t as, const int H, const float *b, s
                    cs);
 }
 
-static void rows_block_h(const float *a, size_t as, int h, const float *b, size_t b_stride, int nvec, int k0,
+static void rows_block_h(const float *a, size_t as, int h, const uint16_t *b, size_t b_stride, int nvec, int k0,
                          int ks, int first, int last, float scale, float *c, size_t cs)
 {
     switch (h) {
@@ -118,11 +117,9 @@ static void rows_block_h(const float *a, size_t as, int h, const float *b, size_
     }
 }
 
-/* b: the fp32 elements behind the table's uint16_t pointer. */
-static void pair_product(const void *a, int a_is_f32, size_t a_stride, int rows, const uint16_t *b16, size_t b_stride,
+static void pair_product(const void *a, int a_is_f32, size_t a_stride, int rows, const uint16_t *b, size_t b_stride,
                          int nvec, int steps, float scale, float *c, size_t c_stride)
 {
-    const float *b = (const float *)(const void *)b16;
     _Alignas(32) float buf[TILE_H * 2 * KBLK];
     for (int r0 = 0; r0 < rows; r0 += TILE_H) {
         int h = rows - r0 < TILE_H ? rows - r0 : TILE_H;
@@ -294,37 +291,45 @@ INLINE void transpose8x8(__m256i r[8])
     r[7] = _mm256_permute2x128_si256(u3, u7, 0x31);
 }
 
-/* Kt: 8 keys x 8 dims widened to fp32 and transposed in registers, so each dim's 8 keys are one store.
- * Vp: each key's 16 dims of a block widened in place (dims >= dv are zero). */
-static void pack_keys__avx2(const uint16_t *rows, size_t row_stride, int dpairs, int dv, uint16_t *kt16,
-                            uint16_t *vp16, size_t vp_block_stride)
+/* Kt: the rows as dword (bf16 pair) columns, transposed in 8x8 blocks: block (keys e0..e0+7, pairs
+ * dp..dp+7) lands as 8 half-rows of the tile. Vp: rows 2pr and 2pr+1 interleaved element-wise. */
+static void pack_keys__avx2(const uint16_t *rows, size_t row_stride, int dpairs, int dv, uint16_t *kt_tile,
+                            uint16_t *vp, size_t vp_block_stride)
 {
-    float *kt = (float *)(void *)kt16, *vp = (float *)(void *)vp16;
-    int dims = 2 * dpairs, d0 = 0;
-    for (; d0 + 8 <= dims; d0 += 8)
+    int dp = 0;
+    for (; dp + 8 <= dpairs; dp += 8)
         for (int e0 = 0; e0 < DSOPS_KT_LANES; e0 += 8) {
             __m256i r[8];
             for (int i = 0; i < 8; i++)
-                r[i] = _mm256_castps_si256(widen8(rows + (size_t)(e0 + i) * row_stride + d0));
+                r[i] = _mm256_loadu_si256((const __m256i *)(rows + (size_t)(e0 + i) * row_stride + 2 * dp));
             transpose8x8(r);
             for (int i = 0; i < 8; i++)
-                _mm256_storeu_si256((__m256i *)(kt + (size_t)(d0 + i) * 16 + e0), r[i]);
+                _mm256_storeu_si256((__m256i *)(kt_tile + (size_t)(dp + i) * 32 + 2 * e0), r[i]);
         }
-    for (; d0 < dims; d0++)
-        for (int e = 0; e < DSOPS_KT_LANES; e++)
-            kt[(size_t)d0 * 16 + e] = dsops_bf16_to_f32(rows[(size_t)e * row_stride + d0]);
+    for (; dp < dpairs; dp++)
+        for (int e = 0; e < DSOPS_KT_LANES; e++) {
+            uint32_t v;
+            memcpy(&v, rows + (size_t)e * row_stride + 2 * dp, 4);
+            memcpy(kt_tile + (size_t)dp * 32 + 2 * e, &v, 4);
+        }
     int dv_blocks = (dv + DSOPS_VP_LANES - 1) / DSOPS_VP_LANES;
     for (int blk = 0; blk < dv_blocks; blk++) {
-        int d = blk * DSOPS_VP_LANES;
-        for (int e = 0; e < DSOPS_KT_LANES; e++) {
-            float *v = vp + (size_t)blk * vp_block_stride + (size_t)e * 16;
-            const uint16_t *re = rows + (size_t)e * row_stride + d;
-            if (d + DSOPS_VP_LANES <= dv) {
-                _mm256_storeu_ps(v, widen8(re));
-                _mm256_storeu_ps(v + 8, widen8(re + 8));
+        int d0 = blk * DSOPS_VP_LANES;
+        for (int pr = 0; pr < DSOPS_KT_LANES / 2; pr++) {
+            uint16_t *v = vp + (size_t)blk * vp_block_stride + (size_t)pr * 32;
+            const uint16_t *ra = rows + (size_t)(2 * pr) * row_stride, *rb = ra + row_stride;
+            if (d0 + DSOPS_VP_LANES <= dv) {
+                __m256i a = _mm256_loadu_si256((const __m256i *)(ra + d0));
+                __m256i b = _mm256_loadu_si256((const __m256i *)(rb + d0));
+                __m256i lo = _mm256_unpacklo_epi16(a, b), hi = _mm256_unpackhi_epi16(a, b);
+                _mm256_storeu_si256((__m256i *)v, _mm256_permute2x128_si256(lo, hi, 0x20));
+                _mm256_storeu_si256((__m256i *)(v + 16), _mm256_permute2x128_si256(lo, hi, 0x31));
             } else {
-                for (int i = 0; i < DSOPS_VP_LANES; i++)
-                    v[i] = d + i < dv ? dsops_bf16_to_f32(re[i]) : 0.0f;
+                for (int i = 0; i < DSOPS_VP_LANES; i++) {
+                    int d = d0 + i;
+                    v[2 * i] = d < dv ? ra[d] : 0;
+                    v[2 * i + 1] = d < dv ? rb[d] : 0;
+                }
             }
         }
     }
@@ -342,7 +347,7 @@ static void store_bf16__avx2(const float *src, int n, float r, uint16_t *dst)
 }
 
 const dsops_attention_kernels dsops_attention_kernels__avx2 = {
-    .layout = layout__avx2,
+    .layout = dsops_attention_layout_bf16,
     .qk = qk_scores__avx2,
     .pv_bf16 = pv_bf16__avx2,
     .pv_fp32 = pv_fp32__avx2,

@@ -1,5 +1,5 @@
 /* Attention family: the layout entry of the bf16 layouts (src/core/dispatch.h), defined in
- * attention-scalar.c and named by every tier that packs and computes on them (scalar, avx512bf16). */
+ * attention-scalar.c and named by every tier that packs and computes on them (all tiers today). */
 #ifndef DSOPS_KERNELS_ATTENTION_H
 #define DSOPS_KERNELS_ATTENTION_H
 
