@@ -213,7 +213,6 @@ static void attend_tiled(const dsops_attention_kernels *k, const dsops_attn_shap
         m[h] = -INFINITY;
         l[h] = 0.0f;
     }
-    memset(o, 0, (size_t)nh * L->o_stride * 4);
     int tile = effective_tile(sh->p_tile, n), first = c->p_first > 0 ? c->p_first : tile;
     for (int t0 = 0, t1; t0 < n; t0 = t1) {
         int len = t0 == 0 ? first : tile;
@@ -234,8 +233,17 @@ static void attend_tiled(const dsops_attention_kernels *k, const dsops_attn_shap
             m[h] = mn;
             k->scale_to_bf16(sr, t1 - t0, 1.0f, ph + (t0 - 2 * p0));
         }
+        /* The first tile's PV goes straight to the running output: 0 * alpha + ot is ot bit for bit (a PV
+         * sum starts at +0, so it is never -0), and that saves a pass over o. Heads without a finite max
+         * yet keep o = 0. */
         k->pv_bf16(pt, L->pt_stride, nh, (const uint16_t *)(vp + (size_t)p0 * 32 * L->vp_esz), L->vp_block_stride,
-                   p1 - p0, L->dv_blocks, ot, L->o_stride);
+                   p1 - p0, L->dv_blocks, t0 == 0 ? o : ot, L->o_stride);
+        if (t0 == 0) {
+            for (int h = 0; h < nh; h++)
+                if (!active[h])
+                    memset(o + (size_t)h * L->o_stride, 0, L->o_stride * 4);
+            continue;
+        }
         for (int h = 0; h < nh; h++) {
             if (!active[h])
                 continue;
