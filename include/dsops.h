@@ -544,7 +544,8 @@ typedef struct dsops_hc_pre_args {
 } dsops_hc_pre_args;
 
 DSOPS_API dsops_status dsops_hc_pre_init(dsops_hc_pre_args *args, dsops_preset preset);
-/* Packs hc_fn of `args` (only hc_fn is read; HC from M = (2+HC)*HC) for the tiers of ctx's cap and below. */
+/* Packs hc_fn of `args` (only hc_fn is read; HC from M = (2+HC)*HC) in the layout of ctx's tier (NULL ctx: the
+ * detected tier); a call on a tier whose kernels use another layout packs its own copy. */
 DSOPS_API dsops_status dsops_hc_pre_prepare(dsops_context *ctx, const dsops_hc_pre_args *args,
                                             dsops_prepared **prepared);
 DSOPS_API dsops_status dsops_hc_pre(dsops_context *ctx, const dsops_hc_pre_args *args);
