@@ -106,7 +106,9 @@ static int run_token(const dsops_sfa_composite *c, int64_t t, int w, float *out_
     float *o = c->o + (size_t)w * (size_t)(c->N * c->Dc);
     int32_t *rows = c->rows + (size_t)w * (size_t)c->K;
     const int32_t *idx = (const int32_t *)a->topk_indices.data + t * c->K;
-    int64_t limit = c->K;
+    /* the token sees L = seqused - (S_b - 1 - i) tokens; only the first min(K, L, topk_length) entries count */
+    int64_t S_b = cu[b + 1] - cu[b], L = used[b] - (S_b - 1 - (t - cu[b]));
+    int64_t limit = c->K < L ? c->K : (L > 0 ? L : 0);
     if (a->topk_length.data)
         limit = ((const int32_t *)a->topk_length.data)[t] < limit ? ((const int32_t *)a->topk_length.data)[t] : limit;
     int64_t n = 0;
