@@ -2,7 +2,8 @@
  * exact int32 dot products (at the int8 extremes too, where oneDNN's int8 kernels without VNNI saturate), bf16
  * maps the fp32 sum of exact products within the spread of fp32 summation orders. Covers the decode row-dot
  * kernels (up to 16 rows), the matmul path above that, K around the widened int8 path's 1024-value blocks,
- * partial column chunks, transposed weights, and results independent of the thread count. */
+ * partial column chunks, maps whose rows are split in blocks, transposed weights, and results independent of
+ * the thread count. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@ typedef struct shape {
 static const shape shapes[] = {
     {1, 64, 16, 0},   {3, 100, 33, 0},  {16, 257, 300, 0}, {17, 257, 300, 0}, {40, 1024, 260, 0},
     {5, 1025, 70, 0}, {33, 2100, 64, 0}, {2, 96, 40, 1},   {24, 130, 513, 1},
+    {2500, 64, 130, 0}, {1100, 96, 40, 1}, /* few column chunks, many rows: rows split in fixed blocks */
 };
 
 /* Fills int8 values: random, or every value at an extreme (+127 / -128 in a pattern per row). */

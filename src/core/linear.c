@@ -501,6 +501,19 @@ static void run_rowdot(const dsops_linear_kernels *k, const dsops_linear_job *jo
     }
 }
 
+/* Rows per item for maps with few column chunks (a Hadamard over T x heads rows has one): the rows are then
+ * split too, in blocks fixed by the shapes alone, so the threads share the work and the result does not
+ * depend on the thread count. The widened int8 path keeps whole columns (its activations are blocked by K). */
+#define ROW_BLOCK 1024
+#define FEW_CHUNKS 4
+
+static int64_t row_blocks(const dsops_linear *l, const dsops_linear_kernels *k, int64_t M)
+{
+    bool split = l->nchunks < FEW_CHUNKS && M > ROW_BLOCK && !use_rowdot(l, k, M) &&
+                 !(l->path == PATH_WIDENED && l->dtype == DSOPS_INT8);
+    return split ? (M + ROW_BLOCK - 1) / ROW_BLOCK : 1;
+}
+
 dsops_status dsops_linear_run(const dsops_linear_job *jobs, int njobs, int64_t M, int threads, dsops_isa isa)
 {
     if (M <= 0 || njobs <= 0)
@@ -509,7 +522,7 @@ dsops_status dsops_linear_run(const dsops_linear_job *jobs, int njobs, int64_t M
     int64_t items = 0;
     size_t biased_bytes = 0, widened_floats = 0;
     for (int j = 0; j < njobs; j++) {
-        items += jobs[j].l->nchunks;
+        items += jobs[j].l->nchunks * row_blocks(jobs[j].l, rk, M);
         if (use_rowdot(jobs[j].l, rk, M) && jobs[j].l->dtype == DSOPS_INT8)
             biased_bytes += (size_t)(M * jobs[j].l->K);
         if (!use_rowdot(jobs[j].l, rk, M) && jobs[j].l->path == PATH_WIDENED)
@@ -581,15 +594,24 @@ dsops_status dsops_linear_run(const dsops_linear_job *jobs, int njobs, int64_t M
                 continue;
             int j = 0;
             int64_t i = item;
-            while (i >= jobs[j].l->nchunks)
-                i -= jobs[j++].l->nchunks;
+            while (i >= jobs[j].l->nchunks * row_blocks(jobs[j].l, rk, M)) {
+                i -= jobs[j].l->nchunks * row_blocks(jobs[j].l, rk, M);
+                j++;
+            }
             const dsops_linear_job *job = &jobs[j];
+            const linear_chunk *c = &job->l->chunks[i % job->l->nchunks];
+            /* rows [m0, m0 + mb) of the job: all of them unless row_blocks splits it */
+            int64_t nrb = row_blocks(job->l, rk, M);
+            int64_t m0 = nrb > 1 ? i / job->l->nchunks * ROW_BLOCK : 0;
+            int64_t mb = nrb > 1 ? (M - m0 < ROW_BLOCK ? M - m0 : ROW_BLOCK) : M;
+            void *y = (char *)job->y + (size_t)(m0 * job->ldy) * 4; /* fp32 or int32 results */
             if (use_rowdot(job->l, rk, M))
-                run_rowdot(rk, job, xb[j], M, &job->l->chunks[i]);
+                run_rowdot(rk, job, xb[j], M, c);
             else if (xf[j])
-                mine = run_chunk(job->l, &job->l->chunks[i], stream, xf[j], M, job->l->K, job->y, job->ldy);
+                mine = run_chunk(job->l, c, stream, xf[j] + m0 * job->l->K, mb, job->l->K, y, job->ldy);
             else
-                mine = run_chunk(job->l, &job->l->chunks[i], stream, job->x, M, job->ldx, job->y, job->ldy);
+                mine = run_chunk(job->l, c, stream, (const char *)job->x + (size_t)(m0 * job->ldx) * dsops_elem_size(job->l->dtype),
+                                 mb, job->ldx, y, job->ldy);
         }
         if (stream) {
             if (dnnl_stream_wait(stream) != dnnl_success && mine == DSOPS_OK)
