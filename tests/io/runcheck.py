@@ -254,6 +254,7 @@ class Checker:
         self.passed = 0
         self.failed = 0
         self.verbose = verbose
+        self.tiers = set()  # the ISA tiers `dsops run` reported in its outputs' metadata
 
     def check(self, ok, what, detail=""):
         if ok:
@@ -313,7 +314,10 @@ def tool_run(chk, args, label, op, inp, out, sets=(), extra=()):
     r = run([args.tool, "run", op, "--in", inp, "--out", out] + set_args(sets) + list(extra), args.verbose)
     if not chk.check(r.returncode == 0, label + ": dsops run succeeds", r.stderr.strip()):
         return None, None
-    return read_safetensors(out)
+    got, meta = read_safetensors(out)
+    if meta and "isa" in meta:
+        chk.tiers.add(meta["isa"])
+    return got, meta
 
 
 THREADS = (["--threads", "1"], ["--threads", "3"])
@@ -446,5 +450,6 @@ def main(doc, name, seed, checks):
     finally:
         if not args.keep and chk.failed == 0:
             shutil.rmtree(work, ignore_errors=True)
+    print("tiers run: %s (the CPU's highest, dsops run's default, and scalar)" % (" ".join(sorted(chk.tiers)) or "none"))
     print("%d passed, %d failed" % (chk.passed, chk.failed))
     return 1 if chk.failed else 0
