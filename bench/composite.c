@@ -13,6 +13,7 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
+#include "cases_internal.h"
 #include "composite.h"
 
 struct dsops_sfa_composite {
@@ -27,22 +28,12 @@ struct dsops_sfa_composite {
 
 static float widen(uint16_t h)
 {
-    uint32_t u = (uint32_t)h << 16;
     float f;
-    memcpy(&f, &u, sizeof f);
+    dsops_bf16_to_fp32(&h, &f, 1);
     return f;
 }
 
-static uint16_t round_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    if ((u & 0x7f800000u) == 0x7f800000u)
-        return (uint16_t)((u >> 16) | ((u & 0xffff) ? 0x40 : 0));
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-static float to_bf16_value(float f) { return widen(round_bf16(f)); }
+static float to_bf16_value(float f) { return widen(cases_bf16_bits(f)); }
 
 dsops_sfa_composite *dsops_sfa_composite_make(const dsops_sfa_problem *p)
 {
@@ -73,10 +64,8 @@ dsops_sfa_composite *dsops_sfa_composite_make(const dsops_sfa_problem *p)
     for (int64_t t = 0; t < c->T; t++)
         for (int64_t h = 0; h < c->N; h++) {
             float *dst = c->q + (t * c->N + h) * c->D;
-            for (int64_t d = 0; d < c->Dc; d++)
-                dst[d] = widen(qn[(t * c->N + h) * c->Dc + d]);
-            for (int64_t d = 0; d < c->Dr; d++)
-                dst[c->Dc + d] = widen(qr[(t * c->N + h) * c->Dr + d]);
+            dsops_bf16_to_fp32(qn + (t * c->N + h) * c->Dc, dst, (size_t)c->Dc);
+            dsops_bf16_to_fp32(qr + (t * c->N + h) * c->Dr, dst + c->Dc, (size_t)c->Dr);
         }
     return c;
 }
@@ -124,13 +113,9 @@ static int run_token(const dsops_sfa_composite *c, int64_t t, int w, float *out_
             for (int64_t d = 0; d < c->Dc; d++)
                 dst[d] = to_bf16_value((float)k8[d] * sc[d / 128]);
         } else {
-            const uint16_t *kb = (const uint16_t *)a->key_nope.data + r * c->Dc;
-            for (int64_t d = 0; d < c->Dc; d++)
-                dst[d] = widen(kb[d]);
+            dsops_bf16_to_fp32((const uint16_t *)a->key_nope.data + r * c->Dc, dst, (size_t)c->Dc);
         }
-        const uint16_t *kr = (const uint16_t *)a->key_rope.data + r * c->Dr;
-        for (int64_t d = 0; d < c->Dr; d++)
-            dst[c->Dc + d] = widen(kr[d]);
+        dsops_bf16_to_fp32((const uint16_t *)a->key_rope.data + r * c->Dr, dst + c->Dc, (size_t)c->Dr);
     }
     uint16_t *out = (uint16_t *)a->out.data + t * c->N * c->Dc;
     if (n == 0) {
@@ -157,7 +142,7 @@ static int run_token(const dsops_sfa_composite *c, int64_t t, int w, float *out_
     if (dnnl_sgemm('N', 'N', c->N, c->Dc, n, 1.0f, s, n, kf, c->D, 0.0f, o, c->Dc) != dnnl_success)
         return 1;
     for (int64_t i = 0; i < c->N * c->Dc; i++) {
-        uint16_t v = round_bf16(o[i]);
+        uint16_t v = cases_bf16_bits(o[i]);
         if (out_max_diff) {
             float d = fabsf(widen(v) - widen(out[i]));
             *out_max_diff = d > *out_max_diff ? d : *out_max_diff;
