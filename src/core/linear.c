@@ -397,13 +397,13 @@ dsops_status dsops_prepared_check(const dsops_prepared *p, const char *op, const
 
 /* Runs one chunk on `stream` (oneDNN runs single-threaded inside the caller's parallel region). */
 static dsops_status run_chunk_int8_widened(const dsops_linear *l, const linear_chunk *c, dnnl_stream_t stream,
-                                          const float *x, int64_t M, int32_t *y, int64_t ldy);
+                                          const float *x, int64_t M, int32_t *y, int64_t ldy, float *sums);
 
 static dsops_status run_chunk(const dsops_linear *l, const linear_chunk *c, dnnl_stream_t stream, const void *x,
-                              int64_t M, int64_t ldx, void *y, int64_t ldy)
+                              int64_t M, int64_t ldx, void *y, int64_t ldy, float *sums)
 {
     if (l->path == PATH_WIDENED && l->dtype == DSOPS_INT8)
-        return run_chunk_int8_widened(l, c, stream, (const float *)x, M, (int32_t *)y, ldy);
+        return run_chunk_int8_widened(l, c, stream, (const float *)x, M, (int32_t *)y, ldy, sums);
     dsops_status status = DSOPS_OK;
     dnnl_memory_desc_t src_md, dst_md;
     dnnl_memory_t src = NULL, dst = NULL;
@@ -423,19 +423,18 @@ done:
     return status;
 }
 
-/* Rows per step of the widened int8 path: bounds its fp32 block sums to kb x 256 x LINEAR_CHUNK floats. */
+/* Rows per step of the widened int8 path: bounds its fp32 block sums to WIDENED_SUM_FLOATS(l). */
 #define WIDENED_ROWS 256
+#define WIDENED_SUM_FLOATS(l) ((size_t)((l)->kb * WIDENED_ROWS * LINEAR_CHUNK))
 
 /* The widened int8 path: x is fp32 [kb][M][kblock] (zero beyond K); each block's sums (exact integers in
- * fp32) come back as fp32 [kb][rows][n] and are added in int32, block by block. */
+ * fp32) come back in `sums` (the thread's WIDENED_SUM_FLOATS(l) floats) as [kb][rows][n] and are added in
+ * int32, block by block. */
 static dsops_status run_chunk_int8_widened(const dsops_linear *l, const linear_chunk *c, dnnl_stream_t stream,
-                                          const float *x, int64_t M, int32_t *y, int64_t ldy)
+                                          const float *x, int64_t M, int32_t *y, int64_t ldy, float *sums)
 {
     dsops_status status = DSOPS_OK;
     dnnl_memory_t src = NULL, dst = NULL;
-    float *sums = malloc(sizeof(float) * (size_t)(l->kb * WIDENED_ROWS * c->n));
-    if (!sums)
-        return dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate the block sums of a widened int8 matmul");
     int nd = l->kb > 1 ? 3 : 2;
     for (int64_t m0 = 0; m0 < M; m0 += WIDENED_ROWS) {
         int64_t mb = M - m0 < WIDENED_ROWS ? M - m0 : WIDENED_ROWS;
@@ -468,7 +467,6 @@ done:
         dnnl_memory_destroy(src);
     if (dst)
         dnnl_memory_destroy(dst);
-    free(sums);
     return status;
 }
 
@@ -520,25 +518,31 @@ dsops_status dsops_linear_run(const dsops_linear_job *jobs, int njobs, int64_t M
         return DSOPS_OK;
     const dsops_linear_kernels *rk = &dsops_kernel_table_get(isa)->linear;
     int64_t items = 0;
-    size_t biased_bytes = 0, widened_floats = 0;
+    size_t biased_bytes = 0, widened_floats = 0, sum_floats = 0;
+    int64_t *nrb = malloc(sizeof *nrb * (size_t)njobs); /* row blocks per job */
+    if (!nrb)
+        return dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate %d job records", njobs);
     for (int j = 0; j < njobs; j++) {
-        items += jobs[j].l->nchunks * row_blocks(jobs[j].l, rk, M);
+        nrb[j] = row_blocks(jobs[j].l, rk, M);
+        items += jobs[j].l->nchunks * nrb[j];
         if (use_rowdot(jobs[j].l, rk, M) && jobs[j].l->dtype == DSOPS_INT8)
             biased_bytes += (size_t)(M * jobs[j].l->K);
         if (!use_rowdot(jobs[j].l, rk, M) && jobs[j].l->path == PATH_WIDENED)
             widened_floats += (size_t)(M * jobs[j].l->kb * jobs[j].l->kblock);
+        if (!use_rowdot(jobs[j].l, rk, M) && jobs[j].l->path == PATH_WIDENED && jobs[j].l->dtype == DSOPS_INT8 &&
+            WIDENED_SUM_FLOATS(jobs[j].l) > sum_floats)
+            sum_floats = WIDENED_SUM_FLOATS(jobs[j].l);
     }
     if (threads > items)
         threads = (int)items;
     /* the int8 row-dot kernels take x + 128 as unsigned bytes: one biased copy per job */
     uint8_t *biased = biased_bytes ? malloc(biased_bytes) : NULL;
-    if (biased_bytes && !biased)
-        return dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate %zu bytes of biased activations", biased_bytes);
     /* the widened path multiplies fp32 activations: one exact fp32 copy per job, shared by its chunks */
     float *widened = widened_floats ? malloc(sizeof(float) * widened_floats) : NULL;
     const uint8_t **xb = calloc((size_t)njobs, sizeof *xb);
     const float **xf = calloc((size_t)njobs, sizeof *xf);
-    if (!xb || !xf || (widened_floats && !widened)) {
+    if (!xb || !xf || (widened_floats && !widened) || (biased_bytes && !biased)) {
+        free(nrb);
         free(biased);
         free(widened);
         free(xb);
@@ -588,31 +592,34 @@ dsops_status dsops_linear_run(const dsops_linear_job *jobs, int njobs, int64_t M
         dnnl_status_t st = dnnl_stream_create(&stream, jobs[0].l->engine, dnnl_stream_default_flags);
         if (st != dnnl_success)
             mine = dnnl_failed(st, "stream");
+        float *sums = sum_floats ? malloc(sizeof(float) * sum_floats) : NULL; /* the widened int8 path's */
+        if (sum_floats && !sums && mine == DSOPS_OK)
+            mine = dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate the block sums of a widened int8 matmul");
 #pragma omp for schedule(dynamic, 1)
         for (int64_t item = 0; item < items; item++) {
             if (mine != DSOPS_OK)
                 continue;
             int j = 0;
             int64_t i = item;
-            while (i >= jobs[j].l->nchunks * row_blocks(jobs[j].l, rk, M)) {
-                i -= jobs[j].l->nchunks * row_blocks(jobs[j].l, rk, M);
+            while (i >= jobs[j].l->nchunks * nrb[j]) {
+                i -= jobs[j].l->nchunks * nrb[j];
                 j++;
             }
             const dsops_linear_job *job = &jobs[j];
             const linear_chunk *c = &job->l->chunks[i % job->l->nchunks];
-            /* rows [m0, m0 + mb) of the job: all of them unless row_blocks splits it */
-            int64_t nrb = row_blocks(job->l, rk, M);
-            int64_t m0 = nrb > 1 ? i / job->l->nchunks * ROW_BLOCK : 0;
-            int64_t mb = nrb > 1 ? (M - m0 < ROW_BLOCK ? M - m0 : ROW_BLOCK) : M;
+            /* rows [m0, m0 + mb) of the job: all of them unless it is split in row blocks */
+            int64_t m0 = nrb[j] > 1 ? i / job->l->nchunks * ROW_BLOCK : 0;
+            int64_t mb = nrb[j] > 1 ? (M - m0 < ROW_BLOCK ? M - m0 : ROW_BLOCK) : M;
             void *y = (char *)job->y + (size_t)(m0 * job->ldy) * 4; /* fp32 or int32 results */
             if (use_rowdot(job->l, rk, M))
                 run_rowdot(rk, job, xb[j], M, c);
             else if (xf[j])
-                mine = run_chunk(job->l, c, stream, xf[j] + m0 * job->l->K, mb, job->l->K, y, job->ldy);
+                mine = run_chunk(job->l, c, stream, xf[j] + m0 * job->l->K, mb, job->l->K, y, job->ldy, sums);
             else
                 mine = run_chunk(job->l, c, stream, (const char *)job->x + (size_t)(m0 * job->ldx) * dsops_elem_size(job->l->dtype),
-                                 mb, job->ldx, y, job->ldy);
+                                 mb, job->ldx, y, job->ldy, sums);
         }
+        free(sums);
         if (stream) {
             if (dnnl_stream_wait(stream) != dnnl_success && mine == DSOPS_OK)
                 mine = dsops_fail(DSOPS_ERR_UNSUPPORTED, "oneDNN stream wait failed");
@@ -627,6 +634,7 @@ dsops_status dsops_linear_run(const dsops_linear_job *jobs, int njobs, int64_t M
             }
         }
     }
+    free(nrb);
     free(xb);
     free(xf);
     free(widened);
