@@ -9,6 +9,7 @@
 #include <math.h>
 
 #include "attention.h"
+#include "../common/transpose-avx2.h"
 #include "dispatch.h"
 #include "../common/exp-avx2.h"
 #include "internal.h"
@@ -270,27 +271,6 @@ static void dequant_int8__avx2(const int8_t *q, const void *scales, int n, uint1
     }
 }
 
-/* In-register transpose of an 8x8 matrix of dwords. */
-INLINE void transpose8x8(__m256i r[8])
-{
-    __m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);
-    __m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
-    __m256i t4 = _mm256_unpacklo_epi32(r[4], r[5]), t5 = _mm256_unpackhi_epi32(r[4], r[5]);
-    __m256i t6 = _mm256_unpacklo_epi32(r[6], r[7]), t7 = _mm256_unpackhi_epi32(r[6], r[7]);
-    __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
-    __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
-    __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
-    __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
-    r[0] = _mm256_permute2x128_si256(u0, u4, 0x20);
-    r[1] = _mm256_permute2x128_si256(u1, u5, 0x20);
-    r[2] = _mm256_permute2x128_si256(u2, u6, 0x20);
-    r[3] = _mm256_permute2x128_si256(u3, u7, 0x20);
-    r[4] = _mm256_permute2x128_si256(u0, u4, 0x31);
-    r[5] = _mm256_permute2x128_si256(u1, u5, 0x31);
-    r[6] = _mm256_permute2x128_si256(u2, u6, 0x31);
-    r[7] = _mm256_permute2x128_si256(u3, u7, 0x31);
-}
-
 /* Kt: the rows as dword (bf16 pair) columns, transposed in 8x8 blocks: block (keys e0..e0+7, pairs
  * dp..dp+7) lands as 8 half-rows of the tile. Vp: rows 2pr and 2pr+1 interleaved element-wise. */
 static void pack_keys__avx2(const uint16_t *rows, size_t row_stride, int dpairs, int dv, uint16_t *kt_tile,
@@ -302,7 +282,7 @@ static void pack_keys__avx2(const uint16_t *rows, size_t row_stride, int dpairs,
             __m256i r[8];
             for (int i = 0; i < 8; i++)
                 r[i] = _mm256_loadu_si256((const __m256i *)(rows + (size_t)(e0 + i) * row_stride + 2 * dp));
-            transpose8x8(r);
+            transpose8x8_epi32(r);
             for (int i = 0; i < 8; i++)
                 _mm256_storeu_si256((__m256i *)(kt_tile + (size_t)(dp + i) * 32 + 2 * e0), r[i]);
         }

@@ -17,6 +17,7 @@
  * to -2^31. */
 #include <immintrin.h>
 
+#include "../common/transpose-avx2.h"
 #include "dispatch.h"
 #include "internal.h"
 
@@ -67,26 +68,6 @@ static void pack_query_bf16__avx2(const uint16_t *src, int di, void *dst)
     }
     for (; d < padded; d++)
         q[d] = d < di ? dsops_bf16_to_f32(src[d]) : 0.0f;
-}
-
-/* Transposes 8 rows of 8 32-bit elements in place: r[i] element j -> r[j] element i. */
-INLINE void transpose8x8_epi32(__m256i r[8])
-{
-    __m256i a[8], b[8];
-    for (int i = 0; i < 8; i += 2) {
-        a[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
-        a[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 8; i += 4) {
-        b[i] = _mm256_unpacklo_epi64(a[i], a[i + 2]);
-        b[i + 1] = _mm256_unpackhi_epi64(a[i], a[i + 2]);
-        b[i + 2] = _mm256_unpacklo_epi64(a[i + 1], a[i + 3]);
-        b[i + 3] = _mm256_unpackhi_epi64(a[i + 1], a[i + 3]);
-    }
-    for (int i = 0; i < 4; i++) {
-        r[i] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x20);
-        r[i + 4] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x31);
-    }
 }
 
 /* Row e's bytes [off, off + n) followed by zeros, for the last partial block of a row or a padding key. */
