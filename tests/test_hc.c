@@ -419,53 +419,63 @@ static void test_hc_post(void)
 
 /* ---- determinism -------------------------------------------------------------------------------- */
 
-static void test_determinism(void)
+/* One determinism problem: hc_pre on pre_T tokens, then hc_post on T tokens of `dt` elements (in place when
+ * asked); outputs of 1, 2 and 3 threads must be bitwise equal on every tier. */
+typedef struct det_spec {
+    const char *label;
+    int64_t pre_T, pre_HC, pre_H;
+    int pre_data;
+    int64_t T, HC, H;
+    dsops_dtype dt;
+    int in_place;
+} det_spec;
+
+static void determinism_case(const det_spec *d)
 {
-    if (!tu_selected("determinism"))
+    if (!tu_selected(d->label))
         return;
     static const int threads[] = {1, 2, 3};
-    const dsops_isa tiers[2] = {DSOPS_ISA_SCALAR, dsops_isa_detected()};
-    for (int ti = 0; ti < 2; ti++) {
-        dsops_context_set_isa(ctx, tiers[ti]);
-        /* hc_pre: 67 tokens (groups of tokens split unevenly among threads) */
+    const size_t es = d->dt == DSOPS_FP32 ? 4 : 2, nr = (size_t)(d->T * d->HC * d->H);
+    for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
+        dsops_context_set_isa(ctx, (dsops_isa)isa);
         pre_problem p;
-        pre_make(&p, 67, 4, 4096, DATA_ILL, 20, 1e-6f, 1, -1);
+        pre_make(&p, d->pre_T, d->pre_HC, d->pre_H, d->pre_data, 20, 1e-6f, 1, -1);
         void *y0 = NULL, *post0 = NULL, *comb0 = NULL, *pre0 = NULL;
-        /* hc_post bf16, 37 tokens */
-        const int64_t T = 37, HC = 4, H = 4096;
-        const size_t nr = (size_t)(T * HC * H);
-        void *x = rand_buf(DSOPS_BF16, (size_t)(T * H), -1, 1), *res = rand_buf(DSOPS_BF16, nr, -1, 1);
-        void *post = rand_buf(DSOPS_FP32, (size_t)(T * HC), -1, 1), *comb = rand_buf(DSOPS_FP32, (size_t)(T * HC * HC), -1, 1);
-        uint16_t *out[3];
-        int64_t xs[2] = {T, H}, rs[3] = {T, HC, H}, ps[2] = {T, HC}, cs[3] = {T, HC, HC};
+        void *x = rand_buf(d->dt, (size_t)(d->T * d->H), -1, 1), *res = rand_buf(d->dt, nr, -1, 1);
+        void *post = rand_buf(DSOPS_FP32, (size_t)(d->T * d->HC), -1, 1);
+        void *comb = rand_buf(DSOPS_FP32, (size_t)(d->T * d->HC * d->HC), -1, 1);
+        void *out[3];
+        int64_t xs[2] = {d->T, d->H}, rs[3] = {d->T, d->HC, d->H}, ps[2] = {d->T, d->HC}, cs[3] = {d->T, d->HC, d->HC};
         for (int k = 0; k < 3; k++) {
             set_threads(threads[k]);
             pre_poison(&p);
             dsops_status st = dsops_hc_pre(ctx, &p.a);
-            tu_check(st == DSOPS_OK, "determinism: hc_pre with %d threads: %s (%s)", threads[k], dsops_status_name(st),
+            tu_check(st == DSOPS_OK, "%s: hc_pre with %d threads: %s (%s)", d->label, threads[k], dsops_status_name(st),
                      dsops_last_error());
-            if (k == 0) {
+            if (k == 0)
                 pre_snapshot(&p, &y0, &post0, &comb0, &pre0);
-            } else {
+            else
                 tu_check(memcmp(p.y, y0, (size_t)(p.T * p.H) * 2) == 0 &&
                              memcmp(p.post, post0, (size_t)(p.T * p.HC) * 4) == 0 &&
                              memcmp(p.comb, comb0, (size_t)(p.T * p.HC * p.HC) * 4) == 0 &&
                              memcmp(p.pre, pre0, (size_t)(p.T * p.HC) * 4) == 0,
-                         "determinism [%s]: hc_pre differs with %d threads", dsops_isa_name(tiers[ti]), threads[k]);
-            }
-            out[k] = xcalloc(nr, 2);
+                         "%s [%s]: hc_pre differs with %d threads", d->label, dsops_isa_name((dsops_isa)isa), threads[k]);
+            out[k] = xcalloc(nr, es);
+            if (d->in_place)
+                memcpy(out[k], res, nr * es);
             dsops_hc_post_args a;
             memset(&a, 0, sizeof a);
-            a.x = dsops_tensor_make(x, DSOPS_BF16, 2, xs);
-            a.residual = dsops_tensor_make(res, DSOPS_BF16, 3, rs);
+            a.x = dsops_tensor_make(x, d->dt, 2, xs);
+            a.residual = dsops_tensor_make(d->in_place ? out[k] : res, d->dt, 3, rs);
             a.post = dsops_tensor_make(post, DSOPS_FP32, 2, ps);
             a.comb = dsops_tensor_make(comb, DSOPS_FP32, 3, cs);
-            a.out = dsops_tensor_make(out[k], DSOPS_BF16, 3, rs);
+            a.out = dsops_tensor_make(out[k], d->dt, 3, rs);
             st = dsops_hc_post(ctx, &a);
-            tu_check(st == DSOPS_OK, "determinism: hc_post with %d threads: %s", threads[k], dsops_status_name(st));
+            tu_check(st == DSOPS_OK, "%s: hc_post with %d threads: %s (%s)", d->label, threads[k], dsops_status_name(st),
+                     dsops_last_error());
             if (k > 0)
-                tu_check(memcmp(out[k], out[0], nr * 2) == 0, "determinism [%s]: hc_post differs with %d threads",
-                         dsops_isa_name(tiers[ti]), threads[k]);
+                tu_check(memcmp(out[k], out[0], nr * es) == 0, "%s [%s]: hc_post differs with %d threads", d->label,
+                         dsops_isa_name((dsops_isa)isa), threads[k]);
         }
         for (int k = 0; k < 3; k++)
             free(out[k]);
@@ -477,65 +487,17 @@ static void test_determinism(void)
     set_threads(2);
 }
 
-/* Odd shapes on every tier for 1, 2 and 3 threads, bitwise: hc_pre with T 67, HC 3, H 100 (tokens paired
- * differently per thread count, a zero-padded last chunk), hc_post in place with HC 17 (the staged path),
- * H 1001 and enough elements to run on several threads. */
-static void test_determinism_odd(void)
+/* hc_pre with 67 tokens (groups split unevenly among threads) and hc_post bf16 with 37 tokens; then odd shapes:
+ * hc_pre with T 67, HC 3, H 100 (tokens paired differently per thread count, a zero-padded last chunk), hc_post
+ * in place with HC 17 (the staged path), H 1001 and enough elements to run on several threads. */
+static void test_determinism(void)
 {
-    if (!tu_selected("determinism odd shapes"))
-        return;
-    static const int threads[] = {1, 2, 3};
-    for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
-        dsops_context_set_isa(ctx, (dsops_isa)isa);
-        pre_problem p;
-        pre_make(&p, 67, 3, 100, DATA_WC, 20, 1e-6f, 1, -1);
-        void *y0 = NULL, *post0 = NULL, *comb0 = NULL, *pre0 = NULL;
-        const int64_t T = 37, HC = 17, H = 1001;
-        const size_t nr = (size_t)(T * HC * H);
-        void *x = rand_buf(DSOPS_FP32, (size_t)(T * H), -1, 1), *res = rand_buf(DSOPS_FP32, nr, -1, 1);
-        void *post = rand_buf(DSOPS_FP32, (size_t)(T * HC), -1, 1), *comb = rand_buf(DSOPS_FP32, (size_t)(T * HC * HC), -1, 1);
-        float *out[3];
-        int64_t xs[2] = {T, H}, rs[3] = {T, HC, H}, ps[2] = {T, HC}, cs[3] = {T, HC, HC};
-        for (int k = 0; k < 3; k++) {
-            set_threads(threads[k]);
-            pre_poison(&p);
-            dsops_status st = dsops_hc_pre(ctx, &p.a);
-            tu_check(st == DSOPS_OK, "determinism odd shapes: hc_pre with %d threads: %s (%s)", threads[k],
-                     dsops_status_name(st), dsops_last_error());
-            if (k == 0)
-                pre_snapshot(&p, &y0, &post0, &comb0, &pre0);
-            else
-                tu_check(memcmp(p.y, y0, (size_t)(p.T * p.H) * 2) == 0 &&
-                             memcmp(p.post, post0, (size_t)(p.T * p.HC) * 4) == 0 &&
-                             memcmp(p.comb, comb0, (size_t)(p.T * p.HC * p.HC) * 4) == 0 &&
-                             memcmp(p.pre, pre0, (size_t)(p.T * p.HC) * 4) == 0,
-                         "determinism odd shapes [%s]: hc_pre differs with %d threads", dsops_isa_name((dsops_isa)isa),
-                         threads[k]);
-            out[k] = xcalloc(nr, 4);
-            memcpy(out[k], res, nr * 4);
-            dsops_hc_post_args a;
-            memset(&a, 0, sizeof a);
-            a.x = dsops_tensor_make(x, DSOPS_FP32, 2, xs);
-            a.residual = dsops_tensor_make(out[k], DSOPS_FP32, 3, rs);
-            a.post = dsops_tensor_make(post, DSOPS_FP32, 2, ps);
-            a.comb = dsops_tensor_make(comb, DSOPS_FP32, 3, cs);
-            a.out = dsops_tensor_make(out[k], DSOPS_FP32, 3, rs);
-            st = dsops_hc_post(ctx, &a);
-            tu_check(st == DSOPS_OK, "determinism odd shapes: hc_post with %d threads: %s (%s)", threads[k],
-                     dsops_status_name(st), dsops_last_error());
-            if (k > 0)
-                tu_check(memcmp(out[k], out[0], nr * 4) == 0,
-                         "determinism odd shapes [%s]: hc_post differs with %d threads", dsops_isa_name((dsops_isa)isa),
-                         threads[k]);
-        }
-        for (int k = 0; k < 3; k++)
-            free(out[k]);
-        free(x), free(res), free(post), free(comb);
-        free(y0), free(post0), free(comb0), free(pre0);
-        pre_free(&p);
-    }
-    dsops_context_set_isa(ctx, dsops_isa_detected());
-    set_threads(2);
+    static const det_spec specs[] = {
+        {"determinism", 67, 4, 4096, DATA_ILL, 37, 4, 4096, DSOPS_BF16, 0},
+        {"determinism odd shapes", 67, 3, 100, DATA_WC, 37, 17, 1001, DSOPS_FP32, 1},
+    };
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
+        determinism_case(&specs[i]);
 }
 
 /* ---- the named cases of CASES.md ---------------------------------------------------------------- */
@@ -1092,7 +1054,6 @@ int main(int argc, char **argv)
     test_hc_pre();
     test_hc_post();
     test_determinism();
-    test_determinism_odd();
     test_named_cases();
     test_prepared();
     dsops_context_destroy(ctx);
