@@ -1,5 +1,5 @@
-/* Micro-kernels of every tier against the scalar tier on random inputs: packed keys bit-exact (each tier
- * has its own layout, read back through its QK / PV), dequantisation and bf16 rounding bit-exact, exp
+/* Micro-kernels of every tier against the scalar tier on random inputs: packed keys bit-exact (and read
+ * back through the tier's own QK / PV), dequantisation and bf16 rounding bit-exact, exp
  * within 2 ulp of a correctly rounded exp, QK, PV, the row dots and the compressor's pooling within fp32
  * reassociation error, the int8 row dots exact. */
 #include <math.h>
@@ -93,17 +93,15 @@ static void test_rounding(const dsops_kernel_table *t, const dsops_kernel_table 
              dsops_isa_name(t->isa));
 }
 
-/* Packing, through each tier's own kernels (the Kt / Vp element belongs to the tier, src/core/dispatch.h):
- * QK with one-hot queries (query d = unit vector d) reads every key value back, PV with one-hot weights
+/* Packing: bitwise the scalar tier's, and through each tier's own kernels: QK with one-hot queries (query d = unit vector d) reads every key value back, PV with one-hot weights
  * (row e = weight 1 on key e) every value row with its zero padding, exactly (one product by 1, the rest
  * by 0), so they must equal the staged rows. The scalar (bf16) layout is also checked element by element. */
 static void test_pack(const dsops_kernel_table *t, const dsops_kernel_table *ref, tu_rng *r, int dqk, int dv)
 {
     int qw = (dqk + 1) & ~1, dpairs = qw / 2, dvb = (dv + 15) / 16;
-    size_t stride = (size_t)qw + 32, vps = 8 * 32 + 64, ost = (size_t)dvb * 16, kes, ves;
-    t->attn.layout(&kes, &ves);
+    size_t stride = (size_t)qw + 32, vps = 8 * 32 + 64, ost = (size_t)dvb * 16;
     uint16_t *rows = calloc(16 * stride, 2), *q = calloc((size_t)qw * qw, 2), *p = calloc(16 * 16, 2);
-    uint16_t *kt = calloc((size_t)dpairs * 32, kes), *vp = calloc((size_t)dvb * vps, ves);
+    uint16_t *kt = calloc((size_t)dpairs * 32, 2), *vp = calloc((size_t)dvb * vps, 2);
     uint16_t *kt_b = calloc((size_t)dpairs * 32, 2), *vp_b = calloc((size_t)dvb * vps, 2);
     float *pf = calloc(16 * 16, 4), *s = calloc((size_t)qw * 16, 4), *o = calloc(16 * ost, 4);
     for (int e = 0; e < 16; e++)
@@ -136,6 +134,12 @@ static void test_pack(const dsops_kernel_table *t, const dsops_kernel_table *ref
     }
     /* the scalar layout itself, element by element (spec of the layout in dispatch.h) */
     ref->attn.pack_keys(rows, stride, dpairs, dv, kt_b, vp_b, vps);
+    tu_check(memcmp(kt, kt_b, (size_t)dpairs * 64) == 0, "%s pack_keys Kt (dqk %d) differs", dsops_isa_name(t->isa),
+             dqk);
+    int vp_same = 1;
+    for (int blk = 0; blk < dvb; blk++)
+        vp_same &= memcmp(vp + blk * vps, vp_b + blk * vps, 8 * 64) == 0;
+    tu_check(vp_same, "%s pack_keys Vp (dv %d) differs", dsops_isa_name(t->isa), dv);
     int layout_ok = 1;
     for (int e = 0; e < 16; e++)
         for (int d = 0; d < qw; d++)
@@ -164,10 +168,9 @@ static void test_pack(const dsops_kernel_table *t, const dsops_kernel_table *ref
 static void test_dots(const dsops_kernel_table *t, tu_rng *r, int nh, int n, int dqk, int dv)
 {
     int qw = (dqk + 1) & ~1, dpairs = qw / 2, ntiles = (n + 15) / 16, npairs = ntiles * 8, dvb = (dv + 15) / 16;
-    size_t sst = (size_t)ntiles * 16 + 3, ost = (size_t)dvb * 16 + 5, kes, ves;
-    t->attn.layout(&kes, &ves); /* the tier's element sizes; offsets below in bytes */
+    size_t sst = (size_t)ntiles * 16 + 3, ost = (size_t)dvb * 16 + 5;
     uint16_t *q = calloc((size_t)nh * qw, 2), *keys = calloc((size_t)ntiles * 16 * qw, 2);
-    char *kt = calloc((size_t)ntiles * dpairs * 32, kes), *vp = calloc((size_t)dvb * npairs * 32, ves);
+    uint16_t *kt = calloc((size_t)ntiles * dpairs * 32, 2), *vp = calloc((size_t)dvb * npairs * 32, 2);
     uint16_t *p = calloc((size_t)nh * ntiles * 16, 2);
     float *pf = calloc((size_t)nh * ntiles * 16, 4), *s = calloc((size_t)nh * sst, 4), *o = calloc((size_t)nh * ost, 4);
     for (int i = 0; i < nh; i++)
@@ -178,9 +181,8 @@ static void test_dots(const dsops_kernel_table *t, tu_rng *r, int nh, int n, int
             keys[(size_t)e * qw + d] = tu_bf16(rnd_bf16(r, -1, 1));
     for (int tile = 0; tile < ntiles; tile++)
         t->attn.pack_keys(keys + (size_t)tile * 16 * qw, (size_t)qw, dpairs, dv,
-                          (uint16_t *)(kt + (size_t)tile * dpairs * 32 * kes),
-                          (uint16_t *)(vp + (size_t)tile * 8 * 32 * ves), (size_t)npairs * 32);
-    t->attn.qk(q, qw, nh, (const uint16_t *)kt, ntiles, dpairs, 0.125f, s, sst);
+                          kt + (size_t)tile * dpairs * 32, vp + (size_t)tile * 8 * 32, (size_t)npairs * 32);
+    t->attn.qk(q, qw, nh, kt, ntiles, dpairs, 0.125f, s, sst);
     double worst = 0;
     for (int h = 0; h < nh; h++)
         for (int e = 0; e < n; e++) {
@@ -203,10 +205,10 @@ static void test_dots(const dsops_kernel_table *t, tu_rng *r, int nh, int n, int
         }
     for (int mode = 0; mode < 2; mode++) {
         if (mode == 0)
-            t->attn.pv_bf16(p, (size_t)ntiles * 16, nh, (const uint16_t *)vp, (size_t)npairs * 32, (n + 1) / 2,
+            t->attn.pv_bf16(p, (size_t)ntiles * 16, nh, vp, (size_t)npairs * 32, (n + 1) / 2,
                             dvb, o, ost);
         else
-            t->attn.pv_fp32(pf, (size_t)ntiles * 16, nh, (const uint16_t *)vp, (size_t)npairs * 32, (n + 1) / 2,
+            t->attn.pv_fp32(pf, (size_t)ntiles * 16, nh, vp, (size_t)npairs * 32, (n + 1) / 2,
                             dvb, o, ost);
         worst = 0;
         for (int h = 0; h < nh; h++)

@@ -10,21 +10,15 @@
 
 #include "dsops.h"
 
-/* Gathered-key layouts of the attention core (see docs/KERNELS.md): groups of 32 elements, Kt one group
- * per (16-key tile, dim pair), Vp one per (16-dim block, key pair); strides and offsets count elements.
- * The element belongs to the tier, which says its size through `layout`, and the core sizes its buffers
- * by it. Every tier now uses bf16 elements, pairs interleaved (the operands of vdpbf16ps):
- *  Kt  [ceil(n/16)][dpairs][16][2] bf16, element (e, d) of tile e/16 at [(d/2)*32 + (e%16)*2 + d%2].
- *  Vp  [dv_blocks][npairs][16][2] bf16, block d/16, pair e/2, element [(d%16)*2 + e%2].
- * Padding keys and padding dims are zero. A tier that sets any of layout, qk, pv_bf16, pv_fp32,
- * pack_keys sets all five: a lower tier's entries would read the wrong layout. */
+/* Gathered-key layouts of the attention core (see docs/KERNELS.md), the same on every tier:
+ *  Kt  keys as lanes:   [ceil(n/16)][dpairs][16][2] bf16, element (e, d) of tile e/16 at
+ *                       [(d/2)*32 + (e%16)*2 + d%2]; padding keys are zero.
+ *  Vp  key pairs:       [dv_blocks][npairs][16][2] bf16, block d/16, pair e/2, element
+ *                       [(d%16)*2 + e%2]; padding keys and padding dims are zero. */
 #define DSOPS_KT_LANES 16
 #define DSOPS_VP_LANES 16
 
 typedef struct dsops_attention_kernels {
-    /* Bytes of one element of this tier's Kt and of its Vp (2 for bf16). The kt / vp pointers below
-     * are typed uint16_t but point at elements of this size. */
-    void (*layout)(size_t *kt_elem_bytes, size_t *vp_elem_bytes);
     /* s[h][e] = fp32(dot(q[h], K_e) * scale) for all 16*ntiles keys of kt, h < nh.
      * q: [nh][q_stride] bf16 rows of 2*dpairs values; s: [nh][s_stride] fp32. */
     void (*qk)(const uint16_t *q, size_t q_stride, int nh, const uint16_t *kt, int ntiles, int dpairs,

@@ -7,14 +7,12 @@
 /* Byte offsets of the scratch areas of one dsops_attn_run. */
 typedef struct core_layout {
     int qw, dpairs, dv_blocks, ntiles_max, npairs_max, chunk_tiles;
-    size_t kt_esz, vp_esz;                                                         /* tier's element bytes */
     size_t stage_stride, s_stride, p_stride, o_stride, pt_stride, vp_block_stride; /* in elements */
     size_t stage, kt, vp, s, p, o, o_tile, p_tile, head_state, total;              /* byte offsets */
 } core_layout;
 
-/* Keys are gathered and scored in chunks of this many 16-key tiles of 2-byte elements (half as many
- * for 4-byte elements): the chunk's Kt (12 * 16 keys * 1152 bytes = 221 KB for Dqk 576) stays in L2
- * between packing and scoring. */
+/* Keys are gathered and scored in chunks of this many 16-key tiles: the chunk's Kt (12 * 16 keys *
+ * 1152 bytes = 221 KB for Dqk 576) stays in L2 between packing and scoring. */
 #define SCORE_CHUNK_TILES 12
 
 /* Rows are prefetched this many list entries ahead of the copy (random rows of a large cache). */
@@ -27,10 +25,9 @@ static size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
 /* A tile never needs to be longer than the key list. */
 static int effective_tile(int p_tile, int n) { return p_tile < 1 ? 1 : (p_tile < n ? p_tile : n); }
 
-static core_layout make_layout(const dsops_attention_kernels *k, const dsops_attn_shape *sh)
+static core_layout make_layout(const dsops_attn_shape *sh)
 {
     core_layout L;
-    k->layout(&L.kt_esz, &L.vp_esz);
     L.qw = dsops_attn_q_width(sh->dqk);
     L.dpairs = L.qw / 2;
     L.dv_blocks = (sh->dv + DSOPS_VP_LANES - 1) / DSOPS_VP_LANES;
@@ -38,10 +35,7 @@ static core_layout make_layout(const dsops_attention_kernels *k, const dsops_att
     if (L.ntiles_max < 1)
         L.ntiles_max = 1;
     L.npairs_max = L.ntiles_max * DSOPS_KT_LANES / 2;
-    int chunk = (int)(SCORE_CHUNK_TILES * 2 / L.kt_esz);
-    if (chunk < 1)
-        chunk = 1;
-    L.chunk_tiles = L.ntiles_max < chunk ? L.ntiles_max : chunk;
+    L.chunk_tiles = L.ntiles_max < SCORE_CHUNK_TILES ? L.ntiles_max : SCORE_CHUNK_TILES;
     L.stage_stride = round_up((size_t)L.qw, 32);
     L.s_stride = (size_t)L.ntiles_max * DSOPS_KT_LANES;
     L.p_stride = L.s_stride;
@@ -53,8 +47,8 @@ static core_layout make_layout(const dsops_attention_kernels *k, const dsops_att
     L.vp_block_stride = (size_t)L.npairs_max * 32;
     size_t off = 0, nh = (size_t)sh->nh;
     L.stage = off; off += dsops_align64(DSOPS_KT_LANES * L.stage_stride * 2);
-    L.kt = off;    off += dsops_align64((size_t)L.chunk_tiles * L.dpairs * 32 * L.kt_esz);
-    L.vp = off;    off += dsops_align64((size_t)L.dv_blocks * L.vp_block_stride * L.vp_esz);
+    L.kt = off;    off += dsops_align64((size_t)L.chunk_tiles * L.dpairs * 64);
+    L.vp = off;    off += dsops_align64((size_t)L.dv_blocks * L.vp_block_stride * 2);
     L.s = off;     off += dsops_align64(nh * L.s_stride * 4);
     L.p = off;
     if (sh->p_mode == DSOPS_P_TILED)
@@ -87,10 +81,7 @@ int64_t dsops_attn_plan_items(int64_t T, int64_t N, int *threads, int64_t *chunk
     return items;
 }
 
-size_t dsops_attn_scratch_bytes(const dsops_attention_kernels *k, const dsops_attn_shape *shape)
-{
-    return make_layout(k, shape).total;
-}
+size_t dsops_attn_scratch_bytes(const dsops_attn_shape *shape) { return make_layout(shape).total; }
 
 /* Gathers the n keys 16 at a time through a staging block into Vp (all keys) and Kt (one chunk at a
  * time), and scores each Kt chunk against every head while it is still in L2. */
@@ -98,9 +89,8 @@ static void gather_and_score(const dsops_attention_kernels *k, const dsops_attn_
                              const dsops_attn_call *c, char *scratch, int n, const dsops_attn_keys *keys)
 {
     uint16_t *stage = (uint16_t *)(scratch + L->stage); /* [16][stage_stride] */
-    char *kt = scratch + L->kt;                         /* chunk_tiles tiles of dpairs * 32 elements */
-    char *vp = scratch + L->vp;                         /* dv_blocks blocks of vp_block_stride elements */
-    size_t tile_bytes = (size_t)L->dpairs * 32 * L->kt_esz, pair_bytes = 32 * L->vp_esz;
+    uint16_t *kt = (uint16_t *)(scratch + L->kt);       /* [chunk_tiles][dpairs][16][2] */
+    uint16_t *vp = (uint16_t *)(scratch + L->vp);       /* [dv_blocks][npairs_max][16][2] */
     float *s = (float *)(scratch + L->s);               /* [nh][s_stride] */
     int chunk_keys = L->chunk_tiles * DSOPS_KT_LANES;
     if (keys->prefetch)
@@ -124,11 +114,11 @@ static void gather_and_score(const dsops_attention_kernels *k, const dsops_attn_
                 }
             }
             k->pack_keys(stage, L->stage_stride, L->dpairs, sh->dv,
-                         (uint16_t *)(kt + (size_t)((j0 - c0) / DSOPS_KT_LANES) * tile_bytes),
-                         (uint16_t *)(vp + (size_t)(j0 / 2) * pair_bytes), L->vp_block_stride);
+                         kt + (size_t)((j0 - c0) / DSOPS_KT_LANES) * L->dpairs * 32, vp + (size_t)(j0 / 2) * 32,
+                         L->vp_block_stride);
         }
         int tiles = (c1 - c0 + DSOPS_KT_LANES - 1) / DSOPS_KT_LANES;
-        k->qk(c->q, c->q_stride, sh->nh, (const uint16_t *)kt, tiles, L->dpairs, c->scale, s + c0, L->s_stride);
+        k->qk(c->q, c->q_stride, sh->nh, kt, tiles, L->dpairs, c->scale, s + c0, L->s_stride);
     }
 }
 
@@ -208,7 +198,7 @@ static void attend_tiled(const dsops_attention_kernels *k, const dsops_attn_shap
     float *m = (float *)(scratch + L->head_state);         /* [nh] running max */
     float *l = m + nh, *alpha = m + 2 * nh;                /* [nh] running sum, this tile's rescale */
     uint8_t *active = (uint8_t *)(m + 3 * nh);             /* [nh] head has a finite max so far */
-    const char *vp = scratch + L->vp;
+    const uint16_t *vp = (const uint16_t *)(scratch + L->vp);
     for (int h = 0; h < nh; h++) {
         m[h] = -INFINITY;
         l[h] = 0.0f;
@@ -236,8 +226,8 @@ static void attend_tiled(const dsops_attention_kernels *k, const dsops_attn_shap
         /* The first tile's PV goes straight to the running output: 0 * alpha + ot is ot bit for bit (a PV
          * sum starts at +0, so it is never -0), and that saves a pass over o. Heads without a finite max
          * yet keep o = 0. */
-        k->pv_bf16(pt, L->pt_stride, nh, (const uint16_t *)(vp + (size_t)p0 * 32 * L->vp_esz), L->vp_block_stride,
-                   p1 - p0, L->dv_blocks, t0 == 0 ? o : ot, L->o_stride);
+        k->pv_bf16(pt, L->pt_stride, nh, vp + (size_t)p0 * 32, L->vp_block_stride, p1 - p0, L->dv_blocks,
+                   t0 == 0 ? o : ot, L->o_stride);
         if (t0 == 0) {
             for (int h = 0; h < nh; h++)
                 if (!active[h])
@@ -273,7 +263,7 @@ void dsops_attn_run(const dsops_attention_kernels *k, const dsops_attn_shape *sh
             write_lonely(sh, c, h);
         return;
     }
-    core_layout L = make_layout(k, sh);
+    core_layout L = make_layout(sh);
     gather_and_score(k, sh, &L, c, scratch, n, keys);
     if (sh->p_mode == DSOPS_P_TILED)
         attend_tiled(k, sh, &L, c, n, scratch);

@@ -1,7 +1,7 @@
 /* The attention core of spec §2.10 over a gathered key list, shared by the sparse / sliding-window /
  * compressed attention operators. An operator validates, builds the key list of one query token,
  * and calls dsops_attn_run for a range of heads; the core gathers the keys once into the two
- * packed layouts of src/core/dispatch.h (the tier's) and runs QK, softmax and PV with the tier's kernels. */
+ * packed layouts of src/core/dispatch.h and runs QK, softmax and PV with the tier's kernels. */
 #ifndef DSOPS_ATTENTION_CORE_H
 #define DSOPS_ATTENTION_CORE_H
 
@@ -46,8 +46,8 @@ typedef struct dsops_attn_call {
  * count if larger; returns the item count T * chunks (item i: token i / chunks, chunk i % chunks). */
 int64_t dsops_attn_plan_items(int64_t T, int64_t N, int *threads, int64_t *chunk_heads, int64_t *chunks);
 
-/* Scratch bytes one concurrent dsops_attn_run with the kernels k needs (64-byte multiple). */
-size_t dsops_attn_scratch_bytes(const dsops_attention_kernels *k, const dsops_attn_shape *shape);
+/* Scratch bytes one concurrent dsops_attn_run needs (64-byte multiple). */
+size_t dsops_attn_scratch_bytes(const dsops_attn_shape *shape);
 
 /* Length of a packed query row (even, >= dqk). */
 static inline int dsops_attn_q_width(int dqk) { return (dqk + 1) & ~1; }

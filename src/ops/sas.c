@@ -301,7 +301,7 @@ dsops_status dsops_sas(dsops_context *ctx, const sas_args *a)
     size_t qbuf_bytes = dsops_align64((size_t)chunk_heads * (size_t)qw * 2);
     size_t sink_bytes = dsops_align64((size_t)chunk_heads * 4);
     size_t rows_bytes = dsops_align64((size_t)list_max * sizeof(const uint16_t *));
-    size_t per_thread = dsops_attn_scratch_bytes(&kt->attn, &shape) + qbuf_bytes + sink_bytes + rows_bytes;
+    size_t per_thread = dsops_attn_scratch_bytes(&shape) + qbuf_bytes + sink_bytes + rows_bytes;
     char *scratch = dsops_scratch(use, per_thread * (size_t)threads);
     if (!scratch) {
         dsops_context_end(ctx, use);

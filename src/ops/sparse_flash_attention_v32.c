@@ -299,7 +299,7 @@ dsops_status dsops_sparse_flash_attention_v32(dsops_context *ctx, const sfa_args
     int qw = dsops_attn_q_width(shape.dqk);
     size_t qbuf_bytes = dsops_align64((size_t)chunk_heads * qw * 2);
     size_t rows_bytes = dsops_align64((size_t)d.K * sizeof(sfa_row_ptrs));
-    size_t per_thread = dsops_attn_scratch_bytes(&kt->attn, &shape) + qbuf_bytes + rows_bytes;
+    size_t per_thread = dsops_attn_scratch_bytes(&shape) + qbuf_bytes + rows_bytes;
     char *scratch = dsops_scratch(use, per_thread * (size_t)threads);
     if (!scratch) {
         dsops_context_end(ctx, use);

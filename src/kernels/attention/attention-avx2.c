@@ -8,7 +8,6 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "attention.h"
 #include "../common/transpose-avx2.h"
 #include "dispatch.h"
 #include "../common/exp-avx2.h"
@@ -327,7 +326,6 @@ static void store_bf16__avx2(const float *src, int n, float r, uint16_t *dst)
 }
 
 const dsops_attention_kernels dsops_attention_kernels__avx2 = {
-    .layout = dsops_attention_layout_bf16,
     .qk = qk_scores__avx2,
     .pv_bf16 = pv_bf16__avx2,
     .pv_fp32 = pv_fp32__avx2,

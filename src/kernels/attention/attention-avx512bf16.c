@@ -3,7 +3,6 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "attention.h"
 #include "dispatch.h"
 #include "exp-simd.h"
 #include "../common/bf16-avx512.h"
@@ -241,7 +240,6 @@ static void pack_keys__avx512bf16(const uint16_t *rows, size_t row_stride, int d
 }
 
 const dsops_attention_kernels dsops_attention_kernels__avx512bf16 = {
-    .layout = dsops_attention_layout_bf16,
     .qk = qk_scores__avx512bf16,
     .pv_bf16 = pv_bf16__avx512bf16,
     .pv_fp32 = pv_fp32__avx512bf16,

@@ -2,15 +2,8 @@
  * (see src/core/dispatch.h); fp32 sums in ascending index order. */
 #include <math.h>
 
-#include "attention.h"
 #include "dispatch.h"
 #include "internal.h"
-
-void dsops_attention_layout_bf16(size_t *kt_elem_bytes, size_t *vp_elem_bytes)
-{
-    *kt_elem_bytes = 2;
-    *vp_elem_bytes = 2;
-}
 
 /* QK and PV are one product on the packed layouts (see src/core/dispatch.h):
  *     c[r][16j + l] = scale * sum over k of  a[r][2k] * b[j][k][l][0] + a[r][2k+1] * b[j][k][l][1]
@@ -130,7 +123,6 @@ static void store_bf16__scalar(const float *src, int n, float r, uint16_t *dst)
 }
 
 const dsops_attention_kernels dsops_attention_kernels__scalar = {
-    .layout = dsops_attention_layout_bf16,
     .qk = qk_scores__scalar,
     .pv_bf16 = pv_bf16__scalar,
     .pv_fp32 = pv_fp32__scalar,
