@@ -28,8 +28,9 @@ struct dsops_sfa_composite {
 
 static float widen(uint16_t h)
 {
+    uint32_t u = (uint32_t)h << 16;
     float f;
-    dsops_bf16_to_fp32(&h, &f, 1);
+    memcpy(&f, &u, sizeof f);
     return f;
 }
 
@@ -196,3 +197,234 @@ float dsops_sfa_composite_max_diff(dsops_sfa_composite *c, int threads)
         return INFINITY;
     return md;
 }
+
+/* ---- lightning_indexer ------------------------------------------------------------------------------------- */
+
+/* What a user would write for lightning_indexer: per token, gather the visible key rows through the block
+ * table into fp32 (int8 values are exact in fp32, and so are their 128-term dots), S = Q K^T with oneDNN's
+ * sgemm, then I[j] = sum over heads of the weighted ReLU (int8: with the operator's fp16 roundings and the
+ * key's scale), a selection of the K largest and a sort of those K. */
+/* A candidate of the selection: its score and position. */
+typedef struct li_pair {
+    float score;
+    int32_t pos;
+} li_pair;
+
+struct dsops_li_composite {
+    const dsops_li_problem *p;
+    int64_t T, NI, DI, K, nmax;  /* nmax: most visible keys of any token */
+    int slots;                   /* per-thread buffer sets */
+    float *q;                    /* [T, NI, DI] fp32 queries */
+    float *ws;                   /* [T, NI] head weights: fp16(q_scale * w) (int8) or w (bf16) */
+    float *kf;                   /* [slots][nmax, DI] gathered keys */
+    float *s;                    /* [slots][NI, nmax] dots */
+    float *score;                /* [slots][nmax] index scores */
+    li_pair *cand;              /* [slots][nmax] candidates of the selection */
+    uint16_t *h16;               /* [slots][nmax] fp16 staging of one head's ReLU row */
+    float *top;                  /* [T, K] selected scores, decreasing */
+};
+
+static int64_t li_seq_of(const dsops_lightning_indexer_args *a, int64_t t)
+{
+    const int32_t *cu = a->cu_seqlens_q.data;
+    int64_t B = a->seqused_kv.shape[0], b = 0;
+    while (b + 1 < B && t >= cu[b + 1])
+        b++;
+    return b;
+}
+
+static int64_t li_visible(const dsops_lightning_indexer_args *a, int64_t b, int64_t t)
+{
+    const int32_t *cu = a->cu_seqlens_q.data, *used = a->seqused_kv.data;
+    int64_t L = used[b] - (cu[b + 1] - cu[b] - 1 - (t - cu[b]));
+    return (L > 0 ? L : 0) / a->cmp_ratio;
+}
+
+dsops_li_composite *dsops_li_composite_make(const dsops_li_problem *p)
+{
+    const dsops_lightning_indexer_args *a = &p->args;
+    dsops_li_composite *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->p = p;
+    c->T = a->q_idx.shape[0], c->NI = a->q_idx.shape[1], c->DI = a->q_idx.shape[2], c->K = a->topk_indices.shape[1];
+    for (int64_t t = 0; t < c->T; t++) {
+        int64_t n = li_visible(a, li_seq_of(a, t), t);
+        c->nmax = n > c->nmax ? n : c->nmax;
+    }
+    c->slots = 1;
+#ifdef _OPENMP
+    c->slots = omp_get_num_procs();
+#endif
+    const size_t slots = (size_t)c->slots, nmax = (size_t)c->nmax + 1;
+    c->q = malloc(sizeof(float) * (size_t)(c->T * c->NI * c->DI));
+    c->ws = malloc(sizeof(float) * (size_t)(c->T * c->NI));
+    c->kf = malloc(sizeof(float) * nmax * (size_t)c->DI * slots);
+    c->s = malloc(sizeof(float) * nmax * (size_t)c->NI * slots);
+    c->score = malloc(sizeof(float) * nmax * slots);
+    c->cand = malloc(sizeof(li_pair) * nmax * slots);
+    c->h16 = malloc(sizeof(uint16_t) * nmax * slots);
+    c->top = malloc(sizeof(float) * (size_t)(c->T * c->K));
+    if (!c->q || !c->ws || !c->kf || !c->s || !c->score || !c->cand || !c->h16 || !c->top) {
+        dsops_li_composite_free(c);
+        return NULL;
+    }
+    const int64_t nq = c->T * c->NI * c->DI, nw = c->T * c->NI;
+    if (a->q_idx.dtype == DSOPS_INT8) {
+        for (int64_t i = 0; i < nq; i++)
+            c->q[i] = (float)((const int8_t *)a->q_idx.data)[i];
+        float *qs = malloc(sizeof(float) * (size_t)nw), *w = malloc(sizeof(float) * (size_t)nw);
+        uint16_t *h = malloc(sizeof(uint16_t) * (size_t)nw);
+        if (!qs || !w || !h) {
+            free(qs), free(w), free(h);
+            dsops_li_composite_free(c);
+            return NULL;
+        }
+        dsops_fp16_to_fp32(a->q_idx_scale.data, qs, (size_t)nw);
+        dsops_fp16_to_fp32(a->weights.data, w, (size_t)nw);
+        for (int64_t i = 0; i < nw; i++)
+            qs[i] *= w[i];
+        dsops_fp32_to_fp16(qs, h, (size_t)nw);
+        dsops_fp16_to_fp32(h, c->ws, (size_t)nw);
+        free(qs), free(w), free(h);
+    } else {
+        dsops_bf16_to_fp32(a->q_idx.data, c->q, (size_t)nq);
+        dsops_bf16_to_fp32(a->weights.data, c->ws, (size_t)nw);
+    }
+    return c;
+}
+
+void dsops_li_composite_free(dsops_li_composite *c)
+{
+    if (!c)
+        return;
+    free(c->q);
+    free(c->ws);
+    free(c->kf);
+    free(c->s);
+    free(c->score);
+    free(c->cand);
+    free(c->h16);
+    free(c->top);
+    free(c);
+}
+
+/* a ranks before b: larger score, then lower position */
+static int li_before(li_pair a, li_pair b) { return a.score > b.score || (a.score == b.score && a.pos < b.pos); }
+
+static int li_cmp_pairs(const void *x, const void *y)
+{
+    li_pair a = *(const li_pair *)x, b = *(const li_pair *)y;
+    return li_before(a, b) ? -1 : li_before(b, a);
+}
+
+/* Moves the k best of v[lo, hi) to its front, in any order (quickselect). */
+static void li_select(li_pair *v, int64_t lo, int64_t hi, int64_t k)
+{
+    while (hi - lo > 1) {
+        li_pair pivot = v[lo + (hi - lo) / 2];
+        int64_t i = lo, j = hi - 1;
+        while (i <= j) {
+            while (li_before(v[i], pivot))
+                i++;
+            while (li_before(pivot, v[j]))
+                j--;
+            if (i <= j) {
+                li_pair x = v[i];
+                v[i++] = v[j];
+                v[j--] = x;
+            }
+        }
+        if (k <= j)
+            hi = j + 1;
+        else if (k >= i)
+            lo = i;
+        else
+            return;
+    }
+}
+
+static int li_token(dsops_li_composite *c, int64_t t, int w)
+{
+    const dsops_lightning_indexer_args *a = &c->p->args;
+    const int64_t b = li_seq_of(a, t), n = li_visible(a, b, t), NI = c->NI, DI = c->DI, K = c->K;
+    const int64_t BS = a->key_cache.shape[1], MB = a->block_table.shape[1];
+    const int32_t *bt = (const int32_t *)a->block_table.data + b * MB;
+    const size_t nmax = (size_t)c->nmax + 1;
+    float *kf = c->kf + (size_t)w * nmax * (size_t)DI, *s = c->s + (size_t)w * nmax * (size_t)NI;
+    float *score = c->score + (size_t)w * nmax, *top = c->top + t * K;
+    li_pair *cand = c->cand + (size_t)w * nmax;
+    uint16_t *h16 = c->h16 + (size_t)w * nmax;
+    const int int8 = a->q_idx.dtype == DSOPS_INT8;
+    for (int64_t j = 0; j < n; j++) {
+        int64_t row = (int64_t)bt[j / BS] * BS + j % BS;
+        if (int8) {
+            const int8_t *k8 = (const int8_t *)a->key_cache.data + row * DI;
+            for (int64_t d = 0; d < DI; d++)
+                kf[j * DI + d] = (float)k8[d];
+        } else {
+            dsops_bf16_to_fp32((const uint16_t *)a->key_cache.data + row * DI, kf + j * DI, (size_t)DI);
+        }
+    }
+    if (n > 0 && dnnl_sgemm('N', 'T', NI, n, DI, 1.0f, c->q + t * NI * DI, DI, kf, DI, 0.0f, s, n) != dnnl_success)
+        return 1;
+    for (int64_t j = 0; j < n; j++)
+        score[j] = 0.0f;
+    for (int64_t h = 0; h < NI; h++) {
+        float *row = s + h * n, wh = c->ws[t * NI + h];
+        for (int64_t j = 0; j < n; j++)
+            row[j] = row[j] > 0.0f ? row[j] : 0.0f;
+        if (int8) { /* d = fp16(relu(dot) * 2^-11) */
+            for (int64_t j = 0; j < n; j++)
+                row[j] *= 0x1p-11f;
+            dsops_fp32_to_fp16(row, h16, (size_t)n);
+            dsops_fp16_to_fp32(h16, row, (size_t)n);
+        }
+        for (int64_t j = 0; j < n; j++)
+            score[j] += wh * row[j];
+    }
+    if (int8) {
+        const uint16_t *ks = a->key_scale_cache.data;
+        for (int64_t j = 0; j < n; j++) {
+            float f;
+            dsops_fp16_to_fp32(ks + (int64_t)bt[j / BS] * BS + j % BS, &f, 1);
+            score[j] *= f;
+        }
+    }
+    int64_t kk = n < K ? n : K;
+    for (int64_t j = 0; j < n; j++)
+        cand[j] = (li_pair){score[j], (int32_t)j};
+    li_select(cand, 0, n, kk);
+    qsort(cand, (size_t)kk, sizeof(li_pair), li_cmp_pairs);
+    for (int64_t i = 0; i < K; i++)
+        top[i] = i < kk ? cand[i].score : -INFINITY;
+    return 0;
+}
+
+dsops_status dsops_li_composite_run(dsops_li_composite *c, int threads)
+{
+    int bad = 0;
+    if (threads > c->slots)
+        threads = c->slots;
+    if (c->T >= threads) {
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) reduction(| : bad)
+        for (int64_t t = 0; t < c->T; t++) {
+#ifdef _OPENMP
+            omp_set_num_threads(1);
+            int w = omp_get_thread_num();
+#else
+            int w = 0;
+#endif
+            bad |= li_token(c, t, w);
+        }
+    } else {
+#ifdef _OPENMP
+        omp_set_num_threads(threads);
+#endif
+        for (int64_t t = 0; t < c->T; t++)
+            bad |= li_token(c, t, 0);
+    }
+    return bad ? DSOPS_ERR_UNSUPPORTED : DSOPS_OK;
+}
+
+const float *dsops_li_composite_scores(const dsops_li_composite *c) { return c->top; }

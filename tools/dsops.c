@@ -7,12 +7,17 @@
 #include <string.h>
 #include <time.h>
 
+#include <unistd.h>
+
+#include "alternatives.h"
 #include "cases.h"
 #include "composite.h"
 #include "dsops.h"
 #include "dsops_run.h"
 #include "linear.h"
+#include "progress.h"
 #include "ref.h"
+#include "safetensors.h"
 
 
 static void usage(FILE *f)
@@ -80,6 +85,10 @@ typedef struct bench_opts {
     dsops_isa isa;
     int repeat;            /* 0 = adaptive */
     int check;
+    double budget;         /* seconds of timed runs per measurement (at least min_runs runs) */
+    int min_runs;
+    int compact;           /* one stdout line per finished case, no detail rows (the tour) */
+    int alternatives;      /* also time the NumPy / PyTorch versions beside attention and indexer */
 } bench_opts;
 
 static int cmp_double(const void *a, const void *b)
@@ -1132,10 +1141,14 @@ static int make_problem(const bench_case_ref *c, bench_problem *bp, char *why, s
 /* The row of a call that failed: the case, the tier and the status with the library's message. */
 static void print_error_row(const char *name, dsops_context *ctx, const char *what)
 {
+    progress_clear();
     printf("%-36s %-10s %3d  ERROR %s\n", name, dsops_isa_name(dsops_context_isa(ctx)), dsops_context_threads(ctx),
            what);
     fflush(stdout);
 }
+
+/* The status and message of the last call time_and_print saw fail. */
+static char last_failure[400];
 
 /* Times bp (one warm-up, then at least 5 runs and about 2 s, or --repeat; calls under 1 ms repeat up to
  * 2000 times) and prints one table row, with the vendor's time beside ours when the case has one;
@@ -1143,17 +1156,23 @@ static void print_error_row(const char *name, dsops_context *ctx, const char *wh
 static double time_and_print(const char *name, const bench_problem *bp, const bench_opts *o, dsops_context *ctx,
                              const double peak_core[DSOPS_PEAK_KIND_COUNT], const char *check)
 {
+    char phase[96];
+    const char *label = name + strspn(name, " ");
+    snprintf(phase, sizeof phase, "%s%s%d thread%s", label == name ? "timing" : label, label == name ? " at " : ", ",
+             dsops_context_threads(ctx), dsops_context_threads(ctx) > 1 ? "s" : "");
+    progress_phase(phase, 10.0 + 4.0 * o->budget);
     double t0 = now_seconds();
     dsops_status st = bp->run(ctx, bp->p);
     if (st != DSOPS_OK) {
-        char what[400];
-        snprintf(what, sizeof what, "%s: %s", dsops_status_name(st), dsops_last_error());
-        print_error_row(name, ctx, what);
+        snprintf(last_failure, sizeof last_failure, "%s: %s", dsops_status_name(st), dsops_last_error());
+        if (!o->compact)
+            print_error_row(name, ctx, last_failure);
         return -1.0;
     }
     double once = now_seconds() - t0;
     int cap = once < 1e-3 ? 2000 : 50;
-    int reps = o->repeat > 0 ? o->repeat : (int)fmin((double)cap, fmax(5.0, 2.0 / fmax(once, 1e-6)));
+    int reps = o->repeat > 0 ? o->repeat
+                             : (int)fmin((double)cap, fmax((double)o->min_runs, o->budget / fmax(once, 1e-6)));
     double *times = malloc(sizeof(double) * (size_t)reps);
     if (!times)
         return -1.0;
@@ -1188,11 +1207,14 @@ static double time_and_print(const char *name, const bench_problem *bp, const be
                        : bp->peak == DSOPS_PEAK_INT8_DOT ? "int8"
                        : bp->peak == DSOPS_PEAK_FP32_FMA ? "fp32"
                                                          : "bf16";
+    free(times);
+    if (o->compact)
+        return med;
+    progress_clear();
     printf("%-36s %-10s %3d %5d %10.3f %7.3f-%-8.3f %s %-5s %7.2f %s %s %5s%s\n", name,
            dsops_isa_name(dsops_context_isa(ctx)), threads, reps, med * 1e3, lo * 1e3, hi * 1e3, rate_s, unit, gbs,
            pct_s, bw_s, check, vendor_s);
     fflush(stdout);
-    free(times);
     return med;
 }
 
@@ -1255,6 +1277,11 @@ typedef struct bench_result {
     const char *unit;          /* "bf16", "int8", "fp32" (rate in GFLOP/s or GOP/s) or "GB/s" */
     double vendor_us;
     const char *vendor;
+    char family[32];           /* operator family, for the closing summary */
+    /* per alternative and thread count: its median / ours (0: not run); alt_bad: one disagreed or failed */
+    double alt_speedup[ALT_KIND_COUNT][BENCH_MAX_THREAD_COUNTS];
+    int alt_bad;
+    char error[448];           /* why the case could not be made or run ("": it ran) */
 } bench_result;
 
 /* The vendor's published time of a case and its label (0 and NULL: none). */
@@ -1277,6 +1304,11 @@ static void case_op_shape(const bench_case_ref *c, bench_result *r)
 {
     static const char *const cmp_variant[3] = {"c4a", "c4li", "c128a"};
     char *op = r->op, *sh = r->shape;
+    snprintf(r->family, sizeof r->family, "%s",
+             c->sas ? "sas (swa/cfa/scfa)" : c->cmp ? "compressor" : c->hcpre ? "hc_pre" : c->hcpost ? "hc_post"
+             : c->mla4 ? "mla_prolog_v4" : c->idxp4 ? "indexer_prolog_v4" : c->li ? "lightning_indexer"
+             : c->sfa ? "sparse_flash_attn_v32" : c->dia ? "sparse_attention_v32" : c->mlap ? "mla_prolog_v32"
+             : "indexer_prolog_v32");
     const size_t oc = sizeof r->op, sc = sizeof r->shape;
     if (c->sas) {
         const dsops_sas_case *k = c->sas;
@@ -1354,29 +1386,220 @@ static dsops_status composite_run(dsops_context *ctx, void *c)
     return dsops_sfa_composite_run(c, dsops_context_threads(ctx));
 }
 
-/* The gather + dequantise + fp32 GEMM composite (bench/composite.c) on the same inputs and threads as the
- * operator just timed (`med` seconds): one row, the speed-up, and a check that both compute one attention. */
-static int bench_sfa_composite(dsops_sfa_problem *p, double med, const bench_problem *op, const bench_opts *o,
-                               dsops_context *ctx, const double peak_core[DSOPS_PEAK_KIND_COUNT])
+static dsops_status li_composite_run(dsops_context *ctx, void *c)
 {
-    dsops_sfa_composite *c = dsops_sfa_composite_make(p);
-    if (!c)
-        return 0; /* packed656: no composite */
-    int failures = 0;
-    /* the operator's out is current: the composite must agree to bf16 rounding of results below 1 */
-    if (op->run(ctx, p) != DSOPS_OK)
-        failures++;
-    float diff = dsops_sfa_composite_max_diff(c, dsops_context_threads(ctx));
+    return dsops_li_composite_run(c, dsops_context_threads(ctx));
+}
+
+/* Inputs of the Python alternatives of one case, written once (a temporary folder removed with the case). */
+typedef struct alt_files {
+    char dir[256], in[300], out[300];
+    int state; /* 0: not written yet, 1: written, -1: could not be written */
+    char why[DSOPS_ST_ERRLEN];
+} alt_files;
+
+static int alt_files_ready(alt_files *f, const bench_case_ref *c, void *problem)
+{
+    if (f->state)
+        return f->state > 0;
+    const char *tmp = getenv("TMPDIR");
+    snprintf(f->dir, sizeof f->dir, "%s/dsops-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    f->state = -1;
+    if (!mkdtemp(f->dir)) {
+        snprintf(f->why, sizeof f->why, "cannot create a temporary folder in %s", tmp && *tmp ? tmp : "/tmp");
+        return 0;
+    }
+    snprintf(f->in, sizeof f->in, "%s/in.safetensors", f->dir);
+    snprintf(f->out, sizeof f->out, "%s/out.safetensors", f->dir);
+    progress_phase("writing the inputs for the Python alternatives", 30.0);
+    int bad = c->sfa ? alt_write_sfa_inputs(&((dsops_sfa_problem *)problem)->args, f->in, f->why, sizeof f->why)
+                     : alt_write_li_inputs(&((dsops_li_problem *)problem)->args, f->in, f->why, sizeof f->why);
+    f->state = bad ? -1 : 1;
+    return !bad;
+}
+
+static void alt_files_remove(alt_files *f)
+{
+    if (!f->state || !f->dir[0])
+        return;
+    remove(f->in);
+    remove(f->out);
+    rmdir(f->dir);
+}
+
+/* The row (detail mode) and the speed-up of one alternative's result r against our median `med`. */
+static void note_alternative(alt_kind k, const alt_result *r, double med, const bench_problem *op,
+                             const bench_opts *o, dsops_context *ctx, const double peak_core[DSOPS_PEAK_KIND_COUNT],
+                             bench_result *res, int slot)
+{
+    const int failed = r->ran ? !r->agrees : !r->unavailable; /* a missing Python library is no failure */
+    res->alt_bad |= failed;
+    if (r->ran && r->agrees)
+        res->alt_speedup[k][slot] = r->median_s / med;
+    if (o->compact) {
+        if (failed) {
+            progress_clear();
+            fprintf(stderr, "dsops bench: %s: %s at %d thread(s) %s: %s\n", res->name, alt_name(k),
+                    dsops_context_threads(ctx), r->ran ? "disagrees with the operator" : "failed", r->why);
+        }
+        return;
+    }
+    char label[72];
+    snprintf(label, sizeof label, "  %s%s%s", alt_name(k), r->version[0] ? ": " : "", r->version);
+    progress_clear();
+    if (!r->ran) {
+        printf("%-36s %-10s %3d  not run: %s\n", label, dsops_isa_name(dsops_context_isa(ctx)),
+               dsops_context_threads(ctx), r->why);
+        fflush(stdout);
+        return;
+    }
+    const double rate = op->work / r->median_s * 1e-9, peak = peak_core[op->peak] * dsops_context_threads(ctx);
+    printf("%-36s %-10s %3d %5s %10.3f %16s %8.1f %-5s %7.2f %6.1f%% %6s %5s\n", label,
+           dsops_isa_name(dsops_context_isa(ctx)), dsops_context_threads(ctx), "-", r->median_s * 1e3, "", rate,
+           op->peak == DSOPS_PEAK_INT8_DOT ? "int8" : "bf16", op->bytes / r->median_s * 1e-9,
+           peak > 0 ? 100.0 * rate / peak : 0.0, "-", r->agrees ? "ok" : "FAIL");
+    printf("  %-34s dsops %.2fx %s (%s)\n", "", r->median_s / med, alt_name(k), r->why);
+    fflush(stdout);
+}
+
+/* The alternatives of an attention or indexer case at the current thread count, on the problem's inputs, after
+ * the operator was timed (`med` seconds): the C composite, then NumPy and PyTorch when --alternatives (or the
+ * tour) asks for them. Each is checked against the operator's output. */
+static void bench_alternatives(const bench_case_ref *c, const bench_problem *op, double med, const bench_opts *o,
+                               dsops_context *ctx, const double peak_core[DSOPS_PEAK_KIND_COUNT], bench_result *res,
+                               int slot, alt_files *files)
+{
+    const int threads = dsops_context_threads(ctx);
+    const double budget = o->budget;
+    alt_result r;
+    float *scores = NULL; /* lightning_indexer: the operator's selected scores [T, K] */
+    int64_t T = 0, K = 0;
+    dsops_tensor out = {0};
+    if (c->sfa) {
+        dsops_sfa_problem *p = op->p;
+        if (p->args.kv_layout == DSOPS_KV_PACKED656)
+            return; /* the alternatives read split caches */
+        if (op->run(ctx, p) != DSOPS_OK) /* the operator's out, current */
+            return;
+        out = p->args.out;
+    } else {
+        dsops_li_problem *p = op->p;
+        T = p->args.topk_indices.shape[0], K = p->args.topk_indices.shape[1];
+        dsops_lightning_indexer_args a = p->args;
+        int64_t shape[2] = {T, K};
+        scores = malloc(sizeof(float) * (size_t)(T * K) + 4);
+        a.topk_scores = dsops_tensor_make(scores, DSOPS_FP32, 2, shape);
+        if (!scores || dsops_lightning_indexer(ctx, &a) != DSOPS_OK) {
+            free(scores);
+            return;
+        }
+    }
+
+    /* the C composite */
+    char phase[64];
+    snprintf(phase, sizeof phase, "composite at %d thread%s", threads, threads > 1 ? "s" : "");
+    memset(&r, 0, sizeof r);
+    snprintf(r.version, sizeof r.version, "oneDNN sgemm");
     bench_problem cp = *op;
-    cp.p = c;
-    cp.run = composite_run;
     cp.vendor_us = 0.0;
-    double g = time_and_print("  composite: gather+sgemm", &cp, o, ctx, peak_core, diff < 0.02f ? "ok" : "FAIL");
-    if (g > 0)
-        printf("  %-34s dsops %.2fx the composite (max |out difference| %.4f)\n", "", g / med, (double)diff);
-    failures += g < 0 || !(diff < 0.02f);
-    dsops_sfa_composite_free(c);
-    return failures;
+    cp.check = no_check;
+    cp.release = no_release;
+    if (c->sfa) {
+        dsops_sfa_composite *comp = dsops_sfa_composite_make(op->p);
+        if (comp) {
+            float diff = dsops_sfa_composite_max_diff(comp, threads);
+            cp.p = comp;
+            cp.run = composite_run;
+            progress_phase(phase, 10.0 + 4.0 * budget);
+            bench_opts quiet = *o;
+            quiet.compact = 1;
+            r.median_s = time_and_print("  composite", &cp, &quiet, ctx, peak_core, "-");
+            r.ran = r.median_s > 0;
+            r.agrees = diff < 0.02f;
+            snprintf(r.why, sizeof r.why, "max |out difference| %.4f, allowed 0.02", (double)diff);
+            dsops_sfa_composite_free(comp);
+        } else {
+            snprintf(r.why, sizeof r.why, "out of memory");
+        }
+    } else {
+        dsops_li_composite *comp = dsops_li_composite_make(op->p);
+        if (comp) {
+            cp.p = comp;
+            cp.run = li_composite_run;
+            bench_opts quiet = *o;
+            quiet.compact = 1;
+            r.median_s = time_and_print("  composite", &cp, &quiet, ctx, peak_core, "-");
+            r.ran = r.median_s > 0;
+            if (r.ran)
+                alt_check_li_scores(dsops_li_composite_scores(comp), scores, T, K, &r);
+            dsops_li_composite_free(comp);
+        } else {
+            snprintf(r.why, sizeof r.why, "out of memory");
+        }
+    }
+    note_alternative(ALT_COMPOSITE, &r, med, op, o, ctx, peak_core, res, slot);
+
+    /* NumPy and PyTorch */
+    for (alt_kind k = ALT_NUMPY; o->alternatives && k <= ALT_TORCH; k++) {
+        memset(&r, 0, sizeof r);
+        if (!alt_python(k)) {
+            snprintf(r.why, sizeof r.why, "no python3 with %s", k == ALT_NUMPY ? "numpy" : "torch");
+            r.unavailable = 1;
+        } else if (!alt_files_ready(files, c, op->p)) {
+            snprintf(r.why, sizeof r.why, "inputs not written: %.120s", files->why);
+        } else {
+            snprintf(phase, sizeof phase, "%s at %d thread%s", alt_name(k), threads, threads > 1 ? "s" : "");
+            progress_phase(phase, 30.0 + 4.0 * budget);
+            alt_run_python(k, c->sfa ? "sparse_flash_attention_v32" : "lightning_indexer", files->in, files->out,
+                           threads, budget, &r);
+            if (r.ran && c->sfa)
+                alt_check_sfa_file(files->out, &out, &r);
+            else if (r.ran)
+                alt_check_li_file(files->out, scores, T, K, &r);
+        }
+        note_alternative(k, &r, med, op, o, ctx, peak_core, res, slot);
+    }
+    free(scores);
+}
+
+/* The one stdout line of a finished case (the tour): per thread count its median, rate and share of the peak,
+ * then the speed-up over each alternative and the vendor's time. */
+static void print_case_line(const bench_result *r, int index, int total)
+{
+    progress_clear();
+    printf("[%2d/%d] %-31s", index + 1, total, r->name);
+    if (r->error[0] && r->med[0] < 0 && (r->nthr < 2 || r->med[1] < 0)) {
+        printf(" | ERROR %s\n", r->error);
+        fflush(stdout);
+        return;
+    }
+    for (int k = 0; k < r->nthr; k++) {
+        if (r->med[k] < 0) {
+            printf(" | %dt %-27s", r->threads[k], "error");
+            continue;
+        }
+        char pct[16] = "";
+        if (r->pct[k] >= 0)
+            snprintf(pct, sizeof pct, "%5.1f%%%s", r->pct[k], r->rate[k] > 0 && !strcmp(r->unit, "GB/s") ? "bw" : "");
+        printf(" | %dt %9.3f ms %7.1f %-4s %s", r->threads[k], r->med[k] * 1e3, r->rate[k],
+               !strcmp(r->unit, "GB/s") ? "GB/s" : r->unit, pct);
+    }
+    for (int a = 0; a < ALT_KIND_COUNT; a++) {
+        int any = 0;
+        for (int k = 0; k < r->nthr; k++)
+            any |= r->alt_speedup[a][k] > 0;
+        if (!any)
+            continue;
+        printf(" | vs %s", alt_name((alt_kind)a));
+        for (int k = 0; k < r->nthr; k++)
+            printf(r->alt_speedup[a][k] > 0 ? " %.1fx" : " -", r->alt_speedup[a][k]);
+    }
+    if (r->alt_bad)
+        printf(" | an alternative FAILED (see stderr)");
+    if (r->vendor_us > 0 && r->med[r->nthr - 1] > 0)
+        printf(" | %.0fx the vendor's %.0f us", r->med[r->nthr - 1] * 1e6 / r->vendor_us, r->vendor_us);
+    printf("\n");
+    fflush(stdout);
 }
 
 /* Makes the case's problem once, checks it (--check, at the first thread count) and times it at every
@@ -1400,12 +1623,16 @@ static int bench_case(const bench_case_ref *c, const bench_opts *o, dsops_contex
     case_op_shape(c, res);
     if (thr[0] > 0)
         dsops_context_set_threads(ctx, thr[0]);
+    progress_phase("generating the inputs", 30.0);
     if (make_problem(c, &bp, why, sizeof why)) {
-        print_error_row(c->name, ctx, why);
+        snprintf(res->error, sizeof res->error, "%s", why);
+        if (!o->compact)
+            print_error_row(c->name, ctx, why);
         if (bp.p && bp.release)
             bp.release(bp.p);
         return 1;
     }
+    alt_files files = {.state = 0};
     const char *check = "-";
     if (o->check) {
         dsops_status s = bp.run(ctx, bp.p);
@@ -1423,6 +1650,13 @@ static int bench_case(const bench_case_ref *c, const bench_opts *o, dsops_contex
         double med = time_and_print(c->name, &bp, o, ctx, peak_core, check);
         note_rate(res, k, &bp, med, dsops_context_threads(ctx), peak_core);
         failures += med < 0;
+        if (med < 0 && !res->error[0])
+            snprintf(res->error, sizeof res->error, "at %d thread(s): %s", dsops_context_threads(ctx),
+                     last_failure);
+        if ((c->sfa || c->li) && med > 0)
+            bench_alternatives(c, &bp, med, o, ctx, peak_core, res, k, &files);
+        if (o->compact)
+            continue;
         if (c->cmp && k == 0) {
             /* the sp8191 / sp8192 pairs differ only in whether a window closes */
             const dsops_cmp_problem *cp = ((cmp_bench *)bp.p)->p;
@@ -1457,9 +1691,9 @@ static int bench_case(const bench_case_ref *c, const bench_opts *o, dsops_contex
         }
         if (c->dia && med > 0)
             failures += bench_dia_stages(bp.p, med, o, ctx, peak_core);
-        if (c->sfa && med > 0)
-            failures += bench_sfa_composite(bp.p, med, &bp, o, ctx, peak_core);
     }
+    failures += res->alt_bad;
+    alt_files_remove(&files);
     bp.release(bp.p);
     return failures ? 1 : 0;
 }
@@ -1468,20 +1702,26 @@ static int bench_case(const bench_case_ref *c, const bench_opts *o, dsops_contex
 typedef struct bench_suite {
     const char *name;
     const char *about;
-    const char *patterns[16];
+    int tour;              /* short timings, one line per case, the alternatives, a closing summary */
+    const char *patterns[24];
 } bench_suite;
 
+/* The cases of the vendor's V4 tables, shared by both suites: the PyPTO table (one die, B 64, S1 2, S2 8192) in
+ * its order, each compressor without, then with a closing window; then the AscendC hyper-connection tables
+ * (Atlas A3, HC 4, H 4096). */
+#define SEED_V4_PATTERNS                                                                                          \
+    "v4_swa_b64_s2_kv8k", "v4_cfa_b64_s2_kv8k", "v4_scfa_b64_s2_kv8k", "v4_cmp_c4li_bench_sp8192",                \
+        "v4_cmp_c4a_bench_sp8192", "v4_cmp_c128a_bench_sp8192", "v4_cmp_c4li_bench_sp8191",                       \
+        "v4_cmp_c4a_bench_sp8191", "v4_cmp_c128a_bench_sp8191", "v4_mla_prolog_b64_s2", "v4_hc_pre_b64_s2",       \
+        "v4_idx_prolog_t128", "v4_hc_pre_bench_t*", "v4_hc_post_bench_t*"
+
 static const bench_suite suites[] = {
-    {"seed-v4", "the cases of the vendor's published DeepSeek-V4 timings (PyPTO and AscendC)",
-     {/* the PyPTO table (one die, B 64, S1 2, S2 8192), in its order */
-      "v4_swa_b64_s2_kv8k", "v4_cfa_b64_s2_kv8k", "v4_scfa_b64_s2_kv8k",
-      /* each compressor without, then with a closing window */
-      "v4_cmp_c4li_bench_sp8192", "v4_cmp_c4a_bench_sp8192", "v4_cmp_c128a_bench_sp8192",
-      "v4_cmp_c4li_bench_sp8191", "v4_cmp_c4a_bench_sp8191", "v4_cmp_c128a_bench_sp8191",
-      "v4_mla_prolog_b64_s2", "v4_hc_pre_b64_s2", "v4_idx_prolog_t128",
-      /* the AscendC hyper-connection tables (Atlas A3, HC 4, H 4096) */
-      "v4_hc_pre_bench_t*", "v4_hc_post_bench_t*",
-      NULL}},
+    {"tour", "one V3.2 decode case per operator family, then the vendor's V4 table; short timings, the "
+     "alternatives a user would write timed beside attention and indexer, a closing summary", 1,
+     {"v32_sfa_b4_s2_int8_kv64k", "v32_li_int8_b4_s2_kv64k", "v32_mla_prolog_int8_b4_s2_kv1k",
+      "v32_idx_prolog_int8_b4_s2_kv64k", "v32_dia_b4_s2_mixed", SEED_V4_PATTERNS, NULL}},
+    {"seed-v4", "the cases of the vendor's published DeepSeek-V4 timings (PyPTO and AscendC)", 0,
+     {SEED_V4_PATTERNS, NULL}},
 };
 
 static const bench_suite *find_suite(const char *name)
@@ -1506,17 +1746,82 @@ static void print_vendor_summary(const bench_result *r, int n)
         any |= r[i].vendor_us > 0;
     if (!any)
         return;
-    printf("\n%-36s %12s %12s %-8s %10s\n", "case", "dsops us", "vendor us", "vendor", "dsops/vendor");
+    const int last = r[0].nthr - 1; /* ours at the run's last (largest) thread count */
+    char ours[24];
+    snprintf(ours, sizeof ours, "dsops us %dt", r[0].threads[last]);
+    printf("\n%-36s %12s %12s %-8s %10s\n", "case", ours, "vendor us", "vendor", "dsops/vendor");
     for (int i = 0; i < n; i++) {
         if (r[i].vendor_us <= 0)
             continue;
-        if (r[i].med[0] < 0)
+        if (r[i].med[last] < 0)
             printf("%-36s %12s %12.1f %-8s %10s\n", r[i].name, "error", r[i].vendor_us,
                    r[i].vendor ? r[i].vendor : "vendor", "-");
         else
-            printf("%-36s %12.1f %12.1f %-8s %10.2fx\n", r[i].name, r[i].med[0] * 1e6, r[i].vendor_us,
-                   r[i].vendor ? r[i].vendor : "vendor", r[i].med[0] * 1e6 / r[i].vendor_us);
+            printf("%-36s %12.1f %12.1f %-8s %10.2fx\n", r[i].name, r[i].med[last] * 1e6, r[i].vendor_us,
+                   r[i].vendor ? r[i].vendor : "vendor", r[i].med[last] * 1e6 / r[i].vendor_us);
     }
+}
+
+/* The tour's closing summary, one line per operator family: its best rate (over its cases and thread counts)
+ * with that timing's share of the peak x threads, the speed-up over each alternative at the same thread count (the best case's), and
+ * the ratio of our time to the vendor's die over the family's vendor cases (geometric mean and range). */
+static void print_summary(const bench_result *r, int n, const double peak_core[DSOPS_PEAK_KIND_COUNT], int failures)
+{
+    const char *fam[16];
+    int nf = 0;
+    for (int i = 0; i < n && nf < 16; i++) {
+        int seen = 0;
+        for (int f = 0; f < nf; f++)
+            seen |= !strcmp(fam[f], r[i].family);
+        if (!seen)
+            fam[nf++] = r[i].family;
+    }
+    printf("\nsummary (%s, %d thread(s) at most; peaks per core: bf16 %.0f GFLOP/s, int8 %.0f GOP/s, stream %.1f GB/s)\n",
+           dsops_isa_name(dsops_isa_detected()), r[0].threads[r[0].nthr - 1], peak_core[DSOPS_PEAK_BF16_DOT],
+           peak_core[DSOPS_PEAK_INT8_DOT], peak_core[DSOPS_PEAK_STREAM]);
+    printf("%-22s %-24s %6s  %-11s %-11s %-11s %s\n", "family", "best rate", "%peak", "vs composite", "vs numpy",
+           "vs torch", "dsops / vendor die");
+    for (int f = 0; f < nf; f++) {
+        int bi = -1, bk = 0, vendor_n = 0;
+        double vlog = 0.0, vmin = INFINITY, vmax = 0.0;
+        for (int i = 0; i < n; i++) {
+            if (strcmp(r[i].family, fam[f]))
+                continue;
+            for (int k = 0; k < r[i].nthr; k++) {
+                if (r[i].med[k] <= 0)
+                    continue;
+                if (bi < 0 || r[i].rate[k] > r[bi].rate[bk]) /* units agree within a family */
+                    bi = i, bk = k;
+            }
+            const double last = r[i].med[r[i].nthr - 1];
+            if (r[i].vendor_us > 0 && last > 0) {
+                double ratio = last * 1e6 / r[i].vendor_us;
+                vlog += log(ratio), vendor_n++;
+                vmin = ratio < vmin ? ratio : vmin;
+                vmax = ratio > vmax ? ratio : vmax;
+            }
+        }
+        char rate[40] = "error", pct[16] = "-", alt[ALT_KIND_COUNT][16], vendor[48] = "-";
+        if (bi >= 0) {
+            const int gbs = !strcmp(r[bi].unit, "GB/s");
+            snprintf(rate, sizeof rate, "%.1f %s @%dt", r[bi].rate[bk],
+                     gbs ? "GB/s" : !strcmp(r[bi].unit, "int8") ? "GOP/s" : "GFLOP/s", r[bi].threads[bk]);
+            if (r[bi].pct[bk] >= 0)
+                snprintf(pct, sizeof pct, "%.1f%%%s", r[bi].pct[bk], gbs ? "bw" : "");
+        }
+        for (int a = 0; a < ALT_KIND_COUNT; a++) {
+            snprintf(alt[a], sizeof alt[a], "-");
+            if (bi >= 0 && r[bi].alt_speedup[a][bk] > 0)
+                snprintf(alt[a], sizeof alt[a], "%.1fx", r[bi].alt_speedup[a][bk]);
+        }
+        if (vendor_n == 1)
+            snprintf(vendor, sizeof vendor, "%.0fx", vmax);
+        else if (vendor_n > 1)
+            snprintf(vendor, sizeof vendor, "%.0fx (%.0f-%.0fx, %d cases)", exp(vlog / vendor_n), vmin, vmax, vendor_n);
+        printf("%-22s %-24s %6s  %-11s %-11s %-11s %s\n", fam[f], rate, pct, alt[ALT_COMPOSITE], alt[ALT_NUMPY],
+               alt[ALT_TORCH], vendor);
+    }
+    printf("%s\n", failures ? "some cases FAILED: see the lines marked ERROR or FAILED above" : "every case ran");
 }
 
 /* A suite's one table: per case the operator, shape, median at each thread count, the rate and share of
@@ -1689,10 +1994,10 @@ static int op_selects(const char *what, const bench_case_ref *r)
 
 static int cmd_bench(int argc, char **argv)
 {
-    bench_opts o = {0};
+    bench_opts o = {.budget = 2.0, .min_runs = 5};
     const char *what = NULL;
     const bench_suite *suite = NULL;
-    int list = 0;
+    int list = 0, budget_set = 0;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             o.threads = atoi(argv[++i]);
@@ -1715,6 +2020,15 @@ static int cmd_bench(int argc, char **argv)
                     fprintf(stderr, "  %-10s %s\n", suites[k].name, suites[k].about);
                 return 2;
             }
+        } else if (!strcmp(argv[i], "--budget") && i + 1 < argc) {
+            o.budget = atof(argv[++i]);
+            budget_set = 1;
+            if (!(o.budget > 0.0)) {
+                fprintf(stderr, "dsops bench: --budget %s is not a positive number of seconds\n", argv[i]);
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--alternatives")) {
+            o.alternatives = 1;
         } else if (!strcmp(argv[i], "--check")) {
             o.check = 1;
         } else if (!strcmp(argv[i], "--list")) {
@@ -1733,6 +2047,12 @@ static int cmd_bench(int argc, char **argv)
     if (suite && what) {
         fprintf(stderr, "dsops bench: give a suite or a case selection, not both\n");
         return 2;
+    }
+    if (suite && suite->tour) { /* a few minutes: short timings of at least 3 runs, one line per case */
+        o.budget = budget_set ? o.budget : 0.3;
+        o.min_runs = 3;
+        o.compact = 1;
+        o.alternatives = 1;
     }
     static bench_case_ref cases[512];
     int count = all_cases(cases, 512);
@@ -1782,6 +2102,7 @@ static int cmd_bench(int argc, char **argv)
         fprintf(stderr, "dsops bench: %s\n", dsops_last_error());
         return 1;
     }
+    const int cores = dsops_context_threads(ctx); /* the context's default: every core */
     if (o.threads)
         dsops_context_set_threads(ctx, o.threads);
     if (o.isa_set)
@@ -1808,22 +2129,39 @@ static int cmd_bench(int argc, char **argv)
                "its %%peak in the suite table is %%bw\n");
     if (suite)
         printf("suite %s: %s\n", suite->name, suite->about);
-    /* a suite runs every case at 1 and 2 threads unless --threads names one count */
+    /* a suite runs every case at 1 thread and on every core unless --threads names one count */
     int thr[BENCH_MAX_THREAD_COUNTS] = {o.threads, 0}, nthr = 1;
     if (suite && !o.threads) {
-        thr[0] = 1, thr[1] = 2, nthr = 2;
-        printf("each case at 1 and 2 threads (--threads N: one count)\n");
+        thr[0] = 1, thr[1] = cores, nthr = cores > 1 ? 2 : 1;
+        printf("each case at 1 and %d threads (--threads N: one count)\n", cores);
     }
-    printf("%-36s %-10s %3s %5s %10s %16s %8s %-5s %7s %7s %6s %5s\n", "case", "isa", "thr", "runs", "median ms",
-           "min-max ms", "G/s", "unit", "GB/s", "%peak", "%bw", "check");
+    if (o.compact)
+        printf("one line per case: per thread count the median, the rate and %%peak; the alternative's time / ours "
+               "(checked against our output); ours / the vendor's\n");
+    else
+        printf("%-36s %-10s %3s %5s %10s %16s %8s %-5s %7s %7s %6s %5s\n", "case", "isa", "thr", "runs",
+               "median ms", "min-max ms", "G/s", "unit", "GB/s", "%peak", "%bw", "check");
+    fflush(stdout);
     static bench_result results[512];
     int failures = 0;
-    for (int k = 0; k < norder; k++)
+    progress_start(norder, 0);
+    for (int k = 0; k < norder; k++) {
+        progress_case(k, cases[order[k]].name);
         failures += bench_case(&cases[order[k]], &o, ctx, peak, thr, nthr, &results[k]);
-    if (suite)
-        print_suite_table(suite, results, norder);
-    else
+        if (o.compact)
+            print_case_line(&results[k], k, norder);
+    }
+    const double elapsed = progress_elapsed();
+    progress_stop();
+    if (suite && suite->tour) {
         print_vendor_summary(results, norder);
+        print_summary(results, norder, peak, failures);
+        printf("%d cases in %.0f s\n", norder, elapsed);
+    } else if (suite) {
+        print_suite_table(suite, results, norder);
+    } else {
+        print_vendor_summary(results, norder);
+    }
     dsops_context_destroy(ctx);
     return failures ? 1 : 0;
 }
