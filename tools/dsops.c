@@ -1059,31 +1059,30 @@ static int make_v4_problem(const bench_case_ref *c, bench_problem *bp, char *why
 static int make_problem(const bench_case_ref *c, bench_problem *bp, char *why, size_t cap)
 {
     memset(bp, 0, sizeof *bp);
-    snprintf(why, cap, "cannot allocate the case");
     if (c->hcpre || c->hcpost || c->mla4 || c->idxp4 || c->cmp || c->sas) {
         return make_v4_problem(c, bp, why, cap);
     } else if (c->sfa) {
         dsops_sfa_problem *p = dsops_sfa_problem_make(c->sfa, 42);
         if (!p)
-            return 1;
+            return snprintf(why, cap, "cannot generate the case (out of memory?)"), 1;
         *bp = (bench_problem){p, sfa_run, sfa_check, sfa_release, p->flops, p->gathered_bytes, DSOPS_PEAK_BF16_DOT,
                               .unit = NULL};
     } else if (c->li) {
         dsops_li_problem *p = dsops_li_problem_make(c->li, 42);
         if (!p)
-            return 1;
+            return snprintf(why, cap, "cannot generate the case (out of memory?)"), 1;
         *bp = (bench_problem){p, li_run, li_check, li_release, p->ops, p->key_bytes,
                               c->li->int8 ? DSOPS_PEAK_INT8_DOT : DSOPS_PEAK_BF16_DOT, .unit = NULL};
     } else if (c->dia) {
         dia_bench *b = calloc(1, sizeof *b);
-        if (!b || !(b->p = dsops_dia_problem_make(c->dia, 42)) || !(b->st = dsops_dia_stages_make(&b->p->args)) ||
-            dsops_sparse_attention_v32_prepare(NULL, &b->p->args, &b->prep) != DSOPS_OK ||
-            dsops_mla_prolog_v32_prepare(NULL, &b->st->mla, &b->prep_mla) != DSOPS_OK ||
-            dsops_indexer_prolog_v32_prepare(NULL, &b->st->idx, &b->prep_idx) != DSOPS_OK) {
-            if (b)
-                dia_release(b);
-            return 1;
-        }
+        if (!b)
+            return snprintf(why, cap, "out of memory"), 1;
+        *bp = (bench_problem){.p = b, .release = dia_release};
+        if (!(b->p = dsops_dia_problem_make(c->dia, 42)) || !(b->st = dsops_dia_stages_make(&b->p->args)))
+            return snprintf(why, cap, "cannot generate the case (out of memory?)"), 1;
+        PREPARE_OR_SAY(dsops_sparse_attention_v32_prepare(NULL, &b->p->args, &b->prep), "sparse_attention_v32_prepare");
+        PREPARE_OR_SAY(dsops_mla_prolog_v32_prepare(NULL, &b->st->mla, &b->prep_mla), "mla_prolog_v32_prepare");
+        PREPARE_OR_SAY(dsops_indexer_prolog_v32_prepare(NULL, &b->st->idx, &b->prep_idx), "indexer_prolog_v32_prepare");
         b->p->args.prepared = b->prep;
         b->st->mla.prepared = b->prep_mla;
         b->st->idx.prepared = b->prep_idx;
@@ -1092,13 +1091,15 @@ static int make_problem(const bench_case_ref *c, bench_problem *bp, char *why, s
                               DSOPS_PEAK_BF16_DOT, .unit = NULL};
     } else if (c->idxp) {
         idxp_bench *b = calloc(1, sizeof *b);
-        if (!b || !(b->p = dsops_idxp_problem_make(c->idxp, 7)) ||
-            dsops_indexer_prolog_v32_prepare(NULL, &b->p->args, &b->prep) != DSOPS_OK ||
-            b->prep->count != IDXP_MAP_COUNT) {
-            if (b)
-                idxp_release(b);
-            return 1;
-        }
+        if (!b)
+            return snprintf(why, cap, "out of memory"), 1;
+        *bp = (bench_problem){.p = b, .release = idxp_release};
+        if (!(b->p = dsops_idxp_problem_make(c->idxp, 7)))
+            return snprintf(why, cap, "cannot generate the case (out of memory?)"), 1;
+        PREPARE_OR_SAY(dsops_indexer_prolog_v32_prepare(NULL, &b->p->args, &b->prep), "indexer_prolog_v32_prepare");
+        if (b->prep->count != IDXP_MAP_COUNT)
+            return snprintf(why, cap, "the prepared object has %d maps, expected %d", b->prep->count,
+                            IDXP_MAP_COUNT), 1;
         const dsops_idxp_case *ic = c->idxp;
         const dsops_indexer_prolog_v32_args *a = &b->p->args;
         size_t rows = (size_t)b->p->T, NQ = (size_t)ic->NI * (size_t)ic->DI;
@@ -1106,31 +1107,27 @@ static int make_problem(const bench_case_ref *c, bench_problem *bp, char *why, s
                                                                                        : DSOPS_BF16;
         b->hx = calloc(rows * NQ + 1, dsops_dtype_size(hdt));
         b->y = malloc(rows * 4 * (NQ + (size_t)ic->DI + (size_t)ic->NI) + 64);
-        if (!b->hx || !b->y) {
-            idxp_release(b);
-            return 1;
-        }
+        if (!b->hx || !b->y)
+            return snprintf(why, cap, "out of memory"), 1;
         b->p->args.prepared = b->prep;
         *bp = (bench_problem){b, idxp_run, idxp_check, idxp_release, b->p->flops, b->p->weight_bytes,
                               ic->int8 ? DSOPS_PEAK_INT8_DOT : DSOPS_PEAK_BF16_DOT, .unit = NULL};
     } else {
         mlap_bench *b = calloc(1, sizeof *b);
-        if (!b || !(b->p = dsops_mlap_problem_make(c->mlap, 5)) ||
-            dsops_mla_prolog_v32_prepare(NULL, &b->p->args, &b->prep) != DSOPS_OK) {
-            if (b)
-                mlap_release(b);
-            return 1;
-        }
+        if (!b)
+            return snprintf(why, cap, "out of memory"), 1;
+        *bp = (bench_problem){.p = b, .release = mlap_release};
+        if (!(b->p = dsops_mlap_problem_make(c->mlap, 5)))
+            return snprintf(why, cap, "cannot generate the case (out of memory?)"), 1;
+        PREPARE_OR_SAY(dsops_mla_prolog_v32_prepare(NULL, &b->p->args, &b->prep), "mla_prolog_v32_prepare");
         const dsops_mlap_case *mc = c->mlap;
         int64_t G = mc->Dqn + 64;
         size_t rows = (size_t)b->p->T, wide = (size_t)mc->N * (size_t)G;
         size_t ybytes = rows * 4 * (wide > (size_t)mc->N * mc->Dc ? wide : (size_t)mc->N * mc->Dc);
         b->x2 = calloc(rows * (wide > (size_t)mc->Q ? wide : (size_t)mc->Q), 2);
         b->y = malloc(ybytes + (size_t)mc->Q * 4 * rows + 64);
-        if (!b->x2 || !b->y) {
-            mlap_release(b);
-            return 1;
-        }
+        if (!b->x2 || !b->y)
+            return snprintf(why, cap, "out of memory"), 1;
         b->p->args.prepared = b->prep;
         *bp = (bench_problem){b, mlap_run, mlap_check, mlap_release, b->p->flops, b->p->weight_bytes,
                               mc->int8_wq_b ? DSOPS_PEAK_INT8_DOT : DSOPS_PEAK_BF16_DOT, .unit = NULL};
