@@ -25,12 +25,15 @@ static void usage(FILE *f)
     fprintf(f,
             "usage:\n"
             "  dsops info                          version, ISA tier, threads, measured peaks\n"
-            "  dsops bench <case|prefix|operator|all> [--isa T] [--threads N] [--repeat R] [--check] [--list]\n"
-            "  dsops bench --suite seed-v4 [options]\n"
-            "                                      time named cases of spec/CASES.md (operators: sas or its\n"
-            "                                      presets swa / cfa / scfa, compressor, hc_pre, ...; a suite:\n"
-            "                                      the cases of a published vendor table at 1 and 2 threads,\n"
-            "                                      then one table with the vendor's times beside ours)\n"
+            "  dsops bench <case|prefix|operator|all> [--isa T] [--threads N] [--repeat R] [--budget S]\n"
+            "              [--alternatives] [--check] [--list]\n"
+            "  dsops bench --suite tour|seed-v4 [options]\n"
+            "                                      time named cases (operators: sas or its presets swa / cfa /\n"
+            "                                      scfa, compressor, hc_pre, ...); --budget: seconds of runs per\n"
+            "                                      timing; --alternatives: NumPy / PyTorch versions beside\n"
+            "                                      attention and indexer; suites run at 1 thread and every core:\n"
+            "                                      tour = one case per family, the vendor's V4 table and a\n"
+            "                                      summary; seed-v4 = the vendor's published V4 cases)\n"
             "  dsops run <op> --in IN.safetensors --out OUT.safetensors [--set name=value]... [--threads N] [--isa T]\n"
             "                                      run an operator on tensors from a file\n");
 }
