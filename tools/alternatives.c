@@ -46,49 +46,54 @@ const char *alt_python(alt_kind k)
     return found[k];
 }
 
-static int add(dsops_st_writer *w, const char *name, const dsops_tensor *t, char *why, size_t cap)
-{
-    if (!t->data)
-        return 0;
-    return dsops_st_writer_add(w, name, t, why, cap);
-}
+/* A named tensor (absent ones are skipped) or metadata value of an inputs file. */
+typedef struct named_tensor {
+    const char *name;
+    const dsops_tensor *tensor;
+} named_tensor;
+typedef struct named_value {
+    const char *key;
+    double value;
+} named_value;
 
-static int set_meta(dsops_st_writer *w, const char *key, double value, char *why, size_t cap)
+static int write_inputs(const char *path, const named_tensor *t, int nt, const named_value *m, int nm, char *why,
+                        size_t cap)
 {
-    char v[64];
-    snprintf(v, sizeof v, "%.9g", value);
-    return dsops_st_writer_set_metadata(w, key, v, why, cap);
+    dsops_st_writer *w = dsops_st_writer_create();
+    if (!w)
+        return snprintf(why, cap, "out of memory"), -1;
+    int bad = 0;
+    for (int i = 0; i < nt && !bad; i++)
+        bad = t[i].tensor->data && dsops_st_writer_add(w, t[i].name, t[i].tensor, why, cap);
+    for (int i = 0; i < nm && !bad; i++) {
+        char v[64];
+        snprintf(v, sizeof v, "%.9g", m[i].value);
+        bad = dsops_st_writer_set_metadata(w, m[i].key, v, why, cap);
+    }
+    bad = bad || dsops_st_writer_save(w, path, why, cap);
+    dsops_st_writer_destroy(w);
+    return bad ? -1 : 0;
 }
 
 int alt_write_sfa_inputs(const dsops_sparse_flash_attention_v32_args *a, const char *path, char *why, size_t cap)
 {
-    dsops_st_writer *w = dsops_st_writer_create();
-    if (!w)
-        return snprintf(why, cap, "out of memory"), -1;
-    int bad = add(w, "q_nope", &a->q_nope, why, cap) || add(w, "q_rope", &a->q_rope, why, cap) ||
-              add(w, "key_nope", &a->key_nope, why, cap) || add(w, "key_nope_scale", &a->key_nope_scale, why, cap) ||
-              add(w, "key_rope", &a->key_rope, why, cap) || add(w, "topk_indices", &a->topk_indices, why, cap) ||
-              add(w, "topk_length", &a->topk_length, why, cap) || add(w, "block_table", &a->block_table, why, cap) ||
-              add(w, "cu_seqlens_q", &a->cu_seqlens_q, why, cap) || add(w, "seqused_kv", &a->seqused_kv, why, cap) ||
-              set_meta(w, "softmax_scale", a->softmax_scale, why, cap) || dsops_st_writer_save(w, path, why, cap);
-    dsops_st_writer_destroy(w);
-    return bad ? -1 : 0;
+    const named_tensor t[] = {{"q_nope", &a->q_nope},           {"q_rope", &a->q_rope},
+                              {"key_nope", &a->key_nope},       {"key_nope_scale", &a->key_nope_scale},
+                              {"key_rope", &a->key_rope},       {"topk_indices", &a->topk_indices},
+                              {"topk_length", &a->topk_length}, {"block_table", &a->block_table},
+                              {"cu_seqlens_q", &a->cu_seqlens_q}, {"seqused_kv", &a->seqused_kv}};
+    const named_value m[] = {{"softmax_scale", a->softmax_scale}};
+    return write_inputs(path, t, (int)(sizeof t / sizeof t[0]), m, 1, why, cap);
 }
 
 int alt_write_li_inputs(const dsops_lightning_indexer_args *a, const char *path, char *why, size_t cap)
 {
-    dsops_st_writer *w = dsops_st_writer_create();
-    if (!w)
-        return snprintf(why, cap, "out of memory"), -1;
-    int bad = add(w, "q_idx", &a->q_idx, why, cap) || add(w, "q_idx_scale", &a->q_idx_scale, why, cap) ||
-              add(w, "weights", &a->weights, why, cap) || add(w, "key_cache", &a->key_cache, why, cap) ||
-              add(w, "key_scale_cache", &a->key_scale_cache, why, cap) ||
-              add(w, "block_table", &a->block_table, why, cap) || add(w, "cu_seqlens_q", &a->cu_seqlens_q, why, cap) ||
-              add(w, "seqused_kv", &a->seqused_kv, why, cap) || set_meta(w, "cmp_ratio", a->cmp_ratio, why, cap) ||
-              set_meta(w, "topk", (double)a->topk_indices.shape[1], why, cap) ||
-              dsops_st_writer_save(w, path, why, cap);
-    dsops_st_writer_destroy(w);
-    return bad ? -1 : 0;
+    const named_tensor t[] = {{"q_idx", &a->q_idx},           {"q_idx_scale", &a->q_idx_scale},
+                              {"weights", &a->weights},       {"key_cache", &a->key_cache},
+                              {"key_scale_cache", &a->key_scale_cache}, {"block_table", &a->block_table},
+                              {"cu_seqlens_q", &a->cu_seqlens_q}, {"seqused_kv", &a->seqused_kv}};
+    const named_value m[] = {{"cmp_ratio", a->cmp_ratio}, {"topk", (double)a->topk_indices.shape[1]}};
+    return write_inputs(path, t, (int)(sizeof t / sizeof t[0]), m, 2, why, cap);
 }
 
 void alt_run_python(alt_kind k, const char *op, const char *in_path, const char *out_path, int threads,

@@ -1173,6 +1173,7 @@ static double time_and_print(const char *name, const bench_problem *bp, const be
     int cap = once < 1e-3 ? 2000 : 50;
     int reps = o->repeat > 0 ? o->repeat
                              : (int)fmin((double)cap, fmax((double)o->min_runs, o->budget / fmax(once, 1e-6)));
+    progress_budget(5.0 + 3.0 * once * (reps + 1)); /* three times what the runs should take */
     double *times = malloc(sizeof(double) * (size_t)reps);
     if (!times)
         return -1.0;

@@ -103,6 +103,13 @@ void progress_phase(const char *what, double budget_s)
     pthread_mutex_unlock(&pr.lock);
 }
 
+void progress_budget(double budget_s)
+{
+    pthread_mutex_lock(&pr.lock);
+    pr.budget = budget_s;
+    pthread_mutex_unlock(&pr.lock);
+}
+
 void progress_clear(void)
 {
     pthread_mutex_lock(&pr.lock);

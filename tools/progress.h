@@ -11,6 +11,9 @@ void progress_start(int total, int quiet);
 void progress_case(int index, const char *name);
 /* The current case now does `what` (e.g. "timing at 2 threads"), expected to take at most budget_s seconds. */
 void progress_phase(const char *what, double budget_s);
+/* The current phase, now understood better (e.g. after a first timed call), is expected to take budget_s seconds
+ * from its start. */
+void progress_budget(double budget_s);
 /* Removes the status line from a terminal (before a result line on standard output). */
 void progress_clear(void);
 /* Seconds since progress_start. */
