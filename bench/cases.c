@@ -1,6 +1,6 @@
-/* Named sparse_flash_attention_v32 cases of spec/CASES.md and their data generators.
+/* Named sparse_flash_attention_v32 cases of docs/CASES.md and their data generators.
  *
- * Data (CASES.md, "sparse_flash_attention_v32", seed 42):
+ * Data (docs/CASES.md, "sparse_flash_attention_v32", seed 42):
  *   q         U(-1,1) bf16, drawn as [b, s, N, Dc+Dr] and split into q_nope / q_rope
  *   latent    split_bf16: U(-1,1) bf16; int8 layouts: U(-1,1) quantised per 128-group with
  *             scale = max(amax, 1e-8)/127, q = clamp(round(v/scale), -128, 127)
@@ -435,7 +435,7 @@ fail:
 }
 
 /* ==================================================================================================
- * lightning_indexer (spec/OPS.md §3.6, §4.3; CASES.md "lightning_indexer, V3.2 / V4 configuration")
+ * lightning_indexer (docs/OPERATORS.md §3.6, §4.3; docs/CASES.md "lightning_indexer, V3.2 / V4 configuration")
  *
  * Data:
  *   V3.2 int8   q_idx and keys start as int8(N(0,1)) (truncation), get fp16 scales
@@ -750,7 +750,7 @@ fail:
 }
 
 /* ==================================================================================================
- * mla_prolog_v32 (spec/OPS.md §4.1; CASES.md "mla_prolog_v32")
+ * mla_prolog_v32 (docs/OPERATORS.md §4.1; docs/CASES.md "mla_prolog_v32")
  *
  * Data (seed 5):
  *   x                       U(-1,1) bf16                                          [T, H]
@@ -1059,7 +1059,7 @@ fail:
 }
 
 /* ==================================================================================================
- * indexer_prolog_v32 (spec/OPS.md §4.2; CASES.md "indexer_prolog_v32")
+ * indexer_prolog_v32 (docs/OPERATORS.md §4.2; docs/CASES.md "indexer_prolog_v32")
  *
  * Data (seed 7):
  *   x                              U(-1,1) bf16                                               [T, H]
@@ -1369,7 +1369,7 @@ fail:
 }
 
 /* ==================================================================================================
- * sparse_attention_v32, the fused layer (spec/OPS.md §4.5; CASES.md "sparse_attention_v32")
+ * sparse_attention_v32, the fused layer (docs/OPERATORS.md §4.5; docs/CASES.md "sparse_attention_v32")
  *
  * Data (seed 42), the stage cases' distributions:
  *   x                              U(-1,1) bf16                                               [T, H]

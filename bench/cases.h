@@ -1,4 +1,4 @@
-/* Named cases of spec/CASES.md: shapes, data generators and work counters, shared by the tests and the
+/* Named cases of docs/CASES.md: shapes, data generators and work counters, shared by the tests and the
  * benchmark tool. */
 #ifndef DSOPS_BENCH_CASES_H
 #define DSOPS_BENCH_CASES_H
@@ -15,7 +15,7 @@ typedef struct dsops_sfa_case {
     int N, Dc, Dr, K, BS;    /* heads, latent, rope, top-k width, block size */
     dsops_kv_layout layout;
     int with_lse;            /* lse requested */
-    int ci;                  /* 1 if the case fits the CI budget of CASES.md */
+    int ci;                  /* 1 if the case fits the CI budget of docs/CASES.md */
     const char *ci_variant;  /* for ci == 0: the name of its scaled-down "_ci" case */
 } dsops_sfa_case;
 
@@ -32,11 +32,11 @@ typedef struct dsops_sfa_problem {
     int nbuffers;
 } dsops_sfa_problem;
 
-/* All named cases (full and _ci variants), in the order of CASES.md. */
+/* All named cases (full and _ci variants), in the order of docs/CASES.md. */
 const dsops_sfa_case *dsops_sfa_cases(int *count);
 /* The case named `name`, or NULL. */
 const dsops_sfa_case *dsops_sfa_case_find(const char *name);
-/* Allocates and fills a problem with the case's data distributions (CASES.md "Data (seed 42)") from a
+/* Allocates and fills a problem with the case's data distributions (docs/CASES.md "Data (seed 42)") from a
  * seeded generator; `seed` replaces the case seed. Returns NULL if memory runs out. */
 dsops_sfa_problem *dsops_sfa_problem_make(const dsops_sfa_case *c, uint64_t seed);
 void dsops_sfa_problem_free(dsops_sfa_problem *p);
@@ -68,14 +68,14 @@ typedef struct dsops_li_problem {
 
 const dsops_li_case *dsops_li_cases(int *count);
 const dsops_li_case *dsops_li_case_find(const char *name);
-/* Data per CASES.md, chosen by the case name's prefix: "lightning_indexer, V3.2 configuration" (int8:
+/* Data per docs/CASES.md, chosen by the case name's prefix: "lightning_indexer, V3.2 configuration" (int8:
  * int8(N(0,1)) values with fp16 scales max(fp16(amax/127), 1e-3) and requantisation; weights fp16(N(0,1));
  * bf16: N(0,1) bf16), the V4 configuration (Q8 of N(0,1) vectors, fp16 scales, weights fp16(0.1 N(0,1)))
  * or the AscendC example (uniform int8, scales U(0,10), weights U(0,0.01)). */
 dsops_li_problem *dsops_li_problem_make(const dsops_li_case *c, uint64_t seed);
 void dsops_li_problem_free(dsops_li_problem *p);
 
-/* One mla_prolog_v32 case (spec §4.1, CASES.md "mla_prolog_v32"). Sequences are uniform: S tokens each,
+/* One mla_prolog_v32 case (spec §4.1, docs/CASES.md "mla_prolog_v32"). Sequences are uniform: S tokens each,
  * and the caches hold kv tokens of every sequence including the call's (the call's tokens are positions
  * kv - S ... kv - 1). */
 typedef struct dsops_mlap_case {
@@ -85,7 +85,7 @@ typedef struct dsops_mlap_case {
     int H, Q, N, Dqn, Dc, BS;  /* hidden, q_lora_rank, heads, nope head dim, latent, block size (Dr = 64) */
     int int8_wq_b;           /* 1: int8 wq_b with per-channel scales, 0: bf16 wq_b */
     dsops_kv_layout layout;
-    int ci;                  /* 1 if the case fits the CI budget of CASES.md */
+    int ci;                  /* 1 if the case fits the CI budget of docs/CASES.md */
     const char *ci_variant;  /* for ci == 0: the name of its scaled-down "_ci" case */
 } dsops_mlap_case;
 
@@ -106,14 +106,14 @@ typedef struct dsops_mlap_problem {
 
 const dsops_mlap_case *dsops_mlap_cases(int *count);
 const dsops_mlap_case *dsops_mlap_case_find(const char *name);
-/* Data per CASES.md "mla_prolog_v32" (seed 5): x U(-1,1) bf16; wq_a, wq_b, w_uk, wkv_a U(-0.1,0.1) bf16
+/* Data per docs/CASES.md "mla_prolog_v32" (seed 5): x U(-1,1) bf16; wq_a, wq_b, w_uk, wkv_a U(-0.1,0.1) bf16
  * (int8 wq_b: Q8 of the bf16 matrix per output channel, wq_b_scale its scales); gammas U(-1,1) bf16;
  * rope tables U(-0.1,0.1) bf16; cache_index[t] = slot of position kv - S + i through a random block
  * table. `seed` replaces the case seed. Returns NULL if memory runs out. */
 dsops_mlap_problem *dsops_mlap_problem_make(const dsops_mlap_case *c, uint64_t seed);
 void dsops_mlap_problem_free(dsops_mlap_problem *p);
 
-/* One indexer_prolog_v32 case (spec §4.2, CASES.md "indexer_prolog_v32"). Sequences are uniform: S tokens
+/* One indexer_prolog_v32 case (spec §4.2, docs/CASES.md "indexer_prolog_v32"). Sequences are uniform: S tokens
  * each, and the key cache holds kv tokens of every sequence including the call's (the call's tokens are
  * positions kv - S ... kv - 1). */
 typedef struct dsops_idxp_case {
@@ -125,7 +125,7 @@ typedef struct dsops_idxp_case {
     int hadamard;            /* bf16 variant: 1 if hadamard_q / hadamard_k are given (int8: always) */
     dsops_rope_mode rope_mode;
     int unit_weights_scale;  /* 1: weights_scale = 1 (vendor DIA prolog); 0: 1 / sqrt(64 * 128) */
-    int ci;                  /* 1 if the case fits the CI budget of CASES.md */
+    int ci;                  /* 1 if the case fits the CI budget of docs/CASES.md */
     const char *ci_variant;  /* for ci == 0: the name of its scaled-down "_ci" case */
 } dsops_idxp_case;
 
@@ -145,7 +145,7 @@ typedef struct dsops_idxp_problem {
 
 const dsops_idxp_case *dsops_idxp_cases(int *count);
 const dsops_idxp_case *dsops_idxp_case_find(const char *name);
-/* Data per CASES.md "indexer_prolog_v32" (seed 7): x U(-1,1) bf16; int8: qr, idx_wq_b int8 uniform in
+/* Data per docs/CASES.md "indexer_prolog_v32" (seed 7): x U(-1,1) bf16; int8: qr, idx_wq_b int8 uniform in
  * [-128, 128), qr_scale, idx_wq_b_scale U(-1,1) fp32; bf16: qr, idx_wq_b U(-1,1) bf16; idx_wk,
  * weights_proj U(-1,1) bf16; ln_gamma_k 1, ln_beta_k 0 (bf16); rope tables cos / sin of random angles in
  * [0, 2pi) (bf16, element by element); Hadamard matrices U(-1,1) bf16; caches random in every row (int8
@@ -155,7 +155,7 @@ dsops_idxp_problem *dsops_idxp_problem_make(const dsops_idxp_case *c, uint64_t s
 void dsops_idxp_problem_free(dsops_idxp_problem *p);
 
 
-/* One sparse_attention_v32 case (spec §4.5, CASES.md "sparse_attention_v32"): the fused V3.2 attention
+/* One sparse_attention_v32 case (spec §4.5, docs/CASES.md "sparse_attention_v32"): the fused V3.2 attention
  * layer. Sequence b has S query tokens (or S_each[b] when any S_each entry is nonzero), which are the
  * positions seqused[b] - S ... seqused[b] - 1 of the sequence: the caches hold the earlier positions
  * (the history) and the call writes its own rows at cache_index[t] = slot(b, position), so every token
@@ -171,7 +171,7 @@ typedef struct dsops_dia_case {
     int int8;                /* 1: int8 variant (int8 wq_b, idx_wq_b and indexer cache, Hadamard matrices);
                               * 0: bf16 variant (bf16 weights and indexer cache, no Hadamard) */
     dsops_kv_layout layout;
-    int ci;                  /* 1 if the case fits the CI budget of CASES.md */
+    int ci;                  /* 1 if the case fits the CI budget of docs/CASES.md */
     const char *ci_variant;  /* for ci == 0: the name of its scaled-down "_ci" case */
 } dsops_dia_case;
 
@@ -199,7 +199,7 @@ typedef struct dsops_dia_problem {
 
 const dsops_dia_case *dsops_dia_cases(int *count);
 const dsops_dia_case *dsops_dia_case_find(const char *name);
-/* Data per CASES.md "sparse_attention_v32" (seed 42): x U(-1,1) bf16; wq_a, wq_b, w_uk, wkv_a
+/* Data per docs/CASES.md "sparse_attention_v32" (seed 42): x U(-1,1) bf16; wq_a, wq_b, w_uk, wkv_a
  * U(-0.1,0.1) bf16 (int8 wq_b: Q8 per output channel); gamma_cq, gamma_ckv U(-1,1) bf16; idx_wq_b U(-1,1)
  * bf16 (int8: int8 uniform in [-128, 128) with scales U(-1,1)); idx_wk, weights_proj U(-1,1) bf16;
  * LayerNorm gamma 1, beta 0; rope tables U(-0.1,0.1) bf16; int8 variant: the normalised Sylvester Hadamard
@@ -228,7 +228,7 @@ dsops_dia_stages *dsops_dia_stages_make(const dsops_sparse_attention_v32_args *a
 void dsops_dia_stages_free(dsops_dia_stages *s);
 
 
-/* ---- DeepSeek-V4 case families (CASES.md "V4") ---------------------------------------------------
+/* ---- DeepSeek-V4 case families (docs/CASES.md "V4") ---------------------------------------------------
  * Every case carries the vendor's published time (vendor_us, 0 when none) and the vendor's label
  * ("PyPTO" or "AscendC", NULL when none) so that the benchmark prints them beside dsops's. */
 
@@ -283,7 +283,7 @@ const dsops_hcpost_case *dsops_hcpost_case_find(const char *name);
 dsops_hcpost_problem *dsops_hcpost_problem_make(const dsops_hcpost_case *c, uint64_t seed);
 void dsops_hcpost_problem_free(dsops_hcpost_problem *p);
 
-/* One mla_prolog_v4 case (spec §3.3, CASES.md "mla_prolog_v4"; data seed 5). */
+/* One mla_prolog_v4 case (spec §3.3, docs/CASES.md "mla_prolog_v4"; data seed 5). */
 typedef struct dsops_mla4_case {
     const char *name;        /* e.g. "v4_mla_prolog_int8_t16" */
     int T, H, Q, N, D;
@@ -308,7 +308,7 @@ const dsops_mla4_case *dsops_mla4_case_find(const char *name);
 dsops_mla4_problem *dsops_mla4_problem_make(const dsops_mla4_case *c, uint64_t seed);
 void dsops_mla4_problem_free(dsops_mla4_problem *p);
 
-/* One indexer_prolog_v4 case (spec §3.5, CASES.md "indexer_prolog_v4"; data seed 42; vendor parameters:
+/* One indexer_prolog_v4 case (spec §3.5, docs/CASES.md "indexer_prolog_v4"; data seed 42; vendor parameters:
  * rope_inverse = 1). */
 typedef struct dsops_idxp4_case {
     const char *name;        /* e.g. "v4_idx_prolog_t128" */
@@ -333,7 +333,7 @@ const dsops_idxp4_case *dsops_idxp4_case_find(const char *name);
 dsops_idxp4_problem *dsops_idxp4_problem_make(const dsops_idxp4_case *c, uint64_t seed);
 void dsops_idxp4_problem_free(dsops_idxp4_problem *p);
 
-/* One compressor case (spec §3.4, CASES.md "compressor"). */
+/* One compressor case (spec §3.4, docs/CASES.md "compressor"). */
 typedef enum dsops_cmp_variant { DSOPS_CMP_C4A = 0, DSOPS_CMP_C4LI = 1, DSOPS_CMP_C128A = 2 } dsops_cmp_variant;
 
 typedef struct dsops_cmp_case {
@@ -344,7 +344,7 @@ typedef struct dsops_cmp_case {
     int start_pos;           /* the same for every sequence */
     int H;
     int vendor_data;         /* 1: the vendor's data and tables (rand data, zero states, the ring / pair block
-                              * tables of CASES.md, row_per_seq, NO = min(B S, B S / R + B));
+                              * tables of docs/CASES.md, row_per_seq, NO = min(B S, B S / R + B));
                               * 0: the dsops data (weights U(-1,1) H^-0.5, x N(0,1), states kv 0 / score -Inf,
                               * packed, one block per 128 positions) */
     int norm_fp32;           /* norm_weight fp32 (else bf16) */
@@ -372,7 +372,7 @@ dsops_cmp_problem *dsops_cmp_problem_make(const dsops_cmp_case *c, uint64_t seed
 void dsops_cmp_problem_free(dsops_cmp_problem *p);
 
 
-/* One sas case (spec §3.7, CASES.md "sas"): N 64, D 512, window 128, BS 128 in both pools unless named. */
+/* One sas case (spec §3.7, docs/CASES.md "sas"): N 64, D 512, window 128, BS 128 in both pools unless named. */
 typedef struct dsops_sas_case {
     const char *name;        /* e.g. "v4_scfa_b64_s2_kv8k" */
     dsops_sas_variant variant;
@@ -382,8 +382,8 @@ typedef struct dsops_sas_case {
     int N, D, K;             /* heads, latent width, top-k width (scfa) */
     int BSW, BSC;            /* block sizes of the window and compressed pools */
     int with_sinks, with_lse;
-    int vendor_count;        /* scfa: cmp_topk_length = the vendor's count (OPS.md §3.7), else absent */
-    uint64_t seed;           /* data seed of CASES.md (42, or 0 for cfa) */
+    int vendor_count;        /* scfa: cmp_topk_length = the vendor's count (docs/OPERATORS.md §3.7), else absent */
+    uint64_t seed;           /* data seed of docs/CASES.md (42, or 0 for cfa) */
     double vendor_us;
     const char *vendor;
     int ci;
@@ -403,8 +403,8 @@ typedef struct dsops_sas_problem {
 
 const dsops_sas_case *dsops_sas_cases(int *count);
 const dsops_sas_case *dsops_sas_case_find(const char *name);
-/* Data per CASES.md "sas": q, ori_kv, cmp_kv, sinks U(-1,1) (bf16 / fp32); block tables a random
- * permutation of each pool's blocks; scfa indices as CASES.md describes (the same row for every token of
+/* Data per docs/CASES.md "sas": q, ori_kv, cmp_kv, sinks U(-1,1) (bf16 / fp32); block tables a random
+ * permutation of each pool's blocks; scfa indices as docs/CASES.md describes (the same row for every token of
  * a sequence, not causally restricted). `seed` replaces the case seed. NULL if memory runs out. */
 dsops_sas_problem *dsops_sas_problem_make(const dsops_sas_case *c, uint64_t seed);
 void dsops_sas_problem_free(dsops_sas_problem *p);

@@ -1,4 +1,4 @@
-/* Named compressor cases of spec/CASES.md ("compressor") and their data generators (spec/OPS.md §3.4).
+/* Named compressor cases of docs/CASES.md ("compressor") and their data generators (docs/OPERATORS.md §3.4).
  *
  * Vendor cases (vendor_data = 1; PyPTO test data, seed 42):
  *   x                      rand bf16                                            [T, H]

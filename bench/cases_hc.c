@@ -1,11 +1,11 @@
-/* Named hc_pre and hc_post cases of spec/CASES.md ("V4": hc_pre, hc_post) and their data generators.
+/* Named hc_pre and hc_post cases of docs/CASES.md ("V4": hc_pre, hc_post) and their data generators.
  *
- * hc_pre (HC 4, M 24; seed 42 in CASES.md, the caller's seed here):
+ * hc_pre (HC 4, M 24; seed 42 in docs/CASES.md, the caller's seed here):
  *   PyPTO data            x U(-1,1) bf16; hc_fn, hc_scale, hc_base U(-1,1) fp32
  *   AscendC data (wc)     x U(0,2) bf16; hc_fn U(0, 1/(4H)); hc_scale, hc_base U(0,2) fp32
  *   parameters            dsops_hc_pre_init(V4-Flash) (= vendor: norm_eps = hc_eps = 1e-6, 20 iterations);
  *                         pre present
- * hc_post (HC 4; numpy seed 0 in CASES.md): x, residual, post, comb U(-a, a) in the case's dtypes
+ * hc_post (HC 4; numpy seed 0 in docs/CASES.md): x, residual, post, comb U(-a, a) in the case's dtypes
  *   (a = 10 for the vendor test cases, 1 for the benchmark cases); out is a separate tensor.
  *
  * Every output buffer has room for one more token after its end that no view covers, so a test can plant

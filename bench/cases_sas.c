@@ -1,7 +1,7 @@
-/* Named sas cases of spec/CASES.md ("sas: swa, cfa, scfa" and the sas edge cases) and their data generator
- * (spec/OPS.md §3.7).
+/* Named sas cases of docs/CASES.md ("sas: swa, cfa, scfa" and the sas edge cases) and their data generator
+ * (docs/OPERATORS.md §3.7).
  *
- * Data (seed 42, cfa 0 in CASES.md; the caller's seed here):
+ * Data (seed 42, cfa 0 in docs/CASES.md; the caller's seed here):
  *   q                      U(-1,1) bf16                                          [T, N, D]
  *   ori_kv                 U(-1,1) bf16, every physical row                      [NBW, BSW, D]
  *   cmp_kv                 U(-1,1) bf16, every physical row                      [NBC, BSC, D]
@@ -9,7 +9,7 @@
  *   cmp_indices (scfa)     per sequence, with cmp = floor(seqused / cmp_ratio): cmp < K: 0 ... cmp-1 then
  *                          zeros; else the first K of a random permutation of 0 ... cmp-1; the same row for
  *                          every token of the sequence (not causally restricted)    [T, K]
- *   cmp_topk_length        vendor_count cases: max(cmp - S_b + 1 + i, 0) (OPS.md §3.7, §5)   [T]
+ *   cmp_topk_length        vendor_count cases: max(cmp - S_b + 1 + i, 0) (docs/OPERATORS.md §3.7, §5)   [T]
  *   block tables           one distinct physical block per needed logical block (a random permutation of
  *                          each pool's blocks), -1 in every other column. Window pool: the blocks of
  *                          positions L_0 - w_0 ... seqused - 1 of each sequence (the window of its first
@@ -373,7 +373,7 @@ dsops_sas_problem *dsops_sas_problem_make(const dsops_sas_case *c, uint64_t seed
         p->args.lse = dsops_tensor_make(lse, DSOPS_FP32, 2, (int64_t[]){T, N});
     }
 
-    /* work: the exact key-list length of every token (OPS.md §3.7) */
+    /* work: the exact key-list length of every token (docs/OPERATORS.md §3.7) */
     int64_t attended = 0;
     for (int b = 0; b < B; b++) {
         const int64_t Sb = cu[b + 1] - cu[b];

@@ -1,14 +1,14 @@
-/* Named DeepSeek-V4 prolog cases of spec/CASES.md ("mla_prolog_v4", "indexer_prolog_v4") and their data
+/* Named DeepSeek-V4 prolog cases of docs/CASES.md ("mla_prolog_v4", "indexer_prolog_v4") and their data
  * generators.
  *
- * mla_prolog_v4 (spec §3.3; the caller passes the data seed, CASES.md: 5):
+ * mla_prolog_v4 (spec §3.3; the caller passes the data seed, docs/CASES.md: 5):
  *   x                    U(-1,1) bf16                                                  [T, H]
  *   wq_a, wq_b, wkv      U(-0.1,0.1) bf16; int8 wq_b: Q8 (spec §2.7) of the bf16 matrix per output
  *                        channel (row), wq_b_scale the per-row scales        [Q, H], [N*D, Q], [D, H]
  *   gamma_cq, gamma_ckv  U(-1,1) bf16                                                  [Q], [D]
  *   rope_cos, rope_sin   U(-1,1) bf16 (random values, not real tables)                 [T, 64]
  *   parameters           V4 defaults (= vendor): eps 1e-6, interleaved, not inverse
- * indexer_prolog_v4 (spec §3.5; CASES.md data seed 42):
+ * indexer_prolog_v4 (spec §3.5; docs/CASES.md data seed 42):
  *   qr, idx_wq_b         int8 draws from {-1, 0} passed through Q8 per token / per output channel:
  *                        entries {-127, 0}, scale fp32(1 / fp32(127 / 1)) (0 for an all-zero row)
  *                                                                                 [T, Q], [NI*DI, Q]

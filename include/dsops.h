@@ -2,7 +2,9 @@
  * dsops — fused inference operators of the DeepSeek sparse-attention models, for CPUs.
  *
  * The whole public API is in this header. Semantics of every operator are those of the
- * specification (spec/OPS.md); this header repeats what a caller needs to use them.
+ * specification, docs/OPERATORS.md; this header repeats what a caller needs to use them. Section
+ * numbers (§3.6) and rule IDs (V1-V10 validation, A1-A7 attention core) in this header and in the
+ * sources are that document's anchors; named cases (v32_sfa_b4_s2_int8_kv64k, ...) are in docs/CASES.md.
  *
  * Conventions
  *  - Every call returns a dsops_status. On error, dsops_last_error() returns a message for the

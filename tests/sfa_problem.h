@@ -14,7 +14,7 @@ typedef enum tp_index_mode {
     TP_IDX_VALID = 0,    /* random valid positions, with duplicates */
     TP_IDX_ZOO = 1,      /* half valid, half from {-1, -5, INT32_MIN, INT32_MAX, seqused, seqused+7} */
     TP_IDX_INVALID = 2,  /* only the invalid values above */
-    TP_IDX_CASE = 3      /* CASES.md rows: 0..seqused-1 then zeros, or the first K of a permutation */
+    TP_IDX_CASE = 3      /* docs/CASES.md rows: 0..seqused-1 then zeros, or the first K of a permutation */
 } tp_index_mode;
 
 typedef struct tp_spec {

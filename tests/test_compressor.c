@@ -1,6 +1,6 @@
 /* compressor (spec §3.4) against its oracle (tests/ref/ref_compressor.c), on every instruction-set tier from
  * scalar up to the detected one:
- *  - every CI case of CASES.md "compressor": the vendor's decode shapes (row_per_seq, and packed on the
+ *  - every CI case of docs/CASES.md "compressor": the vendor's decode shapes (row_per_seq, and packed on the
  *    detected tier), the dsops prefill, chunk and ring cases; out 1e-4 / 2^-7 / 0.005, states 1e-3 / 1e-3 / 0
  *    over the whole tensors with every row the call does not write bitwise unchanged, out_count exact;
  *    v4_cmp_c4a_prefill_then_decode also as prefill 1023 + decode 1 against the one-call result;
@@ -288,7 +288,7 @@ static void check_call(const char *label, const dsops_compressor_args *a, const 
     compare_state(label, a, 1, a->score_state.data, sc_in, r->sc);
 }
 
-/* ---- the named cases of CASES.md ------------------------------------------------------------------- */
+/* ---- the named cases of docs/CASES.md ------------------------------------------------------------------- */
 
 /* A call on the tokens [from[b], from[b] + n[b]) of each sequence of `w` (a packed call with start_pos 0
  * for every sequence): x rows and rope rows copied from w (the rope row of entry (b, k) is w's packed row of

@@ -3,7 +3,7 @@
  * of the fixture (out, out_count, both states and every input) unchanged. Also: valid calls that look
  * suspicious (a -1 table entry for a position the call does not need, a block shared by two sequences
  * without a shared row, explicit parameters that agree, T = 0, B = 0, row_per_seq) against the oracle, and
- * the CASES.md edge case v4_cmp_edge_two_windows_rowmode (built here from a vendor case: the case table
+ * the docs/CASES.md edge case v4_cmp_edge_two_windows_rowmode (built here from a vendor case: the case table
  * lists only valid calls). */
 #include <math.h>
 #include <stdio.h>
@@ -509,7 +509,7 @@ static void test_valid(void)
     }
 }
 
-/* CASES.md v4_cmp_edge_two_windows_rowmode: row_per_seq with S 8, R 4 -> DSOPS_ERR_SHAPE, nothing written */
+/* docs/CASES.md v4_cmp_edge_two_windows_rowmode: row_per_seq with S 8, R 4 -> DSOPS_ERR_SHAPE, nothing written */
 static void test_edge_case(void)
 {
     const char *name = "v4_cmp_edge_two_windows_rowmode";

@@ -1,4 +1,4 @@
-/* sparse_attention_v32, the fused V3.2 attention layer (spec/OPS.md §4.5):
+/* sparse_attention_v32, the fused V3.2 attention layer (docs/OPERATORS.md §4.5):
  *   - consistency: on small shapes (both variants, the three kv layouts, MTP S 1-2, sequences shorter and
  *     longer than K), the fused call equals the four stand-alone operators run in sequence from the same
  *     cache state: out, lse, topk_indices and every cache byte bitwise identical, on every ISA tier, with
@@ -8,7 +8,7 @@
  *     every other cache byte unchanged, out and lse against the reference attention evaluated with the
  *     implementation's own topk_indices (out 1e-4 / 0.005 / 0.005, lse 1e-6 / 8.01/65536 / 0.005);
  *   - determinism: 1, 2 and 3 threads give bitwise identical results;
- *   - the CI-sized named cases of spec/CASES.md at the best tier (skipped with DSOPS_TEST_QUICK=1): fused
+ *   - the CI-sized named cases of docs/CASES.md at the best tier (skipped with DSOPS_TEST_QUICK=1): fused
  *     against the stage chain bitwise, against the oracle chain as above on a subset of tokens.
  * The validation table (and v32_dia_edge_validate_before_write) is in test_dia_validation.c.
  * Usage: test_dia [label filter]. */
@@ -210,7 +210,7 @@ static void run_named_case(const dsops_dia_case *c)
             /* At V3.2 sizes the differences that §4.1 allows in q_nope (a few 1e-3) move the attention
              * output by more than §4.5's 1e-4 / 0.005 / 0.005 (about 2 % of the elements of
              * v32_dia_b4_s1_mixed): out against the oracle chain is held to the vendor DIA criterion of
-             * CASES.md (isclose rtol 0.03, atol 1e-4 on >= 97 %), and dc_check_oracle checks the
+             * docs/CASES.md (isclose rtol 0.03, atol 1e-4 on >= 97 %), and dc_check_oracle checks the
              * attention stage on its own queries at the §4.4 tolerance. */
             const tu_tol vendor = {1e-4, 0.03, 0.03};
             dc_check_oracle(s, o, chain ? chain : fused, l, 1, &vendor);

@@ -1,6 +1,6 @@
-/* sparse_attention_v32 validation (spec/OPS.md §1.6, §4.5): every stage is validated before stage 1
+/* sparse_attention_v32 validation (docs/OPERATORS.md §1.6, §4.5): every stage is validated before stage 1
  * writes anything, so a rejected call leaves every cache byte and every output byte as it was.
- *   - v32_dia_edge_validate_before_write (CASES.md): a needed block-table entry of the attention stage out
+ *   - v32_dia_edge_validate_before_write (docs/CASES.md): a needed block-table entry of the attention stage out
  *     of range -> DSOPS_ERR_INDEX, caches untouched; on the named case (V3.2 sizes) and on small problems
  *     of both variants and the three kv layouts, with several bad values and positions; garbage in
  *     columns no token needs is accepted;

@@ -15,7 +15,7 @@
  *    3 threads (also on odd shapes: hc_pre T 67 HC 3 H 100, hc_post in place HC 17 H 1001, every tier);
  *  - argument validation (spec §1.6): a table of bad argument sets with the expected status and a
  *    message fragment naming the field; a rejected call leaves every byte of the fixture unchanged;
- *  - every CI case of CASES.md (bench/cases_hc.c: hc_pre and hc_post, the `_ci` variants included) on the
+ *  - every CI case of docs/CASES.md (bench/cases_hc.c: hc_pre and hc_post, the `_ci` variants included) on the
  *    best tier: hc_pre y and post always, pre and comb on the well-conditioned (AscendC) cases; hc_post
  *    out; every output element written, the room after each output untouched. Cases of more than 1024
  *    tokens compare three windows of 512 tokens (first, middle, last: the thread split and the odd tail
@@ -500,7 +500,7 @@ static void test_determinism(void)
         determinism_case(&specs[i]);
 }
 
-/* ---- the named cases of CASES.md ---------------------------------------------------------------- */
+/* ---- the named cases of docs/CASES.md ---------------------------------------------------------------- */
 
 #define CASE_QUICK_T 256   /* DSOPS_TEST_QUICK: cases of at most this many tokens */
 #define CASE_FULL_T 1024   /* larger cases compare sampled windows of tokens against the oracle */
@@ -574,7 +574,7 @@ static void hcpre_named_case(const dsops_hcpre_case *c)
             compare_dt(l2, (uint16_t *)a->y.data + t0 * H, ry, DSOPS_BF16, (size_t)(n * H), Y_TOL);
             snprintf(l2, sizeof l2, "%s tokens %lld-%lld post", label, (long long)t0, (long long)(t0 + n - 1));
             compare_dt(l2, (float *)a->post.data + t0 * HC, rpost, DSOPS_FP32, (size_t)(n * HC), GATE_TOL);
-            if (c->well_conditioned) { /* PyPTO data: comb ill-conditioned, pre not compared (CASES.md) */
+            if (c->well_conditioned) { /* PyPTO data: comb ill-conditioned, pre not compared (docs/CASES.md) */
                 snprintf(l2, sizeof l2, "%s tokens %lld-%lld pre", label, (long long)t0, (long long)(t0 + n - 1));
                 compare_dt(l2, (float *)a->pre.data + t0 * HC, rpre, DSOPS_FP32, (size_t)(n * HC), GATE_TOL);
                 snprintf(l2, sizeof l2, "%s tokens %lld-%lld comb", label, (long long)t0, (long long)(t0 + n - 1));

@@ -1,4 +1,4 @@
-/* indexer_prolog_v32 against the reference oracle (spec/OPS.md §4.2), on every available ISA tier:
+/* indexer_prolog_v32 against the reference oracle (docs/OPERATORS.md §4.2), on every available ISA tier:
  *   - small problems in both variants: int8 (Hadamard both sides, Q8 of queries and keys) and bf16 with
  *     both, one or no Hadamard matrix; the three rope modes and rope_inverse; tables, LayerNorm weights and
  *     Hadamard matrices in bf16 and fp32 (random and Sylvester matrices); negative cache indices; block
@@ -9,7 +9,7 @@
  *     same bytes as the unprepared call;
  *   - every byte of the output and cache buffers that the call does not address stays bit-identical;
  *   - determinism: 1, 2 and 3 threads give bitwise identical results;
- *   - the CI-sized named cases of spec/CASES.md at the best tier (skipped with DSOPS_TEST_QUICK=1).
+ *   - the CI-sized named cases of docs/CASES.md at the best tier (skipped with DSOPS_TEST_QUICK=1).
  * Usage: test_indexer_prolog [label filter]. */
 #include <math.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* lightning_indexer against the reference oracle, on every available ISA tier:
- *   - the CI-sized named cases of spec/CASES.md (bench/cases.c, seed 42 unless DSOPS_TEST_SEED is set),
+ *   - the CI-sized named cases of docs/CASES.md (bench/cases.c, seed 42 unless DSOPS_TEST_SEED is set),
  *     compared with compare_topk (max_miss 1, near-ties excused) and topk_scores where the rows agree
  *     (lower tiers only on the cases of at most 2.5 G operations unless DSOPS_TEST_ALL_TIERS=1);
  *   - adversarial problems (tests/li_problem.c), compared with max_miss 0, and exactly where the scores
@@ -210,7 +210,7 @@ static void test_ties(void)
         s.data = LP_DATA_EQUAL;
         snprintf(label, sizeof label, "all_equal_%s", vname(v));
         run_problem(label, &s);
-        s.K = 2048; /* CASES.md prim_topk_ties: equal scores give ascending indices, n < K a -1 tail */
+        s.K = 2048; /* docs/CASES.md prim_topk_ties: equal scores give ascending indices, n < K a -1 tail */
         snprintf(label, sizeof label, "prim_topk_ties_%s", vname(v));
         run_problem(label, &s);
 

@@ -1,4 +1,4 @@
-/* mla_prolog_v32 against the reference oracle (spec/OPS.md §4.1), on every available ISA tier:
+/* mla_prolog_v32 against the reference oracle (docs/OPERATORS.md §4.1), on every available ISA tier:
  *   - small problems in every variant: bf16 / int8 wq_b x split_bf16 / split_int8 / packed656, the three
  *     rope modes and rope_inverse, gammas and tables in bf16 and fp32, negative cache indices, block
  *     sizes 1 / 3 / 16, odd shapes, padded and shared (interleaved) views, NaN in untouched cache rows,
@@ -7,7 +7,7 @@
  *     same bytes as the unprepared call;
  *   - every byte of the output and cache buffers that the call does not address stays bit-identical;
  *   - determinism: 1, 2 and 3 threads give bitwise identical results;
- *   - the CI-sized named cases of spec/CASES.md at the best tier (skipped with DSOPS_TEST_QUICK=1).
+ *   - the CI-sized named cases of docs/CASES.md at the best tier (skipped with DSOPS_TEST_QUICK=1).
  * Usage: test_mla_prolog [label filter]. */
 #include <stdio.h>
 #include <stdlib.h>

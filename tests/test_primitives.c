@@ -6,7 +6,7 @@
  *    tables), exact after bf16 rounding except at rounding ties; rope_apply exact; hadamard_matrix
  *    exact; quant_q8 q 1 / 0 / 0, scale 2.5e-5 / 0.005 / 0; cache_store bf16 rows exact, int8 1 / 0 / 0,
  *    scales 2.5e-5 / 0.005 / 0, every element not addressed bit-identical;
- *  - the named cases of CASES.md: prim_q8_zero_group, prim_q8_tiny_amax, prim_q8_nonfinite,
+ *  - the named cases of docs/CASES.md: prim_q8_zero_group, prim_q8_tiny_amax, prim_q8_nonfinite,
  *    prim_rope_modes, prim_cache_store_skip_dup;
  *  - exact aliasing (y == x), strided views with untouched padding, T = 0, and bitwise determinism for
  *    1, 2 and 3 threads.
@@ -386,7 +386,7 @@ done:
     free(pos), free(c), free(s), free(cr), free(sr), free(cd), free(sd);
 }
 
-/* The YaRN ramp of the oracle against MODELS.md: V3.2 lo 10, hi 23 (factor 40); V4 lo 15, hi 25 (16). */
+/* The YaRN ramp of the oracle against the model tables (§2.5.2): V3.2 lo 10, hi 23 (factor 40); V4 lo 15, hi 25 (16). */
 static void test_yarn_ranges(void)
 {
     if (!tu_selected("rope_tables yarn ranges"))
@@ -667,7 +667,7 @@ static void test_quant_q8(void)
             free(xf);
         }
 
-    /* CASES.md edge cases, one group of 8 per row */
+    /* docs/CASES.md edge cases, one group of 8 per row */
     if (tu_selected("prim_q8_edges")) {
         enum { R = 8, W = 16, G = 8 };
         float x[R * W];

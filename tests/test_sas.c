@@ -10,7 +10,7 @@
  *    views, extreme logits. Every pool row that is not needed holds NaN (also the padding of strided rows
  *    and whole spare blocks); every block-table entry that is not needed holds -1 or junk; the elements
  *    before, between (strides) and after out and lse must stay untouched;
- *  - the CASES.md edges: v4_scfa_edge_kv5_s2 (the vendor count makes token 0 window-only),
+ *  - the docs/CASES.md edges: v4_scfa_edge_kv5_s2 (the vendor count makes token 0 window-only),
  *    v4_sas_edge_lonely (out +0, lse +Inf), v4_sas_edge_sink_inf (out 0, lse bitwise as without sinks),
  *    v4_sas_edge_n1_bs1; lse never depends on the sink;
  *  - determinism: bitwise equal outputs for 1, 2 and 3 threads (scalar and best tier);
@@ -258,7 +258,7 @@ static sp_problem *sp_make(const sp_spec *spec, uint64_t seed)
         int32_t *vendor_row = xcalloc((size_t)K + 1, 4);
         for (int64_t b = 0; b < B; b++) {
             const int64_t NC = p->used[b] / s->cmp_ratio, S_b = s->S[b];
-            /* CASES.md: 0 ... NC-1 then zeros, or the first K of a permutation of 0 ... NC-1 */
+            /* docs/CASES.md: 0 ... NC-1 then zeros, or the first K of a permutation of 0 ... NC-1 */
             if (NC < K) {
                 for (int64_t j = 0; j < K; j++)
                     vendor_row[j] = (int32_t)(j < NC ? j : 0);
@@ -803,7 +803,7 @@ static void test_oracle_by_hand(void)
     tu_check(out[0] == 0 && out[1] == 0 && isinf(lse) && lse > 0, "oracle: lonely row not +0 / +Inf");
 }
 
-/* ---- CASES.md edges and sink properties -------------------------------------------------------------------- */
+/* ---- docs/CASES.md edges and sink properties -------------------------------------------------------------------- */
 
 /* Runs p on the current tier into its own guarded buffers; returns the status. */
 static dsops_status sp_run(sp_problem *p)

@@ -4,7 +4,7 @@
  * block-table entries nobody needs, an index that is valid but not causal for its token, junk indices past
  * the count, absent optional tensors, absent pools the mode does not use, p_tile 0 outside tiled mode,
  * T 0, B 0) against the oracle; sparse-only tensors with wrong extents in dense / none mode (ignored or
- * rejected, never read past their extents); the CASES.md edge v4_sas_edge_bad_table; dsops_sas_init. */
+ * rejected, never read past their extents); the docs/CASES.md edge v4_sas_edge_bad_table; dsops_sas_init. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -576,7 +576,7 @@ static void test_unused_sparse_tensors(void)
     }
 }
 
-/* ---- CASES.md v4_sas_edge_bad_table ------------------------------------------------------------------ */
+/* ---- docs/CASES.md v4_sas_edge_bad_table ------------------------------------------------------------------ */
 
 /* -1 in a needed block-table entry of a generated case -> DSOPS_ERR_INDEX, out / lse untouched; one run per
  * pool: the window block of the last token's newest position, and (scfa) the block of a used index. */

@@ -1,5 +1,5 @@
 /* Small test support shared by the test programs: pass/fail counters, a seeded generator, bf16 helpers
- * and compare_close of spec/OPS.md §1.8.
+ * and compare_close of docs/OPERATORS.md §1.8.
  *
  * Every test program calls tu_init() first and ends with `return tu_finish();`, which prints the line
  * "N passed, N failed" and returns non-zero when anything failed. On the first failure the seed and a

@@ -15,7 +15,7 @@
  *    for the other operator) is rejected with DSOPS_ERR_PARAM before anything is written;
  *  - bitwise determinism for 1, 2 and 3 threads;
  *  - the oracles themselves against an independent fp64 evaluation of the Math on the small problems;
- *  - the CI cases of CASES.md ("mla_prolog_v4", "indexer_prolog_v4") at the best tier (not with
+ *  - the CI cases of docs/CASES.md ("mla_prolog_v4", "indexer_prolog_v4") at the best tier (not with
  *    DSOPS_TEST_QUICK=1, which runs only the small problems).
  * Usage: test_v4_prologs [label filter]. */
 #include <math.h>
@@ -942,7 +942,7 @@ typedef struct i4_spec {
     i4_had had;                /* random U(-1,1)/sqrt(DI) or the normalised Sylvester matrix (DI a power of 2) */
     int padded;                /* qr, x, the tables and the 2-D / 3-D outputs with padded outer strides */
     int zero_tokens;           /* the first tokens' qr rows are 0 with qr_scale 0 */
-    int sign_data;             /* qr and idx_wq_b from {-1, 0} through Q8 (the CASES.md data) */
+    int sign_data;             /* qr and idx_wq_b from {-1, 0} through Q8 (the docs/CASES.md data) */
     float weights_scale;       /* 0: the preset's */
 } i4_spec;
 
@@ -1433,7 +1433,7 @@ static void test_threads(void)
 }
 
 /* ==================================================================================================
- * the named CI cases of CASES.md, at the best tier
+ * the named CI cases of docs/CASES.md, at the best tier
  * ================================================================================================== */
 
 static void named_mla(const dsops_mla4_case *c)
@@ -1441,7 +1441,7 @@ static void named_mla(const dsops_mla4_case *c)
     if (!tu_selected(c->name))
         return;
     double t0 = now_s();
-    dsops_mla4_problem *np = dsops_mla4_problem_make(c, tu_seed()); /* 5 by default (CASES.md) */
+    dsops_mla4_problem *np = dsops_mla4_problem_make(c, tu_seed()); /* 5 by default (docs/CASES.md) */
     if (!tu_check(np != NULL, "%s: problem generation failed", c->name))
         return;
     double t1 = now_s();
@@ -1496,7 +1496,7 @@ static void named_idx(const dsops_idxp4_case *c)
     if (!tu_selected(c->name))
         return;
     double t0 = now_s();
-    dsops_idxp4_problem *np = dsops_idxp4_problem_make(c, tu_seed() + 37); /* 42 with the default seed (CASES.md) */
+    dsops_idxp4_problem *np = dsops_idxp4_problem_make(c, tu_seed() + 37); /* 42 with the default seed (docs/CASES.md) */
     if (!tu_check(np != NULL, "%s: problem generation failed", c->name))
         return;
     tu_check(np->args.rope_inverse == 1, "%s: the case does not carry the vendor parameter rope_inverse = 1", c->name);
@@ -1565,7 +1565,7 @@ static void test_named_cases(void)
             named_idx(&ic[i]);
 }
 
-/* The case tables themselves: names, CI flags and _ci variants as in CASES.md. */
+/* The case tables themselves: names, CI flags and _ci variants as in docs/CASES.md. */
 static void test_case_tables(void)
 {
     if (!tu_selected("case_tables"))

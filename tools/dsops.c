@@ -516,7 +516,7 @@ static int check_windows(int64_t T, int64_t start[3], int64_t len[3])
 }
 
 /* hc_pre: y (1e-4 / 2^-7 / 0.005) and post (2.5e-5 / 0.005 / 0.005) on sampled tokens; pre and comb
- * too on well-conditioned data (spec §3.1, CASES.md). */
+ * too on well-conditioned data (spec §3.1, docs/CASES.md). */
 static dsops_status hcpre_run(dsops_context *ctx, void *p)
 {
     return dsops_hc_pre(ctx, &((dsops_hcpre_problem *)p)->args);
@@ -975,7 +975,7 @@ static int all_cases(bench_case_ref *out, int cap)
 static int make_v4_problem(const bench_case_ref *c, bench_problem *bp, char *why, size_t cap)
 {
     if (c->sas) {
-        /* the case's own data seed (CASES.md: 42, cfa 0); bf16 FLOP of QK and PV against the bf16 peak */
+        /* the case's own data seed (docs/CASES.md: 42, cfa 0); bf16 FLOP of QK and PV against the bf16 peak */
         dsops_sas_problem *p = dsops_sas_problem_make(c->sas, c->sas->seed);
         if (!p)
             return snprintf(why, cap, "cannot generate the case (out of memory?)"), 1;

@@ -238,7 +238,7 @@ dsops_status dsops_rmsnorm_init(dsops_rmsnorm_args *a, dsops_preset preset)
     if (!a)
         return dsops_fail(DSOPS_ERR_NULL, "args is NULL");
     memset(a, 0, sizeof *a);
-    a->eps = 1e-6f; /* every model's RMSNorm eps (MODELS.md) */
+    a->eps = 1e-6f; /* the RMSNorm eps of every preset (§1.5) */
     if ((int)preset < DSOPS_PRESET_V32 || (int)preset > DSOPS_PRESET_V4_PRO)
         return dsops_fail(DSOPS_ERR_PARAM, "preset = %d is not a dsops_preset value", (int)preset);
     dsops_clear_error();

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""End-to-end check of `dsops run sparse_attention_v32` (spec/OPS.md section 4.5) against the oracle chain.
+"""End-to-end check of `dsops run sparse_attention_v32` (docs/OPERATORS.md section 4.5) against the oracle chain.
 
 The script builds small fused-layer problems with numpy (bf16 and int8 variants; split_bf16, split_int8 and
 packed656 latent caches; several sequences with MTP S 1-2, one shorter than K; random caches for the history

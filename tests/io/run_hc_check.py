@@ -5,7 +5,7 @@
                       [--set preset=v4_flash|v4_pro]
     dsops run hc_post --in IN --out OUT
 
-The same IN goes to both programs; their outputs are compared with the tolerances of spec/OPS.md 3.1 and
+The same IN goes to both programs; their outputs are compared with the tolerances of docs/OPERATORS.md 3.1 and
 3.2 (hc_pre y 1e-4 / 2^-7 / 0.005, post / pre / comb 2.5e-5 / 0.005 / 0.005 on well-conditioned data;
 hc_post bf16 1e-4 / 2^-7 / 0, fp32 1e-4 / 1e-5 / 0). OUT must hold every output (pre included) with the
 right shape and dtype and the parameters in its metadata; --threads 1 and 3 must give identical bytes;

@@ -9,7 +9,7 @@ NaN-poisoned cache rows that no token sees), writes them as safetensors files an
     dsops run lightning_indexer --in IN --out OUT --set topk=K ...
     dsops_ref_run lightning_indexer --in IN --out REF --set topk=K ...
 
-It compares the outputs as spec/OPS.md section 3.6 asks: per row the number of leading valid entries is
+It compares the outputs as docs/OPERATORS.md section 3.6 asks: per row the number of leading valid entries is
 equal and the tails are exactly -1 (scores -Inf); at most 1 index of the tool's row is absent from the
 reference row (compare_topk, max_miss 1); topk_scores with compare_close 1e-4 / 1e-4 / 0.005 where both
 rows hold the same index. The oracle itself is compared the same way with an independent numpy

@@ -7,7 +7,7 @@
     dsops run rope_apply   --in IN --out OUT --set rope_mode=... --set rope_inverse=... --set rope_offset=...
     dsops run cache_store  --in IN --out OUT [--set group=G]
 
-numpy evaluates spec/OPS.md sections 2.3, 2.5, 2.7 and 2.8 independently (fp32 arithmetic where the spec
+numpy evaluates docs/OPERATORS.md sections 2.3, 2.5, 2.7 and 2.8 independently (fp32 arithmetic where the spec
 says fp32, fp64 cos / sin of the fp32 angle). Tolerances are the spec's: rmsnorm 1e-4 / 2^-7 / 0.005;
 quant_q8 and cache_store q 1 / 0 / 0, scales 2.5e-5 / 0.005 / 0; rope_apply exact for bf16 tables;
 rope_tables atol 2e-7 (fp32). The edge groups of quant_q8 (all zero, amax whose 127 / amax overflows,

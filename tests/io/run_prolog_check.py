@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""End-to-end check of `dsops run mla_prolog_v32` and `dsops run indexer_prolog_v32` (spec/OPS.md 4.1, 4.2).
+"""End-to-end check of `dsops run mla_prolog_v32` and `dsops run indexer_prolog_v32` (docs/OPERATORS.md 4.1, 4.2).
 
 The script builds small prolog problems with numpy (H 256, Q 128; MLA: N 4, Dqn 32, Dc 128 or 512 for
 packed656; indexer: NI 4, DI 64 or NI 2, DI 128), with caches random in every row (NaN in some rows no

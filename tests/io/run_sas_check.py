@@ -11,7 +11,7 @@ entries with the cfa defaults and with a small ratio, sparse indices with -1, ne
 duplicate values and junk beyond the count, cmp_topk_length, sinks absent, finite and +-Inf, lonely tokens
 (L <= 0, or nothing to attend). The variant comes from the operator name, from --set variant, from
 cmp_mode or from the tensors present; OUT's metadata must record the parameters it resolves to. The
-oracle (`dsops_ref_run`) is checked against an independent numpy evaluation of spec/OPS.md 3.7 and 2.10,
+oracle (`dsops_ref_run`) is checked against an independent numpy evaluation of docs/OPERATORS.md 3.7 and 2.10,
 and `dsops run` against the oracle with the spec's tolerances per p_mode (out: normalised and fp32
 1e-4 / 2^-7 / 0.005, tiled 5e-4 / 5e-4 / 0.005; lse 1e-6 / 8.01/65536 / 0.005; lonely rows exactly out 0,
 lse +Inf). --threads 1 and 3 must give identical bytes. One malformed call per variant (and two for the

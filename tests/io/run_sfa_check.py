@@ -8,7 +8,7 @@ NaN-poisoned cache rows that no token uses), writes it as a safetensors file by 
     dsops run sparse_flash_attention_v32 --in IN --out OUT --set softmax_scale=...
     dsops_ref_run sparse_flash_attention_v32 --in IN --out REF ...
 
-It compares `out` and `lse` with compare_close of spec/OPS.md section 1.8 (out 1e-4 / 0.005 / 0.005;
+It compares `out` and `lse` with compare_close of docs/OPERATORS.md section 1.8 (out 1e-4 / 0.005 / 0.005;
 lse 1e-6 / 8.01/65536 / 0.005, non-finite values must coincide), checks lonely tokens exactly (out = 0,
 lse = +Inf), checks the oracle against an independent numpy evaluation of the spec, checks that thread
 counts give identical bytes, and checks that bad invocations exit non-zero without creating or

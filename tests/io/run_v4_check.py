@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""End-to-end check of `dsops run` for the DeepSeek-V4 prologs and the compressor (spec/OPS.md 3.3 - 3.5).
+"""End-to-end check of `dsops run` for the DeepSeek-V4 prologs and the compressor (docs/OPERATORS.md 3.3 - 3.5).
 
     dsops run mla_prolog_v4     --in IN --out OUT [--set eps_cq=... eps_ckv=... eps_qh=... rope_mode=... ...]
     dsops run indexer_prolog_v4 --in IN --out OUT [--set weights_scale=... rope_mode=... rope_inverse=...]

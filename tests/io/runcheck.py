@@ -1,5 +1,5 @@
 """What the end-to-end checks of `dsops run` (run_*_check.py) share: bf16 bits, safetensors files written
-and read by hand, compare_close of spec/OPS.md section 1.8, the numpy pieces of the spec and of the
+and read by hand, compare_close of docs/OPERATORS.md section 1.8, the numpy pieces of the spec and of the
 problems that several checks use, running `dsops run` and the oracle (`dsops_ref_run`), malformed calls, and the command line
 and "N passed, N failed" summary of every check.
 

@@ -1,4 +1,4 @@
-/* Reference oracles for the dsops operators (spec/OPS.md).
+/* Reference oracles for the dsops operators (docs/OPERATORS.md).
  *
  * They execute the Math steps of the spec literally: every fp32 sum is accumulated in ascending index
  * order, every bf16 rounding point of the spec is applied, nothing is contracted into FMA. They are the

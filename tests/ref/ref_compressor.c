@@ -1,4 +1,4 @@
-/* Reference oracle of the compressor (spec/OPS.md §3.4; primitives §2.2 linear maps, §2.3 RMSNorm,
+/* Reference oracle of the compressor (docs/OPERATORS.md §3.4; primitives §2.2 linear maps, §2.3 RMSNorm,
  * §2.5.1 RoPE, §2.6 Hadamard, §2.8 paged state).
  *
  * The Math steps of §3.4, literally, for all sequences of the call:

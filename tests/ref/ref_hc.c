@@ -1,4 +1,4 @@
-/* Reference oracles of the mHC hyper-connection operators (spec/OPS.md §3.1 hc_pre, §3.2 hc_post).
+/* Reference oracles of the mHC hyper-connection operators (docs/OPERATORS.md §3.1 hc_pre, §3.2 hc_post).
  *
  * The Math steps executed literally, one token at a time: every fp32 sum in ascending index order, the
  * division by r (no reciprocal), expf for the sigmoids and the Sinkhorn exponentials, the Sinkhorn

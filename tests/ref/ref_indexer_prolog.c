@@ -1,4 +1,4 @@
-/* Reference oracle of indexer_prolog_v32 (spec/OPS.md §4.2; primitives §2.2 linear maps, §2.4 LayerNorm,
+/* Reference oracle of indexer_prolog_v32 (docs/OPERATORS.md §4.2; primitives §2.2 linear maps, §2.4 LayerNorm,
  * §2.5.1 RoPE, §2.6 Hadamard, §2.7 Q8).
  *
  * The Math steps of §4.2, literally, for all tokens of the call. The variant follows the dtype of qr.

@@ -1,4 +1,4 @@
-/* Reference oracle of indexer_prolog_v4 (spec/OPS.md §3.5; primitives §2.2 linear maps, §2.5.1 RoPE,
+/* Reference oracle of indexer_prolog_v4 (docs/OPERATORS.md §3.5; primitives §2.2 linear maps, §2.5.1 RoPE,
  * §2.6 Hadamard, §2.7 Q8).
  *
  * The Math steps of §3.5, literally, for all tokens of the call (row n of idx_wq_b is head n / DI,

@@ -1,4 +1,4 @@
-/* Reference oracle of lightning_indexer (spec/OPS.md §3.6, V3.2 configuration §4.3, top-k §2.9).
+/* Reference oracle of lightning_indexer (docs/OPERATORS.md §3.6, V3.2 configuration §4.3, top-k §2.9).
  *
  * Plain loops, one query token at a time:
  *   1. n = floor(max(L, 0) / cmp_ratio) visible keys (§1.4),

@@ -1,4 +1,4 @@
-/* Reference oracle of mla_prolog_v32 (spec/OPS.md §4.1; primitives §2.2 linear maps, §2.3 RMSNorm,
+/* Reference oracle of mla_prolog_v32 (docs/OPERATORS.md §4.1; primitives §2.2 linear maps, §2.3 RMSNorm,
  * §2.5.1 RoPE, §2.7 Q8).
  *
  * The Math steps of §4.1, literally, for all tokens of the call:

@@ -1,4 +1,4 @@
-/* Reference oracle of mla_prolog_v4 (spec/OPS.md §3.3; primitives §2.2 linear maps, §2.3 RMSNorm,
+/* Reference oracle of mla_prolog_v4 (docs/OPERATORS.md §3.3; primitives §2.2 linear maps, §2.3 RMSNorm,
  * §2.5.1 RoPE, §2.7 Q8).
  *
  * The Math steps of §3.3, literally, for all tokens of the call. The variant follows the dtype of wq_b.

@@ -1,4 +1,4 @@
-/* Reference oracles of the shared primitives (spec/OPS.md §2.3 - §2.8): rmsnorm, layernorm, the RoPE
+/* Reference oracles of the shared primitives (docs/OPERATORS.md §2.3 - §2.8): rmsnorm, layernorm, the RoPE
  * slice rotation and its tables, the Hadamard matrix and product, Q8 groups, quant_q8 and cache_store.
  *
  * Plain loops over one row at a time, every fp32 sum in ascending index order, every rounding point of

@@ -1,4 +1,4 @@
-/* Reference oracle of sas, the DeepSeek-V4 shared-KV sparse attention (spec/OPS.md §3.7; attention core
+/* Reference oracle of sas, the DeepSeek-V4 shared-KV sparse attention (docs/OPERATORS.md §3.7; attention core
  * §2.10 with the sink; token layout §1.4).
  *
  * Per token t (sequence b, L = L_t), literally:

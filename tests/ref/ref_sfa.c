@@ -1,4 +1,4 @@
-/* Reference oracle of sparse_flash_attention_v32 (spec/OPS.md §4.4, attention core §2.10).
+/* Reference oracle of sparse_flash_attention_v32 (docs/OPERATORS.md §4.4, attention core §2.10).
  *
  * Plain loops, one token at a time:
  *   1. find the used entries of the token's top-k row (spec §4.4 steps 1-2),
