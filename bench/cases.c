@@ -435,7 +435,8 @@ fail:
 }
 
 /* ==================================================================================================
- * lightning_indexer (docs/OPERATORS.md §3.6, §4.3; docs/CASES.md "lightning_indexer, V3.2 / V4 configuration")
+ * lightning_indexer (docs/OPERATORS.md §3.6, §4.3; docs/CASES.md "lightning_indexer, V3.2 configuration"
+ * and "lightning_indexer, V4 configuration")
  *
  * Data:
  *   V3.2 int8   q_idx and keys start as int8(N(0,1)) (truncation), get fp16 scales
@@ -1678,7 +1679,7 @@ dsops_dia_problem *dsops_dia_problem_make(const dsops_dia_case *c, uint64_t seed
         a->hadamard_q = dsops_tensor_make(hq, DSOPS_BF16, 2, s2);
         a->hadamard_k = dsops_tensor_make(hk, DSOPS_BF16, 2, s2);
         if ((DI & (DI - 1)) == 0) {
-            if (dsops_hadamard_matrix(&a->hadamard_q) != DSOPS_OK || dsops_hadamard_matrix(&a->hadamard_k) != DSOPS_OK)
+            if (dsops_hadamard_matrix(NULL, &a->hadamard_q) != DSOPS_OK || dsops_hadamard_matrix(NULL, &a->hadamard_k) != DSOPS_OK)
                 goto fail;
         } else {
             idxp_fill_bf16(seed, STREAM_DIA_HAD, DI, DI, hq);

@@ -372,7 +372,7 @@ dsops_cmp_problem *dsops_cmp_problem_make(const dsops_cmp_case *c, uint64_t seed
 void dsops_cmp_problem_free(dsops_cmp_problem *p);
 
 
-/* One sas case (spec §3.7, docs/CASES.md "sas"): N 64, D 512, window 128, BS 128 in both pools unless named. */
+/* One sas case (spec §3.7, docs/CASES.md "sas: swa, cfa, scfa"): N 64, D 512, window 128, BS 128 in both pools unless named. */
 typedef struct dsops_sas_case {
     const char *name;        /* e.g. "v4_scfa_b64_s2_kv8k" */
     dsops_sas_variant variant;
@@ -403,7 +403,7 @@ typedef struct dsops_sas_problem {
 
 const dsops_sas_case *dsops_sas_cases(int *count);
 const dsops_sas_case *dsops_sas_case_find(const char *name);
-/* Data per docs/CASES.md "sas": q, ori_kv, cmp_kv, sinks U(-1,1) (bf16 / fp32); block tables a random
+/* Data per docs/CASES.md "sas: swa, cfa, scfa": q, ori_kv, cmp_kv, sinks U(-1,1) (bf16 / fp32); block tables a random
  * permutation of each pool's blocks; scfa indices as docs/CASES.md describes (the same row for every token of
  * a sequence, not causally restricted). `seed` replaces the case seed. NULL if memory runs out. */
 dsops_sas_problem *dsops_sas_problem_make(const dsops_sas_case *c, uint64_t seed);

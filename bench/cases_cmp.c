@@ -211,7 +211,7 @@ dsops_cmp_problem *dsops_cmp_problem_make(const dsops_cmp_case *c, uint64_t seed
     p->args.norm_eps = 1e-6f;
     p->args.rope_mode = DSOPS_ROPE_INTERLEAVED;
     p->args.rope_inverse = 0;
-    p->args.out_layout = vendor ? DSOPS_CMP_ROW_PER_SEQ : DSOPS_CMP_PACKED;
+    p->args.out_layout = vendor ? DSOPS_COMPRESSOR_ROW_PER_SEQ : DSOPS_COMPRESSOR_PACKED;
     p->args.prepared = NULL;
 
     /* block tables and state extents */
@@ -325,7 +325,7 @@ dsops_cmp_problem *dsops_cmp_problem_make(const dsops_cmp_case *c, uint64_t seed
         p->args.hadamard = dsops_tensor_make(hm, vendor ? DSOPS_BF16 : DSOPS_FP32, 2, (int64_t[]){D, D});
         if (vendor)
             cmp_fill_bf16(seed, STREAM_CMP_HAD, D, D, DIST_UNIT, 1.0f / sqrtf((float)D), hm);
-        else if (dsops_hadamard_matrix(&p->args.hadamard) != DSOPS_OK)
+        else if (dsops_hadamard_matrix(NULL, &p->args.hadamard) != DSOPS_OK)
             goto fail;
     }
 

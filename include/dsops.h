@@ -228,8 +228,8 @@ typedef struct dsops_rope_apply_args {
 DSOPS_API dsops_status dsops_rope_apply(dsops_context *ctx, const dsops_rope_apply_args *args);
 
 /* hadamard_matrix: fills m ([d, d] bf16 or fp32, d a power of two) with the normalised Sylvester
- * matrix (-1)^popcount(i & j) / sqrt(d). */
-DSOPS_API dsops_status dsops_hadamard_matrix(const dsops_tensor *m);
+ * matrix (-1)^popcount(i & j) / sqrt(d). ctx as for every call (NULL: the environment defaults). */
+DSOPS_API dsops_status dsops_hadamard_matrix(dsops_context *ctx, const dsops_tensor *m);
 
 /* quant_q8: per group of G values, symmetric int8 (spec §2.7): scale = 1 / fp32(127 / amax),
  * q = rint(v * fp32(127 / amax)); all-zero groups give q = 0, scale 0; non-finite groups q = 0, scale NaN. */
@@ -623,8 +623,8 @@ DSOPS_API dsops_status dsops_mla_prolog_v4(dsops_context *ctx, const dsops_mla_p
  * ------------------------------------------------------------------------------------------- */
 
 typedef enum dsops_compressor_layout {
-    DSOPS_CMP_PACKED = 0,      /* entries ordered by sequence, then window */
-    DSOPS_CMP_ROW_PER_SEQ = 1  /* row b holds sequence b's entry (at most one per call) */
+    DSOPS_COMPRESSOR_PACKED = 0,      /* entries ordered by sequence, then window */
+    DSOPS_COMPRESSOR_ROW_PER_SEQ = 1  /* row b holds sequence b's entry (at most one per call) */
 } dsops_compressor_layout;
 
 typedef struct dsops_compressor_args {

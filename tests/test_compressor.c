@@ -263,7 +263,7 @@ static void check_call(const char *label, const dsops_compressor_args *a, const 
         entries += r->cnt[b];
     int64_t bad_zero = -1, bad_ref_zero = -1;
     for (int64_t row = 0; row < NO; row++) {
-        const int filled = a->out_layout == DSOPS_CMP_ROW_PER_SEQ ? (row < B && r->cnt[row] > 0) : row < entries;
+        const int filled = a->out_layout == DSOPS_COMPRESSOR_ROW_PER_SEQ ? (row < B && r->cnt[row] > 0) : row < entries;
         for (int64_t d = 0; d < D && !filled; d++) {
             if (out[row * D + d] != 0 && bad_zero < 0)
                 bad_zero = row;
@@ -558,14 +558,14 @@ static void run_named_case(const dsops_cmp_case *c)
     if (c->vendor_data && (entries == 0 || entries == B)) {
         char l[200];
         snprintf(l, sizeof l, "%s packed [%s]", c->name, tier_name((int)dsops_isa_detected()));
-        a->out_layout = DSOPS_CMP_PACKED;
+        a->out_layout = DSOPS_COMPRESSOR_PACKED;
         memcpy(a->kv_state.data, kv0, nkv * 4), memcpy(a->score_state.data, sc0, nsc * 4);
         fill_u16(a->out.data, nout, GUARD_BF16);
         fill_i32(a->out_count.data, (size_t)B, GUARD_I32);
         dsops_status st = dsops_compressor(ctx, a);
         if (tu_check(st == DSOPS_OK, "%s: %s (%s)", l, dsops_status_name(st), dsops_last_error()))
             check_call(l, a, kv0, sc0, &r, 0, OUT_TOL, NULL);
-        a->out_layout = DSOPS_CMP_ROW_PER_SEQ;
+        a->out_layout = DSOPS_COMPRESSOR_ROW_PER_SEQ;
     }
     if (strcmp(c->name, "v4_cmp_c4a_prefill_then_decode") == 0)
         prefill_then_decode(p, kv0, sc0, &r);
@@ -622,7 +622,7 @@ static cspec spec_make(variant v, int64_t H, int B)
     cspec s;
     memset(&s, 0, sizeof s);
     s.v = v, s.H = H, s.B = B;
-    s.layout = DSOPS_CMP_PACKED;
+    s.layout = DSOPS_COMPRESSOR_PACKED;
     s.BSS = 128;
     s.norm_dt = DSOPS_BF16, s.rope_dt = DSOPS_BF16, s.had_dt = DSOPS_BF16;
     s.mode = DSOPS_ROPE_INTERLEAVED;
@@ -755,7 +755,7 @@ static cprob *cp_make(const cspec *s)
     }
     p->cu[B] = (int32_t)p->T;
     const int64_t T = p->T;
-    p->NO = s->NO > 0 ? s->NO : (s->layout == DSOPS_CMP_PACKED ? p->entries + 1 : B + 1);
+    p->NO = s->NO > 0 ? s->NO : (s->layout == DSOPS_COMPRESSOR_PACKED ? p->entries + 1 : B + 1);
     const int64_t NO = p->NO;
 
     /* data first (so that problems differing only in tables or states share them) */
@@ -935,7 +935,7 @@ static void test_oracle_by_hand(void)
     a.out_count = dsops_tensor_make(cnt, DSOPS_INT32, 1, (int64_t[]){1});
     a.norm_eps = 1e-6f;
     a.rope_mode = DSOPS_ROPE_INTERLEAVED;
-    a.out_layout = DSOPS_CMP_PACKED;
+    a.out_layout = DSOPS_COMPRESSOR_PACKED;
     /* expected, in double */
     double cval[D], ss = 0.0;
     for (int d = 0; d < D; d++) {
@@ -1190,7 +1190,7 @@ static void test_layouts_and_params(void)
         cspec s = spec_make(V_C4A, 64, 5);
         const int64_t st[5] = {3, 4, 7, 0, 126}, ln[5] = {1, 1, 1, 1, 2}; /* entries 1, 0, 1, 0, 1 */
         memcpy(s.start, st, sizeof st), memcpy(s.len, ln, sizeof ln);
-        s.layout = DSOPS_CMP_ROW_PER_SEQ, s.NO = 7;
+        s.layout = DSOPS_COMPRESSOR_ROW_PER_SEQ, s.NO = 7;
         cprob *p = cp_make(&s);
         cp_check_all_tiers("layouts row_per_seq c4a", p);
         cp_free(p);
@@ -1199,7 +1199,7 @@ static void test_layouts_and_params(void)
         cspec s = spec_make(V_C128A, 64, 4);
         const int64_t st[4] = {127, 0, 254, 300}, ln[4] = {1, 3, 2, 4}; /* entries 1, 0, 1, 0 */
         memcpy(s.start, st, sizeof st), memcpy(s.len, ln, sizeof ln);
-        s.layout = DSOPS_CMP_ROW_PER_SEQ, s.NO = 4;
+        s.layout = DSOPS_COMPRESSOR_ROW_PER_SEQ, s.NO = 4;
         cprob *p = cp_make(&s);
         cp_check_all_tiers("layouts row_per_seq c128a", p);
         cp_free(p);
@@ -1208,7 +1208,7 @@ static void test_layouts_and_params(void)
         cspec s = spec_make(V_C4LI, 64, 3);
         const int64_t st[3] = {0, 1, 2}, ln[3] = {4, 3, 2}; /* window 0 of each (no previous half) */
         memcpy(s.start, st, sizeof st), memcpy(s.len, ln, sizeof ln);
-        s.layout = DSOPS_CMP_ROW_PER_SEQ;
+        s.layout = DSOPS_COMPRESSOR_ROW_PER_SEQ;
         cprob *p = cp_make(&s);
         cp_check_all_tiers("layouts row_per_seq c4li window 0", p);
         cp_free(p);
@@ -1217,7 +1217,7 @@ static void test_layouts_and_params(void)
     for (int layout = 0; layout < 2; layout++) {
         cspec s = spec_make(V_C4A, 64, 2);
         s.start[0] = 0, s.len[0] = 2, s.start[1] = 5, s.len[1] = 2;
-        s.layout = layout ? DSOPS_CMP_ROW_PER_SEQ : DSOPS_CMP_PACKED;
+        s.layout = layout ? DSOPS_COMPRESSOR_ROW_PER_SEQ : DSOPS_COMPRESSOR_PACKED;
         s.NO = 3;
         cprob *p = cp_make(&s);
         cp_check_all_tiers(layout ? "layouts no window closes row_per_seq" : "layouts no window closes packed", p);

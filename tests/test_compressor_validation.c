@@ -71,7 +71,7 @@ static void bind(fixture *f)
     a->norm_eps = 1e-6f;
     a->rope_mode = DSOPS_ROPE_INTERLEAVED;
     a->rope_inverse = 0;
-    a->out_layout = DSOPS_CMP_PACKED;
+    a->out_layout = DSOPS_COMPRESSOR_PACKED;
 }
 
 static fixture *make_fixture(void)
@@ -190,14 +190,14 @@ static void no_packed(fixture *f, char *frag)
 }
 static void no_rowmode(fixture *f, char *frag)
 {
-    A.out_layout = DSOPS_CMP_ROW_PER_SEQ;
+    A.out_layout = DSOPS_COMPRESSOR_ROW_PER_SEQ;
     A.out.shape[0] = A.rope_cos.shape[0] = A.rope_sin.shape[0] = 1; /* B = 2 */
     FRAG("out.shape[0]");
 }
 /* row_per_seq and a sequence that closes two windows: sequence 1 takes 8 tokens (positions 0 ... 7) */
 static void two_windows_rowmode(fixture *f, char *frag)
 {
-    A.out_layout = DSOPS_CMP_ROW_PER_SEQ;
+    A.out_layout = DSOPS_COMPRESSOR_ROW_PER_SEQ;
     f->cu[0] = 0, f->cu[1] = 0, f->cu[2] = 7; /* sequence 0 empty, sequence 1 positions 0 ... 6 + 1 below */
     f->sp[1] = 1;                             /* positions 1 ... 7: windows 0 and 1 close */
     f->bt[FMB + 1] = 1, f->bt2[FMB + 1] = 2;
@@ -459,7 +459,7 @@ static void v_shared_block(fixture *f)
 }
 static void v_explicit(fixture *f) { f->a.dim = FD, f->a.ratio = FR, f->a.overlap = 1, f->a.rotate = 1; }
 static void v_no_count(fixture *f) { f->a.out_count.data = NULL; }
-static void v_rowmode(fixture *f) { f->a.out_layout = DSOPS_CMP_ROW_PER_SEQ; }
+static void v_rowmode(fixture *f) { f->a.out_layout = DSOPS_COMPRESSOR_ROW_PER_SEQ; }
 static void v_eps0(fixture *f) { f->a.norm_eps = 0.0f; }
 /* T = 0: both sequences empty; every out row becomes +0, out_count 0, states unchanged */
 static void v_t0(fixture *f)
@@ -544,7 +544,7 @@ static void test_edge_case(void)
                  memcmp(kv, a->kv_state.data, nkv) == 0 && memcmp(sc, a->score_state.data, nsc) == 0,
              "%s: out, out_count or a state written although the call failed", name);
     /* the same problem packed is valid: 2 entries per sequence need NO >= 4 (it has 6) */
-    a->out_layout = DSOPS_CMP_PACKED;
+    a->out_layout = DSOPS_COMPRESSOR_PACKED;
     st = dsops_compressor(ctx, a);
     tu_check(st == DSOPS_OK, "%s packed: %s (%s)", name, dsops_status_name(st), dsops_last_error());
     free(o), free(n), free(kv), free(sc);
@@ -560,7 +560,7 @@ static void test_init_and_null(void)
         memset(&a, 0x5a, sizeof a);
         dsops_status st = dsops_compressor_init(&a, (dsops_preset)p);
         tu_check(st == DSOPS_OK && a.norm_eps == 1e-6f && a.rope_mode == DSOPS_ROPE_INTERLEAVED && a.rope_inverse == 0 &&
-                     a.out_layout == DSOPS_CMP_PACKED && a.dim == 0 && a.ratio == 0 && a.overlap == -1 &&
+                     a.out_layout == DSOPS_COMPRESSOR_PACKED && a.dim == 0 && a.ratio == 0 && a.overlap == -1 &&
                      a.rotate == -1 && a.x.data == NULL && a.hadamard.data == NULL && a.prepared == NULL,
                  "init: compressor preset %d: %s", p, dsops_status_name(st));
     }

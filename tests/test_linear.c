@@ -39,17 +39,19 @@ static int run_map(const shape *s, dsops_dtype dt, const void *w, const void *x,
     int64_t sn = s->transposed ? 1 : s->K, sk = s->transposed ? s->N : 1;
     dsops_linear_engine *e = NULL;
     dsops_linear *l = NULL;
-    int ok = tu_check(dsops_linear_engine_create(&e) == DSOPS_OK &&
+    dsops_context *ctx = NULL;
+    int ok = tu_check(dsops_context_create(&ctx) == DSOPS_OK && dsops_linear_engine_create(&e) == DSOPS_OK &&
                           dsops_linear_create(e, w, dt, s->N, s->K, sn, sk, &l) == DSOPS_OK,
                       "%s: map not made (%s)", label, dsops_last_error());
     if (ok) {
         dsops_linear_job j1 = {l, x, s->K, y1, s->N}, j2 = {l, x, s->K, y2, s->N};
-        ok = tu_check(dsops_linear_run(&j1, 1, s->M, 1, isa) == DSOPS_OK &&
-                          dsops_linear_run(&j2, 1, s->M, 3, isa) == DSOPS_OK,
+        ok = tu_check(dsops_linear_run(ctx, &j1, 1, s->M, 1, isa) == DSOPS_OK &&
+                          dsops_linear_run(ctx, &j2, 1, s->M, 3, isa) == DSOPS_OK,
                       "%s: run failed (%s)", label, dsops_last_error());
     }
     dsops_linear_destroy(l);
     dsops_linear_engine_destroy(e);
+    dsops_context_destroy(ctx);
     return ok;
 }
 
@@ -89,9 +91,9 @@ static void check_bf16(const shape *s, tu_rng *r, dsops_isa isa)
     uint16_t *w = malloc(2 * (size_t)N * K), *x = malloc(2 * (size_t)M * K);
     float *y1 = malloc(sizeof(float) * (size_t)M * N), *y2 = malloc(sizeof(float) * (size_t)M * N);
     for (size_t i = 0; i < (size_t)N * K; i++)
-        w[i] = dsops_f32_to_bf16(tu_rng_uniform(r, -1.0f, 1.0f));
+        w[i] = dsops_bf16_round_bits(tu_rng_uniform(r, -1.0f, 1.0f));
     for (size_t i = 0; i < (size_t)M * K; i++)
-        x[i] = dsops_f32_to_bf16(tu_rng_uniform(r, -1.0f, 1.0f));
+        x[i] = dsops_bf16_round_bits(tu_rng_uniform(r, -1.0f, 1.0f));
     int64_t sn = s->transposed ? 1 : K, sk = s->transposed ? N : 1;
     char label[128];
     snprintf(label, sizeof label, "bf16 M %d K %d N %d%s [%s]", M, K, N, s->transposed ? " transposed" : "",
@@ -103,7 +105,7 @@ static void check_bf16(const shape *s, tu_rng *r, dsops_isa isa)
         for (int n = 0; n < N; n++) {
             double exact = 0.0, mag = 0.0;
             for (int k = 0; k < K; k++) {
-                double p = (double)dsops_bf16_to_f32(x[(size_t)m * K + k]) * dsops_bf16_to_f32(w[n * sn + k * sk]);
+                double p = (double)dsops_bf16_value(x[(size_t)m * K + k]) * dsops_bf16_value(w[n * sn + k * sk]);
                 exact += p;
                 mag += fabs(p);
             }

@@ -570,7 +570,7 @@ static void test_hadamard(void)
             void *m = xcalloc((size_t)(d * d), esz), *mr = xcalloc((size_t)(d * d), esz);
             int64_t sh[2] = {d, d};
             dsops_tensor t = dsops_tensor_make(m, dt, 2, sh), tr = dsops_tensor_make(mr, dt, 2, sh);
-            dsops_status st = dsops_hadamard_matrix(&t);
+            dsops_status st = dsops_hadamard_matrix(NULL, &t);
             dsops_ref_hadamard_matrix(&tr);
             tu_check(st == DSOPS_OK && memcmp(m, mr, (size_t)(d * d) * esz) == 0,
                      "hadamard d %lld %s: %s, differs from the oracle", (long long)d, dsops_dtype_name(dt),

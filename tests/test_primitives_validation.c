@@ -130,7 +130,7 @@ static dsops_status run_op(prim_op op, fixture *f)
     case OP_RMSNORM: return dsops_rmsnorm(ctx, &f->rms);
     case OP_ROPE_TABLES: return dsops_rope_tables(ctx, &f->rt);
     case OP_ROPE_APPLY: return dsops_rope_apply(ctx, &f->ra);
-    case OP_HADAMARD: return dsops_hadamard_matrix(&f->h);
+    case OP_HADAMARD: return dsops_hadamard_matrix(NULL, &f->h);
     case OP_QUANT: return dsops_quant_q8(ctx, &f->qa);
     case OP_CACHE_STORE: return dsops_cache_store(ctx, &f->cs);
     }
@@ -564,7 +564,7 @@ static void test_init(void)
                  "init: rope_tables V4 preset %d", p);
     }
     tu_check(dsops_rope_tables_init(&t, (dsops_preset)-1) == DSOPS_ERR_PARAM, "init: rope_tables with a bad preset");
-    tu_check(dsops_hadamard_matrix(NULL) == DSOPS_ERR_NULL, "hadamard_matrix(NULL)");
+    tu_check(dsops_hadamard_matrix(NULL, NULL) == DSOPS_ERR_NULL, "hadamard_matrix(NULL)");
     tu_check(dsops_rmsnorm(ctx, NULL) == DSOPS_ERR_NULL && dsops_rope_tables(ctx, NULL) == DSOPS_ERR_NULL &&
                  dsops_rope_apply(ctx, NULL) == DSOPS_ERR_NULL && dsops_quant_q8(ctx, NULL) == DSOPS_ERR_NULL &&
                  dsops_cache_store(ctx, NULL) == DSOPS_ERR_NULL,

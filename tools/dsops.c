@@ -273,15 +273,15 @@ static dsops_status mlap_gemms_run(dsops_context *ctx, void *pv)
     float *y = b->y;
     dsops_linear **m = b->prep->maps;
     dsops_linear_job j1[2] = {{m[0], b->p->args.x.data, c->H, y, Q}, {m[1], b->p->args.x.data, c->H, y, c->Dc + 64}};
-    dsops_status s = dsops_linear_run(j1, 2, T, threads, dsops_context_isa(ctx));
+    dsops_status s = dsops_linear_run(ctx, j1, 2, T, threads, dsops_context_isa(ctx));
     dsops_linear_job j3 = {m[2], b->x2, Q, y, NG};
     if (s == DSOPS_OK)
-        s = dsops_linear_run(&j3, 1, T, threads, dsops_context_isa(ctx));
+        s = dsops_linear_run(ctx, &j3, 1, T, threads, dsops_context_isa(ctx));
     dsops_linear_job *jh = malloc(sizeof *jh * (size_t)c->N);
     for (int h = 0; s == DSOPS_OK && jh && h < c->N; h++)
         jh[h] = (dsops_linear_job){m[3 + h], (const uint16_t *)b->x2 + h * G, NG, y + (size_t)h * T * c->Dc, c->Dc};
     if (s == DSOPS_OK && jh)
-        s = dsops_linear_run(jh, c->N, T, threads, dsops_context_isa(ctx));
+        s = dsops_linear_run(ctx, jh, c->N, T, threads, dsops_context_isa(ctx));
     free(jh);
     return s;
 }
@@ -369,14 +369,14 @@ static dsops_status idxp_gemms_run(dsops_context *ctx, void *pv)
     dsops_linear_job j1[3] = {{m[IDXP_MAP_WQ_B], a->qr.data, c->Q, y, NQ},
                               {m[IDXP_MAP_WK], a->x.data, c->H, y + (size_t)(T * NQ) * 4, c->DI},
                               {m[IDXP_MAP_WPROJ], a->x.data, c->H, y + (size_t)(T * (NQ + c->DI)) * 4, c->NI}};
-    dsops_status s = dsops_linear_run(j1, 3, T, threads, dsops_context_isa(ctx));
+    dsops_status s = dsops_linear_run(ctx, j1, 3, T, threads, dsops_context_isa(ctx));
     if (s == DSOPS_OK && m[IDXP_MAP_HQ]) {
         dsops_linear_job jq = {m[IDXP_MAP_HQ], b->hx, c->DI, y, c->DI};
-        s = dsops_linear_run(&jq, 1, T * c->NI, threads, dsops_context_isa(ctx));
+        s = dsops_linear_run(ctx, &jq, 1, T * c->NI, threads, dsops_context_isa(ctx));
     }
     if (s == DSOPS_OK && m[IDXP_MAP_HK]) {
         dsops_linear_job jk = {m[IDXP_MAP_HK], b->hx, c->DI, y, c->DI};
-        s = dsops_linear_run(&jk, 1, T, threads, dsops_context_isa(ctx));
+        s = dsops_linear_run(ctx, &jk, 1, T, threads, dsops_context_isa(ctx));
     }
     return s;
 }
@@ -694,10 +694,10 @@ static dsops_status mla4_gemms_run(dsops_context *ctx, void *pv)
     dsops_linear **m = b->prep->maps;
     dsops_linear_job j1[2] = {{m[MLA4_MAP_WQ_A], a->x.data, c->H, y, c->Q},
                               {m[MLA4_MAP_WKV], a->x.data, c->H, y + (size_t)(T * c->Q) * 4, c->D}};
-    dsops_status s = dsops_linear_run(j1, 2, T, threads, dsops_context_isa(ctx));
+    dsops_status s = dsops_linear_run(ctx, j1, 2, T, threads, dsops_context_isa(ctx));
     dsops_linear_job j2 = {m[MLA4_MAP_WQ_B], a->qr.data, c->Q, y, ND};
     if (s == DSOPS_OK)
-        s = dsops_linear_run(&j2, 1, T, threads, dsops_context_isa(ctx));
+        s = dsops_linear_run(ctx, &j2, 1, T, threads, dsops_context_isa(ctx));
     return s;
 }
 
@@ -761,10 +761,10 @@ static dsops_status idxp4_gemms_run(dsops_context *ctx, void *pv)
     dsops_linear **m = b->prep->maps;
     dsops_linear_job j[2] = {{m[IDXP4_MAP_WQ_B], a->qr.data, c->Q, y, NQ},
                              {m[IDXP4_MAP_WPROJ], a->x.data, c->H, y + (size_t)(T * NQ) * 4, c->NI}};
-    dsops_status s = dsops_linear_run(j, 2, T, threads, dsops_context_isa(ctx));
+    dsops_status s = dsops_linear_run(ctx, j, 2, T, threads, dsops_context_isa(ctx));
     dsops_linear_job jh = {m[IDXP4_MAP_HAD], b->hx, c->DI, y, c->DI};
     if (s == DSOPS_OK)
-        s = dsops_linear_run(&jh, 1, T * c->NI, threads, dsops_context_isa(ctx));
+        s = dsops_linear_run(ctx, &jh, 1, T * c->NI, threads, dsops_context_isa(ctx));
     return s;
 }
 
@@ -823,7 +823,7 @@ static dsops_status cmp_gemms_run(dsops_context *ctx, void *pv)
     dsops_linear **m = b->prep->maps;
     dsops_linear_job j[2] = {{m[CMP_MAP_WKV], a->x.data, H, y, CD},
                              {m[CMP_MAP_WGATE], a->x.data, H, y + (size_t)(T * CD) * 4, CD}};
-    return dsops_linear_run(j, 2, T, dsops_context_threads(ctx), dsops_context_isa(ctx));
+    return dsops_linear_run(ctx, j, 2, T, dsops_context_threads(ctx), dsops_context_isa(ctx));
 }
 
 /* sas (swa, cfa, scfa): --check compares out and lse with the oracle on a sample: every sequence when

@@ -946,7 +946,7 @@ static dsops_status idxp4_call(dsops_context *ctx, const void *args, const dsops
 typedef dsops_compressor_args cmp_args;
 
 static const run_enum_value run_cmp_layouts[] = {
-    {"packed", DSOPS_CMP_PACKED}, {"row_per_seq", DSOPS_CMP_ROW_PER_SEQ}, {NULL, 0}};
+    {"packed", DSOPS_COMPRESSOR_PACKED}, {"row_per_seq", DSOPS_COMPRESSOR_ROW_PER_SEQ}, {NULL, 0}};
 
 static const run_tensor_desc cmp_tensors[] = {
     RUN_TENSOR(cmp_args, x, RUN_IN, RUN_DT(DSOPS_BF16), "[T, H]"),

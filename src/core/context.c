@@ -59,6 +59,7 @@ void dsops_context_destroy(dsops_context *ctx)
         return;
     free(ctx->scratch);
     free(ctx->outer);
+    free(ctx->matmul);
     free(ctx);
 }
 
@@ -120,3 +121,8 @@ static void *grow(void **area, size_t *have, size_t bytes)
 void *dsops_scratch(dsops_context *ctx, size_t bytes) { return grow(&ctx->scratch, &ctx->scratch_bytes, bytes); }
 
 void *dsops_scratch_outer(dsops_context *ctx, size_t bytes) { return grow(&ctx->outer, &ctx->outer_bytes, bytes); }
+
+void *dsops_scratch_matmul(dsops_context *ctx, size_t bytes)
+{
+    return grow(&ctx->matmul, &ctx->matmul_bytes, bytes);
+}

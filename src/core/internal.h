@@ -36,14 +36,16 @@ void dsops_clear_error(void);
     } while (0)
 
 /* ---- number formats (spec §2.1) -------------------------------------------------------------- */
+/* One value at a time: dsops_bf16_value / dsops_fp16_value widen a bit pattern, dsops_bf16_round_bits /
+ * dsops_fp16_round_bits round a float to one (the public dsops_bf16_to_fp32 and friends convert arrays). */
 
 static inline float dsops_f32_from_bits(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 static inline uint32_t dsops_bits_from_f32(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 
-static inline float dsops_bf16_to_f32(uint16_t h) { return dsops_f32_from_bits((uint32_t)h << 16); }
+static inline float dsops_bf16_value(uint16_t h) { return dsops_f32_from_bits((uint32_t)h << 16); }
 
 /* Round to nearest even; NaN becomes a quiet NaN with its sign; overflow gives +-Inf. */
-static inline uint16_t dsops_f32_to_bf16(float f)
+static inline uint16_t dsops_bf16_round_bits(float f)
 {
     uint32_t u = dsops_bits_from_f32(f);
     if ((u & 0x7fffffffu) > 0x7f800000u)
@@ -52,10 +54,10 @@ static inline uint16_t dsops_f32_to_bf16(float f)
     return (uint16_t)(u >> 16);
 }
 
-static inline float dsops_round_bf16(float f) { return dsops_bf16_to_f32(dsops_f32_to_bf16(f)); }
+static inline float dsops_round_bf16(float f) { return dsops_bf16_value(dsops_bf16_round_bits(f)); }
 
 /* fp16 <-> fp32: exact widening; round to nearest even with subnormals, |v| >= 65520 -> Inf. */
-static inline float dsops_fp16_to_f32(uint16_t h)
+static inline float dsops_fp16_value(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1fu;
@@ -74,7 +76,7 @@ static inline float dsops_fp16_to_f32(uint16_t h)
     return dsops_f32_from_bits(bits);
 }
 
-static inline uint16_t dsops_f32_to_fp16(float f)
+static inline uint16_t dsops_fp16_round_bits(float f)
 {
     uint32_t u = dsops_bits_from_f32(f);
     uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
@@ -162,6 +164,8 @@ struct dsops_context {
     size_t scratch_bytes;
     void *outer;          /* a fused operator's intermediates, kept apart from its stages' scratch */
     size_t outer_bytes;
+    void *matmul;         /* the matmul layer's activation copies, kept apart from the operator's scratch */
+    size_t matmul_bytes;
 };
 
 /* A context for one call: `ctx` itself, or a temporary one when ctx is NULL (released by
@@ -173,6 +177,8 @@ void *dsops_scratch(dsops_context *ctx, size_t bytes);
 /* The same for a fused operator's intermediates: a second area that its stages' dsops_scratch calls
  * never move. */
 void *dsops_scratch_outer(dsops_context *ctx, size_t bytes);
+/* The same for the matmul layer (dsops_linear_run), whose callers keep their own scratch live. */
+void *dsops_scratch_matmul(dsops_context *ctx, size_t bytes);
 
 static inline size_t dsops_align64(size_t n) { return (n + 63) & ~(size_t)63; }
 

@@ -90,7 +90,7 @@ static float *widen_weights(const dsops_linear *l, const linear_chunk *c, const 
     for (int64_t n = 0; n < c->n; n++)
         for (int64_t k = 0; k < l->K; k++) {
             int64_t at = n * l->stride_n + k * l->stride_k;
-            float v = l->dtype == DSOPS_BF16 ? dsops_bf16_to_f32(((const uint16_t *)src)[at]) : (float)((const int8_t *)src)[at];
+            float v = l->dtype == DSOPS_BF16 ? dsops_bf16_value(((const uint16_t *)src)[at]) : (float)((const int8_t *)src)[at];
             wf[k * c->n + n] = v; /* block k / kblock, row k % kblock */
         }
     return wf;
@@ -512,19 +512,16 @@ static int64_t row_blocks(const dsops_linear *l, const dsops_linear_kernels *k, 
     return split ? (M + ROW_BLOCK - 1) / ROW_BLOCK : 1;
 }
 
-dsops_status dsops_linear_run(const dsops_linear_job *jobs, int njobs, int64_t M, int threads, dsops_isa isa)
+dsops_status dsops_linear_run(dsops_context *ctx, const dsops_linear_job *jobs, int njobs, int64_t M, int threads,
+                              dsops_isa isa)
 {
     if (M <= 0 || njobs <= 0)
         return DSOPS_OK;
     const dsops_linear_kernels *rk = &dsops_kernel_table_get(isa)->linear;
     int64_t items = 0;
     size_t biased_bytes = 0, widened_floats = 0, sum_floats = 0;
-    int64_t *nrb = malloc(sizeof *nrb * (size_t)njobs); /* row blocks per job */
-    if (!nrb)
-        return dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate %d job records", njobs);
     for (int j = 0; j < njobs; j++) {
-        nrb[j] = row_blocks(jobs[j].l, rk, M);
-        items += jobs[j].l->nchunks * nrb[j];
+        items += jobs[j].l->nchunks * row_blocks(jobs[j].l, rk, M);
         if (use_rowdot(jobs[j].l, rk, M) && jobs[j].l->dtype == DSOPS_INT8)
             biased_bytes += (size_t)(M * jobs[j].l->K);
         if (!use_rowdot(jobs[j].l, rk, M) && jobs[j].l->path == PATH_WIDENED)
@@ -535,20 +532,22 @@ dsops_status dsops_linear_run(const dsops_linear_job *jobs, int njobs, int64_t M
     }
     if (threads > items)
         threads = (int)items;
-    /* the int8 row-dot kernels take x + 128 as unsigned bytes: one biased copy per job */
-    uint8_t *biased = biased_bytes ? malloc(biased_bytes) : NULL;
-    /* the widened path multiplies fp32 activations: one exact fp32 copy per job, shared by its chunks */
-    float *widened = widened_floats ? malloc(sizeof(float) * widened_floats) : NULL;
-    const uint8_t **xb = calloc((size_t)njobs, sizeof *xb);
-    const float **xf = calloc((size_t)njobs, sizeof *xf);
-    if (!xb || !xf || (widened_floats && !widened) || (biased_bytes && !biased)) {
-        free(nrb);
-        free(biased);
-        free(widened);
-        free(xb);
-        free(xf);
+    /* one scratch area: per job its row blocks and activation pointers; the widened path's fp32 activations
+     * (one exact copy per job, shared by its chunks), each thread's block sums (widened int8), the int8
+     * row-dot kernels' x + 128 as unsigned bytes */
+    const size_t jobs_bytes = dsops_align64((sizeof(int64_t) + 2 * sizeof(void *)) * (size_t)njobs);
+    const size_t widened_at = jobs_bytes, sums_at = widened_at + dsops_align64(sizeof(float) * widened_floats);
+    const size_t biased_at = sums_at + dsops_align64(sizeof(float) * sum_floats) * (size_t)threads;
+    char *area = dsops_scratch_matmul(ctx, biased_at + biased_bytes);
+    if (!area)
         return dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate the activations of %d matmul jobs", njobs);
-    }
+    int64_t *nrb = (int64_t *)area; /* row blocks per job */
+    const uint8_t **xb = (const uint8_t **)(nrb + njobs);
+    const float **xf = (const float **)(xb + njobs);
+    float *widened = (float *)(area + widened_at);
+    uint8_t *biased = (uint8_t *)(area + biased_at);
+    for (int j = 0; j < njobs; j++)
+        nrb[j] = row_blocks(jobs[j].l, rk, M), xb[j] = NULL, xf[j] = NULL;
     for (size_t j = 0, off = 0; j < (size_t)njobs; j++) {
         const dsops_linear *l = jobs[j].l;
         if (!(use_rowdot(l, rk, M) && l->dtype == DSOPS_INT8))
@@ -592,9 +591,9 @@ dsops_status dsops_linear_run(const dsops_linear_job *jobs, int njobs, int64_t M
         dnnl_status_t st = dnnl_stream_create(&stream, jobs[0].l->engine, dnnl_stream_default_flags);
         if (st != dnnl_success)
             mine = dnnl_failed(st, "stream");
-        float *sums = sum_floats ? malloc(sizeof(float) * sum_floats) : NULL; /* the widened int8 path's */
-        if (sum_floats && !sums && mine == DSOPS_OK)
-            mine = dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate the block sums of a widened int8 matmul");
+        float *sums = sum_floats ? (float *)(area + sums_at + dsops_align64(sizeof(float) * sum_floats) *
+                                                             (size_t)dsops_thread_num())
+                                 : NULL; /* the widened int8 path's */
 #pragma omp for schedule(dynamic, 1)
         for (int64_t item = 0; item < items; item++) {
             if (mine != DSOPS_OK)
@@ -619,7 +618,6 @@ dsops_status dsops_linear_run(const dsops_linear_job *jobs, int njobs, int64_t M
                 mine = run_chunk(job->l, c, stream, (const char *)job->x + (size_t)(m0 * job->ldx) * dsops_elem_size(job->l->dtype),
                                  mb, job->ldx, y, job->ldy, sums);
         }
-        free(sums);
         if (stream) {
             if (dnnl_stream_wait(stream) != dnnl_success && mine == DSOPS_OK)
                 mine = dsops_fail(DSOPS_ERR_UNSUPPORTED, "oneDNN stream wait failed");
@@ -634,11 +632,6 @@ dsops_status dsops_linear_run(const dsops_linear_job *jobs, int njobs, int64_t M
             }
         }
     }
-    free(nrb);
-    free(xb);
-    free(xf);
-    free(widened);
-    free(biased);
     if (status != DSOPS_OK)
         return dsops_fail(status, "%s", message);
     return status;

@@ -37,8 +37,9 @@ typedef struct dsops_linear_job {
 
 /* Runs every chunk of every job on up to `threads` threads; all jobs' maps share one engine. With few
  * rows (decode sizes) maps with row-major weights use the row-dot kernels of tier `isa` instead of
- * oneDNN, when that tier has them. */
-dsops_status dsops_linear_run(const dsops_linear_job *jobs, int njobs, int64_t M, int threads, dsops_isa isa);
+ * oneDNN, when that tier has them. Activation copies live in ctx's matmul scratch. */
+dsops_status dsops_linear_run(dsops_context *ctx, const dsops_linear_job *jobs, int njobs, int64_t M, int threads,
+                              dsops_isa isa);
 
 /* 1 if `l` was made from exactly these weights (prepared objects are checked with it). */
 int dsops_linear_matches(const dsops_linear *l, const void *w, dsops_dtype dtype, int64_t N, int64_t K,

@@ -29,7 +29,7 @@ dsops_status dsops_compressor_init(cmp_args *a, dsops_preset preset)
     a->norm_eps = 1e-6f;
     a->rope_mode = DSOPS_ROPE_INTERLEAVED;
     a->rope_inverse = 0;
-    a->out_layout = DSOPS_CMP_PACKED;
+    a->out_layout = DSOPS_COMPRESSOR_PACKED;
     if (preset != DSOPS_PRESET_V4_FLASH && preset != DSOPS_PRESET_V4_PRO)
         return dsops_fail(DSOPS_ERR_PARAM, "preset = %d: compressor exists only for the V4 presets", (int)preset);
     dsops_clear_error();
@@ -141,7 +141,7 @@ static dsops_status check_params(const cmp_args *a, const cmp_dims *d)
         return dsops_fail(DSOPS_ERR_PARAM, "norm_eps = %g, expected finite and >= 0", (double)a->norm_eps);
     if ((int)a->rope_mode < 0 || (int)a->rope_mode > DSOPS_ROPE_INTERLEAVED_IN_HALF_OUT)
         return dsops_fail(DSOPS_ERR_PARAM, "rope_mode = %d is not a dsops_rope_mode value", (int)a->rope_mode);
-    if (a->out_layout != DSOPS_CMP_PACKED && a->out_layout != DSOPS_CMP_ROW_PER_SEQ)
+    if (a->out_layout != DSOPS_COMPRESSOR_PACKED && a->out_layout != DSOPS_COMPRESSOR_ROW_PER_SEQ)
         return dsops_fail(DSOPS_ERR_PARAM, "out_layout = %d is not a dsops_compressor_layout value", (int)a->out_layout);
     return DSOPS_OK;
 }
@@ -237,9 +237,9 @@ static dsops_status plan_sequences(const cmp_args *a, const cmp_dims *d, cmp_seq
                               (long long)b, (long long)s->start, (long long)s->S);
         s->k0 = s->start / R;
         s->count = (s->start + s->S) / R - s->k0;
-        s->row0 = a->out_layout == DSOPS_CMP_PACKED ? rows : b;
+        s->row0 = a->out_layout == DSOPS_COMPRESSOR_PACKED ? rows : b;
         rows += s->count;
-        if (a->out_layout == DSOPS_CMP_ROW_PER_SEQ && s->count > 1)
+        if (a->out_layout == DSOPS_COMPRESSOR_ROW_PER_SEQ && s->count > 1)
             return dsops_fail(DSOPS_ERR_SHAPE, "out_layout row_per_seq: sequence %lld closes %lld windows, at most 1 allowed",
                               (long long)b, (long long)s->count);
         /* needed positions: the written ones and, when a window closes, the pre-call candidates */
@@ -254,10 +254,10 @@ static dsops_status plan_sequences(const cmp_args *a, const cmp_dims *d, cmp_seq
                                      d->MBS2, b, p));
         }
     }
-    if (a->out_layout == DSOPS_CMP_PACKED && d->NO < rows)
+    if (a->out_layout == DSOPS_COMPRESSOR_PACKED && d->NO < rows)
         return dsops_fail(DSOPS_ERR_SHAPE, "out.shape[0] = %lld (NO), but the call closes %lld windows (packed)",
                           (long long)d->NO, (long long)rows);
-    if (a->out_layout == DSOPS_CMP_ROW_PER_SEQ && d->NO < d->B)
+    if (a->out_layout == DSOPS_COMPRESSOR_ROW_PER_SEQ && d->NO < d->B)
         return dsops_fail(DSOPS_ERR_SHAPE, "out.shape[0] = %lld (NO), expected >= B = %lld (row_per_seq)",
                           (long long)d->NO, (long long)d->B);
     DSOPS_TRY(check_shared_rows(a, d, seq, false, owners));
@@ -349,14 +349,14 @@ static void finish_entry(const cmp_call *c, int64_t r, float *pooled, float *tmp
     dsops_rmsnorm_row(pooled, (int)D, c->gamma, a->norm_eps, pooled);
     uint16_t *y = dsops_at2(&a->out, r, 0);
     for (int64_t i = 0; i < D; i++)
-        y[i] = dsops_f32_to_bf16(pooled[i]);
+        y[i] = dsops_bf16_round_bits(pooled[i]);
     dsops_rope_bf16_slice(y + D - DR, &a->rope_cos, &a->rope_sin, r, a->rope_mode, a->rope_inverse != 0, y + D - DR);
     if (!c->d->rotate)
         return;
     dsops_bf16_to_fp32(y, pooled, (size_t)D);
     dsops_hadamard_row(pooled, (int)D, c->hm, tmp);
     for (int64_t i = 0; i < D; i++)
-        y[i] = dsops_f32_to_bf16(tmp[i]);
+        y[i] = dsops_bf16_round_bits(tmp[i]);
 }
 
 /* Step 6 for sequence b: its tokens' state rows in position order. */
@@ -405,8 +405,8 @@ static dsops_status check_all(const cmp_args *a, cmp_dims *d)
 }
 
 /* Steps 1 (projections, ape) to 5 (entries, zero rows, out_count). */
-static dsops_status compute_entries(const cmp_args *a, const cmp_dims *d, const cmp_layout *L, char *scratch,
-                                    const dsops_prepared *prep, int threads, dsops_isa isa, cmp_call *c)
+static dsops_status compute_entries(dsops_context *use, const cmp_args *a, const cmp_dims *d, const cmp_layout *L,
+                                    char *scratch, const dsops_prepared *prep, int threads, dsops_isa isa, cmp_call *c)
 {
     const cmp_seq *seq = (const cmp_seq *)(scratch + L->seq);
     float *kvp = (float *)(scratch + L->kvp), *scp = (float *)(scratch + L->scp);
@@ -420,7 +420,7 @@ static dsops_status compute_entries(const cmp_args *a, const cmp_dims *d, const 
     if (T > 0) {
         dsops_linear_job jobs[2] = {{prep->maps[MAP_WKV], a->x.data, a->x.stride[0], kvp, CD},
                                     {prep->maps[MAP_WGATE], a->x.data, a->x.stride[0], scp, CD}};
-        DSOPS_TRY(dsops_linear_run(jobs, 2, T, threads, isa));
+        DSOPS_TRY(dsops_linear_run(use, jobs, 2, T, threads, isa));
     }
     for (int64_t b = 0; b < d->B; b++)
         for (int64_t i = 0; i < seq[b].S; i++) {
@@ -452,7 +452,7 @@ static dsops_status compute_entries(const cmp_args *a, const cmp_dims *d, const 
     }
     /* rows that receive no entry */
     for (int64_t r = 0; r < d->NO; r++) {
-        bool used = a->out_layout == DSOPS_CMP_PACKED ? r < n : (r < d->B && seq[r].count > 0);
+        bool used = a->out_layout == DSOPS_COMPRESSOR_PACKED ? r < n : (r < d->B && seq[r].count > 0);
         if (!used)
             memset(dsops_at2(&a->out, r, 0), 0, (size_t)D * 2);
     }
@@ -488,7 +488,7 @@ dsops_status dsops_compressor(dsops_context *ctx, const cmp_args *a)
     }
     /* nothing is written above this line */
     cmp_call c;
-    status = compute_entries(a, &d, &L, scratch, prep, threads, use->isa, &c);
+    status = compute_entries(use, a, &d, &L, scratch, prep, threads, use->isa, &c);
     if (status == DSOPS_OK) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
         for (int64_t b = 0; b < d.B; b++)

@@ -284,7 +284,7 @@ static bool same_view(const dsops_tensor *a, const dsops_tensor *b)
 
 static float load_real(const void *p, dsops_dtype dt)
 {
-    return dt == DSOPS_BF16 ? dsops_bf16_to_f32(*(const uint16_t *)p) : *(const float *)p;
+    return dt == DSOPS_BF16 ? dsops_bf16_value(*(const uint16_t *)p) : *(const float *)p;
 }
 
 dsops_status dsops_hc_post(dsops_context *ctx, const dsops_hc_post_args *a)

@@ -290,19 +290,11 @@ static void get_bf16_row(const void *src, int64_t n, bool fp32_values, uint16_t 
 {
     if (fp32_values)
         for (int64_t i = 0; i < n; i++)
-            dst[i] = dsops_f32_to_bf16(((const float *)src)[i]);
+            dst[i] = dsops_bf16_round_bits(((const float *)src)[i]);
     else
         memcpy(dst, src, (size_t)n * 2);
 }
 
-static int thread_id(void)
-{
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
 
 /* bf16 rotation of the first 64 values of row (in place) with token t's tables. */
 static void rope_first64(const idxp_args *a, int64_t t, uint16_t *row)
@@ -366,7 +358,7 @@ dsops_status dsops_indexer_prolog_v32(dsops_context *ctx, const idxp_args *a)
     dsops_linear_job j1[3] = {{prep->maps[MAP_WQ_B], a->qr.data, a->qr.stride[0], scratch + L.qacc, NI * DI},
                               {prep->maps[MAP_WK], a->x.data, a->x.stride[0], scratch + L.k, DI},
                               {prep->maps[MAP_WPROJ], a->x.data, a->x.stride[0], scratch + L.w, NI}};
-    status = dsops_linear_run(j1, 3, T, threads, use->isa);
+    status = dsops_linear_run(use, j1, 3, T, threads, use->isa);
 
     float *wscale = (float *)(scratch + L.wscale);
     if (d.int8)
@@ -375,7 +367,7 @@ dsops_status dsops_indexer_prolog_v32(dsops_context *ctx, const idxp_args *a)
     /* per token: qb (bf16) and its rotated heads u; the normalised, rotated key; the weights */
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t t = 0; t < T; t++) {
-        uint16_t *row = (uint16_t *)(scratch + L.total + norm_bytes + per_thread * (size_t)thread_id());
+        uint16_t *row = (uint16_t *)(scratch + L.total + norm_bytes + per_thread * (size_t)dsops_thread_num());
         float c[DR], sn[DR], x[DR], y[DR]; /* the token's tables, widened once for all heads */
         dsops_widen_row(dsops_at2(&a->rope_cos, t, 0), a->rope_cos.dtype, DR, c);
         dsops_widen_row(dsops_at2(&a->rope_sin, t, 0), a->rope_sin.dtype, DR, sn);
@@ -386,44 +378,44 @@ dsops_status dsops_indexer_prolog_v32(dsops_context *ctx, const idxp_args *a)
                 float qs = *(const float *)dsops_at1(&a->qr_scale, t);
                 const float *ws = wscale + h * DI;
                 for (int64_t e = 0; e < DI; e++)
-                    row[e] = dsops_f32_to_bf16(((float)acc[e] * qs) * ws[e]);
+                    row[e] = dsops_bf16_round_bits(((float)acc[e] * qs) * ws[e]);
             } else {
                 const float *acc = (const float *)(scratch + L.qacc) + base;
                 for (int64_t e = 0; e < DI; e++)
-                    row[e] = dsops_f32_to_bf16(acc[e]);
+                    row[e] = dsops_bf16_round_bits(acc[e]);
             }
             for (int e = 0; e < DR; e++)
-                x[e] = dsops_bf16_to_f32(row[e]);
+                x[e] = dsops_bf16_value(row[e]);
             dsops_rope_row(x, c, sn, a->rope_mode, a->rope_inverse != 0, y);
             for (int e = 0; e < DR; e++)
-                row[e] = dsops_f32_to_bf16(y[e]);
+                row[e] = dsops_bf16_round_bits(y[e]);
             put_row(row, DI, hq_dt, scratch + L.u + (size_t)base * hq_es);
         }
         float *k = (float *)(scratch + L.k) + t * DI;
         dsops_layernorm_row(k, (int)DI, gamma, beta, a->ln_eps, k);   /* LayerNorm of the fp32 projection */
         for (int64_t c = 0; c < DI; c++)
-            row[c] = dsops_f32_to_bf16(k[c]);
+            row[c] = dsops_bf16_round_bits(k[c]);
         rope_first64(a, t, row);
         put_row(row, DI, hk_dt, scratch + L.kr + (size_t)(t * DI) * hk_es);
         for (int64_t h = 0; h < NI; h++) {
             float w = dsops_round_bf16(((const float *)(scratch + L.w))[t * NI + h]) * a->weights_scale;
             uint16_t *dst = dsops_at2(&a->weights, t, h);
-            *dst = d.int8 ? dsops_f32_to_fp16(w) : dsops_f32_to_bf16(w);
+            *dst = d.int8 ? dsops_fp16_round_bits(w) : dsops_bf16_round_bits(w);
         }
     }
     /* Hadamard rotations: every head row of every token by hadamard_q, every key by hadamard_k */
     if (status == DSOPS_OK && d.had_q) {
         dsops_linear_job jq = {prep->maps[MAP_HQ], scratch + L.u, DI, scratch + L.hq, DI};
-        status = dsops_linear_run(&jq, 1, T * NI, threads, use->isa);
+        status = dsops_linear_run(use, &jq, 1, T * NI, threads, use->isa);
     }
     if (status == DSOPS_OK && d.had_k) {
         dsops_linear_job jk = {prep->maps[MAP_HK], scratch + L.kr, DI, scratch + L.hk, DI};
-        status = dsops_linear_run(&jk, 1, T, threads, use->isa);
+        status = dsops_linear_run(use, &jk, 1, T, threads, use->isa);
     }
     if (status == DSOPS_OK) {
 #pragma omp parallel for schedule(static) num_threads(threads)
         for (int64_t t = 0; t < T; t++) {
-            char *mine = scratch + L.total + norm_bytes + per_thread * (size_t)thread_id();
+            char *mine = scratch + L.total + norm_bytes + per_thread * (size_t)dsops_thread_num();
             uint16_t *row = (uint16_t *)mine;
             float *f = (float *)(mine + dsops_align64((size_t)DI * 2));
             for (int64_t h = 0; h < NI; h++) {
@@ -434,7 +426,7 @@ dsops_status dsops_indexer_prolog_v32(dsops_context *ctx, const idxp_args *a)
                     for (int64_t e = 0; e < DI; e++)
                         f[e] = dsops_round_bf16(hq[e]);
                     dsops_q8_group(f, (int)DI, (int8_t *)dsops_at3(&a->q_idx, t, h, 0), &s);
-                    *(uint16_t *)dsops_at2(&a->q_idx_scale, t, h) = dsops_f32_to_fp16(s);
+                    *(uint16_t *)dsops_at2(&a->q_idx_scale, t, h) = dsops_fp16_round_bits(s);
                     continue;
                 }
                 if (d.had_q)
@@ -451,7 +443,7 @@ dsops_status dsops_indexer_prolog_v32(dsops_context *ctx, const idxp_args *a)
             if (r < 0)
                 continue;
             int64_t blk = r / d.BS, off = r % d.BS;
-            char *mine = scratch + L.total + norm_bytes + per_thread * (size_t)thread_id();
+            char *mine = scratch + L.total + norm_bytes + per_thread * (size_t)dsops_thread_num();
             uint16_t *kk = (uint16_t *)mine;
             float *f = (float *)(mine + dsops_align64((size_t)DI * 2));
             if (d.had_k)
@@ -462,7 +454,7 @@ dsops_status dsops_indexer_prolog_v32(dsops_context *ctx, const idxp_args *a)
                 float s;
                 dsops_bf16_to_fp32(kk, f, (size_t)DI);
                 dsops_q8_group(f, (int)DI, (int8_t *)dsops_at3(&a->idx_k_cache, blk, off, 0), &s);
-                *(uint16_t *)dsops_at2(&a->idx_k_scale_cache, blk, off) = dsops_f32_to_fp16(s);
+                *(uint16_t *)dsops_at2(&a->idx_k_scale_cache, blk, off) = dsops_fp16_round_bits(s);
             } else {
                 memcpy(dsops_at3(&a->idx_k_cache, blk, off, 0), kk, (size_t)DI * 2);
             }

@@ -164,7 +164,7 @@ static void token_heads(const idx4_args *a, const idx4_dims *d, const idx4_layou
         int64_t base = (t * NI + h) * DI;
         const int32_t *acc = (const int32_t *)(scratch + L->qacc) + base;
         for (int64_t e = 0; e < DI; e++)
-            row[e] = dsops_f32_to_bf16(((float)acc[e] * qs) * wscale[h * DI + e]);
+            row[e] = dsops_bf16_round_bits(((float)acc[e] * qs) * wscale[h * DI + e]);
         dsops_rope_bf16_slice(row + DI - DR, &a->rope_cos, &a->rope_sin, t, a->rope_mode, a->rope_inverse != 0,
                               row + DI - DR);
         if (f32u)
@@ -174,7 +174,7 @@ static void token_heads(const idx4_args *a, const idx4_dims *d, const idx4_layou
     }
     const float *w = (const float *)(scratch + L->w) + t * NI;
     for (int64_t h = 0; h < NI; h++)
-        *(uint16_t *)dsops_at2(&a->weights, t, h) = dsops_f32_to_fp16(dsops_round_bf16(w[h]) * a->weights_scale);
+        *(uint16_t *)dsops_at2(&a->weights, t, h) = dsops_fp16_round_bits(dsops_round_bf16(w[h]) * a->weights_scale);
 }
 
 /* Steps 4-5 for token t: Q8 of the bf16-rounded Hadamard product of every head. */
@@ -188,7 +188,7 @@ static void token_quant(const idx4_args *a, const idx4_dims *d, const idx4_layou
         for (int64_t e = 0; e < DI; e++)
             f[e] = dsops_round_bf16(hq[e]);
         dsops_q8_group(f, (int)DI, (int8_t *)dsops_at3(&a->q_idx, t, h, 0), &s);
-        *(uint16_t *)dsops_at2(&a->q_idx_scale, t, h) = dsops_f32_to_fp16(s);
+        *(uint16_t *)dsops_at2(&a->q_idx_scale, t, h) = dsops_fp16_round_bits(s);
     }
 }
 
@@ -236,13 +236,13 @@ dsops_status dsops_indexer_prolog_v4(dsops_context *ctx, const idx4_args *a)
         wscale[n] = *(const float *)dsops_at1(&a->idx_wq_b_scale, n);
     dsops_linear_job j1[2] = {{prep->maps[MAP_WQ_B], a->qr.data, a->qr.stride[0], scratch + L.qacc, NI * DI},
                               {prep->maps[MAP_WPROJ], a->x.data, a->x.stride[0], scratch + L.w, NI}};
-    status = dsops_linear_run(j1, 2, T, threads, use->isa);
+    status = dsops_linear_run(use, j1, 2, T, threads, use->isa);
     if (status == DSOPS_OK) {
 #pragma omp parallel for schedule(static) num_threads(threads)
         for (int64_t t = 0; t < T; t++)
             token_heads(a, &d, &L, scratch, t, (uint16_t *)(scratch + L.total + per_thread * (size_t)dsops_thread_num()));
         dsops_linear_job jh = {prep->maps[MAP_HAD], scratch + L.u, DI, scratch + L.hq, DI};
-        status = dsops_linear_run(&jh, 1, T * NI, threads, use->isa);
+        status = dsops_linear_run(use, &jh, 1, T * NI, threads, use->isa);
     }
     if (status == DSOPS_OK) {
 #pragma omp parallel for schedule(static) num_threads(threads)

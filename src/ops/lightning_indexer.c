@@ -168,12 +168,12 @@ static void prepare_query(const li_plan *p, int64_t t, li_query *qs)
         void *dst = (char *)qs->q + h * p->q_stride;
         if (p->d->int8) {
             qs->qsum128[h] = p->k->pack_query_int8((const int8_t *)src, (int)DI, dst);
-            float scale = dsops_fp16_to_f32(*(const uint16_t *)dsops_at2(&a->q_idx_scale, t, h));
-            float weight = dsops_fp16_to_f32(*(const uint16_t *)dsops_at2(&a->weights, t, h));
-            qs->w[h] = dsops_fp16_to_f32(dsops_f32_to_fp16(scale * weight)); /* ws_h = fp16(qs * w) */
+            float scale = dsops_fp16_value(*(const uint16_t *)dsops_at2(&a->q_idx_scale, t, h));
+            float weight = dsops_fp16_value(*(const uint16_t *)dsops_at2(&a->weights, t, h));
+            qs->w[h] = dsops_fp16_value(dsops_fp16_round_bits(scale * weight)); /* ws_h = fp16(qs * w) */
         } else {
             p->k->pack_query_bf16((const uint16_t *)src, (int)DI, dst);
-            qs->w[h] = dsops_bf16_to_f32(*(const uint16_t *)dsops_at2(&a->weights, t, h));
+            qs->w[h] = dsops_bf16_value(*(const uint16_t *)dsops_at2(&a->weights, t, h));
         }
     }
 }
@@ -193,7 +193,7 @@ static void key_rows(const li_plan *p, int64_t b, int64_t c0, int64_t c1, const 
             rows[j - c0 + r] = row + (size_t)r * row_step;
         if (p->d->int8)
             for (int64_t r = 0; r < run; r++)
-                kscale[j - c0 + r] = dsops_fp16_to_f32(*(const uint16_t *)dsops_at2(&a->key_scale_cache, blk, off + r));
+                kscale[j - c0 + r] = dsops_fp16_value(*(const uint16_t *)dsops_at2(&a->key_scale_cache, blk, off + r));
         j += run;
     }
 }
@@ -338,11 +338,7 @@ dsops_status dsops_lightning_indexer(dsops_context *ctx, const li_args *a)
     if (!split_keys) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(slots)
         for (int64_t t = 0; t < d.T; t++) {
-#ifdef _OPENMP
-            char *mine = scratch + per_thread * (size_t)omp_get_thread_num();
-#else
-            char *mine = scratch;
-#endif
+            char *mine = scratch + per_thread * (size_t)dsops_thread_num();
             int64_t b, S, i;
             dsops_token_of(&a->cu_seqlens_q, d.B, t, &b, &S, &i);
             int64_t n = visible_keys(dsops_i32_at(&a->seqused_kv, b), S, i, a->cmp_ratio);

@@ -303,10 +303,10 @@ static void norms_of_token(const mlap_args *a, const mlap_dims *d, const mlap_la
     dsops_rmsnorm_row(arow, (int)Q, gcq, a->eps_cq, arow);
     uint16_t *cq = (uint16_t *)(scratch + L->cq) + t * Q;
     for (int64_t i = 0; i < Q; i++)
-        cq[i] = dsops_f32_to_bf16(arow[i]);                       /* cq = bf16(RMSNorm(a)) */
+        cq[i] = dsops_bf16_round_bits(arow[i]);                       /* cq = bf16(RMSNorm(a)) */
     if (d->int8w) {
         for (int64_t i = 0; i < Q; i++)
-            arow[i] = dsops_bf16_to_f32(cq[i]);
+            arow[i] = dsops_bf16_value(cq[i]);
         int8_t *q8 = (int8_t *)(scratch + L->qr8) + t * Q;
         float *qs = (float *)(scratch + L->qrs) + t;
         dsops_q8_group(arow, (int)Q, q8, qs);                     /* (qr, qr_scale) = Q8(f32(cq)) */
@@ -320,10 +320,10 @@ static void norms_of_token(const mlap_args *a, const mlap_dims *d, const mlap_la
         kva[i] = dsops_round_bf16(kva[i]);                        /* kva = bf16(lin(x, wkv_a)) */
     dsops_rmsnorm_row(kva, (int)Dc, gckv, a->eps_ckv, kva);
     for (int64_t i = 0; i < Dc; i++)
-        ckv_out[i] = dsops_f32_to_bf16(kva[i]);
+        ckv_out[i] = dsops_bf16_round_bits(kva[i]);
     uint16_t rope_in[DR];
     for (int e = 0; e < DR; e++)
-        rope_in[e] = dsops_f32_to_bf16(kva[Dc + e]);              /* exact: already bf16 values */
+        rope_in[e] = dsops_bf16_round_bits(kva[Dc + e]);              /* exact: already bf16 values */
     rope_bf16(a, t, rope_in, krope_out);
 }
 
@@ -344,7 +344,7 @@ static void store_token(const mlap_args *a, const mlap_dims *d, int64_t t, const
     for (int64_t g = 0; g < Dc / INT8_GROUP; g++) {
         float scale;
         for (int i = 0; i < INT8_GROUP; i++)
-            v[i] = dsops_bf16_to_f32(ckv[g * INT8_GROUP + i]);
+            v[i] = dsops_bf16_value(ckv[g * INT8_GROUP + i]);
         dsops_q8_group(v, INT8_GROUP, q, &scale);
         if (a->kv_layout == DSOPS_KV_SPLIT_INT8) {
             memcpy((int8_t *)dsops_at3(&a->kv_cache, blk, off, 0) + g * INT8_GROUP, q, INT8_GROUP);
@@ -413,7 +413,7 @@ dsops_status dsops_mla_prolog_v32(dsops_context *ctx, const mlap_args *a)
     /* 1, 7: a and kva, one batch of matmuls over x */
     dsops_linear_job j1[2] = {{prep->maps[0], a->x.data, a->x.stride[0], scratch + L.a, Q},
                               {prep->maps[1], a->x.data, a->x.stride[0], scratch + L.kva, Dc + DR}};
-    status = dsops_linear_run(j1, 2, T, threads, use->isa);
+    status = dsops_linear_run(use, j1, 2, T, threads, use->isa);
     /* 2, 3 (quantisation), 7: norms per token */
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t t = 0; t < T; t++) {
@@ -424,7 +424,7 @@ dsops_status dsops_mla_prolog_v32(dsops_context *ctx, const mlap_args *a)
     if (status == DSOPS_OK) {
         dsops_linear_job j3 = {prep->maps[2], d.int8w ? (void *)(scratch + L.qr8) : (void *)(scratch + L.cq), Q,
                                scratch + L.qbacc, NG};
-        status = dsops_linear_run(&j3, 1, T, threads, use->isa);
+        status = dsops_linear_run(use, &j3, 1, T, threads, use->isa);
     }
     uint16_t *qb = (uint16_t *)(scratch + L.qb);
     float *wscale = (float *)(scratch + L.wscale);
@@ -438,11 +438,11 @@ dsops_status dsops_mla_prolog_v32(dsops_context *ctx, const mlap_args *a)
             const int32_t *acc = (const int32_t *)(scratch + L.qbacc) + t * NG;
             float qs = ((const float *)(scratch + L.qrs))[t];
             for (int64_t n = 0; n < NG; n++)
-                row[n] = dsops_f32_to_bf16(((float)acc[n] * qs) * wscale[n]);
+                row[n] = dsops_bf16_round_bits(((float)acc[n] * qs) * wscale[n]);
         } else {
             const float *acc = (const float *)(scratch + L.qbacc) + t * NG;
             for (int64_t n = 0; n < NG; n++)
-                row[n] = dsops_f32_to_bf16(acc[n]);
+                row[n] = dsops_bf16_round_bits(acc[n]);
         }
         /* 6: q_rope */
         for (int64_t h = 0; h < d.N; h++)
@@ -457,14 +457,14 @@ dsops_status dsops_mla_prolog_v32(dsops_context *ctx, const mlap_args *a)
         float *qn = (float *)(scratch + L.qn); /* [hn][T][Dc] */
         for (int64_t h = 0; h < hn; h++)
             jobs[h] = (dsops_linear_job){prep->maps[3 + h0 + h], qb + (h0 + h) * d.G, NG, qn + h * T * Dc, Dc};
-        status = dsops_linear_run(jobs, (int)hn, T, threads, use->isa);
+        status = dsops_linear_run(use, jobs, (int)hn, T, threads, use->isa);
 #pragma omp parallel for schedule(static) num_threads(threads)
         for (int64_t th = 0; th < hn * T; th++) {
             int64_t h = th / T, t = th % T;
             uint16_t *dst = dsops_at3(&a->q_nope, t, h0 + h, 0);
             const float *src = qn + (h * T + t) * Dc;
             for (int64_t c = 0; c < Dc; c++)
-                dst[c] = dsops_f32_to_bf16(src[c]);
+                dst[c] = dsops_bf16_round_bits(src[c]);
         }
     }
     free(jobs);

@@ -175,7 +175,7 @@ static mla4_layout make_layout(const mla4_dims *d)
 static void rope_tail(const mla4_args *a, int64_t t, int64_t D, const float *v, uint16_t *dst)
 {
     for (int64_t i = 0; i < D; i++)
-        dst[i] = dsops_f32_to_bf16(v[i]);
+        dst[i] = dsops_bf16_round_bits(v[i]);
     dsops_rope_bf16_slice(dst + D - DR, &a->rope_cos, &a->rope_sin, t, a->rope_mode, a->rope_inverse != 0,
                           dst + D - DR);
 }
@@ -199,7 +199,7 @@ static void token_norms(const mla4_args *a, const mla4_dims *d, const mla4_layou
         dsops_rmsnorm_row(arow, (int)Q, gcq, a->eps_cq, arow);
         uint16_t *qr = (uint16_t *)(scratch + L->qr) + t * Q;
         for (int64_t i = 0; i < Q; i++)
-            qr[i] = dsops_f32_to_bf16(arow[i]);
+            qr[i] = dsops_bf16_round_bits(arow[i]);
         memcpy(dsops_at2(&a->qr, t, 0), qr, (size_t)Q * 2);
     }
     float *ka = (float *)(scratch + L->ka) + t * D;
@@ -283,7 +283,7 @@ dsops_status dsops_mla_prolog_v4(dsops_context *ctx, const mla4_args *a)
     /* 1, 6: a and ka in one batch of matmuls over x */
     dsops_linear_job j1[2] = {{prep->maps[MAP_WQ_A], a->x.data, a->x.stride[0], scratch + L.a, Q},
                               {prep->maps[MAP_WKV], a->x.data, a->x.stride[0], scratch + L.ka, D}};
-    status = dsops_linear_run(j1, 2, T, threads, use->isa);
+    status = dsops_linear_run(use, j1, 2, T, threads, use->isa);
     if (status == DSOPS_OK) {
         /* 2, 7, 8 */
 #pragma omp parallel for schedule(static) num_threads(threads)
@@ -291,7 +291,7 @@ dsops_status dsops_mla_prolog_v4(dsops_context *ctx, const mla4_args *a)
             token_norms(a, &d, &L, scratch, t);
         /* 3: qb */
         dsops_linear_job j3 = {prep->maps[MAP_WQ_B], scratch + L.qr, Q, scratch + L.qbacc, ND};
-        status = dsops_linear_run(&j3, 1, T, threads, use->isa);
+        status = dsops_linear_run(use, &j3, 1, T, threads, use->isa);
     }
     if (status == DSOPS_OK) {
         /* 4, 5: one (token, head) pair per iteration */

@@ -29,7 +29,7 @@ void dsops_widen_row(const void *src, dsops_dtype dtype, int n, float *dst)
     for (int i = 0; i < n; i++) {
         uint16_t h;
         memcpy(&h, p + 2 * (size_t)i, 2);
-        dst[i] = dtype == DSOPS_FP16 ? dsops_fp16_to_f32(h) : dsops_bf16_to_f32(h);
+        dst[i] = dtype == DSOPS_FP16 ? dsops_fp16_value(h) : dsops_bf16_value(h);
     }
 }
 
@@ -117,12 +117,12 @@ void dsops_rope_bf16_slice(const uint16_t *src, const dsops_tensor *cos, const d
 {
     float x[64], c[64], s[64], y[64];
     for (int e = 0; e < 64; e++)
-        x[e] = dsops_bf16_to_f32(src[e]);
+        x[e] = dsops_bf16_value(src[e]);
     dsops_widen_row(dsops_at2(cos, t, 0), cos->dtype, 64, c);
     dsops_widen_row(dsops_at2(sin, t, 0), sin->dtype, 64, s);
     dsops_rope_row(x, c, s, mode, inverse, y);
     for (int e = 0; e < 64; e++)
-        dst[e] = dsops_f32_to_bf16(y[e]);
+        dst[e] = dsops_bf16_round_bits(y[e]);
 }
 
 /* Round to nearest, ties to even, for |x| < 2^22: adding and removing 1.5 * 2^23 leaves exactly the
@@ -210,14 +210,6 @@ static int prim_threads(const dsops_context *use, int64_t rows, int64_t work)
     return n < 1 ? 1 : n;
 }
 
-static int prim_thread_id(void)
-{
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
 
 /* Row widths are handed to the int-sized row functions. */
 static dsops_status check_width(const char *name, int dim, int64_t w, int64_t min)
@@ -290,12 +282,12 @@ dsops_status dsops_rmsnorm(dsops_context *ctx, const dsops_rmsnorm_args *a)
     }
 #pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
     for (int64_t t = 0; t < T; t++) {
-        float *v = (float *)(scratch + row_bytes * (size_t)(1 + prim_thread_id()));
+        float *v = (float *)(scratch + row_bytes * (size_t)(1 + dsops_thread_num()));
         dsops_widen_row(dsops_at2(&a->x, t, 0), DSOPS_BF16, W, v);
         dsops_rmsnorm_row(v, W, gamma, a->eps, v);
         uint16_t *y = dsops_at2(&a->y, t, 0);
         for (int i = 0; i < W; i++)
-            y[i] = dsops_f32_to_bf16(v[i]);
+            y[i] = dsops_bf16_round_bits(v[i]);
     }
     dsops_context_end(ctx, use);
     return DSOPS_OK;
@@ -423,7 +415,7 @@ static void store_table(void *row, dsops_dtype dt, int e, float v)
     if (dt == DSOPS_FP32)
         ((float *)row)[e] = v;
     else
-        ((uint16_t *)row)[e] = dsops_f32_to_bf16(v);
+        ((uint16_t *)row)[e] = dsops_bf16_round_bits(v);
 }
 
 dsops_status dsops_rope_tables(dsops_context *ctx, const dsops_rope_tables_args *a)
@@ -523,14 +515,14 @@ dsops_status dsops_rope_apply(dsops_context *ctx, const dsops_rope_apply_args *a
             const uint16_t *x = dsops_at3(&a->x, t, h, 0);
             uint16_t *y = dsops_at3(&a->y, t, h, 0);
             for (int e = 0; e < 64; e++)
-                xv[e] = dsops_bf16_to_f32(x[off + e]);
+                xv[e] = dsops_bf16_value(x[off + e]);
             dsops_rope_row(xv, c, s, a->rope_mode, a->rope_inverse != 0, yv);
             if (!in_place) {
                 memcpy(y, x, (size_t)off * 2);
                 memcpy(y + off + 64, x + off + 64, tail * 2);
             }
             for (int e = 0; e < 64; e++)
-                y[off + e] = dsops_f32_to_bf16(yv[e]);
+                y[off + e] = dsops_bf16_round_bits(yv[e]);
         }
     }
     dsops_context_end(ctx, use);
@@ -539,8 +531,9 @@ dsops_status dsops_rope_apply(dsops_context *ctx, const dsops_rope_apply_args *a
 
 /* ---- hadamard_matrix (spec §2.6) ------------------------------------------------------------- */
 
-dsops_status dsops_hadamard_matrix(const dsops_tensor *m)
+dsops_status dsops_hadamard_matrix(dsops_context *ctx, const dsops_tensor *m)
 {
+    (void)ctx; /* one pass of d^2 stores: no threads, no scratch */
     if (!m)
         return dsops_fail(DSOPS_ERR_NULL, "m is NULL");
     DSOPS_TRY(dsops_check_tensor(m, "m", 2, DSOPS_DT(DSOPS_BF16) | DSOPS_DT(DSOPS_FP32), true));
@@ -557,7 +550,7 @@ dsops_status dsops_hadamard_matrix(const dsops_tensor *m)
             if (m->dtype == DSOPS_FP32)
                 ((float *)row)[j] = v;
             else
-                ((uint16_t *)row)[j] = dsops_f32_to_bf16(v);
+                ((uint16_t *)row)[j] = dsops_bf16_round_bits(v);
         }
     }
     return DSOPS_OK;
@@ -606,7 +599,7 @@ dsops_status dsops_quant_q8(dsops_context *ctx, const dsops_quant_q8_args *a)
     }
 #pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
     for (int64_t r = 0; r < R; r++) {
-        float *v = (float *)(scratch + row_bytes * (size_t)prim_thread_id());
+        float *v = (float *)(scratch + row_bytes * (size_t)dsops_thread_num());
         dsops_widen_row(dsops_at2(&a->x, r, 0), a->x.dtype, W, v);
         int8_t *q = dsops_at2(&a->q, r, 0);
         for (int g = 0; g < W / G; g++)
@@ -749,7 +742,7 @@ dsops_status dsops_cache_store(dsops_context *ctx, const dsops_cache_store_args 
             memcpy(dsops_at3(&a->cache, blk, row, 0), src, (size_t)W * 2);
             continue;
         }
-        float *v = (float *)(scratch + row_bytes * (size_t)prim_thread_id());
+        float *v = (float *)(scratch + row_bytes * (size_t)dsops_thread_num());
         dsops_widen_row(src, DSOPS_BF16, W, v);
         int8_t *q = dsops_at3(&a->cache, blk, row, 0);
         for (int g = 0; g < W / G; g++) {
@@ -759,7 +752,7 @@ dsops_status dsops_cache_store(dsops_context *ctx, const dsops_cache_store_args 
             if (a->cache_scale.dtype == DSOPS_FP32)
                 *(float *)dst = s;
             else
-                *(uint16_t *)dst = dsops_f32_to_fp16(s);
+                *(uint16_t *)dst = dsops_fp16_round_bits(s);
         }
     }
     dsops_context_end(ctx, use);

@@ -310,11 +310,7 @@ dsops_status dsops_sparse_flash_attention_v32(dsops_context *ctx, const sfa_args
 
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (int64_t item = 0; item < items; item++) {
-#ifdef _OPENMP
-        int tid = omp_get_thread_num();
-#else
-        int tid = 0;
-#endif
+        int tid = dsops_thread_num();
         char *mine = scratch + per_thread * (size_t)tid;
         uint16_t *qbuf = (uint16_t *)mine;                     /* [chunk_heads][qw] */
         sfa_row_ptrs *rows = (sfa_row_ptrs *)(mine + qbuf_bytes); /* [K] */

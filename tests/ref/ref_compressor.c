@@ -95,7 +95,7 @@ void dsops_ref_compressor(const dsops_compressor_args *a)
         if (a->out_count.data)
             ref_put_i32(&a->out_count, b, 0, 0, (int32_t)count);
         for (int64_t k = k_first; k < k_end; k++) {
-            const int64_t r = a->out_layout == DSOPS_CMP_ROW_PER_SEQ ? b : row_base + (k - k_first);
+            const int64_t r = a->out_layout == DSOPS_COMPRESSOR_ROW_PER_SEQ ? b : row_base + (k - k_first);
             /* step 3: the candidate list of each channel, then the softmax-weighted sum */
             for (int64_t d = 0; d < D; d++) {
                 int64_t n = 0;

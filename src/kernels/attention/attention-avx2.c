@@ -25,7 +25,7 @@ INLINE __m256 widen8(const uint16_t *p)
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-/* fp32 -> bf16 bits in each dword (ties to even, NaN quietened with its sign), as dsops_f32_to_bf16. */
+/* fp32 -> bf16 bits in each dword (ties to even, NaN quietened with its sign), as dsops_bf16_round_bits. */
 INLINE __m256i round_bf16(__m256 f)
 {
     __m256i u = _mm256_castps_si256(f);
@@ -138,7 +138,7 @@ static void pair_product(const void *a, int a_is_f32, size_t a_stride, int rows,
                     for (; i + 8 <= 2 * ks; i += 8)
                         _mm256_store_ps(dst + i, widen8(src + i));
                     for (; i < 2 * ks; i++)
-                        dst[i] = dsops_bf16_to_f32(src[i]);
+                        dst[i] = dsops_bf16_value(src[i]);
                 }
                 ap = buf;
                 as = 2 * KBLK;
@@ -220,7 +220,7 @@ static void scale_to_bf16__avx2(const float *w, int n, float r, uint16_t *p)
     for (; e + 16 <= n; e += 16)
         store16_bf16(p + e, _mm256_mul_ps(_mm256_loadu_ps(w + e), rv), _mm256_mul_ps(_mm256_loadu_ps(w + e + 8), rv));
     for (; e < n; e++)
-        p[e] = dsops_f32_to_bf16(w[e] * r);
+        p[e] = dsops_bf16_round_bits(w[e] * r);
 }
 
 static void scale_to_f32__avx2(const float *w, int n, float r, float *p)
@@ -322,7 +322,7 @@ static void store_bf16__avx2(const float *src, int n, float r, uint16_t *dst)
         store16_bf16(dst + i, _mm256_mul_ps(_mm256_loadu_ps(src + i), rv),
                      _mm256_mul_ps(_mm256_loadu_ps(src + i + 8), rv));
     for (; i < n; i++)
-        dst[i] = dsops_f32_to_bf16(src[i] * r);
+        dst[i] = dsops_bf16_round_bits(src[i] * r);
 }
 
 const dsops_attention_kernels dsops_attention_kernels__avx2 = {

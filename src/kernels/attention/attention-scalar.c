@@ -23,13 +23,13 @@ static void pair_dot(const void *a, int a_is_f32, size_t a_stride, int rows, con
                     w = ar[1];
                 } else {
                     const uint16_t *ar = (const uint16_t *)a + (size_t)r * a_stride + 2 * k;
-                    u = dsops_bf16_to_f32(ar[0]);
-                    w = dsops_bf16_to_f32(ar[1]);
+                    u = dsops_bf16_value(ar[0]);
+                    w = dsops_bf16_value(ar[1]);
                 }
                 const uint16_t *v = bj + (size_t)k * 32;
                 for (int l = 0; l < 16; l++) {
-                    acc[l] += u * dsops_bf16_to_f32(v[2 * l]);
-                    acc[l] += w * dsops_bf16_to_f32(v[2 * l + 1]);
+                    acc[l] += u * dsops_bf16_value(v[2 * l]);
+                    acc[l] += w * dsops_bf16_value(v[2 * l + 1]);
                 }
             }
             for (int l = 0; l < 16; l++)
@@ -77,7 +77,7 @@ static float exp_sum__scalar(const float *s, int n, float m, float *w)
 static void scale_to_bf16__scalar(const float *w, int n, float r, uint16_t *p)
 {
     for (int e = 0; e < n; e++)
-        p[e] = dsops_f32_to_bf16(w[e] * r);
+        p[e] = dsops_bf16_round_bits(w[e] * r);
 }
 
 static void scale_to_f32__scalar(const float *w, int n, float r, float *p)
@@ -92,7 +92,7 @@ static void dequant_int8__scalar(const int8_t *q, const void *scales, int n, uin
         float scale;
         memcpy(&scale, (const char *)scales + 4 * g, 4);
         for (int c = 128 * g; c < 128 * g + 128; c++)
-            dst[c] = dsops_f32_to_bf16((float)q[c] * scale);
+            dst[c] = dsops_bf16_round_bits((float)q[c] * scale);
     }
 }
 
@@ -119,7 +119,7 @@ static void pack_keys__scalar(const uint16_t *rows, size_t row_stride, int dpair
 static void store_bf16__scalar(const float *src, int n, float r, uint16_t *dst)
 {
     for (int i = 0; i < n; i++)
-        dst[i] = dsops_f32_to_bf16(src[i] * r);
+        dst[i] = dsops_bf16_round_bits(src[i] * r);
 }
 
 const dsops_attention_kernels dsops_attention_kernels__scalar = {

@@ -326,7 +326,7 @@ static inline __attribute__((always_inline)) int64_t post_reg(const void *x, con
 
 static inline float real_at(const void *p, size_t k, int fp32)
 {
-    return fp32 ? ((const float *)p)[k] : dsops_bf16_to_f32(((const uint16_t *)p)[k]);
+    return fp32 ? ((const float *)p)[k] : dsops_bf16_value(((const uint16_t *)p)[k]);
 }
 
 /* Channels d0 .. H-1 for any HC, in blocks of 64: the block's residual rows are staged in work as fp32

@@ -57,8 +57,8 @@ static void tile(const uint16_t *x0, const uint16_t *x1, const float *wp, size_t
         for (int h = 0; h < 2; h++) {
             float v0[LANES], v1[LANES];
             for (int l = 0; l < LANES; l++) {
-                v0[l] = dsops_bf16_to_f32(x0[CHUNK * c + 2 * l + h]);
-                v1[l] = dsops_bf16_to_f32(x1[CHUNK * c + 2 * l + h]);
+                v0[l] = dsops_bf16_value(x0[CHUNK * c + 2 * l + h]);
+                v1[l] = dsops_bf16_value(x1[CHUNK * c + 2 * l + h]);
             }
             const float *w = wp + (size_t)c * wstride + h * MIXES * LANES;
             for (int j = 0; j < MIXES; j++)
@@ -79,7 +79,7 @@ static void squares(const uint16_t *x0, const uint16_t *x1, int64_t nc, float *s
     for (int64_t c = 0; c < nc; c++)
         for (int h = 0; h < 2; h++)
             for (int l = 0; l < LANES; l++) {
-                float v0 = dsops_bf16_to_f32(x0[CHUNK * c + 2 * l + h]), v1 = dsops_bf16_to_f32(x1[CHUNK * c + 2 * l + h]);
+                float v0 = dsops_bf16_value(x0[CHUNK * c + 2 * l + h]), v1 = dsops_bf16_value(x1[CHUNK * c + 2 * l + h]);
                 s[h * LANES + l] += v0 * v0;
                 s[2 * LANES + h * LANES + l] += v1 * v1;
             }
@@ -164,16 +164,16 @@ static void hc_weighted_sum(const uint16_t *x, size_t lds, int HC, int64_t H, co
         for (int i = 0; i < HC; i++) {
             const uint16_t *xi = x + (size_t)i * lds + d0;
             for (int l = 0; l < n; l++)
-                acc[l] += pre[i] * dsops_bf16_to_f32(xi[l]);
+                acc[l] += pre[i] * dsops_bf16_value(xi[l]);
         }
         for (int l = 0; l < n; l++)
-            y[d0 + l] = dsops_f32_to_bf16(acc[l]);
+            y[d0 + l] = dsops_bf16_round_bits(acc[l]);
     }
 }
 
 static float load_real(const void *p, size_t k, int fp32)
 {
-    return fp32 ? ((const float *)p)[k] : dsops_bf16_to_f32(((const uint16_t *)p)[k]);
+    return fp32 ? ((const float *)p)[k] : dsops_bf16_value(((const uint16_t *)p)[k]);
 }
 
 /* Blocks of 64 channels: the block's HC residual rows are copied to work (fp32) before any output row of
@@ -199,7 +199,7 @@ static void hc_post_token(const void *x, const void *res, size_t lds_res, void *
                 if (fp32)
                     ((float *)out)[k] = v;
                 else
-                    ((uint16_t *)out)[k] = dsops_f32_to_bf16(v);
+                    ((uint16_t *)out)[k] = dsops_bf16_round_bits(v);
             }
         }
     }

@@ -67,7 +67,7 @@ static void pack_query_bf16__avx2(const uint16_t *src, int di, void *dst)
         _mm256_storeu_ps(q + d, _mm256_castsi256_ps(_mm256_slli_epi32(x, 16)));
     }
     for (; d < padded; d++)
-        q[d] = d < di ? dsops_bf16_to_f32(src[d]) : 0.0f;
+        q[d] = d < di ? dsops_bf16_value(src[d]) : 0.0f;
 }
 
 /* Row e's bytes [off, off + n) followed by zeros, for the last partial block of a row or a padding key. */

@@ -79,7 +79,7 @@ static void score_int8__scalar(const void *qv, size_t q_stride, const int32_t *q
                     for (int b = 0; b < 4; b++)
                         acc += (uint32_t)((int32_t)tb[k * 64 + e * 4 + b] * (int32_t)qh[4 * k + b]);
                 int32_t dot = (int32_t)(acc - (uint32_t)qsum128[h]);
-                float d = dsops_fp16_to_f32(dsops_f32_to_fp16((float)(dot > 0 ? dot : 0) * 0x1p-11f));
+                float d = dsops_fp16_value(dsops_fp16_round_bits((float)(dot > 0 ? dot : 0) * 0x1p-11f));
                 sum[e] += ws[h] * d;
             }
         }
@@ -101,8 +101,8 @@ static void score_bf16__scalar(const void *qv, size_t q_stride, const float *w, 
             for (int e = 0; e < 16; e++) {
                 float dot = 0.0f;
                 for (int k = 0; k < dpairs; k++) {
-                    dot += dsops_bf16_to_f32(qh[2 * k]) * dsops_bf16_to_f32(tb[k * 32 + e * 2]);
-                    dot += dsops_bf16_to_f32(qh[2 * k + 1]) * dsops_bf16_to_f32(tb[k * 32 + e * 2 + 1]);
+                    dot += dsops_bf16_value(qh[2 * k]) * dsops_bf16_value(tb[k * 32 + e * 2]);
+                    dot += dsops_bf16_value(qh[2 * k + 1]) * dsops_bf16_value(tb[k * 32 + e * 2 + 1]);
                 }
                 sum[e] += (dot > 0.0f ? dot : 0.0f) * w[h];
             }

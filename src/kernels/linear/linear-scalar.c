@@ -18,9 +18,9 @@ static float dot_bf16(const uint16_t *x, const uint16_t *w, int K)
     int k = 0;
     for (; k + LANES <= K; k += LANES)
         for (int j = 0; j < LANES; j++)
-            part[j] += dsops_bf16_to_f32(x[k + j]) * dsops_bf16_to_f32(w[k + j]);
+            part[j] += dsops_bf16_value(x[k + j]) * dsops_bf16_value(w[k + j]);
     for (int j = 0; k + j < K; j++)
-        part[j] += dsops_bf16_to_f32(x[k + j]) * dsops_bf16_to_f32(w[k + j]);
+        part[j] += dsops_bf16_value(x[k + j]) * dsops_bf16_value(w[k + j]);
     return tree_sum(part, LANES);
 }
 
