@@ -330,6 +330,16 @@ static void test_table(void)
     a.out.data = I.kv_scale_cache.data;
     expect_fail(si, &a, DSOPS_ERR_ALIAS, "out", "out aliasing kv_scale_cache");
 
+    /* caches that share the block table with other block counts or sizes: refused before any write (a block the
+     * indexer stage accepts could be out of range for the attention stage) */
+    a = A;
+    a.kv_cache.shape[0] -= 1;
+    a.kr_cache.shape[0] -= 1;
+    expect_fail(s, &a, DSOPS_ERR_SHAPE, "same NB and BS", "kv caches with one block fewer than idx_k_cache");
+    a = A;
+    a.idx_k_cache.shape[0] -= 1;
+    expect_fail(s, &a, DSOPS_ERR_SHAPE, "same NB and BS", "idx_k_cache with one block fewer than the kv caches");
+
     /* scalar parameters */
     a = A;
     a.softmax_scale = NAN;

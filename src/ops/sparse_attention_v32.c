@@ -93,6 +93,17 @@ static dsops_status derive_dims(const dia_args *a, dia_dims *d)
         DSOPS_TRY(dsops_check_dim(&a->topk_indices, "topk_indices", 0, d->T, "T of x"));
         DSOPS_TRY(dsops_check_dim(&a->topk_indices, "topk_indices", 1, d->K, "topk"));
     }
+    /* one block table for every cache: the latent and indexer caches must have the same blocks, else a block that
+     * stage 3 accepts could be out of range in stage 4, after stages 1-3 wrote */
+    const dsops_tensor *latent = a->kv_layout == DSOPS_KV_PACKED656 ? &a->kv_packed : &a->kv_cache;
+    const char *lname = a->kv_layout == DSOPS_KV_PACKED656 ? "kv_packed" : "kv_cache";
+    if (latent->data && a->idx_k_cache.data && latent->ndim == 3 && a->idx_k_cache.ndim == 3 &&
+        (latent->shape[0] != a->idx_k_cache.shape[0] || latent->shape[1] != a->idx_k_cache.shape[1]))
+        return dsops_fail(DSOPS_ERR_SHAPE,
+                          "%s has %lld blocks of %lld rows, idx_k_cache %lld of %lld: the caches share block_table "
+                          "and must have the same NB and BS",
+                          lname, (long long)latent->shape[0], (long long)latent->shape[1],
+                          (long long)a->idx_k_cache.shape[0], (long long)a->idx_k_cache.shape[1]);
     if (d->T < 0 || d->N < 1 || d->Dc < 1 || d->Q < 1 || d->DI < 1 || d->NI < 1)
         return dsops_fail(DSOPS_ERR_SHAPE, "x / w_uk / wq_a / idx_wq_b / idx_wk give T = %lld, N = %lld, Dc = %lld, "
                                            "Q = %lld, NI = %lld, DI = %lld; expected every extent >= 1",
