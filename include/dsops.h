@@ -23,6 +23,7 @@
 #ifndef DSOPS_H
 #define DSOPS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -775,6 +776,91 @@ DSOPS_API dsops_status dsops_measure_peak(dsops_isa isa, dsops_peak_kind kind, d
  * `isa` on this machine (oneDNN in the weights' type, oneDNN fp32 on weights widened once, or the tier's own
  * row-dot kernels, and which below how many rows), written to text[size]. */
 DSOPS_API dsops_status dsops_matmul_path(dsops_isa isa, dsops_dtype dtype, char *text, size_t size);
+
+/* ---------------------------------------------------------------------------------------------
+ * Operator descriptions: every operator's tensors and parameters, for bindings and tools
+ *
+ * A binding (the `dsops run` tool, the Python package) drives any operator through its description
+ * instead of knowing its args struct: allocate `args_size` zeroed bytes (the call record: the operator's
+ * args struct, at offset 0, followed by the few values the description adds, such as lightning_indexer's
+ * `topk`), call init(record, preset), set tensors and parameters at their offsets, call infer (when
+ * present) with the parameters given, output_shapes to learn every output's dtype and shape, allocate
+ * the outputs, then call(ctx, record). Variants with their own defaults (swa, cfa, scfa of sas) are entries
+ * of their own whose variant_of names the operator.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum dsops_arg_role {
+    DSOPS_ARG_IN = 0,        /* required input */
+    DSOPS_ARG_IN_OPT = 1,    /* optional input (NULL data: absent) */
+    DSOPS_ARG_INOUT = 2,     /* required, read and updated in place (caches, states) */
+    DSOPS_ARG_INOUT_OPT = 3, /* optional in-out */
+    DSOPS_ARG_OUT = 4,       /* output */
+    DSOPS_ARG_OUT_OPT = 5    /* optional output; output_shapes leaves its dtype DSOPS_DTYPE_INVALID when the call's
+                              * variant has no such output (qr_scale of a bf16 prolog) */
+} dsops_arg_role;
+
+/* Bit of dtype d in a description's `dtypes` mask. */
+#define DSOPS_DTYPE_BIT(d) (1u << (unsigned)(d))
+
+typedef struct dsops_tensor_desc {
+    const char *name;     /* the argument's name, as in the args struct */
+    size_t offset;        /* of its dsops_tensor in the call record */
+    dsops_arg_role role;
+    unsigned dtypes;      /* accepted dtypes (DSOPS_DTYPE_BIT mask) */
+    const char *note;     /* shape and use, e.g. "[T, N, Dc]"; may be NULL */
+} dsops_tensor_desc;
+
+typedef enum dsops_param_type {
+    DSOPS_PARAM_FLOAT = 0,  /* float */
+    DSOPS_PARAM_INT = 1,    /* int (or an integer of `size` bytes) */
+    DSOPS_PARAM_BOOL = 2,   /* int 0 / 1 */
+    DSOPS_PARAM_ENUM = 3,   /* an enum (int), spelled by `spellings` */
+    DSOPS_PARAM_DOUBLE = 4  /* double */
+} dsops_param_type;
+
+typedef struct dsops_enum_value {
+    const char *spelling;   /* NULL ends a list */
+    int value;
+} dsops_enum_value;
+
+typedef struct dsops_param_desc {
+    const char *name;
+    dsops_param_type type;
+    size_t offset, size;                /* of the member in the call record */
+    const dsops_enum_value *spellings;  /* DSOPS_PARAM_ENUM: its values, ended by a NULL spelling */
+    const char *note;                   /* may be NULL */
+    bool required;                      /* no default: the caller must set it (lightning_indexer's topk) */
+} dsops_param_desc;
+
+typedef struct dsops_op_desc {
+    const char *name;
+    size_t args_size;                   /* bytes of the call record */
+    const dsops_tensor_desc *tensors;
+    size_t n_tensors;
+    const dsops_param_desc *params;
+    size_t n_params;
+    dsops_preset default_preset;        /* the model the operator belongs to */
+    /* Clears the record and fills the preset's parameter defaults. */
+    dsops_status (*init)(void *args, dsops_preset preset);
+    /* Optional: fills the parameters that were not given (given[i] for params[i]) and follow from the
+     * tensors present (e.g. kv_layout from the caches given). */
+    void (*infer)(void *args, const bool *given);
+    /* Sets dtype, rank and shape of every output from the inputs and parameters (data stays NULL); on
+     * error writes a message to msg[len]. */
+    dsops_status (*output_shapes)(void *args, char *msg, size_t len);
+    /* Runs the operator on the record. */
+    dsops_status (*call)(dsops_context *ctx, const void *args);
+    const char *variant_of;             /* swa / cfa / scfa: "sas"; else NULL */
+} dsops_op_desc;
+
+/* The described operators: count, i-th (NULL past the end), by name (NULL when unknown). */
+DSOPS_API size_t dsops_op_count(void);
+DSOPS_API const dsops_op_desc *dsops_op_at(size_t i);
+DSOPS_API const dsops_op_desc *dsops_op_find(const char *name);
+/* The spellings of dsops_preset ("v32", "v4_flash", "v4_pro"), ended by a NULL spelling. */
+DSOPS_API const dsops_enum_value *dsops_preset_spellings(void);
+/* The spelling of `value` in list e, or "?". */
+DSOPS_API const char *dsops_enum_spelling(const dsops_enum_value *e, int value);
 
 #ifdef __cplusplus
 }

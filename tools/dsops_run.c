@@ -1,10 +1,7 @@
 /*
- * `dsops run` (see dsops_run.h): a registry of operator descriptors and one generic driver.
- *
- * Adding an operator = one descriptor: its tensor arguments (name, offset in the args struct, direction,
- * accepted dtypes), its scalar parameters (name, type, offset, enum spellings), its preset initialiser,
- * a function that derives the output shapes from the inputs and a function that calls it (through the
- * dsops_run_impl table when one is given).
+ * `dsops run` (see dsops_run.h): one generic driver over the library's operator descriptions
+ * (dsops_op_find, include/dsops.h). A test may substitute another implementation per operator through
+ * the overrides list.
  */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
@@ -22,1184 +19,6 @@
 #include <string.h>
 
 #include "safetensors.h"
-
-/* ---- descriptors ----------------------------------------------------------------------------- */
-
-typedef enum run_dir {
-    RUN_IN,         /* required input */
-    RUN_IN_OPT,     /* optional input (absent from IN = NULL tensor) */
-    RUN_INOUT,      /* required, read from IN, updated and written to OUT */
-    RUN_INOUT_OPT,  /* optional in-out */
-    RUN_OUT,        /* output */
-    RUN_OUT_OPT     /* optional output: always produced by the tool, unless the call's variant has no such
-                     * output (output_shapes leaves its dtype DSOPS_DTYPE_INVALID; then it is not in OUT) */
-} run_dir;
-
-#define RUN_DT(d) (1u << (unsigned)(d))
-
-typedef struct run_tensor_desc {
-    const char *name;
-    size_t offset;    /* of the dsops_tensor member in the args struct */
-    run_dir dir;
-    unsigned dtypes;  /* accepted dtypes of inputs, RUN_DT bits */
-    const char *note; /* for --help, may be NULL */
-} run_tensor_desc;
-
-typedef enum run_type { RUN_FLOAT, RUN_INT, RUN_BOOL, RUN_ENUM, RUN_DOUBLE } run_type;
-
-typedef struct run_enum_value {
-    const char *spelling;
-    int value;
-} run_enum_value;
-
-typedef struct run_param_desc {
-    const char *name;
-    run_type type;
-    size_t offset, size;                /* of the member in the args struct */
-    const run_enum_value *spellings;    /* RUN_ENUM: terminated by a NULL spelling */
-    const char *note;                   /* for --help, may be NULL */
-    bool required;                      /* no default: --set or IN's metadata must give it (else usage error) */
-} run_param_desc;
-
-typedef struct run_op_desc {
-    const char *name;
-    size_t args_size;
-    const run_tensor_desc *tensors;
-    size_t n_tensors;
-    const run_param_desc *params;
-    size_t n_params;
-    dsops_preset default_preset;
-    /* Clears the struct and fills the preset's parameter defaults. */
-    dsops_status (*init)(void *args, dsops_preset preset);
-    /* Optional: fills parameters that were not given and that follow from the tensors present;
-     * given[i] tells whether params[i] was set. */
-    void (*infer)(void *args, const bool *given);
-    /* Sets dtype, rank and shape of every output from the inputs (data stays NULL). */
-    dsops_status (*output_shapes)(void *args, char *msg, size_t len);
-    dsops_status (*call)(dsops_context *ctx, const void *args, const dsops_run_impl *impl);
-    /* A variant name of another entry (swa of sas): --help names that entry instead of repeating it. */
-    const char *variant_of;
-} run_op_desc;
-
-#define RUN_TENSOR(type, field, dir, dtypes, note) {#field, offsetof(type, field), dir, dtypes, note}
-#define RUN_PARAM(type, field, kind, spellings, note) \
-    {#field, kind, offsetof(type, field), sizeof(((type *)0)->field), spellings, note, false}
-#define RUN_COUNT(a) (sizeof(a) / sizeof((a)[0]))
-
-static const char *run_enum_spelling(const run_enum_value *e, int value);
-
-static const run_enum_value run_presets[] = {
-    {"v32", DSOPS_PRESET_V32}, {"v4_flash", DSOPS_PRESET_V4_FLASH}, {"v4_pro", DSOPS_PRESET_V4_PRO}, {NULL, 0}};
-
-static const run_enum_value run_p_modes[] = {
-    {"normalised", DSOPS_P_NORMALISED}, {"tiled", DSOPS_P_TILED}, {"fp32", DSOPS_P_FP32}, {NULL, 0}};
-
-static const run_enum_value run_kv_layouts[] = {{"split_bf16", DSOPS_KV_SPLIT_BF16},
-                                                {"split_int8", DSOPS_KV_SPLIT_INT8},
-                                                {"packed656", DSOPS_KV_PACKED656},
-                                                {NULL, 0}};
-
-/* ---- sparse_flash_attention_v32 ------------------------------------------------------------- */
-
-typedef dsops_sparse_flash_attention_v32_args sfa_args;
-
-static const run_tensor_desc sfa_tensors[] = {
-    RUN_TENSOR(sfa_args, q_nope, RUN_IN, RUN_DT(DSOPS_BF16), "[T, N, Dc]"),
-    RUN_TENSOR(sfa_args, q_rope, RUN_IN, RUN_DT(DSOPS_BF16), "[T, N, Dr]"),
-    RUN_TENSOR(sfa_args, key_nope, RUN_IN_OPT, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_INT8),
-               "[NB, BS, Dc], split layouts (I8: split_int8)"),
-    RUN_TENSOR(sfa_args, key_nope_scale, RUN_IN_OPT, RUN_DT(DSOPS_FP32), "[NB, BS, Dc/128], split_int8"),
-    RUN_TENSOR(sfa_args, key_rope, RUN_IN_OPT, RUN_DT(DSOPS_BF16), "[NB, BS, Dr], split layouts"),
-    RUN_TENSOR(sfa_args, kv_packed, RUN_IN_OPT, RUN_DT(DSOPS_UINT8), "[NB, BS, 656], packed656"),
-    RUN_TENSOR(sfa_args, topk_indices, RUN_IN, RUN_DT(DSOPS_INT32), "[T, K]"),
-    RUN_TENSOR(sfa_args, topk_length, RUN_IN_OPT, RUN_DT(DSOPS_INT32), "[T]"),
-    RUN_TENSOR(sfa_args, block_table, RUN_IN, RUN_DT(DSOPS_INT32), "[B, MB]"),
-    RUN_TENSOR(sfa_args, cu_seqlens_q, RUN_IN, RUN_DT(DSOPS_INT32), "[B+1]"),
-    RUN_TENSOR(sfa_args, seqused_kv, RUN_IN, RUN_DT(DSOPS_INT32), "[B]"),
-    RUN_TENSOR(sfa_args, out, RUN_OUT, RUN_DT(DSOPS_BF16), "[T, N, Dc]"),
-    RUN_TENSOR(sfa_args, lse, RUN_OUT_OPT, RUN_DT(DSOPS_FP32), "[T, N]"),
-};
-
-static const run_param_desc sfa_params[] = {
-    RUN_PARAM(sfa_args, softmax_scale, RUN_FLOAT, NULL, NULL),
-    RUN_PARAM(sfa_args, p_mode, RUN_ENUM, run_p_modes, NULL),
-    RUN_PARAM(sfa_args, p_tile, RUN_INT, NULL, "tile length of p_mode=tiled"),
-    RUN_PARAM(sfa_args, kv_layout, RUN_ENUM, run_kv_layouts,
-              "default: packed656 if kv_packed is given, split_int8 if key_nope is I8, else split_bf16"),
-};
-enum { SFA_PARAM_KV_LAYOUT = 3 };
-
-static dsops_status sfa_init(void *args, dsops_preset preset)
-{
-    return dsops_sparse_flash_attention_v32_init(args, preset);
-}
-
-static void sfa_infer(void *args, const bool *given)
-{
-    sfa_args *a = args;
-    if (!given[SFA_PARAM_KV_LAYOUT]) {
-        if (a->kv_packed.data != NULL)
-            a->kv_layout = DSOPS_KV_PACKED656;
-        else if (a->key_nope.data != NULL && a->key_nope.dtype == DSOPS_INT8)
-            a->kv_layout = DSOPS_KV_SPLIT_INT8;
-        else
-            a->kv_layout = DSOPS_KV_SPLIT_BF16;
-    }
-}
-
-static dsops_status sfa_output_shapes(void *args, char *msg, size_t len)
-{
-    sfa_args *a = args;
-    if (a->q_nope.ndim != 3) {
-        snprintf(msg, len, "q_nope has rank %d, expected 3 ([T, N, Dc])", a->q_nope.ndim);
-        return DSOPS_ERR_SHAPE;
-    }
-    int64_t tnd[3] = {a->q_nope.shape[0], a->q_nope.shape[1], a->q_nope.shape[2]};
-    a->out = dsops_tensor_make(NULL, DSOPS_BF16, 3, tnd);
-    a->lse = dsops_tensor_make(NULL, DSOPS_FP32, 2, tnd);
-    return DSOPS_OK;
-}
-
-static dsops_status sfa_call(dsops_context *ctx, const void *args, const dsops_run_impl *impl)
-{
-    if (impl != NULL && impl->sparse_flash_attention_v32 != NULL)
-        return impl->sparse_flash_attention_v32(ctx, args);
-    return dsops_sparse_flash_attention_v32(ctx, args);
-}
-
-/* ---- lightning_indexer ---------------------------------------------------------------------- */
-
-/* The top-k width K is the extent of the outputs, so nothing in IN gives it: the tool keeps it next to
- * the operator's arguments as the required parameter `topk`. The operator's struct is the first member,
- * so the descriptor's args pointer is also a pointer to it. */
-typedef struct li_run_args {
-    dsops_lightning_indexer_args op;
-    int topk; /* 0 until given */
-} li_run_args;
-
-#define LI_TENSOR(field, dir, dtypes, note) {#field, offsetof(li_run_args, op.field), dir, dtypes, note}
-#define LI_TOPK_MAX (1 << 24) /* the library's limit on K */
-
-static const run_tensor_desc li_tensors[] = {
-    LI_TENSOR(q_idx, RUN_IN, RUN_DT(DSOPS_INT8) | RUN_DT(DSOPS_BF16), "[T, NI, DI] (I8: int8 variant)"),
-    LI_TENSOR(q_idx_scale, RUN_IN_OPT, RUN_DT(DSOPS_FP16), "[T, NI], int8 variant"),
-    LI_TENSOR(weights, RUN_IN, RUN_DT(DSOPS_FP16) | RUN_DT(DSOPS_BF16), "[T, NI] (F16: int8, BF16: bf16)"),
-    LI_TENSOR(key_cache, RUN_IN, RUN_DT(DSOPS_INT8) | RUN_DT(DSOPS_BF16), "[NB, BS, DI], dtype of q_idx"),
-    LI_TENSOR(key_scale_cache, RUN_IN_OPT, RUN_DT(DSOPS_FP16), "[NB, BS], int8 variant"),
-    LI_TENSOR(block_table, RUN_IN, RUN_DT(DSOPS_INT32), "[B, MB]"),
-    LI_TENSOR(cu_seqlens_q, RUN_IN, RUN_DT(DSOPS_INT32), "[B+1]"),
-    LI_TENSOR(seqused_kv, RUN_IN, RUN_DT(DSOPS_INT32), "[B], original token counts"),
-    LI_TENSOR(topk_indices, RUN_OUT, RUN_DT(DSOPS_INT32), "[T, K], K = topk"),
-    LI_TENSOR(topk_scores, RUN_OUT_OPT, RUN_DT(DSOPS_FP32), "[T, K]"),
-};
-
-static const run_param_desc li_params[] = {
-    {"topk", RUN_INT, offsetof(li_run_args, topk), sizeof(int), NULL,
-     "K, the width of topk_indices and topk_scores (1 ... 2^24)", true},
-    {"cmp_ratio", RUN_INT, offsetof(li_run_args, op.cmp_ratio), sizeof(int), NULL,
-     "preset v32: 1, v4_flash / v4_pro: 4", false},
-};
-
-static dsops_status li_init(void *args, dsops_preset preset)
-{
-    li_run_args *w = args;
-    w->topk = 0;
-    return dsops_lightning_indexer_init(&w->op, preset);
-}
-
-static dsops_status li_output_shapes(void *args, char *msg, size_t len)
-{
-    li_run_args *w = args;
-    if (w->topk < 1) {
-        snprintf(msg, len, "topk = %d: the top-k width must be >= 1", w->topk);
-        return DSOPS_ERR_PARAM;
-    }
-    if (w->topk > LI_TOPK_MAX) {
-        snprintf(msg, len, "topk = %d exceeds the library's limit %d", w->topk, LI_TOPK_MAX);
-        return DSOPS_ERR_UNSUPPORTED;
-    }
-    if (w->op.q_idx.ndim != 3) {
-        snprintf(msg, len, "q_idx has rank %d, expected 3 ([T, NI, DI])", w->op.q_idx.ndim);
-        return DSOPS_ERR_SHAPE;
-    }
-    int64_t tk[2] = {w->op.q_idx.shape[0], w->topk};
-    w->op.topk_indices = dsops_tensor_make(NULL, DSOPS_INT32, 2, tk);
-    w->op.topk_scores = dsops_tensor_make(NULL, DSOPS_FP32, 2, tk);
-    return DSOPS_OK;
-}
-
-static dsops_status li_call(dsops_context *ctx, const void *args, const dsops_run_impl *impl)
-{
-    const li_run_args *w = args;
-    if (impl != NULL && impl->lightning_indexer != NULL)
-        return impl->lightning_indexer(ctx, &w->op);
-    return dsops_lightning_indexer(ctx, &w->op);
-}
-
-/* ---- shared primitives (spec §2.3 - §2.8) ---------------------------------------------------- */
-
-/* rmsnorm */
-typedef dsops_rmsnorm_args rms_args;
-
-static const run_tensor_desc rms_tensors[] = {
-    RUN_TENSOR(rms_args, x, RUN_IN, RUN_DT(DSOPS_BF16), "[T, W]"),
-    RUN_TENSOR(rms_args, weight, RUN_IN_OPT, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[W]"),
-    RUN_TENSOR(rms_args, y, RUN_OUT, RUN_DT(DSOPS_BF16), "[T, W]"),
-};
-
-static const run_param_desc rms_params[] = {
-    RUN_PARAM(rms_args, eps, RUN_FLOAT, NULL, "default 1e-6"),
-};
-
-static dsops_status rms_init(void *args, dsops_preset preset) { return dsops_rmsnorm_init(args, preset); }
-
-static dsops_status rms_output_shapes(void *args, char *msg, size_t len)
-{
-    rms_args *a = args;
-    if (a->x.ndim != 2) {
-        snprintf(msg, len, "x has rank %d, expected 2 ([T, W])", a->x.ndim);
-        return DSOPS_ERR_SHAPE;
-    }
-    a->y = dsops_tensor_make(NULL, DSOPS_BF16, 2, a->x.shape);
-    return DSOPS_OK;
-}
-
-static dsops_status rms_call(dsops_context *ctx, const void *args, const dsops_run_impl *impl)
-{
-    if (impl != NULL && impl->rmsnorm != NULL)
-        return impl->rmsnorm(ctx, args);
-    return dsops_rmsnorm(ctx, args);
-}
-
-/* rope_tables: the dtype of the tables is not given by any input, so the tool keeps it next to the
- * operator's arguments as the parameter `dtype` (default fp32). */
-typedef struct rt_run_args {
-    dsops_rope_tables_args op;
-    int dtype;
-} rt_run_args;
-
-#define RT_TENSOR(field, dir, dtypes, note) {#field, offsetof(rt_run_args, op.field), dir, dtypes, note}
-#define RT_PARAM(field, kind, spellings, note) \
-    {#field, kind, offsetof(rt_run_args, op.field), sizeof(((rt_run_args *)0)->op.field), spellings, note, false}
-
-static const run_enum_value run_rope_layouts[] = {{"pairs", DSOPS_ROPE_PAIRS}, {"halves", DSOPS_ROPE_HALVES}, {NULL, 0}};
-static const run_enum_value run_table_dtypes[] = {{"fp32", DSOPS_FP32}, {"bf16", DSOPS_BF16}, {NULL, 0}};
-
-static const run_tensor_desc rt_tensors[] = {
-    RT_TENSOR(positions, RUN_IN, RUN_DT(DSOPS_INT64), "[T], 0 <= p < 2^31"),
-    RT_TENSOR(cos, RUN_OUT, RUN_DT(DSOPS_FP32) | RUN_DT(DSOPS_BF16), "[T, 64], dtype given by the parameter dtype"),
-    RT_TENSOR(sin, RUN_OUT, RUN_DT(DSOPS_FP32) | RUN_DT(DSOPS_BF16), "[T, 64], dtype given by the parameter dtype"),
-};
-
-static const run_param_desc rt_params[] = {
-    RT_PARAM(base, RUN_DOUBLE, NULL, "theta; preset v32: 10000, v4_flash / v4_pro: 160000"),
-    RT_PARAM(yarn, RUN_BOOL, NULL, "apply the YaRN correction (presets: true)"),
-    RT_PARAM(yarn_factor, RUN_DOUBLE, NULL, "v32: 40, v4: 16"),
-    RT_PARAM(yarn_original_len, RUN_DOUBLE, NULL, "v32: 4096, v4: 65536"),
-    RT_PARAM(yarn_beta_fast, RUN_DOUBLE, NULL, "32"),
-    RT_PARAM(yarn_beta_slow, RUN_DOUBLE, NULL, "1"),
-    RT_PARAM(layout, RUN_ENUM, run_rope_layouts, "v32: halves, v4: pairs"),
-    {"dtype", RUN_ENUM, offsetof(rt_run_args, dtype), sizeof(int), run_table_dtypes, "dtype of cos and sin (default fp32)",
-     false},
-};
-
-static dsops_status rt_init(void *args, dsops_preset preset)
-{
-    rt_run_args *w = args;
-    w->dtype = DSOPS_FP32;
-    return dsops_rope_tables_init(&w->op, preset);
-}
-
-static dsops_status rt_output_shapes(void *args, char *msg, size_t len)
-{
-    rt_run_args *w = args;
-    if (w->op.positions.ndim != 1) {
-        snprintf(msg, len, "positions has rank %d, expected 1 ([T])", w->op.positions.ndim);
-        return DSOPS_ERR_SHAPE;
-    }
-    int64_t shape[2] = {w->op.positions.shape[0], 64};
-    w->op.cos = dsops_tensor_make(NULL, (dsops_dtype)w->dtype, 2, shape);
-    w->op.sin = dsops_tensor_make(NULL, (dsops_dtype)w->dtype, 2, shape);
-    return DSOPS_OK;
-}
-
-static dsops_status rt_call(dsops_context *ctx, const void *args, const dsops_run_impl *impl)
-{
-    const rt_run_args *w = args;
-    if (impl != NULL && impl->rope_tables != NULL)
-        return impl->rope_tables(ctx, &w->op);
-    return dsops_rope_tables(ctx, &w->op);
-}
-
-/* rope_apply */
-typedef dsops_rope_apply_args ra_args;
-
-static const run_enum_value run_rope_modes[] = {{"interleaved", DSOPS_ROPE_INTERLEAVED},
-                                                {"half", DSOPS_ROPE_HALF},
-                                                {"interleaved_in_half_out", DSOPS_ROPE_INTERLEAVED_IN_HALF_OUT},
-                                                {NULL, 0}};
-
-static const run_tensor_desc ra_tensors[] = {
-    RUN_TENSOR(ra_args, x, RUN_IN, RUN_DT(DSOPS_BF16), "[T, N, W]"),
-    RUN_TENSOR(ra_args, rope_cos, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, 64]"),
-    RUN_TENSOR(ra_args, rope_sin, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, 64]"),
-    RUN_TENSOR(ra_args, y, RUN_OUT, RUN_DT(DSOPS_BF16), "[T, N, W]"),
-};
-
-static const run_param_desc ra_params[] = {
-    RUN_PARAM(ra_args, rope_offset, RUN_INT, NULL, "0 ... W - 64 (default 0; V4 output de-rotation: 448)"),
-    RUN_PARAM(ra_args, rope_mode, RUN_ENUM, run_rope_modes, "default interleaved"),
-    RUN_PARAM(ra_args, rope_inverse, RUN_BOOL, NULL, "default false"),
-};
-
-static dsops_status ra_init(void *args, dsops_preset preset)
-{
-    (void)preset; /* no preset-dependent parameter */
-    memset(args, 0, sizeof(ra_args));
-    return DSOPS_OK;
-}
-
-static dsops_status ra_output_shapes(void *args, char *msg, size_t len)
-{
-    ra_args *a = args;
-    if (a->x.ndim != 3) {
-        snprintf(msg, len, "x has rank %d, expected 3 ([T, N, W])", a->x.ndim);
-        return DSOPS_ERR_SHAPE;
-    }
-    a->y = dsops_tensor_make(NULL, DSOPS_BF16, 3, a->x.shape);
-    return DSOPS_OK;
-}
-
-static dsops_status ra_call(dsops_context *ctx, const void *args, const dsops_run_impl *impl)
-{
-    if (impl != NULL && impl->rope_apply != NULL)
-        return impl->rope_apply(ctx, args);
-    return dsops_rope_apply(ctx, args);
-}
-
-/* quant_q8: group defaults to W (one group per row) */
-typedef dsops_quant_q8_args qa_args;
-
-static const run_tensor_desc qa_tensors[] = {
-    RUN_TENSOR(qa_args, x, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[R, W]"),
-    RUN_TENSOR(qa_args, q, RUN_OUT, RUN_DT(DSOPS_INT8), "[R, W]"),
-    RUN_TENSOR(qa_args, scale, RUN_OUT, RUN_DT(DSOPS_FP32), "[R, W / group]"),
-};
-
-static const run_param_desc qa_params[] = {
-    RUN_PARAM(qa_args, group, RUN_INT, NULL, "G, W % G == 0 (default W)"),
-};
-
-static dsops_status qa_init(void *args, dsops_preset preset)
-{
-    (void)preset;
-    memset(args, 0, sizeof(qa_args));
-    return DSOPS_OK;
-}
-
-static void qa_infer(void *args, const bool *given)
-{
-    qa_args *a = args;
-    if (!given[0] && a->x.ndim == 2 && a->x.shape[1] >= 1 && a->x.shape[1] <= INT_MAX)
-        a->group = (int)a->x.shape[1];
-}
-
-static dsops_status qa_output_shapes(void *args, char *msg, size_t len)
-{
-    qa_args *a = args;
-    if (a->x.ndim != 2) {
-        snprintf(msg, len, "x has rank %d, expected 2 ([R, W])", a->x.ndim);
-        return DSOPS_ERR_SHAPE;
-    }
-    if (a->group < 1) {
-        snprintf(msg, len, "group = %d, expected >= 1", a->group);
-        return DSOPS_ERR_PARAM;
-    }
-    if (a->x.shape[1] % a->group != 0) {
-        snprintf(msg, len, "group = %d does not divide W = %lld", a->group, (long long)a->x.shape[1]);
-        return DSOPS_ERR_PARAM;
-    }
-    int64_t sshape[2] = {a->x.shape[0], a->x.shape[1] / a->group};
-    a->q = dsops_tensor_make(NULL, DSOPS_INT8, 2, a->x.shape);
-    a->scale = dsops_tensor_make(NULL, DSOPS_FP32, 2, sshape);
-    return DSOPS_OK;
-}
-
-static dsops_status qa_call(dsops_context *ctx, const void *args, const dsops_run_impl *impl)
-{
-    if (impl != NULL && impl->quant_q8 != NULL)
-        return impl->quant_q8(ctx, args);
-    return dsops_quant_q8(ctx, args);
-}
-
-/* cache_store: the caches are in-out, written to OUT after the call */
-typedef dsops_cache_store_args cst_args;
-
-static const run_tensor_desc cst_tensors[] = {
-    RUN_TENSOR(cst_args, src, RUN_IN, RUN_DT(DSOPS_BF16), "[T, W]"),
-    RUN_TENSOR(cst_args, cache_index, RUN_IN, RUN_DT(DSOPS_INT64), "[T], global slots, < 0: not stored"),
-    RUN_TENSOR(cst_args, cache, RUN_INOUT, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_INT8), "[NB, BS, W]"),
-    RUN_TENSOR(cst_args, cache_scale, RUN_INOUT_OPT, RUN_DT(DSOPS_FP32) | RUN_DT(DSOPS_FP16),
-               "[NB, BS, W / group] or [NB, BS] (group = W), int8 cache"),
-};
-
-static const run_param_desc cst_params[] = {
-    RUN_PARAM(cst_args, group, RUN_INT, NULL, "Q8 group of an int8 cache (default 0 = W)"),
-};
-
-static dsops_status cst_init(void *args, dsops_preset preset)
-{
-    (void)preset;
-    memset(args, 0, sizeof(cst_args));
-    return DSOPS_OK;
-}
-
-static dsops_status cst_output_shapes(void *args, char *msg, size_t len)
-{
-    (void)args, (void)msg, (void)len; /* no outputs besides the in-out caches */
-    return DSOPS_OK;
-}
-
-static dsops_status cst_call(dsops_context *ctx, const void *args, const dsops_run_impl *impl)
-{
-    if (impl != NULL && impl->cache_store != NULL)
-        return impl->cache_store(ctx, args);
-    return dsops_cache_store(ctx, args);
-}
-
-/* ---- sparse_attention_v32 (the fused V3.2 layer) ------------------------------------------------- */
-
-/* The caches are in-out: read from IN, updated by the call and written to OUT. The top-k width is the
- * operator's own parameter `topk` (default 2048), which also sizes topk_indices. */
-typedef dsops_sparse_attention_v32_args dia_args;
-
-#define DIA_TOPK_MAX (1 << 24) /* the library's limit on K */
-
-static const run_tensor_desc dia_tensors[] = {
-    RUN_TENSOR(dia_args, x, RUN_IN, RUN_DT(DSOPS_BF16), "[T, H]"),
-    RUN_TENSOR(dia_args, cu_seqlens_q, RUN_IN, RUN_DT(DSOPS_INT32), "[B+1]"),
-    RUN_TENSOR(dia_args, seqused_kv, RUN_IN, RUN_DT(DSOPS_INT32), "[B], the call's tokens included"),
-    RUN_TENSOR(dia_args, block_table, RUN_IN, RUN_DT(DSOPS_INT32), "[B, MB], shared by every cache"),
-    RUN_TENSOR(dia_args, cache_index, RUN_IN, RUN_DT(DSOPS_INT64), "[T], slot(b, p_t); < 0: not stored"),
-    RUN_TENSOR(dia_args, rope_cos, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, 64], halves tables"),
-    RUN_TENSOR(dia_args, rope_sin, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, 64]"),
-    RUN_TENSOR(dia_args, wq_a, RUN_IN, RUN_DT(DSOPS_BF16), "[Q, H]"),
-    RUN_TENSOR(dia_args, gamma_cq, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[Q]"),
-    RUN_TENSOR(dia_args, wq_b, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_INT8),
-               "[N*(Dqn+64), Q] (I8: int8 variant)"),
-    RUN_TENSOR(dia_args, wq_b_scale, RUN_IN_OPT, RUN_DT(DSOPS_FP32), "[N*(Dqn+64)], int8 variant"),
-    RUN_TENSOR(dia_args, w_uk, RUN_IN, RUN_DT(DSOPS_BF16), "[N, Dqn, Dc]"),
-    RUN_TENSOR(dia_args, wkv_a, RUN_IN, RUN_DT(DSOPS_BF16), "[Dc+64, H]"),
-    RUN_TENSOR(dia_args, gamma_ckv, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[Dc]"),
-    RUN_TENSOR(dia_args, idx_wq_b, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_INT8), "[NI*DI, Q], dtype of wq_b"),
-    RUN_TENSOR(dia_args, idx_wq_b_scale, RUN_IN_OPT, RUN_DT(DSOPS_FP32), "[NI*DI], int8 variant"),
-    RUN_TENSOR(dia_args, idx_wk, RUN_IN, RUN_DT(DSOPS_BF16), "[DI, H]"),
-    RUN_TENSOR(dia_args, weights_proj, RUN_IN, RUN_DT(DSOPS_BF16), "[NI, H]"),
-    RUN_TENSOR(dia_args, ln_gamma_k, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[DI]"),
-    RUN_TENSOR(dia_args, ln_beta_k, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[DI]"),
-    RUN_TENSOR(dia_args, hadamard_q, RUN_IN_OPT, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32),
-               "[DI, DI] (int8 variant: required)"),
-    RUN_TENSOR(dia_args, hadamard_k, RUN_IN_OPT, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32),
-               "[DI, DI] (int8 variant: required)"),
-    RUN_TENSOR(dia_args, kv_cache, RUN_INOUT_OPT, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_INT8),
-               "[NB, BS, Dc], split layouts (I8: split_int8)"),
-    RUN_TENSOR(dia_args, kv_scale_cache, RUN_INOUT_OPT, RUN_DT(DSOPS_FP32), "[NB, BS, Dc/128], split_int8"),
-    RUN_TENSOR(dia_args, kr_cache, RUN_INOUT_OPT, RUN_DT(DSOPS_BF16), "[NB, BS, 64], split layouts"),
-    RUN_TENSOR(dia_args, kv_packed, RUN_INOUT_OPT, RUN_DT(DSOPS_UINT8), "[NB, BS, 656], packed656"),
-    RUN_TENSOR(dia_args, idx_k_cache, RUN_INOUT, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_INT8),
-               "[NB, BS, DI], dtype of idx_wq_b"),
-    RUN_TENSOR(dia_args, idx_k_scale_cache, RUN_INOUT_OPT, RUN_DT(DSOPS_FP16), "[NB, BS], int8 variant"),
-    RUN_TENSOR(dia_args, out, RUN_OUT, RUN_DT(DSOPS_BF16), "[T, N, Dc]"),
-    RUN_TENSOR(dia_args, topk_indices, RUN_OUT_OPT, RUN_DT(DSOPS_INT32), "[T, topk]"),
-    RUN_TENSOR(dia_args, lse, RUN_OUT_OPT, RUN_DT(DSOPS_FP32), "[T, N]"),
-};
-
-static const run_param_desc dia_params[] = {
-    RUN_PARAM(dia_args, mla_eps_cq, RUN_FLOAT, NULL, "default 1e-6 (vendor 1e-5)"),
-    RUN_PARAM(dia_args, mla_eps_ckv, RUN_FLOAT, NULL, "default 1e-6 (vendor 1e-5)"),
-    RUN_PARAM(dia_args, mla_rope_mode, RUN_ENUM, run_rope_modes, "default interleaved_in_half_out"),
-    RUN_PARAM(dia_args, mla_rope_inverse, RUN_BOOL, NULL, "default false"),
-    RUN_PARAM(dia_args, idx_ln_eps, RUN_FLOAT, NULL, "default 1e-6"),
-    RUN_PARAM(dia_args, idx_rope_mode, RUN_ENUM, run_rope_modes, "default half (vendor DIA: interleaved_in_half_out)"),
-    RUN_PARAM(dia_args, idx_rope_inverse, RUN_BOOL, NULL, "default false"),
-    RUN_PARAM(dia_args, weights_scale, RUN_FLOAT, NULL, "default 1/sqrt(64*128) (vendor DIA: 1)"),
-    RUN_PARAM(dia_args, softmax_scale, RUN_FLOAT, NULL, "default V3.2 (vendor 576^-0.5)"),
-    RUN_PARAM(dia_args, p_mode, RUN_ENUM, run_p_modes, "default normalised (vendor DIA golden: fp32)"),
-    RUN_PARAM(dia_args, p_tile, RUN_INT, NULL, "tile length of p_mode=tiled"),
-    RUN_PARAM(dia_args, kv_layout, RUN_ENUM, run_kv_layouts,
-              "default: packed656 if kv_packed is given, split_int8 if kv_cache is I8, else split_bf16"),
-    RUN_PARAM(dia_args, topk, RUN_INT, NULL, "K, the top-k width (default 2048; sizes topk_indices)"),
-};
-enum { DIA_PARAM_KV_LAYOUT = 11 };
-
-static dsops_status dia_init(void *args, dsops_preset preset) { return dsops_sparse_attention_v32_init(args, preset); }
-
-static void dia_infer(void *args, const bool *given)
-{
-    dia_args *a = args;
-    if (!given[DIA_PARAM_KV_LAYOUT]) {
-        if (a->kv_packed.data != NULL)
-            a->kv_layout = DSOPS_KV_PACKED656;
-        else if (a->kv_cache.data != NULL && a->kv_cache.dtype == DSOPS_INT8)
-            a->kv_layout = DSOPS_KV_SPLIT_INT8;
-        else
-            a->kv_layout = DSOPS_KV_SPLIT_BF16;
-    }
-}
-
-static dsops_status dia_output_shapes(void *args, char *msg, size_t len)
-{
-    dia_args *a = args;
-    if (a->topk < 1) {
-        snprintf(msg, len, "topk = %d: the top-k width must be >= 1", a->topk);
-        return DSOPS_ERR_PARAM;
-    }
-    if (a->topk > DIA_TOPK_MAX) {
-        snprintf(msg, len, "topk = %d exceeds the library's limit %d", a->topk, DIA_TOPK_MAX);
-        return DSOPS_ERR_UNSUPPORTED;
-    }
-    if (a->x.ndim != 2 || a->w_uk.ndim != 3) {
-        snprintf(msg, len, "x has rank %d and w_uk rank %d, expected 2 ([T, H]) and 3 ([N, Dqn, Dc])", a->x.ndim,
-                 a->w_uk.ndim);
-        return DSOPS_ERR_SHAPE;
-    }
-    int64_t tnd[3] = {a->x.shape[0], a->w_uk.shape[0], a->w_uk.shape[2]}, tk[2] = {a->x.shape[0], a->topk};
-    a->out = dsops_tensor_make(NULL, DSOPS_BF16, 3, tnd);
-    a->lse = dsops_tensor_make(NULL, DSOPS_FP32, 2, tnd);
-    a->topk_indices = dsops_tensor_make(NULL, DSOPS_INT32, 2, tk);
-    return DSOPS_OK;
-}
-
-static dsops_status dia_call(dsops_context *ctx, const void *args, const dsops_run_impl *impl)
-{
-    if (impl != NULL && impl->sparse_attention_v32 != NULL)
-        return impl->sparse_attention_v32(ctx, args);
-    return dsops_sparse_attention_v32(ctx, args);
-}
-
-/* ---- mla_prolog_v32 ----------------------------------------------------------------------------- */
-
-/* The kv caches of the chosen layout are in-out: read from IN, updated at cache_index and written to OUT.
- * qr_scale exists only with int8 wq_b: it is produced (and written to OUT) only then. */
-typedef dsops_mla_prolog_v32_args mlap_args;
-
-static const run_tensor_desc mlap_tensors[] = {
-    RUN_TENSOR(mlap_args, x, RUN_IN, RUN_DT(DSOPS_BF16), "[T, H]"),
-    RUN_TENSOR(mlap_args, wq_a, RUN_IN, RUN_DT(DSOPS_BF16), "[Q, H]"),
-    RUN_TENSOR(mlap_args, gamma_cq, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[Q]"),
-    RUN_TENSOR(mlap_args, wq_b, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_INT8), "[N*(Dqn+64), Q] (I8: int8 qr)"),
-    RUN_TENSOR(mlap_args, wq_b_scale, RUN_IN_OPT, RUN_DT(DSOPS_FP32), "[N*(Dqn+64)], int8 wq_b"),
-    RUN_TENSOR(mlap_args, w_uk, RUN_IN, RUN_DT(DSOPS_BF16), "[N, Dqn, Dc]"),
-    RUN_TENSOR(mlap_args, wkv_a, RUN_IN, RUN_DT(DSOPS_BF16), "[Dc+64, H]"),
-    RUN_TENSOR(mlap_args, gamma_ckv, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[Dc]"),
-    RUN_TENSOR(mlap_args, rope_cos, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, 64], halves tables"),
-    RUN_TENSOR(mlap_args, rope_sin, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, 64]"),
-    RUN_TENSOR(mlap_args, cache_index, RUN_IN, RUN_DT(DSOPS_INT64), "[T], global cache rows; < 0: not stored"),
-    RUN_TENSOR(mlap_args, kv_cache, RUN_INOUT_OPT, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_INT8),
-               "[NB, BS, Dc], split layouts (I8: split_int8)"),
-    RUN_TENSOR(mlap_args, kv_scale_cache, RUN_INOUT_OPT, RUN_DT(DSOPS_FP32), "[NB, BS, Dc/128], split_int8"),
-    RUN_TENSOR(mlap_args, kr_cache, RUN_INOUT_OPT, RUN_DT(DSOPS_BF16), "[NB, BS, 64], split layouts"),
-    RUN_TENSOR(mlap_args, kv_packed, RUN_INOUT_OPT, RUN_DT(DSOPS_UINT8), "[NB, BS, 656], packed656"),
-    RUN_TENSOR(mlap_args, q_nope, RUN_OUT, RUN_DT(DSOPS_BF16), "[T, N, Dc]"),
-    RUN_TENSOR(mlap_args, q_rope, RUN_OUT, RUN_DT(DSOPS_BF16), "[T, N, 64]"),
-    RUN_TENSOR(mlap_args, qr, RUN_OUT, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_INT8), "[T, Q], dtype of wq_b"),
-    RUN_TENSOR(mlap_args, qr_scale, RUN_OUT_OPT, RUN_DT(DSOPS_FP32),
-               "[T], int8 wq_b only (not in OUT with bf16 wq_b)"),
-};
-
-static const run_param_desc mlap_params[] = {
-    RUN_PARAM(mlap_args, eps_cq, RUN_FLOAT, NULL, "default 1e-6 (vendor 1e-5)"),
-    RUN_PARAM(mlap_args, eps_ckv, RUN_FLOAT, NULL, "default 1e-6 (vendor 1e-5)"),
-    RUN_PARAM(mlap_args, rope_mode, RUN_ENUM, run_rope_modes, "default interleaved_in_half_out"),
-    RUN_PARAM(mlap_args, rope_inverse, RUN_BOOL, NULL, "default false"),
-    RUN_PARAM(mlap_args, kv_layout, RUN_ENUM, run_kv_layouts,
-              "default: packed656 if kv_packed is given, split_int8 if kv_cache is I8, else split_bf16"),
-};
-enum { MLAP_PARAM_KV_LAYOUT = 4 };
-
-static dsops_status mlap_init(void *args, dsops_preset preset) { return dsops_mla_prolog_v32_init(args, preset); }
-
-static void mlap_infer(void *args, const bool *given)
-{
-    mlap_args *a = args;
-    if (!given[MLAP_PARAM_KV_LAYOUT]) {
-        if (a->kv_packed.data != NULL)
-            a->kv_layout = DSOPS_KV_PACKED656;
-        else if (a->kv_cache.data != NULL && a->kv_cache.dtype == DSOPS_INT8)
-            a->kv_layout = DSOPS_KV_SPLIT_INT8;
-        else
-            a->kv_layout = DSOPS_KV_SPLIT_BF16;
-    }
-}
-
-static dsops_status mlap_output_shapes(void *args, char *msg, size_t len)
-{
-    mlap_args *a = args;
-    if (a->x.ndim != 2 || a->wq_a.ndim != 2 || a->w_uk.ndim != 3) {
-        snprintf(msg, len, "x, wq_a and w_uk have ranks %d, %d and %d, expected 2 ([T, H]), 2 ([Q, H]) and 3 ([N, Dqn, Dc])",
-                 a->x.ndim, a->wq_a.ndim, a->w_uk.ndim);
-        return DSOPS_ERR_SHAPE;
-    }
-    const int64_t T = a->x.shape[0], N = a->w_uk.shape[0], Dc = a->w_uk.shape[2], Q = a->wq_a.shape[0];
-    const bool int8w = a->wq_b.dtype == DSOPS_INT8;
-    int64_t tnd[3] = {T, N, Dc}, tnr[3] = {T, N, 64}, tq[2] = {T, Q}, t1[1] = {T};
-    a->q_nope = dsops_tensor_make(NULL, DSOPS_BF16, 3, tnd);
-    a->q_rope = dsops_tensor_make(NULL, DSOPS_BF16, 3, tnr);
-    a->qr = dsops_tensor_make(NULL, int8w ? DSOPS_INT8 : DSOPS_BF16, 2, tq);
-    if (int8w)
-        a->qr_scale = dsops_tensor_make(NULL, DSOPS_FP32, 1, t1);
-    else
-        memset(&a->qr_scale, 0, sizeof a->qr_scale); /* not an output of the bf16 variant */
-    return DSOPS_OK;
-}
-
-static dsops_status mlap_call(dsops_context *ctx, const void *args, const dsops_run_impl *impl)
-{
-    if (impl != NULL && impl->mla_prolog_v32 != NULL)
-        return impl->mla_prolog_v32(ctx, args);
-    return dsops_mla_prolog_v32(ctx, args);
-}
-
-/* ---- indexer_prolog_v32 ------------------------------------------------------------------------- */
-
-/* The indexer key cache (and its scales, int8) is in-out. The variant follows idx_wq_b: q_idx_scale
- * exists only in the int8 variant and is produced (and written to OUT) only then. */
-typedef dsops_indexer_prolog_v32_args idxp_args;
-
-static const run_tensor_desc idxp_tensors[] = {
-    RUN_TENSOR(idxp_args, x, RUN_IN, RUN_DT(DSOPS_BF16), "[T, H]"),
-    RUN_TENSOR(idxp_args, qr, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_INT8), "[T, Q], dtype of idx_wq_b"),
-    RUN_TENSOR(idxp_args, qr_scale, RUN_IN_OPT, RUN_DT(DSOPS_FP32), "[T], int8 variant"),
-    RUN_TENSOR(idxp_args, idx_wq_b, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_INT8), "[NI*DI, Q] (I8: int8 variant)"),
-    RUN_TENSOR(idxp_args, idx_wq_b_scale, RUN_IN_OPT, RUN_DT(DSOPS_FP32), "[NI*DI], int8 variant"),
-    RUN_TENSOR(idxp_args, idx_wk, RUN_IN, RUN_DT(DSOPS_BF16), "[DI, H]"),
-    RUN_TENSOR(idxp_args, weights_proj, RUN_IN, RUN_DT(DSOPS_BF16), "[NI, H]"),
-    RUN_TENSOR(idxp_args, ln_gamma_k, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[DI]"),
-    RUN_TENSOR(idxp_args, ln_beta_k, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[DI]"),
-    RUN_TENSOR(idxp_args, rope_cos, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, 64], halves tables"),
-    RUN_TENSOR(idxp_args, rope_sin, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, 64]"),
-    RUN_TENSOR(idxp_args, hadamard_q, RUN_IN_OPT, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32),
-               "[DI, DI] (int8 variant: required; bf16: absent = no rotation)"),
-    RUN_TENSOR(idxp_args, hadamard_k, RUN_IN_OPT, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32),
-               "[DI, DI] (int8 variant: required; bf16: absent = no rotation)"),
-    RUN_TENSOR(idxp_args, cache_index, RUN_IN, RUN_DT(DSOPS_INT64), "[T], global cache rows; < 0: not stored"),
-    RUN_TENSOR(idxp_args, idx_k_cache, RUN_INOUT, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_INT8),
-               "[NB, BS, DI], dtype of idx_wq_b"),
-    RUN_TENSOR(idxp_args, idx_k_scale_cache, RUN_INOUT_OPT, RUN_DT(DSOPS_FP16), "[NB, BS], int8 variant"),
-    RUN_TENSOR(idxp_args, q_idx, RUN_OUT, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_INT8), "[T, NI, DI], dtype of idx_wq_b"),
-    RUN_TENSOR(idxp_args, q_idx_scale, RUN_OUT_OPT, RUN_DT(DSOPS_FP16),
-               "[T, NI], int8 variant only (not in OUT for bf16)"),
-    RUN_TENSOR(idxp_args, weights, RUN_OUT, RUN_DT(DSOPS_FP16) | RUN_DT(DSOPS_BF16), "[T, NI] (F16: int8, BF16: bf16)"),
-};
-
-static const run_param_desc idxp_params[] = {
-    RUN_PARAM(idxp_args, ln_eps, RUN_FLOAT, NULL, "default 1e-6"),
-    RUN_PARAM(idxp_args, weights_scale, RUN_FLOAT, NULL, "default 1/sqrt(64*128) (vendor DIA: 1)"),
-    RUN_PARAM(idxp_args, rope_mode, RUN_ENUM, run_rope_modes, "default half (vendor CRI / DIA: interleaved_in_half_out)"),
-    RUN_PARAM(idxp_args, rope_inverse, RUN_BOOL, NULL, "default false"),
-};
-
-static dsops_status idxp_init(void *args, dsops_preset preset) { return dsops_indexer_prolog_v32_init(args, preset); }
-
-static dsops_status idxp_output_shapes(void *args, char *msg, size_t len)
-{
-    idxp_args *a = args;
-    if (a->x.ndim != 2 || a->idx_wq_b.ndim != 2 || a->idx_wk.ndim != 2) {
-        snprintf(msg, len, "x, idx_wq_b and idx_wk have ranks %d, %d and %d, expected 2 ([T, H], [NI*DI, Q], [DI, H])",
-                 a->x.ndim, a->idx_wq_b.ndim, a->idx_wk.ndim);
-        return DSOPS_ERR_SHAPE;
-    }
-    const int64_t T = a->x.shape[0], DI = a->idx_wk.shape[0], rows = a->idx_wq_b.shape[0];
-    if (DI < 1 || rows % DI != 0) {
-        snprintf(msg, len, "idx_wq_b.shape[0] = %lld, expected NI * DI with DI = %lld (idx_wk.shape[0])",
-                 (long long)rows, (long long)DI);
-        return DSOPS_ERR_SHAPE;
-    }
-    const int64_t NI = rows / DI;
-    const bool int8 = a->idx_wq_b.dtype == DSOPS_INT8;
-    int64_t tnd[3] = {T, NI, DI}, tn[2] = {T, NI};
-    a->q_idx = dsops_tensor_make(NULL, int8 ? DSOPS_INT8 : DSOPS_BF16, 3, tnd);
-    a->weights = dsops_tensor_make(NULL, int8 ? DSOPS_FP16 : DSOPS_BF16, 2, tn);
-    if (int8)
-        a->q_idx_scale = dsops_tensor_make(NULL, DSOPS_FP16, 2, tn);
-    else
-        memset(&a->q_idx_scale, 0, sizeof a->q_idx_scale); /* not an output of the bf16 variant */
-    return DSOPS_OK;
-}
-
-static dsops_status idxp_call(dsops_context *ctx, const void *args, const dsops_run_impl *impl)
-{
-    if (impl != NULL && impl->indexer_prolog_v32 != NULL)
-        return impl->indexer_prolog_v32(ctx, args);
-    return dsops_indexer_prolog_v32(ctx, args);
-}
-
-/* ---- hc_pre and hc_post (mHC hyper-connections, DeepSeek-V4 only) ----------------------------- */
-
-/* hc_pre: HC follows from x [T, HC, H]; V3.2 has no hyper-connections, so preset v32 is refused by the
- * library's initialiser. pre is an optional output: the tool always produces it. */
-typedef dsops_hc_pre_args hcpre_args;
-
-static const run_tensor_desc hcpre_tensors[] = {
-    RUN_TENSOR(hcpre_args, x, RUN_IN, RUN_DT(DSOPS_BF16), "[T, HC, H]"),
-    RUN_TENSOR(hcpre_args, hc_fn, RUN_IN, RUN_DT(DSOPS_FP32), "[(2+HC)*HC, HC*H]"),
-    RUN_TENSOR(hcpre_args, hc_scale, RUN_IN, RUN_DT(DSOPS_FP32), "[3]"),
-    RUN_TENSOR(hcpre_args, hc_base, RUN_IN, RUN_DT(DSOPS_FP32), "[(2+HC)*HC]"),
-    RUN_TENSOR(hcpre_args, y, RUN_OUT, RUN_DT(DSOPS_BF16), "[T, H]"),
-    RUN_TENSOR(hcpre_args, post, RUN_OUT, RUN_DT(DSOPS_FP32), "[T, HC]"),
-    RUN_TENSOR(hcpre_args, comb, RUN_OUT, RUN_DT(DSOPS_FP32), "[T, HC, HC]"),
-    RUN_TENSOR(hcpre_args, pre, RUN_OUT_OPT, RUN_DT(DSOPS_FP32), "[T, HC]"),
-};
-
-static const run_param_desc hcpre_params[] = {
-    RUN_PARAM(hcpre_args, sinkhorn_iters, RUN_INT, NULL, ">= 1 (V4: 20)"),
-    RUN_PARAM(hcpre_args, norm_eps, RUN_FLOAT, NULL, "RMS denominator (V4: 1e-6)"),
-    RUN_PARAM(hcpre_args, hc_eps, RUN_FLOAT, NULL, "gates and Sinkhorn (V4: 1e-6)"),
-};
-
-static dsops_status hcpre_init(void *args, dsops_preset preset) { return dsops_hc_pre_init(args, preset); }
-
-static dsops_status hcpre_output_shapes(void *args, char *msg, size_t len)
-{
-    hcpre_args *a = args;
-    if (a->x.ndim != 3) {
-        snprintf(msg, len, "x has rank %d, expected 3 ([T, HC, H])", a->x.ndim);
-        return DSOPS_ERR_SHAPE;
-    }
-    int64_t T = a->x.shape[0], HC = a->x.shape[1], H = a->x.shape[2];
-    int64_t ys[2] = {T, H}, ps[2] = {T, HC}, cs[3] = {T, HC, HC};
-    a->y = dsops_tensor_make(NULL, DSOPS_BF16, 2, ys);
-    a->post = dsops_tensor_make(NULL, DSOPS_FP32, 2, ps);
-    a->comb = dsops_tensor_make(NULL, DSOPS_FP32, 3, cs);
-    a->pre = dsops_tensor_make(NULL, DSOPS_FP32, 2, ps);
-    return DSOPS_OK;
-}
-
-static dsops_status hcpre_call(dsops_context *ctx, const void *args, const dsops_run_impl *impl)
-{
-    if (impl != NULL && impl->hc_pre != NULL)
-        return impl->hc_pre(ctx, args);
-    return dsops_hc_pre(ctx, args);
-}
-
-/* hc_post: no parameters; out has the shape of residual and the dtype of x. */
-typedef dsops_hc_post_args hcpost_args;
-
-static const run_tensor_desc hcpost_tensors[] = {
-    RUN_TENSOR(hcpost_args, x, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, H], sublayer output"),
-    RUN_TENSOR(hcpost_args, residual, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, HC, H], dtype of x"),
-    RUN_TENSOR(hcpost_args, post, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, HC]"),
-    RUN_TENSOR(hcpost_args, comb, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, HC, HC], dtype of post"),
-    RUN_TENSOR(hcpost_args, out, RUN_OUT, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, HC, H], dtype of x"),
-};
-
-static dsops_status hcpost_init(void *args, dsops_preset preset)
-{
-    (void)preset;
-    memset(args, 0, sizeof(hcpost_args));
-    return DSOPS_OK;
-}
-
-static dsops_status hcpost_output_shapes(void *args, char *msg, size_t len)
-{
-    hcpost_args *a = args;
-    if (a->residual.ndim != 3) {
-        snprintf(msg, len, "residual has rank %d, expected 3 ([T, HC, H])", a->residual.ndim);
-        return DSOPS_ERR_SHAPE;
-    }
-    a->out = dsops_tensor_make(NULL, a->x.dtype, 3, a->residual.shape);
-    return DSOPS_OK;
-}
-
-static dsops_status hcpost_call(dsops_context *ctx, const void *args, const dsops_run_impl *impl)
-{
-    if (impl != NULL && impl->hc_post != NULL)
-        return impl->hc_post(ctx, args);
-    return dsops_hc_post(ctx, args);
-}
-
-/* ---- mla_prolog_v4 ------------------------------------------------------------------------------ */
-
-/* Writes no cache. D is the rows of wkv and N the rows of wq_b over D. qr_scale exists only with int8
- * wq_b: it is produced (and written to OUT) only then. */
-typedef dsops_mla_prolog_v4_args mla4_args;
-
-static const run_tensor_desc mla4_tensors[] = {
-    RUN_TENSOR(mla4_args, x, RUN_IN, RUN_DT(DSOPS_BF16), "[T, H]"),
-    RUN_TENSOR(mla4_args, wq_a, RUN_IN, RUN_DT(DSOPS_BF16), "[Q, H]"),
-    RUN_TENSOR(mla4_args, gamma_cq, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[Q]"),
-    RUN_TENSOR(mla4_args, wq_b, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_INT8), "[N*D, Q] (I8: int8 qr)"),
-    RUN_TENSOR(mla4_args, wq_b_scale, RUN_IN_OPT, RUN_DT(DSOPS_FP32), "[N*D], int8 wq_b"),
-    RUN_TENSOR(mla4_args, wkv, RUN_IN, RUN_DT(DSOPS_BF16), "[D, H], D > 64"),
-    RUN_TENSOR(mla4_args, gamma_ckv, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[D]"),
-    RUN_TENSOR(mla4_args, rope_cos, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, 64], pairs tables"),
-    RUN_TENSOR(mla4_args, rope_sin, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, 64]"),
-    RUN_TENSOR(mla4_args, q, RUN_OUT, RUN_DT(DSOPS_BF16), "[T, N, D]"),
-    RUN_TENSOR(mla4_args, kv, RUN_OUT, RUN_DT(DSOPS_BF16), "[T, D]"),
-    RUN_TENSOR(mla4_args, qr, RUN_OUT, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_INT8), "[T, Q], dtype of wq_b"),
-    RUN_TENSOR(mla4_args, qr_scale, RUN_OUT_OPT, RUN_DT(DSOPS_FP32), "[T], int8 wq_b only (not in OUT with bf16 wq_b)"),
-};
-
-static const run_param_desc mla4_params[] = {
-    RUN_PARAM(mla4_args, eps_cq, RUN_FLOAT, NULL, "default 1e-6"),
-    RUN_PARAM(mla4_args, eps_ckv, RUN_FLOAT, NULL, "default 1e-6"),
-    RUN_PARAM(mla4_args, eps_qh, RUN_FLOAT, NULL, "per-head q norm (default 1e-6)"),
-    RUN_PARAM(mla4_args, rope_mode, RUN_ENUM, run_rope_modes, "default interleaved"),
-    RUN_PARAM(mla4_args, rope_inverse, RUN_BOOL, NULL, "default false"),
-};
-
-static dsops_status mla4_init(void *args, dsops_preset preset) { return dsops_mla_prolog_v4_init(args, preset); }
-
-static dsops_status mla4_output_shapes(void *args, char *msg, size_t len)
-{
-    mla4_args *a = args;
-    if (a->x.ndim != 2 || a->wq_a.ndim != 2 || a->wq_b.ndim != 2 || a->wkv.ndim != 2) {
-        snprintf(msg, len,
-                 "x, wq_a, wq_b and wkv have ranks %d, %d, %d and %d, expected 2 ([T, H], [Q, H], [N*D, Q], [D, H])",
-                 a->x.ndim, a->wq_a.ndim, a->wq_b.ndim, a->wkv.ndim);
-        return DSOPS_ERR_SHAPE;
-    }
-    const int64_t T = a->x.shape[0], Q = a->wq_a.shape[0], D = a->wkv.shape[0], rows = a->wq_b.shape[0];
-    if (D < 1 || rows % D != 0) {
-        snprintf(msg, len, "wq_b.shape[0] = %lld, expected N * D with D = %lld (wkv.shape[0])", (long long)rows,
-                 (long long)D);
-        return DSOPS_ERR_SHAPE;
-    }
-    const bool int8w = a->wq_b.dtype == DSOPS_INT8;
-    int64_t tnd[3] = {T, rows / D, D}, td[2] = {T, D}, tq[2] = {T, Q}, t1[1] = {T};
-    a->q = dsops_tensor_make(NULL, DSOPS_BF16, 3, tnd);
-    a->kv = dsops_tensor_make(NULL, DSOPS_BF16, 2, td);
-    a->qr = dsops_tensor_make(NULL, int8w ? DSOPS_INT8 : DSOPS_BF16, 2, tq);
-    if (int8w)
-        a->qr_scale = dsops_tensor_make(NULL, DSOPS_FP32, 1, t1);
-    else
-        memset(&a->qr_scale, 0, sizeof a->qr_scale); /* not an output of the bf16 variant */
-    return DSOPS_OK;
-}
-
-static dsops_status mla4_call(dsops_context *ctx, const void *args, const dsops_run_impl *impl)
-{
-    if (impl != NULL && impl->mla_prolog_v4 != NULL)
-        return impl->mla_prolog_v4(ctx, args);
-    return dsops_mla_prolog_v4(ctx, args);
-}
-
-/* ---- indexer_prolog_v4 -------------------------------------------------------------------------- */
-
-/* Writes no cache. NI is the rows of weights_proj and DI the rows of hadamard. */
-typedef dsops_indexer_prolog_v4_args idxp4_args;
-
-static const run_tensor_desc idxp4_tensors[] = {
-    RUN_TENSOR(idxp4_args, qr, RUN_IN, RUN_DT(DSOPS_INT8), "[T, Q] (qr of mla_prolog_v4, int8 variant)"),
-    RUN_TENSOR(idxp4_args, qr_scale, RUN_IN, RUN_DT(DSOPS_FP32), "[T]"),
-    RUN_TENSOR(idxp4_args, x, RUN_IN, RUN_DT(DSOPS_BF16), "[T, H]"),
-    RUN_TENSOR(idxp4_args, idx_wq_b, RUN_IN, RUN_DT(DSOPS_INT8), "[NI*DI, Q]"),
-    RUN_TENSOR(idxp4_args, idx_wq_b_scale, RUN_IN, RUN_DT(DSOPS_FP32), "[NI*DI]"),
-    RUN_TENSOR(idxp4_args, weights_proj, RUN_IN, RUN_DT(DSOPS_BF16), "[NI, H]"),
-    RUN_TENSOR(idxp4_args, rope_cos, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, 64], pairs tables"),
-    RUN_TENSOR(idxp4_args, rope_sin, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[T, 64]"),
-    RUN_TENSOR(idxp4_args, hadamard, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[DI, DI], DI >= 64"),
-    RUN_TENSOR(idxp4_args, q_idx, RUN_OUT, RUN_DT(DSOPS_INT8), "[T, NI, DI]"),
-    RUN_TENSOR(idxp4_args, q_idx_scale, RUN_OUT, RUN_DT(DSOPS_FP16), "[T, NI]"),
-    RUN_TENSOR(idxp4_args, weights, RUN_OUT, RUN_DT(DSOPS_FP16), "[T, NI]"),
-};
-
-static const run_param_desc idxp4_params[] = {
-    RUN_PARAM(idxp4_args, weights_scale, RUN_FLOAT, NULL, "default 1/sqrt(64*128)"),
-    RUN_PARAM(idxp4_args, rope_mode, RUN_ENUM, run_rope_modes, "default interleaved"),
-    RUN_PARAM(idxp4_args, rope_inverse, RUN_BOOL, NULL, "default false (vendor op: true)"),
-};
-
-static dsops_status idxp4_init(void *args, dsops_preset preset) { return dsops_indexer_prolog_v4_init(args, preset); }
-
-static dsops_status idxp4_output_shapes(void *args, char *msg, size_t len)
-{
-    idxp4_args *a = args;
-    if (a->qr.ndim != 2 || a->weights_proj.ndim != 2 || a->hadamard.ndim != 2) {
-        snprintf(msg, len,
-                 "qr, weights_proj and hadamard have ranks %d, %d and %d, expected 2 ([T, Q], [NI, H], [DI, DI])",
-                 a->qr.ndim, a->weights_proj.ndim, a->hadamard.ndim);
-        return DSOPS_ERR_SHAPE;
-    }
-    const int64_t T = a->qr.shape[0], NI = a->weights_proj.shape[0], DI = a->hadamard.shape[0];
-    int64_t tnd[3] = {T, NI, DI}, tn[2] = {T, NI};
-    a->q_idx = dsops_tensor_make(NULL, DSOPS_INT8, 3, tnd);
-    a->q_idx_scale = dsops_tensor_make(NULL, DSOPS_FP16, 2, tn);
-    a->weights = dsops_tensor_make(NULL, DSOPS_FP16, 2, tn);
-    return DSOPS_OK;
-}
-
-static dsops_status idxp4_call(dsops_context *ctx, const void *args, const dsops_run_impl *impl)
-{
-    if (impl != NULL && impl->indexer_prolog_v4 != NULL)
-        return impl->indexer_prolog_v4(ctx, args);
-    return dsops_indexer_prolog_v4(ctx, args);
-}
-
-/* ---- compressor --------------------------------------------------------------------------------- */
-
-/* Both states are in-out: read from IN, updated at every token's position and written to OUT. The
- * number of output rows NO is whatever the caller provides room for, so it is the rows of rope_cos (one
- * table row per output row). D, ratio, overlap and rotate follow from the shapes (norm_weight [D],
- * ape [R, C*D], hadamard given); values given by --set must agree with them (the library checks), and
- * those not given are filled from the shapes so that OUT's metadata records what was used. */
-typedef dsops_compressor_args cmp_args;
-
-static const run_enum_value run_cmp_layouts[] = {
-    {"packed", DSOPS_COMPRESSOR_PACKED}, {"row_per_seq", DSOPS_COMPRESSOR_ROW_PER_SEQ}, {NULL, 0}};
-
-static const run_tensor_desc cmp_tensors[] = {
-    RUN_TENSOR(cmp_args, x, RUN_IN, RUN_DT(DSOPS_BF16), "[T, H]"),
-    RUN_TENSOR(cmp_args, cu_seqlens_q, RUN_IN, RUN_DT(DSOPS_INT32), "[B+1]"),
-    RUN_TENSOR(cmp_args, start_pos, RUN_IN, RUN_DT(DSOPS_INT32), "[B], position of each sequence's first token"),
-    RUN_TENSOR(cmp_args, wkv, RUN_IN, RUN_DT(DSOPS_BF16), "[C*D, H]"),
-    RUN_TENSOR(cmp_args, wgate, RUN_IN, RUN_DT(DSOPS_BF16), "[C*D, H]"),
-    RUN_TENSOR(cmp_args, ape, RUN_IN, RUN_DT(DSOPS_FP32), "[R, C*D], C = 2: overlap"),
-    RUN_TENSOR(cmp_args, norm_weight, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[D]"),
-    RUN_TENSOR(cmp_args, hadamard, RUN_IN_OPT, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[D, D], given: rotate"),
-    RUN_TENSOR(cmp_args, rope_cos, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[NO, 64], row r serves out row r"),
-    RUN_TENSOR(cmp_args, rope_sin, RUN_IN, RUN_DT(DSOPS_BF16) | RUN_DT(DSOPS_FP32), "[NO, 64]"),
-    RUN_TENSOR(cmp_args, kv_state, RUN_INOUT, RUN_DT(DSOPS_FP32), "[NBS, BSS, C*D]"),
-    RUN_TENSOR(cmp_args, score_state, RUN_INOUT, RUN_DT(DSOPS_FP32), "[NBS2, BSS2, C*D]"),
-    RUN_TENSOR(cmp_args, kv_state_block_table, RUN_IN, RUN_DT(DSOPS_INT32), "[B, MBS]"),
-    RUN_TENSOR(cmp_args, score_state_block_table, RUN_IN, RUN_DT(DSOPS_INT32), "[B, MBS2]"),
-    RUN_TENSOR(cmp_args, out, RUN_OUT, RUN_DT(DSOPS_BF16), "[NO, D], NO = rows of rope_cos"),
-    RUN_TENSOR(cmp_args, out_count, RUN_OUT_OPT, RUN_DT(DSOPS_INT32), "[B], entries per sequence"),
-};
-
-static const run_param_desc cmp_params[] = {
-    {"D", RUN_INT, offsetof(cmp_args, dim), sizeof(int), NULL, "head dim (default: from norm_weight)", false},
-    RUN_PARAM(cmp_args, ratio, RUN_INT, NULL, "R (default: rows of ape)"),
-    RUN_PARAM(cmp_args, overlap, RUN_BOOL, NULL, "C = 2 (default: from ape and norm_weight)"),
-    RUN_PARAM(cmp_args, rotate, RUN_BOOL, NULL, "Hadamard (default: whether hadamard is given)"),
-    RUN_PARAM(cmp_args, norm_eps, RUN_FLOAT, NULL, "default 1e-6"),
-    RUN_PARAM(cmp_args, rope_mode, RUN_ENUM, run_rope_modes, "default interleaved"),
-    RUN_PARAM(cmp_args, rope_inverse, RUN_BOOL, NULL, "default false"),
-    RUN_PARAM(cmp_args, out_layout, RUN_ENUM, run_cmp_layouts, "default packed (vendor op: row_per_seq)"),
-};
-enum { CMP_PARAM_D = 0, CMP_PARAM_RATIO = 1, CMP_PARAM_OVERLAP = 2, CMP_PARAM_ROTATE = 3 };
-
-static dsops_status cmp_init(void *args, dsops_preset preset) { return dsops_compressor_init(args, preset); }
-
-/* Only unambiguous shapes fill a value; otherwise "from the shapes" stays and the library reports them. */
-static void cmp_infer(void *args, const bool *given)
-{
-    cmp_args *a = args;
-    const bool have_d = a->norm_weight.ndim == 1 && a->norm_weight.shape[0] >= 1 && a->norm_weight.shape[0] <= INT_MAX;
-    const int64_t D = have_d ? a->norm_weight.shape[0] : 0;
-    if (!given[CMP_PARAM_D] && have_d)
-        a->dim = (int)D;
-    if (!given[CMP_PARAM_RATIO] && a->ape.ndim == 2 && a->ape.shape[0] >= 1 && a->ape.shape[0] <= INT_MAX)
-        a->ratio = (int)a->ape.shape[0];
-    if (!given[CMP_PARAM_OVERLAP] && have_d && a->ape.ndim == 2 && (a->ape.shape[1] == D || a->ape.shape[1] == 2 * D))
-        a->overlap = a->ape.shape[1] == 2 * D;
-    if (!given[CMP_PARAM_ROTATE])
-        a->rotate = a->hadamard.data != NULL;
-}
-
-static dsops_status cmp_output_shapes(void *args, char *msg, size_t len)
-{
-    cmp_args *a = args;
-    if (a->rope_cos.ndim != 2 || a->norm_weight.ndim != 1 || a->start_pos.ndim != 1) {
-        snprintf(msg, len, "rope_cos, norm_weight and start_pos have ranks %d, %d and %d, expected 2, 1 and 1",
-                 a->rope_cos.ndim, a->norm_weight.ndim, a->start_pos.ndim);
-        return DSOPS_ERR_SHAPE;
-    }
-    int64_t od[2] = {a->rope_cos.shape[0], a->norm_weight.shape[0]}, b1[1] = {a->start_pos.shape[0]};
-    a->out = dsops_tensor_make(NULL, DSOPS_BF16, 2, od);
-    a->out_count = dsops_tensor_make(NULL, DSOPS_INT32, 1, b1);
-    return DSOPS_OK;
-}
-
-static dsops_status cmp_call(dsops_context *ctx, const void *args, const dsops_run_impl *impl)
-{
-    if (impl != NULL && impl->compressor != NULL)
-        return impl->compressor(ctx, args);
-    return dsops_compressor(ctx, args);
-}
-
-/* ---- sas (swa, cfa, scfa) ------------------------------------------------------------------------ */
-
-/* One operator under four names: `sas` and its variants `swa`, `cfa`, `scfa` (spec §1.9, §3.7). The variant
- * chooses the default of every scalar parameter (the variant table of §3.7); a value given by --set or IN's
- * metadata overrides its default. The variant names fix the variant (a contradicting `variant` value is
- * an error); `sas` takes it from `variant`, else from a given cmp_mode (none: swa, dense: cfa, sparse: scfa),
- * else from the tensors present (cmp_indices: scfa, cmp_kv: cfa, neither: swa). The tool keeps the variant
- * and the preset next to the operator's arguments; the operator's struct is the first member. lse is
- * always produced, as for sparse_flash_attention_v32. */
-typedef struct sas_run_args {
-    dsops_sas_args op;
-    int variant;          /* dsops_sas_variant used; -1 until resolved */
-    int fixed_variant;    /* the entry's own variant, or -1 for `sas` */
-    dsops_preset preset;  /* for the variant's defaults, applied after the tensors are known */
-} sas_run_args;
-
-#define SAS_TENSOR(field, dir, dtypes, note) {#field, offsetof(sas_run_args, op.field), dir, dtypes, note}
-#define SAS_PARAM(field, kind, spellings, note) \
-    {#field, kind, offsetof(sas_run_args, op.field), sizeof(((sas_run_args *)0)->op.field), spellings, note, false}
-
-static const run_enum_value run_cmp_modes[] = {
-    {"none", DSOPS_CMP_NONE}, {"dense", DSOPS_CMP_DENSE}, {"sparse", DSOPS_CMP_SPARSE}, {NULL, 0}};
-
-static const run_enum_value run_sas_variants[] = {
-    {"swa", DSOPS_SAS_SWA}, {"cfa", DSOPS_SAS_CFA}, {"scfa", DSOPS_SAS_SCFA}, {NULL, 0}};
-
-static const run_tensor_desc sas_tensors[] = {
-    SAS_TENSOR(q, RUN_IN, RUN_DT(DSOPS_BF16), "[T, N, D]"),
-    SAS_TENSOR(cu_seqlens_q, RUN_IN, RUN_DT(DSOPS_INT32), "[B+1]"),
-    SAS_TENSOR(seqused_kv, RUN_IN, RUN_DT(DSOPS_INT32), "[B], original tokens, the call's included"),
-    SAS_TENSOR(ori_kv, RUN_IN_OPT, RUN_DT(DSOPS_BF16), "[NBW, BSW, D], window pool (win_size > 0)"),
-    SAS_TENSOR(ori_block_table, RUN_IN_OPT, RUN_DT(DSOPS_INT32), "[B, MBW], with ori_kv"),
-    SAS_TENSOR(cmp_kv, RUN_IN_OPT, RUN_DT(DSOPS_BF16), "[NBC, BSC, D], compressed pool (cmp_mode dense, sparse)"),
-    SAS_TENSOR(cmp_block_table, RUN_IN_OPT, RUN_DT(DSOPS_INT32), "[B, MBC], with cmp_kv"),
-    SAS_TENSOR(cmp_indices, RUN_IN_OPT, RUN_DT(DSOPS_INT32), "[T, K], cmp_mode sparse; -1 = skip"),
-    SAS_TENSOR(cmp_topk_length, RUN_IN_OPT, RUN_DT(DSOPS_INT32), "[T], cmp_mode sparse"),
-    SAS_TENSOR(sinks, RUN_IN_OPT, RUN_DT(DSOPS_FP32), "[N]"),
-    SAS_TENSOR(out, RUN_OUT, RUN_DT(DSOPS_BF16), "[T, N, D]"),
-    SAS_TENSOR(lse, RUN_OUT_OPT, RUN_DT(DSOPS_FP32), "[T, N]"),
-};
-
-static const run_param_desc sas_params[] = {
-    {"variant", RUN_ENUM, offsetof(sas_run_args, variant), sizeof(int), run_sas_variants,
-     "defaults of the parameters below; sas: from cmp_mode, else cmp_indices -> scfa, cmp_kv -> cfa, else swa",
-     false},
-    SAS_PARAM(softmax_scale, RUN_FLOAT, NULL, "default 512^-0.5"),
-    SAS_PARAM(win_size, RUN_INT, NULL, ">= 0, 0 = no window (default 128)"),
-    SAS_PARAM(cmp_mode, RUN_ENUM, run_cmp_modes, "swa: none, cfa: dense, scfa: sparse"),
-    SAS_PARAM(cmp_ratio, RUN_INT, NULL, "cfa: 128, scfa: 4"),
-    SAS_PARAM(p_mode, RUN_ENUM, run_p_modes, "swa, scfa: normalised; cfa: tiled"),
-    SAS_PARAM(p_tile, RUN_INT, NULL, "tile length of p_mode=tiled (cfa: 128)"),
-};
-enum {
-    SAS_PARAM_VARIANT = 0,
-    SAS_PARAM_SCALE = 1,
-    SAS_PARAM_WIN = 2,
-    SAS_PARAM_CMP_MODE = 3,
-    SAS_PARAM_RATIO = 4,
-    SAS_PARAM_P_MODE = 5,
-    SAS_PARAM_P_TILE = 6
-};
-
-static dsops_status sas_init_variant(void *args, dsops_preset preset, int fixed_variant)
-{
-    sas_run_args *w = args;
-    w->variant = -1;
-    w->fixed_variant = fixed_variant;
-    w->preset = preset;
-    /* the preset is judged here (v32 has no sas layer); the variant's defaults follow in sas_infer */
-    return dsops_sas_init(&w->op, preset, fixed_variant >= 0 ? (dsops_sas_variant)fixed_variant : DSOPS_SAS_SWA);
-}
-
-static dsops_status sas_init(void *args, dsops_preset preset) { return sas_init_variant(args, preset, -1); }
-static dsops_status swa_init(void *args, dsops_preset preset) { return sas_init_variant(args, preset, DSOPS_SAS_SWA); }
-static dsops_status cfa_init(void *args, dsops_preset preset) { return sas_init_variant(args, preset, DSOPS_SAS_CFA); }
-static dsops_status scfa_init(void *args, dsops_preset preset)
-{
-    return sas_init_variant(args, preset, DSOPS_SAS_SCFA);
-}
-
-static void sas_infer(void *args, const bool *given)
-{
-    sas_run_args *w = args;
-    if (!given[SAS_PARAM_VARIANT]) {
-        if (w->fixed_variant >= 0)
-            w->variant = w->fixed_variant;
-        else if (given[SAS_PARAM_CMP_MODE])
-            w->variant = w->op.cmp_mode == DSOPS_CMP_SPARSE  ? DSOPS_SAS_SCFA
-                         : w->op.cmp_mode == DSOPS_CMP_DENSE ? DSOPS_SAS_CFA
-                                                             : DSOPS_SAS_SWA;
-        else
-            w->variant = w->op.cmp_indices.data != NULL ? DSOPS_SAS_SCFA
-                         : w->op.cmp_kv.data != NULL    ? DSOPS_SAS_CFA
-                                                        : DSOPS_SAS_SWA;
-    }
-    if (w->fixed_variant >= 0 && w->variant != w->fixed_variant)
-        return; /* sas_output_shapes reports the contradiction */
-    dsops_sas_args d;
-    (void)dsops_sas_init(&d, w->preset, (dsops_sas_variant)w->variant); /* the preset passed sas_init_variant */
-    if (!given[SAS_PARAM_SCALE])
-        w->op.softmax_scale = d.softmax_scale;
-    if (!given[SAS_PARAM_WIN])
-        w->op.win_size = d.win_size;
-    if (!given[SAS_PARAM_CMP_MODE])
-        w->op.cmp_mode = d.cmp_mode;
-    if (!given[SAS_PARAM_RATIO])
-        w->op.cmp_ratio = d.cmp_ratio;
-    if (!given[SAS_PARAM_P_MODE])
-        w->op.p_mode = d.p_mode;
-    if (!given[SAS_PARAM_P_TILE])
-        w->op.p_tile = d.p_tile;
-}
-
-static dsops_status sas_output_shapes(void *args, char *msg, size_t len)
-{
-    sas_run_args *w = args;
-    if (w->fixed_variant >= 0 && w->variant != w->fixed_variant) {
-        snprintf(msg, len, "variant = %s contradicts the operator name %s (use sas --set variant=%s)",
-                 run_enum_spelling(run_sas_variants, w->variant), run_enum_spelling(run_sas_variants, w->fixed_variant),
-                 run_enum_spelling(run_sas_variants, w->variant));
-        return DSOPS_ERR_PARAM;
-    }
-    if (w->op.q.ndim != 3) {
-        snprintf(msg, len, "q has rank %d, expected 3 ([T, N, D])", w->op.q.ndim);
-        return DSOPS_ERR_SHAPE;
-    }
-    int64_t tnd[3] = {w->op.q.shape[0], w->op.q.shape[1], w->op.q.shape[2]};
-    w->op.out = dsops_tensor_make(NULL, DSOPS_BF16, 3, tnd);
-    w->op.lse = dsops_tensor_make(NULL, DSOPS_FP32, 2, tnd);
-    return DSOPS_OK;
-}
-
-static dsops_status sas_call(dsops_context *ctx, const void *args, const dsops_run_impl *impl)
-{
-    const sas_run_args *w = args;
-    if (impl != NULL && impl->sas != NULL)
-        return impl->sas(ctx, &w->op);
-    return dsops_sas(ctx, &w->op);
-}
-
-/* ---- the registry ---------------------------------------------------------------------------- */
-
-static const run_op_desc run_ops[] = {
-    {"sparse_flash_attention_v32", sizeof(sfa_args), sfa_tensors, RUN_COUNT(sfa_tensors), sfa_params,
-     RUN_COUNT(sfa_params), DSOPS_PRESET_V32, sfa_init, sfa_infer, sfa_output_shapes, sfa_call, NULL},
-    {"lightning_indexer", sizeof(li_run_args), li_tensors, RUN_COUNT(li_tensors), li_params, RUN_COUNT(li_params),
-     DSOPS_PRESET_V32, li_init, NULL, li_output_shapes, li_call, NULL},
-    {"rmsnorm", sizeof(rms_args), rms_tensors, RUN_COUNT(rms_tensors), rms_params, RUN_COUNT(rms_params),
-     DSOPS_PRESET_V32, rms_init, NULL, rms_output_shapes, rms_call, NULL},
-    {"rope_tables", sizeof(rt_run_args), rt_tensors, RUN_COUNT(rt_tensors), rt_params, RUN_COUNT(rt_params),
-     DSOPS_PRESET_V32, rt_init, NULL, rt_output_shapes, rt_call, NULL},
-    {"rope_apply", sizeof(ra_args), ra_tensors, RUN_COUNT(ra_tensors), ra_params, RUN_COUNT(ra_params),
-     DSOPS_PRESET_V32, ra_init, NULL, ra_output_shapes, ra_call, NULL},
-    {"quant_q8", sizeof(qa_args), qa_tensors, RUN_COUNT(qa_tensors), qa_params, RUN_COUNT(qa_params),
-     DSOPS_PRESET_V32, qa_init, qa_infer, qa_output_shapes, qa_call, NULL},
-    {"cache_store", sizeof(cst_args), cst_tensors, RUN_COUNT(cst_tensors), cst_params, RUN_COUNT(cst_params),
-     DSOPS_PRESET_V32, cst_init, NULL, cst_output_shapes, cst_call, NULL},
-    {"sparse_attention_v32", sizeof(dia_args), dia_tensors, RUN_COUNT(dia_tensors), dia_params, RUN_COUNT(dia_params),
-     DSOPS_PRESET_V32, dia_init, dia_infer, dia_output_shapes, dia_call, NULL},
-    {"mla_prolog_v32", sizeof(mlap_args), mlap_tensors, RUN_COUNT(mlap_tensors), mlap_params, RUN_COUNT(mlap_params),
-     DSOPS_PRESET_V32, mlap_init, mlap_infer, mlap_output_shapes, mlap_call, NULL},
-    {"indexer_prolog_v32", sizeof(idxp_args), idxp_tensors, RUN_COUNT(idxp_tensors), idxp_params,
-     RUN_COUNT(idxp_params), DSOPS_PRESET_V32, idxp_init, NULL, idxp_output_shapes, idxp_call, NULL},
-    {"hc_pre", sizeof(hcpre_args), hcpre_tensors, RUN_COUNT(hcpre_tensors), hcpre_params, RUN_COUNT(hcpre_params),
-     DSOPS_PRESET_V4_FLASH, hcpre_init, NULL, hcpre_output_shapes, hcpre_call, NULL},
-    {"hc_post", sizeof(hcpost_args), hcpost_tensors, RUN_COUNT(hcpost_tensors), NULL, 0, DSOPS_PRESET_V4_FLASH,
-     hcpost_init, NULL, hcpost_output_shapes, hcpost_call, NULL},
-    {"mla_prolog_v4", sizeof(mla4_args), mla4_tensors, RUN_COUNT(mla4_tensors), mla4_params, RUN_COUNT(mla4_params),
-     DSOPS_PRESET_V4_FLASH, mla4_init, NULL, mla4_output_shapes, mla4_call, NULL},
-    {"indexer_prolog_v4", sizeof(idxp4_args), idxp4_tensors, RUN_COUNT(idxp4_tensors), idxp4_params,
-     RUN_COUNT(idxp4_params), DSOPS_PRESET_V4_FLASH, idxp4_init, NULL, idxp4_output_shapes, idxp4_call, NULL},
-    {"compressor", sizeof(cmp_args), cmp_tensors, RUN_COUNT(cmp_tensors), cmp_params, RUN_COUNT(cmp_params),
-     DSOPS_PRESET_V4_FLASH, cmp_init, cmp_infer, cmp_output_shapes, cmp_call, NULL},
-    {"sas", sizeof(sas_run_args), sas_tensors, RUN_COUNT(sas_tensors), sas_params, RUN_COUNT(sas_params),
-     DSOPS_PRESET_V4_FLASH, sas_init, sas_infer, sas_output_shapes, sas_call, NULL},
-    {"swa", sizeof(sas_run_args), sas_tensors, RUN_COUNT(sas_tensors), sas_params, RUN_COUNT(sas_params),
-     DSOPS_PRESET_V4_FLASH, swa_init, sas_infer, sas_output_shapes, sas_call, "sas"},
-    {"cfa", sizeof(sas_run_args), sas_tensors, RUN_COUNT(sas_tensors), sas_params, RUN_COUNT(sas_params),
-     DSOPS_PRESET_V4_FLASH, cfa_init, sas_infer, sas_output_shapes, sas_call, "sas"},
-    {"scfa", sizeof(sas_run_args), sas_tensors, RUN_COUNT(sas_tensors), sas_params, RUN_COUNT(sas_params),
-     DSOPS_PRESET_V4_FLASH, scfa_init, sas_infer, sas_output_shapes, sas_call, "sas"},
-};
 
 /* ---- driver ---------------------------------------------------------------------------------- */
 
@@ -1240,33 +59,26 @@ static int run_fail_library(dsops_status st, const char *what)
     return run_fail_status(st, "%s%s%s", what, (m != NULL && m[0]) ? ": " : "", m != NULL ? m : "");
 }
 
-static const run_op_desc *run_find_op(const char *name)
-{
-    for (size_t i = 0; i < RUN_COUNT(run_ops); i++)
-        if (strcmp(run_ops[i].name, name) == 0)
-            return &run_ops[i];
-    return NULL;
-}
 
-static dsops_tensor *run_tensor_ptr(void *args, const run_tensor_desc *t)
+static dsops_tensor *run_tensor_ptr(void *args, const dsops_tensor_desc *t)
 {
     return (dsops_tensor *)((char *)args + t->offset);
 }
 
-static const char *run_dir_name(run_dir d)
+static const char *run_dir_name(dsops_arg_role d)
 {
     switch (d) {
-    case RUN_IN: return "in";
-    case RUN_IN_OPT: return "in, optional";
-    case RUN_INOUT: return "in-out";
-    case RUN_INOUT_OPT: return "in-out, optional";
-    case RUN_OUT: return "out";
-    case RUN_OUT_OPT: return "out, optional";
+    case DSOPS_ARG_IN: return "in";
+    case DSOPS_ARG_IN_OPT: return "in, optional";
+    case DSOPS_ARG_INOUT: return "in-out";
+    case DSOPS_ARG_INOUT_OPT: return "in-out, optional";
+    case DSOPS_ARG_OUT: return "out";
+    case DSOPS_ARG_OUT_OPT: return "out, optional";
     }
     return "?";
 }
 
-static bool run_is_input(run_dir d) { return d != RUN_OUT && d != RUN_OUT_OPT; }
+static bool run_is_input(dsops_arg_role d) { return d != DSOPS_ARG_OUT && d != DSOPS_ARG_OUT_OPT; }
 
 /* "BF16 or I8" */
 static void run_dtype_list(unsigned mask, char *buf, size_t len)
@@ -1274,7 +86,7 @@ static void run_dtype_list(unsigned mask, char *buf, size_t len)
     buf[0] = '\0';
     size_t used = 0;
     for (int d = 1; d < 32; d++) {
-        if (!(mask & RUN_DT(d)))
+        if (!(mask & DSOPS_DTYPE_BIT(d)))
             continue;
         const char *tag = dsops_st_dtype_tag((dsops_dtype)d);
         if (tag == NULL)
@@ -1286,7 +98,7 @@ static void run_dtype_list(unsigned mask, char *buf, size_t len)
     }
 }
 
-static void run_spelling_list(const run_enum_value *e, char *buf, size_t len)
+static void run_spelling_list(const dsops_enum_value *e, char *buf, size_t len)
 {
     buf[0] = '\0';
     size_t used = 0;
@@ -1298,22 +110,15 @@ static void run_spelling_list(const run_enum_value *e, char *buf, size_t len)
     }
 }
 
-static const char *run_enum_spelling(const run_enum_value *e, int value)
-{
-    for (; e->spelling != NULL; e++)
-        if (e->value == value)
-            return e->spelling;
-    return "?";
-}
 
-static const char *run_type_name(const run_param_desc *p, char *buf, size_t len)
+static const char *run_type_name(const dsops_param_desc *p, char *buf, size_t len)
 {
     switch (p->type) {
-    case RUN_FLOAT: return "float";
-    case RUN_DOUBLE: return "double";
-    case RUN_INT: return "int";
-    case RUN_BOOL: return "true|false";
-    case RUN_ENUM: run_spelling_list(p->spellings, buf, len); return buf;
+    case DSOPS_PARAM_FLOAT: return "float";
+    case DSOPS_PARAM_DOUBLE: return "double";
+    case DSOPS_PARAM_INT: return "int";
+    case DSOPS_PARAM_BOOL: return "true|false";
+    case DSOPS_PARAM_ENUM: run_spelling_list(p->spellings, buf, len); return buf;
     }
     return "?";
 }
@@ -1333,8 +138,8 @@ void dsops_run_print_usage(FILE *fp)
             "the variant from --set variant=..., else from cmp_mode, else from the tensors (cmp_indices: scfa,\n"
             "cmp_kv: cfa, neither: swa).\n"
             "Errors: \"dsops run: <STATUS>: <message>\" on stderr, OUT untouched.\n");
-    for (size_t i = 0; i < RUN_COUNT(run_ops); i++) {
-        const run_op_desc *op = &run_ops[i];
+    for (size_t i = 0; i < dsops_op_count(); i++) {
+        const dsops_op_desc *op = dsops_op_at(i);
         if (op->variant_of != NULL) {
             fprintf(fp, "\n%s\n  %s --set variant=%s: the tensors and parameters of %s, this variant's defaults\n",
                     op->name, op->variant_of, op->name, op->variant_of);
@@ -1344,7 +149,7 @@ void dsops_run_print_usage(FILE *fp)
         for (size_t k = 0; k < op->n_tensors; k++) {
             char dts[64];
             run_dtype_list(op->tensors[k].dtypes, dts, sizeof dts);
-            fprintf(fp, "    %-23s %-18s %-12s %s\n", op->tensors[k].name, run_dir_name(op->tensors[k].dir), dts,
+            fprintf(fp, "    %-23s %-18s %-12s %s\n", op->tensors[k].name, run_dir_name(op->tensors[k].role), dts,
                     op->tensors[k].note != NULL ? op->tensors[k].note : "");
         }
         fprintf(fp, "  parameters:\n");
@@ -1355,8 +160,8 @@ void dsops_run_print_usage(FILE *fp)
                     op->params[k].note != NULL ? op->params[k].note : "");
         }
         char buf[128];
-        run_spelling_list(run_presets, buf, sizeof buf);
-        fprintf(fp, "    %-16s %s (default %s)\n", "preset", buf, run_enum_spelling(run_presets, (int)op->default_preset));
+        run_spelling_list(dsops_preset_spellings(), buf, sizeof buf);
+        fprintf(fp, "    %-16s %s (default %s)\n", "preset", buf, dsops_enum_spelling(dsops_preset_spellings(), (int)op->default_preset));
     }
 }
 
@@ -1373,7 +178,7 @@ static bool run_parse_int(const char *s, long lo, long hi, long *v)
     return true;
 }
 
-static bool run_parse_enum(const run_enum_value *e, const char *s, int *v)
+static bool run_parse_enum(const dsops_enum_value *e, const char *s, int *v)
 {
     for (; e->spelling != NULL; e++)
         if (strcmp(e->spelling, s) == 0) {
@@ -1384,11 +189,11 @@ static bool run_parse_enum(const run_enum_value *e, const char *s, int *v)
 }
 
 /* Stores the text value of a parameter into the args struct. `source` names where it came from. */
-static int run_set_param(void *args, const run_param_desc *p, const char *value, const char *source)
+static int run_set_param(void *args, const dsops_param_desc *p, const char *value, const char *source)
 {
     char *dst = (char *)args + p->offset;
     switch (p->type) {
-    case RUN_FLOAT: {
+    case DSOPS_PARAM_FLOAT: {
         char *end;
         float f = strtof(value, &end);
         /* out-of-range and non-finite values pass: the operator judges them */
@@ -1399,7 +204,7 @@ static int run_set_param(void *args, const run_param_desc *p, const char *value,
         memcpy(dst, &f, sizeof f);
         return 0;
     }
-    case RUN_DOUBLE: {
+    case DSOPS_PARAM_DOUBLE: {
         char *end;
         double d = strtod(value, &end);
         if (*value == '\0' || *end != '\0')
@@ -1409,7 +214,7 @@ static int run_set_param(void *args, const run_param_desc *p, const char *value,
         memcpy(dst, &d, sizeof d);
         return 0;
     }
-    case RUN_INT: {
+    case DSOPS_PARAM_INT: {
         long v;
         if (!run_parse_int(value, INT_MIN, INT_MAX, &v))
             return run_fail_status(DSOPS_ERR_PARAM, "%s: %s = \"%s\" is not an integer", source, p->name, value);
@@ -1419,7 +224,7 @@ static int run_set_param(void *args, const run_param_desc *p, const char *value,
         memcpy(dst, &i, sizeof i);
         return 0;
     }
-    case RUN_BOOL: {
+    case DSOPS_PARAM_BOOL: {
         bool b;
         if (strcmp(value, "true") == 0 || strcmp(value, "1") == 0)
             b = true;
@@ -1437,7 +242,7 @@ static int run_set_param(void *args, const run_param_desc *p, const char *value,
         }
         return 0;
     }
-    case RUN_ENUM: {
+    case DSOPS_PARAM_ENUM: {
         int v;
         if (!run_parse_enum(p->spellings, value, &v)) {
             char buf[128];
@@ -1454,29 +259,29 @@ static int run_set_param(void *args, const run_param_desc *p, const char *value,
 }
 
 /* The text of a parameter's current value (for OUT's metadata). */
-static void run_format_param(const void *args, const run_param_desc *p, char *buf, size_t len)
+static void run_format_param(const void *args, const dsops_param_desc *p, char *buf, size_t len)
 {
     const char *src = (const char *)args + p->offset;
     switch (p->type) {
-    case RUN_FLOAT: {
+    case DSOPS_PARAM_FLOAT: {
         float f;
         memcpy(&f, src, sizeof f);
         snprintf(buf, len, "%.9g", (double)f);
         return;
     }
-    case RUN_DOUBLE: {
+    case DSOPS_PARAM_DOUBLE: {
         double d;
         memcpy(&d, src, sizeof d);
         snprintf(buf, len, "%.17g", d);
         return;
     }
-    case RUN_INT: {
+    case DSOPS_PARAM_INT: {
         int i;
         memcpy(&i, src, sizeof i);
         snprintf(buf, len, "%d", i);
         return;
     }
-    case RUN_BOOL: {
+    case DSOPS_PARAM_BOOL: {
         int i = 0;
         if (p->size == sizeof(bool)) {
             bool b;
@@ -1488,10 +293,10 @@ static void run_format_param(const void *args, const run_param_desc *p, char *bu
         snprintf(buf, len, "%s", i ? "true" : "false");
         return;
     }
-    case RUN_ENUM: {
+    case DSOPS_PARAM_ENUM: {
         int v;
         memcpy(&v, src, sizeof v);
-        for (const run_enum_value *e = p->spellings; e->spelling != NULL; e++)
+        for (const dsops_enum_value *e = p->spellings; e->spelling != NULL; e++)
             if (e->value == v) {
                 snprintf(buf, len, "%s", e->spelling);
                 return;
@@ -1529,7 +334,7 @@ typedef struct run_set {
 } run_set;
 
 typedef struct run_state {
-    const run_op_desc *op;
+    const dsops_op_desc *op;
     dsops_st_file *in;
     void *args;
     void **out_data; /* per tensor desc: memory the tool allocated */
@@ -1568,7 +373,17 @@ static const char *run_lookup(const run_state *s, const char *name, const char *
     return m;
 }
 
-static int run_main(run_state *s, int argc, char **argv, const dsops_run_impl *impl)
+/* The function that runs op: an override for its name (or for the operator it is a variant of), else its own. */
+static dsops_status run_call(const dsops_op_desc *op, dsops_context *ctx, const void *args,
+                             const dsops_run_override *overrides)
+{
+    for (const dsops_run_override *o = overrides; o && o->op; o++)
+        if (!strcmp(o->op, op->name) || (op->variant_of && !strcmp(o->op, op->variant_of)))
+            return o->call(ctx, args);
+    return op->call(ctx, args);
+}
+
+static int run_main(run_state *s, int argc, char **argv, const dsops_run_override *overrides)
 {
     const char *op_name = argv[0];
     const char *in_path = NULL, *out_path = NULL, *threads_str = NULL, *isa_str = NULL;
@@ -1577,19 +392,19 @@ static int run_main(run_state *s, int argc, char **argv, const dsops_run_impl *i
         dsops_run_print_usage(stdout);
         return 0;
     }
-    s->op = run_find_op(op_name);
+    s->op = dsops_op_find(op_name);
     if (s->op == NULL) {
         char names[512] = "";
         size_t used = 0;
-        for (size_t i = 0; i < RUN_COUNT(run_ops); i++) {
-            int n = snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "", run_ops[i].name);
+        for (size_t i = 0; i < dsops_op_count(); i++) {
+            int n = snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "", dsops_op_at(i)->name);
             if (n < 0 || (size_t)n >= sizeof names - used)
                 break;
             used += (size_t)n;
         }
         return run_fail(RUN_EXIT_USAGE, RUN_ERR_USAGE, "unknown operator \"%s\" (known: %s)", op_name, names);
     }
-    const run_op_desc *op = s->op;
+    const dsops_op_desc *op = s->op;
 
     s->sets = calloc((size_t)argc, sizeof *s->sets);
     if (s->sets == NULL)
@@ -1672,9 +487,9 @@ static int run_main(run_state *s, int argc, char **argv, const dsops_run_impl *i
     const char *pv = run_lookup(s, "preset", &src);
     if (pv != NULL) {
         int v;
-        if (!run_parse_enum(run_presets, pv, &v)) {
+        if (!run_parse_enum(dsops_preset_spellings(), pv, &v)) {
             char buf[128];
-            run_spelling_list(run_presets, buf, sizeof buf);
+            run_spelling_list(dsops_preset_spellings(), buf, sizeof buf);
             return run_fail_status(DSOPS_ERR_PARAM, "%s: preset = \"%s\" is not one of %s", src, pv, buf);
         }
         preset = (dsops_preset)v;
@@ -1682,7 +497,7 @@ static int run_main(run_state *s, int argc, char **argv, const dsops_run_impl *i
     dsops_status st = op->init(s->args, preset);
     if (st != DSOPS_OK) {
         char what[64];
-        snprintf(what, sizeof what, "preset %s", run_enum_spelling(run_presets, (int)preset));
+        snprintf(what, sizeof what, "preset %s", dsops_enum_spelling(dsops_preset_spellings(), (int)preset));
         return run_fail_library(st, what);
     }
 
@@ -1690,16 +505,16 @@ static int run_main(run_state *s, int argc, char **argv, const dsops_run_impl *i
     for (size_t i = 0; i < dsops_st_tensor_count(s->in); i++) {
         const char *name = dsops_st_tensor_name(s->in, i);
         const dsops_tensor *t = dsops_st_tensor_at(s->in, i);
-        const run_tensor_desc *d = NULL;
+        const dsops_tensor_desc *d = NULL;
         for (size_t k = 0; k < op->n_tensors && d == NULL; k++)
             if (strcmp(op->tensors[k].name, name) == 0)
                 d = &op->tensors[k];
         if (d == NULL)
             return run_fail_status(DSOPS_ERR_PARAM, "%s: tensor '%s' is not an argument of %s (see dsops run --help)",
                                    in_path, name, op->name);
-        if (!run_is_input(d->dir))
+        if (!run_is_input(d->role))
             continue; /* an output stored in IN (for example an expected result) is not an input */
-        if (!(d->dtypes & RUN_DT(t->dtype))) {
+        if (!(d->dtypes & DSOPS_DTYPE_BIT(t->dtype))) {
             char dts[64];
             run_dtype_list(d->dtypes, dts, sizeof dts);
             return run_fail_status(DSOPS_ERR_DTYPE, "%s: tensor '%s' is %s; %s takes %s", in_path, name,
@@ -1708,8 +523,8 @@ static int run_main(run_state *s, int argc, char **argv, const dsops_run_impl *i
         *run_tensor_ptr(s->args, d) = *t;
     }
     for (size_t k = 0; k < op->n_tensors; k++) {
-        const run_tensor_desc *d = &op->tensors[k];
-        if ((d->dir == RUN_IN || d->dir == RUN_INOUT) && run_tensor_ptr(s->args, d)->data == NULL)
+        const dsops_tensor_desc *d = &op->tensors[k];
+        if ((d->role == DSOPS_ARG_IN || d->role == DSOPS_ARG_INOUT) && run_tensor_ptr(s->args, d)->data == NULL)
             return run_fail_status(DSOPS_ERR_NULL, "%s: required tensor '%s' of %s is missing", in_path, d->name,
                                    op->name);
     }
@@ -1739,11 +554,11 @@ static int run_main(run_state *s, int argc, char **argv, const dsops_run_impl *i
     if (st != DSOPS_OK)
         return run_fail_status(st, "%s", msg);
     for (size_t k = 0; k < op->n_tensors; k++) {
-        const run_tensor_desc *d = &op->tensors[k];
-        if (run_is_input(d->dir))
+        const dsops_tensor_desc *d = &op->tensors[k];
+        if (run_is_input(d->role))
             continue;
         dsops_tensor *t = run_tensor_ptr(s->args, d);
-        if (d->dir == RUN_OUT_OPT && t->dtype == DSOPS_DTYPE_INVALID)
+        if (d->role == DSOPS_ARG_OUT_OPT && t->dtype == DSOPS_DTYPE_INVALID)
             continue; /* an output the call's variant does not have: not produced, not in OUT */
         size_t esize = dsops_dtype_size(t->dtype);
         uint64_t bytes = esize;
@@ -1768,7 +583,7 @@ static int run_main(run_state *s, int argc, char **argv, const dsops_run_impl *i
         return run_fail_library(st, "--threads");
     if (isa_str != NULL && (st = dsops_context_set_isa(s->ctx, isa)) != DSOPS_OK)
         return run_fail_library(st, "--isa");
-    st = op->call(s->ctx, s->args, impl);
+    st = run_call(op, s->ctx, s->args, overrides);
     if (st != DSOPS_OK)
         return run_fail_library(st, op->name);
 
@@ -1777,9 +592,9 @@ static int run_main(run_state *s, int argc, char **argv, const dsops_run_impl *i
     if (s->writer == NULL)
         return run_fail_status(DSOPS_ERR_NOMEM, "out of memory");
     for (size_t k = 0; k < op->n_tensors; k++) {
-        const run_tensor_desc *d = &op->tensors[k];
+        const dsops_tensor_desc *d = &op->tensors[k];
         const dsops_tensor *t = run_tensor_ptr(s->args, d);
-        if (d->dir == RUN_IN || d->dir == RUN_IN_OPT || t->data == NULL)
+        if (d->role == DSOPS_ARG_IN || d->role == DSOPS_ARG_IN_OPT || t->data == NULL)
             continue;
         if (dsops_st_writer_add(s->writer, d->name, t, err, sizeof err) != 0)
             return run_fail(RUN_EXIT_IO, RUN_ERR_IO, "%s: %s", out_path, err);
@@ -1802,7 +617,7 @@ static int run_main(run_state *s, int argc, char **argv, const dsops_run_impl *i
     return 0;
 }
 
-int dsops_cmd_run(int argc, char **argv, const dsops_run_impl *impl)
+int dsops_cmd_run(int argc, char **argv, const dsops_run_override *overrides)
 {
     if (argc < 1 || argv == NULL || argv[0] == NULL) {
         dsops_run_print_usage(stderr);
@@ -1810,7 +625,7 @@ int dsops_cmd_run(int argc, char **argv, const dsops_run_impl *impl)
     }
     run_state s;
     memset(&s, 0, sizeof s);
-    int rc = run_main(&s, argc, argv, impl);
+    int rc = run_main(&s, argc, argv, overrides);
     run_state_free(&s);
     return rc;
 }

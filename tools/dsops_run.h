@@ -35,29 +35,17 @@
 extern "C" {
 #endif
 
-/* The functions `dsops run` calls, one member per operator; a NULL member (or a NULL table) means the
- * library's own function. Tests substitute the reference implementations. */
-typedef struct dsops_run_impl {
-    dsops_status (*sparse_flash_attention_v32)(dsops_context *ctx, const dsops_sparse_flash_attention_v32_args *args);
-    dsops_status (*lightning_indexer)(dsops_context *ctx, const dsops_lightning_indexer_args *args);
-    dsops_status (*rmsnorm)(dsops_context *ctx, const dsops_rmsnorm_args *args);
-    dsops_status (*rope_tables)(dsops_context *ctx, const dsops_rope_tables_args *args);
-    dsops_status (*rope_apply)(dsops_context *ctx, const dsops_rope_apply_args *args);
-    dsops_status (*quant_q8)(dsops_context *ctx, const dsops_quant_q8_args *args);
-    dsops_status (*cache_store)(dsops_context *ctx, const dsops_cache_store_args *args);
-    dsops_status (*sparse_attention_v32)(dsops_context *ctx, const dsops_sparse_attention_v32_args *args);
-    dsops_status (*mla_prolog_v32)(dsops_context *ctx, const dsops_mla_prolog_v32_args *args);
-    dsops_status (*indexer_prolog_v32)(dsops_context *ctx, const dsops_indexer_prolog_v32_args *args);
-    dsops_status (*hc_pre)(dsops_context *ctx, const dsops_hc_pre_args *args);
-    dsops_status (*hc_post)(dsops_context *ctx, const dsops_hc_post_args *args);
-    dsops_status (*mla_prolog_v4)(dsops_context *ctx, const dsops_mla_prolog_v4_args *args);
-    dsops_status (*indexer_prolog_v4)(dsops_context *ctx, const dsops_indexer_prolog_v4_args *args);
-    dsops_status (*compressor)(dsops_context *ctx, const dsops_compressor_args *args);
-    dsops_status (*sas)(dsops_context *ctx, const dsops_sas_args *args);
-} dsops_run_impl;
+/* An implementation to run instead of the library's operator `op` (its name, or the name of the operator whose
+ * variants it serves: "sas" covers swa / cfa / scfa), called with the call record whose first member is the
+ * operator's args struct (dsops_op_desc, include/dsops.h). Tests substitute the reference implementations. */
+typedef struct dsops_run_override {
+    const char *op;   /* NULL ends a list */
+    dsops_status (*call)(dsops_context *ctx, const void *args);
+} dsops_run_override;
 
-/* argv[0] is the operator name (or --help), the rest the options. Returns the process exit code. */
-int dsops_cmd_run(int argc, char **argv, const dsops_run_impl *impl);
+/* argv[0] is the operator name (or --help), the rest the options; overrides: NULL, or a list ended by a NULL op.
+ * Returns the process exit code. */
+int dsops_cmd_run(int argc, char **argv, const dsops_run_override *overrides);
 
 /* Prints the synopsis and, per operator, its tensors and parameters. */
 void dsops_run_print_usage(FILE *fp);

@@ -30,8 +30,9 @@ static dsops_tensor scratch_like(const dsops_tensor *t, void **mem)
     return dsops_tensor_make(*mem, t->dtype, t->ndim, t->shape);
 }
 
-static dsops_status ref_sfa(dsops_context *ctx, const dsops_sparse_flash_attention_v32_args *a)
+static dsops_status ref_sfa(dsops_context *ctx, const void *args)
 {
+    const dsops_sparse_flash_attention_v32_args *a = args; /* the call record starts with the args struct */
     dsops_sparse_flash_attention_v32_args v = *a;
     void *out_mem, *lse_mem;
     v.out = scratch_like(&a->out, &out_mem);
@@ -46,8 +47,9 @@ static dsops_status ref_sfa(dsops_context *ctx, const dsops_sparse_flash_attenti
     return st;
 }
 
-static dsops_status ref_li(dsops_context *ctx, const dsops_lightning_indexer_args *a)
+static dsops_status ref_li(dsops_context *ctx, const void *args)
 {
+    const dsops_lightning_indexer_args *a = args; /* the call record starts with the args struct */
     dsops_lightning_indexer_args v = *a;
     void *idx_mem, *score_mem;
     v.topk_indices = scratch_like(&a->topk_indices, &idx_mem);
@@ -64,8 +66,9 @@ static dsops_status ref_li(dsops_context *ctx, const dsops_lightning_indexer_arg
 
 /* The shared primitives: the library validates on scratch outputs (scratch caches for cache_store),
  * then the oracle writes the real ones. */
-static dsops_status ref_rmsnorm(dsops_context *ctx, const dsops_rmsnorm_args *a)
+static dsops_status ref_rmsnorm(dsops_context *ctx, const void *args)
 {
+    const dsops_rmsnorm_args *a = args; /* the call record starts with the args struct */
     dsops_rmsnorm_args v = *a;
     void *mem;
     v.y = scratch_like(&a->y, &mem);
@@ -76,8 +79,9 @@ static dsops_status ref_rmsnorm(dsops_context *ctx, const dsops_rmsnorm_args *a)
     return st;
 }
 
-static dsops_status ref_rope_tables(dsops_context *ctx, const dsops_rope_tables_args *a)
+static dsops_status ref_rope_tables(dsops_context *ctx, const void *args)
 {
+    const dsops_rope_tables_args *a = args; /* the call record starts with the args struct */
     dsops_rope_tables_args v = *a;
     void *cmem, *smem;
     v.cos = scratch_like(&a->cos, &cmem);
@@ -90,8 +94,9 @@ static dsops_status ref_rope_tables(dsops_context *ctx, const dsops_rope_tables_
     return st;
 }
 
-static dsops_status ref_rope_apply(dsops_context *ctx, const dsops_rope_apply_args *a)
+static dsops_status ref_rope_apply(dsops_context *ctx, const void *args)
 {
+    const dsops_rope_apply_args *a = args; /* the call record starts with the args struct */
     dsops_rope_apply_args v = *a;
     void *mem;
     v.y = scratch_like(&a->y, &mem);
@@ -102,8 +107,9 @@ static dsops_status ref_rope_apply(dsops_context *ctx, const dsops_rope_apply_ar
     return st;
 }
 
-static dsops_status ref_quant_q8(dsops_context *ctx, const dsops_quant_q8_args *a)
+static dsops_status ref_quant_q8(dsops_context *ctx, const void *args)
 {
+    const dsops_quant_q8_args *a = args; /* the call record starts with the args struct */
     dsops_quant_q8_args v = *a;
     void *qmem, *smem;
     v.q = scratch_like(&a->q, &qmem);
@@ -116,8 +122,9 @@ static dsops_status ref_quant_q8(dsops_context *ctx, const dsops_quant_q8_args *
     return st;
 }
 
-static dsops_status ref_cache_store(dsops_context *ctx, const dsops_cache_store_args *a)
+static dsops_status ref_cache_store(dsops_context *ctx, const void *args)
 {
+    const dsops_cache_store_args *a = args; /* the call record starts with the args struct */
     dsops_cache_store_args v = *a;
     void *cmem, *smem;
     v.cache = scratch_like(&a->cache, &cmem);
@@ -134,8 +141,9 @@ static dsops_status ref_cache_store(dsops_context *ctx, const dsops_cache_store_
 
 /* sparse_attention_v32: the library validates on scratch outputs and scratch copies of the caches; then the
  * oracle of every stage runs in sequence (spec §4.5) on the real caches and outputs. */
-static dsops_status ref_dia(dsops_context *ctx, const dsops_sparse_attention_v32_args *a)
+static dsops_status ref_dia(dsops_context *ctx, const void *args)
 {
+    const dsops_sparse_attention_v32_args *a = args; /* the call record starts with the args struct */
     dsops_sparse_attention_v32_args v = *a;
     dsops_tensor *scratch[9] = {&v.out, &v.topk_indices, &v.lse, &v.kv_cache, &v.kv_scale_cache, &v.kr_cache,
                                 &v.kv_packed, &v.idx_k_cache, &v.idx_k_scale_cache};
@@ -192,8 +200,9 @@ static dsops_tensor scratch_copy(const dsops_tensor *t, void **mem)
 
 /* The prologs: the library validates on scratch outputs and scratch copies of the caches, then the oracle
  * writes the real outputs and caches. */
-static dsops_status ref_mla_prolog(dsops_context *ctx, const dsops_mla_prolog_v32_args *a)
+static dsops_status ref_mla_prolog(dsops_context *ctx, const void *args)
 {
+    const dsops_mla_prolog_v32_args *a = args; /* the call record starts with the args struct */
     dsops_mla_prolog_v32_args v = *a;
     dsops_tensor *outs[4] = {&v.q_nope, &v.q_rope, &v.qr, &v.qr_scale};
     dsops_tensor *caches[4] = {&v.kv_cache, &v.kv_scale_cache, &v.kr_cache, &v.kv_packed};
@@ -213,8 +222,9 @@ static dsops_status ref_mla_prolog(dsops_context *ctx, const dsops_mla_prolog_v3
     return st;
 }
 
-static dsops_status ref_indexer_prolog(dsops_context *ctx, const dsops_indexer_prolog_v32_args *a)
+static dsops_status ref_indexer_prolog(dsops_context *ctx, const void *args)
 {
+    const dsops_indexer_prolog_v32_args *a = args; /* the call record starts with the args struct */
     dsops_indexer_prolog_v32_args v = *a;
     dsops_tensor *outs[3] = {&v.q_idx, &v.q_idx_scale, &v.weights};
     dsops_tensor *caches[2] = {&v.idx_k_cache, &v.idx_k_scale_cache};
@@ -234,8 +244,9 @@ static dsops_status ref_indexer_prolog(dsops_context *ctx, const dsops_indexer_p
     return st;
 }
 
-static dsops_status ref_hc_pre(dsops_context *ctx, const dsops_hc_pre_args *a)
+static dsops_status ref_hc_pre(dsops_context *ctx, const void *args)
 {
+    const dsops_hc_pre_args *a = args; /* the call record starts with the args struct */
     dsops_hc_pre_args v = *a;
     dsops_tensor *outs[4] = {&v.y, &v.post, &v.comb, &v.pre};
     void *mem[4];
@@ -253,8 +264,9 @@ static dsops_status ref_hc_pre(dsops_context *ctx, const dsops_hc_pre_args *a)
     return st;
 }
 
-static dsops_status ref_hc_post(dsops_context *ctx, const dsops_hc_post_args *a)
+static dsops_status ref_hc_post(dsops_context *ctx, const void *args)
 {
+    const dsops_hc_post_args *a = args; /* the call record starts with the args struct */
     dsops_hc_post_args v = *a;
     void *omem;
     v.out = scratch_like(&a->out, &omem);
@@ -266,8 +278,9 @@ static dsops_status ref_hc_post(dsops_context *ctx, const dsops_hc_post_args *a)
 }
 
 /* The V4 prologs write no cache: the library validates on scratch outputs, then the oracle writes them. */
-static dsops_status ref_mla_prolog_v4(dsops_context *ctx, const dsops_mla_prolog_v4_args *a)
+static dsops_status ref_mla_prolog_v4(dsops_context *ctx, const void *args)
 {
+    const dsops_mla_prolog_v4_args *a = args; /* the call record starts with the args struct */
     dsops_mla_prolog_v4_args v = *a;
     dsops_tensor *outs[4] = {&v.q, &v.kv, &v.qr, &v.qr_scale};
     void *mem[4];
@@ -285,8 +298,9 @@ static dsops_status ref_mla_prolog_v4(dsops_context *ctx, const dsops_mla_prolog
     return st;
 }
 
-static dsops_status ref_indexer_prolog_v4(dsops_context *ctx, const dsops_indexer_prolog_v4_args *a)
+static dsops_status ref_indexer_prolog_v4(dsops_context *ctx, const void *args)
 {
+    const dsops_indexer_prolog_v4_args *a = args; /* the call record starts with the args struct */
     dsops_indexer_prolog_v4_args v = *a;
     dsops_tensor *outs[3] = {&v.q_idx, &v.q_idx_scale, &v.weights};
     void *mem[3];
@@ -306,8 +320,9 @@ static dsops_status ref_indexer_prolog_v4(dsops_context *ctx, const dsops_indexe
 
 /* compressor: the library validates on scratch outputs and scratch copies of both states (validation reads
  * the tables, not the states, but a copy keeps the call identical); then the oracle updates the real ones. */
-static dsops_status ref_compressor(dsops_context *ctx, const dsops_compressor_args *a)
+static dsops_status ref_compressor(dsops_context *ctx, const void *args)
 {
+    const dsops_compressor_args *a = args; /* the call record starts with the args struct */
     dsops_compressor_args v = *a;
     dsops_tensor *outs[2] = {&v.out, &v.out_count};
     dsops_tensor *states[2] = {&v.kv_state, &v.score_state};
@@ -328,8 +343,9 @@ static dsops_status ref_compressor(dsops_context *ctx, const dsops_compressor_ar
 }
 
 /* sas (swa, cfa, scfa): the library validates on scratch outputs, then the oracle writes out and lse. */
-static dsops_status ref_sas(dsops_context *ctx, const dsops_sas_args *a)
+static dsops_status ref_sas(dsops_context *ctx, const void *args)
 {
+    const dsops_sas_args *a = args; /* the call record starts with the args struct */
     dsops_sas_args v = *a;
     void *out_mem, *lse_mem;
     v.out = scratch_like(&a->out, &out_mem);
@@ -351,23 +367,12 @@ int main(int argc, char **argv)
         dsops_run_print_usage(stderr);
         return 2;
     }
-    dsops_run_impl impl;
-    memset(&impl, 0, sizeof impl);
-    impl.sparse_flash_attention_v32 = ref_sfa;
-    impl.lightning_indexer = ref_li;
-    impl.rmsnorm = ref_rmsnorm;
-    impl.rope_tables = ref_rope_tables;
-    impl.rope_apply = ref_rope_apply;
-    impl.quant_q8 = ref_quant_q8;
-    impl.cache_store = ref_cache_store;
-    impl.sparse_attention_v32 = ref_dia;
-    impl.mla_prolog_v32 = ref_mla_prolog;
-    impl.indexer_prolog_v32 = ref_indexer_prolog;
-    impl.hc_pre = ref_hc_pre;
-    impl.hc_post = ref_hc_post;
-    impl.mla_prolog_v4 = ref_mla_prolog_v4;
-    impl.indexer_prolog_v4 = ref_indexer_prolog_v4;
-    impl.compressor = ref_compressor;
-    impl.sas = ref_sas;
-    return dsops_cmd_run(argc - 1, argv + 1, &impl);
+    static const dsops_run_override refs[] = {
+        {"sparse_flash_attention_v32", ref_sfa}, {"lightning_indexer", ref_li}, {"rmsnorm", ref_rmsnorm},
+        {"rope_tables", ref_rope_tables}, {"rope_apply", ref_rope_apply}, {"quant_q8", ref_quant_q8},
+        {"cache_store", ref_cache_store}, {"sparse_attention_v32", ref_dia}, {"mla_prolog_v32", ref_mla_prolog},
+        {"indexer_prolog_v32", ref_indexer_prolog}, {"hc_pre", ref_hc_pre}, {"hc_post", ref_hc_post},
+        {"mla_prolog_v4", ref_mla_prolog_v4}, {"indexer_prolog_v4", ref_indexer_prolog_v4},
+        {"compressor", ref_compressor}, {"sas", ref_sas}, {NULL, NULL}};
+    return dsops_cmd_run(argc - 1, argv + 1, refs);
 }
