@@ -46,6 +46,20 @@ void cases_free_owned(void **buffers, int nbuffers)
         free(buffers[i]);
 }
 
+/* Stores n in *count (when count is not NULL) and returns table. */
+const void *cases_table(const void *table, int n, int *count)
+{
+    if (count)
+        *count = n;
+    return table;
+}
+
+/* Frees the n owned buffers, then p. */
+void cases_problem_release(void *buffers[], int n, void *p)
+{
+    cases_free_owned(buffers, n);
+    free(p);
+}
 
 /* The case named `name` in a table whose entries start with their name. */
 const void *cases_find_case(const void *table, int count, size_t stride, const char *name)
@@ -97,7 +111,9 @@ static const dsops_sfa_case sfa_cases[] = {
 
 #define EDGE_ALL_INVALID "v32_sfa_edge_all_invalid"
 
-CASES_FAMILY(sfa, sfa_cases)
+const dsops_sfa_case *dsops_sfa_cases(int *count) { return CASES_TABLE(sfa_cases, count); }
+const dsops_sfa_case *dsops_sfa_case_find(const char *name) { return CASES_FIND(sfa_cases, name); }
+void dsops_sfa_problem_free(dsops_sfa_problem *p) { if (p) cases_problem_release(p->buffers, p->nbuffers, p); }
 
 /* ---- generator ----------------------------------------------------------------------------------- */
 
@@ -507,7 +523,9 @@ static const dsops_li_case li_cases[] = {
      .int8 = 0, .ci = 1},
 };
 
-CASES_FAMILY(li, li_cases)
+const dsops_li_case *dsops_li_cases(int *count) { return CASES_TABLE(li_cases, count); }
+const dsops_li_case *dsops_li_case_find(const char *name) { return CASES_FIND(li_cases, name); }
+void dsops_li_problem_free(dsops_li_problem *p) { if (p) cases_problem_release(p->buffers, p->nbuffers, p); }
 
 typedef enum li_data_kind { LI_DATA_V32 = 0, LI_DATA_V4 = 1, LI_DATA_ASCENDC = 2 } li_data_kind;
 
@@ -786,14 +804,16 @@ static const dsops_mlap_case mlap_cases[] = {
      .layout = DSOPS_KV_PACKED656, .ci = 1},
 };
 
-CASES_FAMILY(mlap, mlap_cases)
-
 static void *mlap_alloc(dsops_mlap_problem *p, size_t bytes) { return ALLOC_OWNED(p, bytes); }
 
 enum {
     STREAM_MLAP_X = 21, STREAM_MLAP_WQA = 22, STREAM_MLAP_WQB = 23, STREAM_MLAP_WUK = 24, STREAM_MLAP_WKV = 25,
     STREAM_MLAP_GAMMA = 26, STREAM_MLAP_ROPE = 27, STREAM_MLAP_CACHE = 28
 };
+
+const dsops_mlap_case *dsops_mlap_cases(int *count) { return CASES_TABLE(mlap_cases, count); }
+const dsops_mlap_case *dsops_mlap_case_find(const char *name) { return CASES_FIND(mlap_cases, name); }
+void dsops_mlap_problem_free(dsops_mlap_problem *p) { if (p) cases_problem_release(p->buffers, p->nbuffers, p); }
 
 #define MLAP_MAX_ROW 16384 /* longest generated row (H, Q, Dc + 64) */
 
@@ -1103,8 +1123,6 @@ static const dsops_idxp_case idxp_cases[] = {
      .hadamard = 0, .rope_mode = DSOPS_ROPE_INTERLEAVED_IN_HALF_OUT, .unit_weights_scale = 1, .ci = 1},
 };
 
-CASES_FAMILY(idxp, idxp_cases)
-
 static void *idxp_alloc(dsops_idxp_problem *p, size_t bytes) { return ALLOC_OWNED(p, bytes); }
 
 enum {
@@ -1112,6 +1130,10 @@ enum {
     STREAM_IDXP_WQB_SCALE = 45, STREAM_IDXP_WK = 46, STREAM_IDXP_WPROJ = 47, STREAM_IDXP_ROPE = 48,
     STREAM_IDXP_HAD = 49, STREAM_IDXP_CACHE = 50
 };
+
+const dsops_idxp_case *dsops_idxp_cases(int *count) { return CASES_TABLE(idxp_cases, count); }
+const dsops_idxp_case *dsops_idxp_case_find(const char *name) { return CASES_FIND(idxp_cases, name); }
+void dsops_idxp_problem_free(dsops_idxp_problem *p) { if (p) cases_problem_release(p->buffers, p->nbuffers, p); }
 
 #define IDXP_MAX_ROW 16384 /* longest generated row (H, Q) */
 
@@ -1425,8 +1447,6 @@ static const dsops_dia_case dia_cases[] = {
      .layout = DSOPS_KV_SPLIT_BF16, .ci = 1},
 };
 
-CASES_FAMILY(dia, dia_cases)
-
 static void *dia_alloc(dsops_dia_problem *p, size_t bytes) { return ALLOC_OWNED(p, bytes); }
 
 enum {
@@ -1434,6 +1454,10 @@ enum {
     STREAM_DIA_GAMMA = 66, STREAM_DIA_ROPE = 67, STREAM_DIA_IWQB = 68, STREAM_DIA_IWQB_SCALE = 69,
     STREAM_DIA_IWK = 70, STREAM_DIA_WPROJ = 71, STREAM_DIA_HAD = 72, STREAM_DIA_KV = 73, STREAM_DIA_IDXK = 74
 };
+
+const dsops_dia_case *dsops_dia_cases(int *count) { return CASES_TABLE(dia_cases, count); }
+const dsops_dia_case *dsops_dia_case_find(const char *name) { return CASES_FIND(dia_cases, name); }
+void dsops_dia_problem_free(dsops_dia_problem *p) { if (p) cases_problem_release(p->buffers, p->nbuffers, p); }
 
 static int dia_tokens(const dsops_dia_case *c, int b)
 {

@@ -91,7 +91,9 @@ static const dsops_cmp_case cmp_cases[] = {
      * dsops_cmp_problem_make from a case of its own. */
 };
 
-CASES_FAMILY(cmp, cmp_cases)
+const dsops_cmp_case *dsops_cmp_cases(int *count) { return CASES_TABLE(cmp_cases, count); }
+const dsops_cmp_case *dsops_cmp_case_find(const char *name) { return CASES_FIND(cmp_cases, name); }
+void dsops_cmp_problem_free(dsops_cmp_problem *p) { if (p) cases_problem_release(p->buffers, p->nbuffers, p); }
 
 /* ---- generator ----------------------------------------------------------------------------------- */
 

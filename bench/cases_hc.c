@@ -41,6 +41,10 @@ static const dsops_hcpre_case hcpre_cases[] = {
     HC_PRE("v4_hc_pre_bench_t65536_ci", 8192, 4096, 1, 0, NULL, 1, NULL),
 };
 
+const dsops_hcpre_case *dsops_hcpre_cases(int *count) { return CASES_TABLE(hcpre_cases, count); }
+const dsops_hcpre_case *dsops_hcpre_case_find(const char *name) { return CASES_FIND(hcpre_cases, name); }
+void dsops_hcpre_problem_free(dsops_hcpre_problem *p) { if (p) cases_problem_release(p->buffers, p->nbuffers, p); }
+
 #define HC_POST(nm, t, h, xdt, pdt, amp, us, who, ci_, civ)                                                      \
     {.name = nm, .T = t, .HC = 4, .H = h, .x_dtype = xdt, .post_dtype = pdt, .amplitude = amp, .vendor_us = us,   \
      .vendor = who, .ci = ci_, .ci_variant = civ}
@@ -71,9 +75,9 @@ static const dsops_hcpost_case hcpost_cases[] = {
 #undef BF
 #undef F32
 
-CASES_FAMILY(hcpre, hcpre_cases)
-
-CASES_FAMILY(hcpost, hcpost_cases)
+const dsops_hcpost_case *dsops_hcpost_cases(int *count) { return CASES_TABLE(hcpost_cases, count); }
+const dsops_hcpost_case *dsops_hcpost_case_find(const char *name) { return CASES_FIND(hcpost_cases, name); }
+void dsops_hcpost_problem_free(dsops_hcpost_problem *p) { if (p) cases_problem_release(p->buffers, p->nbuffers, p); }
 
 /* ---- generators ---------------------------------------------------------------------------------- */
 

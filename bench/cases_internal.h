@@ -44,25 +44,16 @@ void cases_fill_q8_bf16(uint64_t seed, uint64_t stream, int64_t rows, int64_t co
 /* The case named `name` in a table whose entries start with their name (const char *), or NULL. */
 const void *cases_find_case(const void *table, int count, size_t stride, const char *name);
 
-/* The public functions every case family has: dsops_<fam>_cases (the table and its length),
- * dsops_<fam>_case_find (by name) and dsops_<fam>_problem_free (the owned buffers, then the problem). */
-#define CASES_FAMILY(fam, table)                                                                                \
-    const dsops_##fam##_case *dsops_##fam##_cases(int *count)                                                    \
-    {                                                                                                            \
-        if (count)                                                                                               \
-            *count = (int)(sizeof table / sizeof table[0]);                                                      \
-        return table;                                                                                            \
-    }                                                                                                            \
-    const dsops_##fam##_case *dsops_##fam##_case_find(const char *name)                                          \
-    {                                                                                                            \
-        return cases_find_case(table, (int)(sizeof table / sizeof table[0]), sizeof table[0], name);             \
-    }                                                                                                            \
-    void dsops_##fam##_problem_free(dsops_##fam##_problem *p)                                                    \
-    {                                                                                                            \
-        if (!p)                                                                                                  \
-            return;                                                                                              \
-        cases_free_owned(p->buffers, p->nbuffers);                                                               \
-        free(p);                                                                                                 \
-    }
+/* The public functions every case family has, written out in the file that owns the family, each a line
+ * calling these: dsops_<fam>_cases (the table and its length: CASES_TABLE), dsops_<fam>_case_find (by name:
+ * CASES_FIND) and dsops_<fam>_problem_free (the owned buffers, then the problem: cases_problem_release). */
+/* Stores n in *count (when count is not NULL) and returns table. */
+const void *cases_table(const void *table, int n, int *count);
+/* Frees the n owned buffers, then p (a problem allocated with malloc/calloc). */
+void cases_problem_release(void *buffers[], int n, void *p);
+/* The number of entries in a case table: an array in scope, not a pointer. */
+#define CASES_COUNT(table) ((int)(sizeof(table) / sizeof(table)[0]))
+#define CASES_TABLE(table, count) cases_table((table), CASES_COUNT(table), (count))
+#define CASES_FIND(table, name) cases_find_case((table), CASES_COUNT(table), sizeof(table)[0], (name))
 
 #endif

@@ -88,7 +88,9 @@ static const dsops_sas_case sas_cases[] = {
      .D = 512, .BSW = 1, .BSC = 1, .K = 16, .with_sinks = 1, .with_lse = 1, .seed = 42, .ci = 1},
 };
 
-CASES_FAMILY(sas, sas_cases)
+const dsops_sas_case *dsops_sas_cases(int *count) { return CASES_TABLE(sas_cases, count); }
+const dsops_sas_case *dsops_sas_case_find(const char *name) { return CASES_FIND(sas_cases, name); }
+void dsops_sas_problem_free(dsops_sas_problem *p) { if (p) cases_problem_release(p->buffers, p->nbuffers, p); }
 
 /* What the case fields cannot say, by case name. */
 typedef struct sas_special {

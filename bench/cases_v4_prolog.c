@@ -44,6 +44,10 @@ static const dsops_mla4_case mla4_cases[] = {
     {.name = "v4_mla_prolog_pro_int8_t16", .T = 16, V4P_PRO, .int8 = 1, .ci = 1},
 };
 
+const dsops_mla4_case *dsops_mla4_cases(int *count) { return CASES_TABLE(mla4_cases, count); }
+const dsops_mla4_case *dsops_mla4_case_find(const char *name) { return CASES_FIND(mla4_cases, name); }
+void dsops_mla4_problem_free(dsops_mla4_problem *p) { if (p) cases_problem_release(p->buffers, p->nbuffers, p); }
+
 #define V4P_IDX .H = 4096, .Q = 1024, .NI = 64, .DI = 128
 
 static const dsops_idxp4_case idxp4_cases[] = {
@@ -53,9 +57,9 @@ static const dsops_idxp4_case idxp4_cases[] = {
     {.name = "v4_idx_prolog_t511", .T = 511, V4P_IDX, .ci = 1},
 };
 
-CASES_FAMILY(mla4, mla4_cases)
-
-CASES_FAMILY(idxp4, idxp4_cases)
+const dsops_idxp4_case *dsops_idxp4_cases(int *count) { return CASES_TABLE(idxp4_cases, count); }
+const dsops_idxp4_case *dsops_idxp4_case_find(const char *name) { return CASES_FIND(idxp4_cases, name); }
+void dsops_idxp4_problem_free(dsops_idxp4_problem *p) { if (p) cases_problem_release(p->buffers, p->nbuffers, p); }
 
 /* ---- row generators ------------------------------------------------------------------------------- */
 
