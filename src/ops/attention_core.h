@@ -1,7 +1,7 @@
 /* The attention core of spec §2.10 over a gathered key list, shared by the sparse / sliding-window /
  * compressed attention operators. An operator validates, builds the key list of one query token,
  * and calls dsops_attn_run for a range of heads; the core gathers the keys once into the two
- * packed layouts of src/core/dispatch.h and runs QK, softmax and PV with the tier's kernels. */
+ * packed layouts of src/kernels/attention/attention.h and runs QK, softmax and PV with the tier's kernels. */
 #ifndef DSOPS_ATTENTION_CORE_H
 #define DSOPS_ATTENTION_CORE_H
 

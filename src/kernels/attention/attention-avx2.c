@@ -1,5 +1,5 @@
 /* Attention-core micro-kernels for AVX2 + FMA (every entry of the table), on the bf16 Kt / Vp layouts
- * of src/core/dispatch.h. bf16 pairs are widened to fp32 in registers (even element = low half of each
+ * of attention.h. bf16 pairs are widened to fp32 in registers (even element = low half of each
  * dword) and multiplied with fp32 FMAs; packing, dequantisation, softmax helpers and bf16 rounding are
  * vectorised and bit-identical to the scalar tier.
  * The bf16 layout, not keys widened to fp32 at packing: on Zen 3 QK and PV already run at ~95 % of the

@@ -4,7 +4,7 @@
 #include <math.h>
 
 #include "dispatch.h"
-#include "exp-simd.h"
+#include "../common/exp-simd.h"
 #include "../common/bf16-avx512.h"
 #include "../common/transpose-avx512.h"
 #include "internal.h"

@@ -1,11 +1,11 @@
 /* Attention-core micro-kernels, portable C. Same layouts and loop structure as the SIMD tiers
- * (see src/core/dispatch.h); fp32 sums in ascending index order. */
+ * (see attention.h); fp32 sums in ascending index order. */
 #include <math.h>
 
 #include "dispatch.h"
 #include "internal.h"
 
-/* QK and PV are one product on the packed layouts (see src/core/dispatch.h):
+/* QK and PV are one product on the packed layouts (see attention.h):
  *     c[r][16j + l] = scale * sum over k of  a[r][2k] * b[j][k][l][0] + a[r][2k+1] * b[j][k][l][1]
  * with a = query rows (QK) or probability rows (PV), b = key tiles (QK) or value blocks (PV). */
 static void pair_dot(const void *a, int a_is_f32, size_t a_stride, int rows, const uint16_t *b, size_t b_stride,

@@ -7,7 +7,7 @@
 
 #include <immintrin.h>
 
-#include "../attention/exp-simd.h"
+#include "exp-simd.h"
 
 /* 8 lanes of exp (NaN lanes give a value, not NaN: callers that must keep NaN blend it back). */
 static inline __attribute__((always_inline)) __m256 dsops_exp8_avx2(__m256 x)

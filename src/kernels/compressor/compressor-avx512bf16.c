@@ -2,7 +2,7 @@
  * instruction, per-channel state (maximum, sum, weighted sum) in a small buffer that stays in L1. */
 #include <immintrin.h>
 
-#include "../attention/exp-simd.h"
+#include "../common/exp-simd.h"
 #include "dispatch.h"
 
 /* 16 values at p; masked loads (slower here even with a full mask) only for a tail. */

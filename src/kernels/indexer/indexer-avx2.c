@@ -1,4 +1,4 @@
-/* Lightning-indexer kernels for AVX2 + FMA + F16C, on this tier's own layouts (src/core/dispatch.h):
+/* Lightning-indexer kernels for AVX2 + FMA + F16C, on this tier's own layouts (indexer.h):
  * keys and queries are widened once, when packed, so the scoring loops do nothing but multiply-adds.
  *  int8: tile [P][16][2] int16 (P = ceil(di/2) dim pairs), query [P][2] int16; vpmaddwd + vpaddd.
  *  bf16: tile [2P][16] fp32, query [2P] fp32; vfmadd231ps.

@@ -1,4 +1,4 @@
-/* Lightning-indexer micro-kernels, portable C, on the tile layouts of src/core/dispatch.h. */
+/* Lightning-indexer micro-kernels, portable C, on the tile layouts of indexer.h. */
 #include <math.h>
 
 #include "dispatch.h"
