@@ -9,16 +9,6 @@
 #include "cases.h"
 #include "ref.h"
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n ? n : 1, size ? size : 1);
-    if (!p) {
-        fprintf(stderr, "dia_check: out of memory\n");
-        abort();
-    }
-    return p;
-}
-
 static size_t tensor_bytes(const dsops_tensor *t)
 {
     size_t n = dsops_dtype_size(t->dtype);
@@ -59,7 +49,7 @@ static void add_field(dc_cache *c, const char *name, size_t off, int64_t count, 
 
 dc_state *dc_state_make(const dsops_sparse_attention_v32_args *a)
 {
-    dc_state *s = xcalloc(1, sizeof *s);
+    dc_state *s = tu_calloc(1, sizeof *s);
     s->args = *a;
     s->args.prepared = NULL;
     s->T = a->x.shape[0];
@@ -68,8 +58,8 @@ dc_state *dc_state_make(const dsops_sparse_attention_v32_args *a)
     s->K = a->topk;
     s->B = a->seqused_kv.shape[0];
     s->MB = a->block_table.shape[1];
-    s->tok_seq = xcalloc((size_t)s->T, sizeof(int64_t));
-    s->tok_L = xcalloc((size_t)s->T, sizeof(int64_t));
+    s->tok_seq = tu_calloc((size_t)s->T, sizeof(int64_t));
+    s->tok_L = tu_calloc((size_t)s->T, sizeof(int64_t));
     const int32_t *cu = a->cu_seqlens_q.data, *su = a->seqused_kv.data;
     for (int64_t b = 0; b < s->B; b++)
         for (int64_t t = cu[b]; t < cu[b + 1]; t++) {
@@ -85,7 +75,7 @@ dc_state *dc_state_make(const dsops_sparse_attention_v32_args *a)
         c->data = t->data;
         c->bytes = tensor_bytes(t);
         c->row_bytes = c->bytes / (size_t)(t->shape[0] * t->shape[1]);
-        c->snap = xcalloc(c->bytes, 1);
+        c->snap = tu_calloc(c->bytes, 1);
         memcpy(c->snap, c->data, c->bytes);
         const int64_t W = t->ndim == 3 ? t->shape[2] : 1;
         switch (i) {
@@ -102,7 +92,7 @@ dc_state *dc_state_make(const dsops_sparse_attention_v32_args *a)
         }
     }
     const int64_t *ci = a->cache_index.data;
-    s->slots = xcalloc((size_t)s->T, sizeof(int64_t));
+    s->slots = tu_calloc((size_t)s->T, sizeof(int64_t));
     for (int64_t t = 0; t < s->T; t++)
         if (ci[t] >= 0)
             s->slots[s->nslots++] = ci[t];
@@ -158,19 +148,19 @@ static void poison(const dsops_tensor *t, unsigned char byte)
 
 static dc_result *gather(const dc_state *s, const dsops_tensor *out, const dsops_tensor *lse, const dsops_tensor *topk)
 {
-    dc_result *r = xcalloc(1, sizeof *r);
+    dc_result *r = tu_calloc(1, sizeof *r);
     r->out_bytes = tensor_bytes(out);
     r->lse_bytes = lse->data ? tensor_bytes(lse) : 0;
     r->topk_bytes = tensor_bytes(topk);
-    r->out = xcalloc(r->out_bytes, 1);
-    r->lse = xcalloc(r->lse_bytes, 1);
-    r->topk = xcalloc(r->topk_bytes, 1);
+    r->out = tu_calloc(r->out_bytes, 1);
+    r->lse = tu_calloc(r->lse_bytes, 1);
+    r->topk = tu_calloc(r->topk_bytes, 1);
     memcpy(r->out, out->data, r->out_bytes);
     if (r->lse_bytes)
         memcpy(r->lse, lse->data, r->lse_bytes);
     memcpy(r->topk, topk->data, r->topk_bytes);
     for (int i = 0; i < s->nc; i++) {
-        r->cache[i] = xcalloc(s->c[i].bytes, 1);
+        r->cache[i] = tu_calloc(s->c[i].bytes, 1);
         memcpy(r->cache[i], s->c[i].data, s->c[i].bytes);
     }
     return r;
@@ -235,8 +225,8 @@ dc_result *dc_run_chain(dc_state *s, dsops_context *ctx, const char *label)
     if (r) {
         r->q_nope_bytes = tensor_bytes(&st->mla.q_nope);
         r->q_rope_bytes = tensor_bytes(&st->mla.q_rope);
-        r->q_nope = xcalloc(r->q_nope_bytes, 1);
-        r->q_rope = xcalloc(r->q_rope_bytes, 1);
+        r->q_nope = tu_calloc(r->q_nope_bytes, 1);
+        r->q_rope = tu_calloc(r->q_rope_bytes, 1);
         memcpy(r->q_nope, st->mla.q_nope.data, r->q_nope_bytes);
         memcpy(r->q_rope, st->mla.q_rope.data, r->q_rope_bytes);
     }
@@ -312,19 +302,19 @@ static void token_li(const dc_state *s, const dsops_lightning_indexer_args *li, 
 
 static dc_oracle *oracle_make(const dc_state *s, int last_only)
 {
-    dc_oracle *o = xcalloc(1, sizeof *o);
+    dc_oracle *o = tu_calloc(1, sizeof *o);
     o->ra = s->args;
     for (int i = 0, k = 0; i < DC_MAX_CACHES; i++) {
         dsops_tensor *t = member(&o->ra, i);
         if (!t->data)
             continue;
-        o->cache[k] = xcalloc(s->c[k].bytes, 1);
+        o->cache[k] = tu_calloc(s->c[k].bytes, 1);
         memcpy(o->cache[k], s->c[k].snap, s->c[k].bytes);
         t->data = o->cache[k];
         k++;
     }
-    o->out_buf = xcalloc((size_t)(s->T * s->N * s->Dc), 2);
-    o->lse_buf = xcalloc((size_t)(s->T * s->N), 4);
+    o->out_buf = tu_calloc((size_t)(s->T * s->N * s->Dc), 2);
+    o->lse_buf = tu_calloc((size_t)(s->T * s->N), 4);
     int64_t so[3] = {s->T, s->N, s->Dc}, sl[2] = {s->T, s->N};
     o->ra.out = dsops_tensor_make(o->out_buf, DSOPS_BF16, 3, so);
     o->ra.lse = dsops_tensor_make(o->lse_buf, DSOPS_FP32, 2, sl);
@@ -335,9 +325,9 @@ static dc_oracle *oracle_make(const dc_state *s, int last_only)
     }
     dsops_ref_mla_prolog_v32(&o->st->mla);
     dsops_ref_indexer_prolog_v32(&o->st->idx);
-    o->topk = xcalloc((size_t)(s->T * s->K), sizeof(int32_t));
-    o->scores = xcalloc((size_t)(s->T * s->K), sizeof(float));
-    o->tokens = xcalloc((size_t)s->T, sizeof(int64_t));
+    o->topk = tu_calloc((size_t)(s->T * s->K), sizeof(int32_t));
+    o->scores = tu_calloc((size_t)(s->T * s->K), sizeof(float));
+    o->tokens = tu_calloc((size_t)s->T, sizeof(int64_t));
     const int32_t *cu = s->args.cu_seqlens_q.data;
     for (int64_t t = 0; t < s->T; t++)
         if (!last_only || t + 1 == cu[s->tok_seq[t] + 1])
@@ -416,7 +406,7 @@ static int topk_row_ok(const dc_state *s, const dc_oracle *o, int64_t t, const i
             snprintf(why, cap, "entry %lld after the valid ones is %d", (long long)k, lr[k]);
             return 0;
         }
-    unsigned char *seen = xcalloc((size_t)(n + 1), 1), *inref = xcalloc((size_t)(n + 1), 1);
+    unsigned char *seen = tu_calloc((size_t)(n + 1), 1), *inref = tu_calloc((size_t)(n + 1), 1);
     float *full = NULL;
     double tol = 0.0;
     int64_t misses = 0;
@@ -435,7 +425,7 @@ static int topk_row_ok(const dc_state *s, const dc_oracle *o, int64_t t, const i
         if (inref[j])
             continue;
         if (!full) {
-            full = xcalloc((size_t)(n + 1), sizeof(float));
+            full = tu_calloc((size_t)(n + 1), sizeof(float));
             tok_views tv;
             dsops_lightning_indexer_args a;
             int32_t dummy_idx[1];
@@ -533,7 +523,7 @@ int dc_check_oracle(const dc_state *s, const dc_oracle *o, const dc_result *r, c
     for (int i = 0; i < s->nc; i++) {
         const dc_cache *c = &s->c[i];
         const size_t rows = c->bytes / c->row_bytes;
-        unsigned char *written = xcalloc(rows, 1);
+        unsigned char *written = tu_calloc(rows, 1);
         for (int64_t k = 0; k < s->nslots; k++)
             written[s->slots[k]] = 1;
         size_t first = (size_t)-1;
@@ -545,7 +535,7 @@ int dc_check_oracle(const dc_state *s, const dc_oracle *o, const dc_result *r, c
         for (int f = 0; f < c->nfields; f++) {
             const dc_field *fd = &c->f[f];
             const size_t n = (size_t)(s->nslots * fd->count), es = dsops_dtype_size(fd->dt);
-            float *got = xcalloc(n, sizeof(float)), *exp = xcalloc(n, sizeof(float));
+            float *got = tu_calloc(n, sizeof(float)), *exp = tu_calloc(n, sizeof(float));
             for (int64_t k = 0; k < s->nslots; k++)
                 for (int64_t e = 0; e < fd->count; e++) {
                     const size_t at = (size_t)s->slots[k] * c->row_bytes + fd->off + (size_t)e * es;
@@ -562,8 +552,8 @@ int dc_check_oracle(const dc_state *s, const dc_oracle *o, const dc_result *r, c
 
     /* out and lse: the reference attention on the result's own top-k, from the oracle's queries and caches */
     const size_t per_out = (size_t)(N * Dc), nout = (size_t)o->ntok * per_out, nl = (size_t)(o->ntok * N);
-    float *got = xcalloc(nout, sizeof(float)), *exp = xcalloc(nout, sizeof(float));
-    float *gl = xcalloc(nl, sizeof(float)), *el = xcalloc(nl, sizeof(float));
+    float *got = tu_calloc(nout, sizeof(float)), *exp = tu_calloc(nout, sizeof(float));
+    float *gl = tu_calloc(nl, sizeof(float)), *el = tu_calloc(nl, sizeof(float));
     for (int64_t k = 0; k < o->ntok; k++) {
         const int64_t t = o->tokens[k];
         const uint16_t *lo = (const uint16_t *)r->out + (size_t)t * per_out;
@@ -583,8 +573,8 @@ int dc_check_oracle(const dc_state *s, const dc_oracle *o, const dc_result *r, c
         /* stage 1's queries against the oracle's (spec §4.1), then the attention stage alone: the reference
          * attention on the result's own queries, caches and top-k (spec §4.4) */
         const size_t nq = (size_t)o->ntok * per_out, nr = (size_t)(o->ntok * N * 64);
-        float *a = xcalloc(nq, sizeof(float)), *b = xcalloc(nq, sizeof(float));
-        float *c = xcalloc(nr, sizeof(float)), *d = xcalloc(nr, sizeof(float));
+        float *a = tu_calloc(nq, sizeof(float)), *b = tu_calloc(nq, sizeof(float));
+        float *c = tu_calloc(nr, sizeof(float)), *d = tu_calloc(nr, sizeof(float));
         for (int64_t k = 0; k < o->ntok; k++) {
             const int64_t t = o->tokens[k];
             for (size_t e = 0; e < per_out; e++) {

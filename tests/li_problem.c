@@ -10,16 +10,6 @@
 
 #define GUARD 64 /* sentinel elements before and after each output view */
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n ? n : 1, size ? size : 1);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        abort();
-    }
-    return p;
-}
-
 static void *at(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2)
 {
     int64_t off = i0 * t->stride[0] + (t->ndim > 1 ? i1 * t->stride[1] : 0) + (t->ndim > 2 ? i2 * t->stride[2] : 0);
@@ -57,7 +47,7 @@ static int small_value(uint64_t pattern, int64_t pos)
 
 lp_problem *lp_make(const lp_spec *spec, uint64_t seed)
 {
-    lp_problem *p = xcalloc(1, sizeof *p);
+    lp_problem *p = tu_calloc(1, sizeof *p);
     p->sp = *spec;
     lp_spec *sp = &p->sp;
     if (sp->cmp_ratio == 0)
@@ -73,8 +63,8 @@ lp_problem *lp_make(const lp_spec *spec, uint64_t seed)
     const int i8 = sp->int8;
 
     /* sequences */
-    p->cu = xcalloc((size_t)B + 1, sizeof(int32_t)); /* [B+1] */
-    p->used = xcalloc((size_t)B, sizeof(int32_t));   /* [B] */
+    p->cu = tu_calloc((size_t)B + 1, sizeof(int32_t)); /* [B+1] */
+    p->used = tu_calloc((size_t)B, sizeof(int32_t));   /* [B] */
     int64_t T = 0;
     for (int b = 0; b < B; b++) {
         p->cu[b] = (int32_t)T;
@@ -99,7 +89,7 @@ lp_problem *lp_make(const lp_spec *spec, uint64_t seed)
         NB = 1;
     p->NB = NB;
     p->MB = MB;
-    int32_t *perm = xcalloc((size_t)NB, sizeof(int32_t));
+    int32_t *perm = tu_calloc((size_t)NB, sizeof(int32_t));
     for (int64_t i = 0; i < NB; i++)
         perm[i] = (int32_t)i;
     for (int64_t i = NB - 1; i > 0; i--) {
@@ -108,7 +98,7 @@ lp_problem *lp_make(const lp_spec *spec, uint64_t seed)
         perm[i] = perm[j];
         perm[j] = tmp;
     }
-    p->table = xcalloc((size_t)(B * MB), sizeof(int32_t));
+    p->table = tu_calloc((size_t)(B * MB), sizeof(int32_t));
     const int32_t garbage[] = {-1, 99999, INT32_MIN, -7, INT32_MAX, (int32_t)NB};
     for (int b = 0, next = 0; b < B; b++) {
         int64_t nb = (sp->seqused[b] / R + BS - 1) / BS;
@@ -124,7 +114,7 @@ lp_problem *lp_make(const lp_spec *spec, uint64_t seed)
 
     /* which cache rows can some token of the call see? (the last token of a sequence sees the most) */
     const int64_t rows = NB * BS;
-    unsigned char *row_used = xcalloc((size_t)rows, 1);
+    unsigned char *row_used = tu_calloc((size_t)rows, 1);
     for (int b = 0; b < B; b++) {
         if (sp->S[b] == 0)
             continue;
@@ -144,17 +134,17 @@ lp_problem *lp_make(const lp_spec *spec, uint64_t seed)
     {
         int64_t W = DI + (sp->strided_q ? 5 : 0), ts = NI * W + (sp->strided_q ? 3 : 0);
         size_t qn = (size_t)(T * ts) * esz;
-        p->qbuf = xcalloc(qn, 1);
+        p->qbuf = tu_calloc(qn, 1);
         memset(p->qbuf, 0xff, qn);
         int64_t shape[3] = {T, NI, DI}, stride[2] = {ts, W};
         a->q_idx = view(p->qbuf, qdt, 3, shape, stride);
         int64_t ws = NI + (sp->strided_q ? 2 : 0);
         int64_t shape2[2] = {T, NI}, stride2[1] = {ws};
-        p->wbuf = xcalloc((size_t)(T * ws), 2);
+        p->wbuf = tu_calloc((size_t)(T * ws), 2);
         memset(p->wbuf, 0xff, (size_t)(T * ws) * 2);
         a->weights = view(p->wbuf, i8 ? DSOPS_FP16 : DSOPS_BF16, 2, shape2, stride2);
         if (i8) {
-            p->qsbuf = xcalloc((size_t)(T * ws), 2);
+            p->qsbuf = tu_calloc((size_t)(T * ws), 2);
             memset(p->qsbuf, 0xff, (size_t)(T * ws) * 2);
             a->q_idx_scale = view(p->qsbuf, DSOPS_FP16, 2, shape2, stride2);
         }
@@ -163,13 +153,13 @@ lp_problem *lp_make(const lp_spec *spec, uint64_t seed)
     {
         int64_t W = DI + (sp->strided_kv ? 3 : 0), bs = BS * W + (sp->strided_kv ? 7 : 0);
         size_t kn = (size_t)(NB * bs) * esz;
-        p->kbuf = xcalloc(kn, 1);
+        p->kbuf = tu_calloc(kn, 1);
         memset(p->kbuf, i8 ? 0x80 : 0xff, kn); /* int8 -128, bf16 NaN where nothing is written */
         int64_t shape[3] = {NB, BS, DI}, stride[2] = {bs, W};
         a->key_cache = view(p->kbuf, qdt, 3, shape, stride);
         if (i8) {
             int64_t ss = BS + (sp->strided_kv ? 5 : 0);
-            p->ksbuf = xcalloc((size_t)(NB * ss), 2);
+            p->ksbuf = tu_calloc((size_t)(NB * ss), 2);
             for (int64_t i = 0; i < NB * ss; i++)
                 ((uint16_t *)p->ksbuf)[i] = FP16_NAN;
             int64_t shape2[2] = {NB, BS}, stride2[1] = {ss};
@@ -276,13 +266,13 @@ lp_problem *lp_make(const lp_spec *spec, uint64_t seed)
     /* outputs inside guarded (and, when strided, padded) buffers */
     int64_t ots = K + (sp->strided_out ? 3 : 0);
     p->idx_buf_n = T * ots + 2 * GUARD;
-    p->idx_buf = xcalloc((size_t)p->idx_buf_n, sizeof(int32_t));
+    p->idx_buf = tu_calloc((size_t)p->idx_buf_n, sizeof(int32_t));
     int64_t oshape[2] = {T, K}, ostride[1] = {ots};
     a->topk_indices = view(p->idx_buf + GUARD, DSOPS_INT32, 2, oshape, ostride);
     if (sp->with_scores) {
         int64_t sts = K + (sp->strided_out ? 5 : 0);
         p->score_buf_n = T * sts + 2 * GUARD;
-        p->score_buf = xcalloc((size_t)p->score_buf_n, sizeof(float));
+        p->score_buf = tu_calloc((size_t)p->score_buf_n, sizeof(float));
         int64_t sstride[1] = {sts};
         a->topk_scores = view(p->score_buf + GUARD, DSOPS_FP32, 2, oshape, sstride);
     }
@@ -336,8 +326,8 @@ void lp_reference_of(const dsops_lightning_indexer_args *a, int32_t **ref_idx, f
 {
     const int64_t T = a->topk_indices.shape[0], K = a->topk_indices.shape[1];
     dsops_lightning_indexer_args r = *a;
-    *ref_idx = xcalloc((size_t)(T * K), sizeof(int32_t));
-    *ref_scores = xcalloc((size_t)(T * K), sizeof(float));
+    *ref_idx = tu_calloc((size_t)(T * K), sizeof(int32_t));
+    *ref_scores = tu_calloc((size_t)(T * K), sizeof(float));
     int64_t s2[2] = {T, K};
     r.topk_indices = dsops_tensor_make(*ref_idx, DSOPS_INT32, 2, s2);
     r.topk_scores = dsops_tensor_make(*ref_scores, DSOPS_FP32, 2, s2);
@@ -407,24 +397,24 @@ int lp_compare(const char *label, const dsops_lightning_indexer_args *a, const i
 {
     const int64_t T = a->topk_indices.shape[0], K = a->topk_indices.shape[1];
     const int has_scores = a->topk_scores.data != NULL;
-    int32_t *lib = xcalloc((size_t)(T * K), sizeof(int32_t));
-    uint32_t *libs_bits = xcalloc((size_t)(T * K), sizeof(uint32_t));
+    int32_t *lib = tu_calloc((size_t)(T * K), sizeof(int32_t));
+    uint32_t *libs_bits = tu_calloc((size_t)(T * K), sizeof(uint32_t));
     lp_extract(a, lib, libs_bits);
     const float *libs = (const float *)libs_bits;
 
     /* visible key counts and the largest one */
-    int64_t *nvis = xcalloc((size_t)(T > 0 ? T : 1), sizeof(int64_t));
+    int64_t *nvis = tu_calloc((size_t)(T > 0 ? T : 1), sizeof(int64_t));
     int64_t nmax = 1;
     for (int64_t t = 0; t < T; t++) {
         nvis[t] = lp_visible(a, t);
         nmax = nvis[t] > nmax ? nvis[t] : nmax;
     }
-    int64_t *stamp_ref = xcalloc((size_t)nmax, sizeof(int64_t)); /* t+1 where j is in the reference row t */
-    int64_t *stamp_lib = xcalloc((size_t)nmax, sizeof(int64_t)); /* t+1 where j is in the library row t */
-    int32_t *pos_ref = xcalloc((size_t)nmax, sizeof(int32_t));   /* position of j in the reference row */
-    float *full = xcalloc((size_t)nmax, sizeof(float));          /* lazily computed reference row */
-    float *pair_lib = xcalloc((size_t)(T * K + 1), sizeof(float));
-    float *pair_ref = xcalloc((size_t)(T * K + 1), sizeof(float));
+    int64_t *stamp_ref = tu_calloc((size_t)nmax, sizeof(int64_t)); /* t+1 where j is in the reference row t */
+    int64_t *stamp_lib = tu_calloc((size_t)nmax, sizeof(int64_t)); /* t+1 where j is in the library row t */
+    int32_t *pos_ref = tu_calloc((size_t)nmax, sizeof(int32_t));   /* position of j in the reference row */
+    float *full = tu_calloc((size_t)nmax, sizeof(float));          /* lazily computed reference row */
+    float *pair_lib = tu_calloc((size_t)(T * K + 1), sizeof(float));
+    float *pair_ref = tu_calloc((size_t)(T * K + 1), sizeof(float));
     size_t npairs = 0;
 
     int ok = 1;
@@ -581,7 +571,7 @@ int lp_check(lp_problem *p, const char *label)
     /* every element outside the views keeps its sentinel */
     const dsops_lightning_indexer_args *a = &p->args;
     const int64_t T = p->T, K = p->sp.K;
-    unsigned char *in_view = xcalloc((size_t)p->idx_buf_n, 1);
+    unsigned char *in_view = tu_calloc((size_t)p->idx_buf_n, 1);
     for (int64_t t = 0; t < T; t++)
         for (int64_t k = 0; k < K; k++)
             in_view[(int32_t *)at(&a->topk_indices, t, k, 0) - p->idx_buf] = 1;
@@ -593,7 +583,7 @@ int lp_check(lp_problem *p, const char *label)
     ok &= tu_check(stray < 0, "%s: topk_indices buffer element %lld outside the view was written", label,
                    (long long)stray);
     if (p->score_buf) {
-        unsigned char *sv = xcalloc((size_t)p->score_buf_n, 1); /* no view (scores off): all sentinels */
+        unsigned char *sv = tu_calloc((size_t)p->score_buf_n, 1); /* no view (scores off): all sentinels */
         for (int64_t t = 0; t < T && a->topk_scores.data; t++)
             for (int64_t k = 0; k < K; k++)
                 sv[(float *)at(&a->topk_scores, t, k, 0) - p->score_buf] = 1;

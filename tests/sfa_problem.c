@@ -10,16 +10,6 @@
 
 #define GUARD 64 /* sentinel elements before and after each output view */
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n ? n : 1, size ? size : 1);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        abort();
-    }
-    return p;
-}
-
 static void *at3(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2)
 {
     int64_t off = i0 * t->stride[0] + (t->ndim > 1 ? i1 * t->stride[1] : 0) + (t->ndim > 2 ? i2 * t->stride[2] : 0);
@@ -128,7 +118,7 @@ static int32_t valid_value(tu_rng *r, int32_t used) { return used > 0 ? (int32_t
 
 tp_problem *tp_make(const tp_spec *spec, uint64_t seed)
 {
-    tp_problem *p = xcalloc(1, sizeof *p);
+    tp_problem *p = tu_calloc(1, sizeof *p);
     p->sp = *spec;
     tp_spec *sp = &p->sp;
     if (sp->p_tile == 0)
@@ -146,8 +136,8 @@ tp_problem *tp_make(const tp_spec *spec, uint64_t seed)
     const int B = sp->B, N = sp->N, Dc = sp->Dc, Dr = sp->Dr, K = sp->K, BS = sp->BS, G = Dc / 128;
 
     /* sequences */
-    p->cu = xcalloc((size_t)B + 1, sizeof(int32_t));  /* [B+1] */
-    p->used = xcalloc((size_t)B, sizeof(int32_t));    /* [B] */
+    p->cu = tu_calloc((size_t)B + 1, sizeof(int32_t));  /* [B+1] */
+    p->used = tu_calloc((size_t)B, sizeof(int32_t));    /* [B] */
     int64_t T = 0;
     for (int b = 0; b < B; b++) {
         p->cu[b] = (int32_t)T;
@@ -172,8 +162,8 @@ tp_problem *tp_make(const tp_spec *spec, uint64_t seed)
         NB = 1;
     p->NB = NB;
     p->MB = MB;
-    int32_t *perm = xcalloc((size_t)NB, sizeof(int32_t));
-    int32_t *owner = xcalloc((size_t)NB, sizeof(int32_t)); /* sequence owning each physical block, -1 none */
+    int32_t *perm = tu_calloc((size_t)NB, sizeof(int32_t));
+    int32_t *owner = tu_calloc((size_t)NB, sizeof(int32_t)); /* sequence owning each physical block, -1 none */
     for (int64_t i = 0; i < NB; i++) {
         perm[i] = (int32_t)i;
         owner[i] = -1;
@@ -184,7 +174,7 @@ tp_problem *tp_make(const tp_spec *spec, uint64_t seed)
         perm[i] = perm[j];
         perm[j] = tmp;
     }
-    p->table = xcalloc((size_t)(B * MB), sizeof(int32_t));
+    p->table = tu_calloc((size_t)(B * MB), sizeof(int32_t));
     static const int32_t garbage[] = {-1, 99999, INT32_MIN, -7, INT32_MAX};
     for (int b = 0, next = 0; b < B; b++) {
         int64_t nb = (sp->seqused[b] + BS - 1) / BS;
@@ -203,9 +193,9 @@ tp_problem *tp_make(const tp_spec *spec, uint64_t seed)
         p->table[MB - 1] = (int32_t)NB;
 
     /* top-k indices [T, K] and lengths [T] */
-    p->idx = xcalloc((size_t)(T * K), sizeof(int32_t));
+    p->idx = tu_calloc((size_t)(T * K), sizeof(int32_t));
     if (sp->with_topk_length)
-        p->len = xcalloc((size_t)T, sizeof(int32_t));
+        p->len = tu_calloc((size_t)T, sizeof(int32_t));
     int32_t *seqperm = NULL;
     for (int b = 0; b < B; b++) {
         int32_t used = sp->seqused[b];
@@ -269,15 +259,15 @@ tp_problem *tp_make(const tp_spec *spec, uint64_t seed)
     if (sp->strided_q) {
         int64_t W = Dc + Dr + 5, ts = N * W + 3;
         int64_t n = T * ts;
-        uint16_t *q = xcalloc((size_t)n, sizeof(uint16_t));
+        uint16_t *q = tu_calloc((size_t)n, sizeof(uint16_t));
         for (int64_t i = 0; i < n; i++)
             q[i] = 0xffff; /* NaN in the padding: never read */
         p->qbuf[0] = q;
         a->q_nope = view3(q, DSOPS_BF16, T, N, Dc, ts, W);
         a->q_rope = view3(q + Dc, DSOPS_BF16, T, N, Dr, ts, W);
     } else {
-        p->qbuf[0] = xcalloc((size_t)(T * N * Dc), sizeof(uint16_t));
-        p->qbuf[1] = xcalloc((size_t)(T * N * Dr), sizeof(uint16_t));
+        p->qbuf[0] = tu_calloc((size_t)(T * N * Dc), sizeof(uint16_t));
+        p->qbuf[1] = tu_calloc((size_t)(T * N * Dr), sizeof(uint16_t));
         a->q_nope = view3(p->qbuf[0], DSOPS_BF16, T, N, Dc, N * Dc, Dc);
         a->q_rope = view3(p->qbuf[1], DSOPS_BF16, T, N, Dr, N * Dr, Dr);
     }
@@ -298,14 +288,14 @@ tp_problem *tp_make(const tp_spec *spec, uint64_t seed)
         if (sp->strided_kv) {
             int64_t W = Dc + Dr + 3, bs = BS * W + 7;
             kvbytes[0] = (size_t)(NB * bs) * 2;
-            p->kvbuf[0] = xcalloc(kvbytes[0], 1);
+            p->kvbuf[0] = tu_calloc(kvbytes[0], 1);
             a->key_nope = view3(p->kvbuf[0], DSOPS_BF16, NB, BS, Dc, bs, W);
             a->key_rope = view3((uint16_t *)p->kvbuf[0] + Dc, DSOPS_BF16, NB, BS, Dr, bs, W);
         } else {
             kvbytes[0] = (size_t)(rows * Dc) * 2;
             kvbytes[1] = (size_t)(rows * Dr) * 2;
-            p->kvbuf[0] = xcalloc(kvbytes[0], 1);
-            p->kvbuf[1] = xcalloc(kvbytes[1], 1);
+            p->kvbuf[0] = tu_calloc(kvbytes[0], 1);
+            p->kvbuf[1] = tu_calloc(kvbytes[1], 1);
             a->key_nope = view3(p->kvbuf[0], DSOPS_BF16, NB, BS, Dc, BS * Dc, Dc);
             a->key_rope = view3(p->kvbuf[1], DSOPS_BF16, NB, BS, Dr, BS * Dr, Dr);
         }
@@ -315,7 +305,7 @@ tp_problem *tp_make(const tp_spec *spec, uint64_t seed)
             int64_t Wb = Dc + 2 * Dr + 4 * G + (sp->strided_kv == 2 ? 0 : 8);
             int64_t bs = BS * Wb + (sp->strided_kv == 2 ? 0 : 16);
             kvbytes[0] = (size_t)(NB * bs);
-            p->kvbuf[0] = xcalloc(kvbytes[0], 1);
+            p->kvbuf[0] = tu_calloc(kvbytes[0], 1);
             uint8_t *base = p->kvbuf[0];
             a->key_nope = view3(base, DSOPS_INT8, NB, BS, Dc, bs, Wb);
             a->key_rope = view3(base + Dc, DSOPS_BF16, NB, BS, Dr, bs / 2, Wb / 2);
@@ -325,7 +315,7 @@ tp_problem *tp_make(const tp_spec *spec, uint64_t seed)
             kvbytes[1] = (size_t)(rows * G) * 4;
             kvbytes[2] = (size_t)(rows * Dr) * 2;
             for (int i = 0; i < 3; i++)
-                p->kvbuf[i] = xcalloc(kvbytes[i], 1);
+                p->kvbuf[i] = tu_calloc(kvbytes[i], 1);
             a->key_nope = view3(p->kvbuf[0], DSOPS_INT8, NB, BS, Dc, BS * Dc, Dc);
             a->key_nope_scale = view3(p->kvbuf[1], DSOPS_FP32, NB, BS, G, BS * G, G);
             a->key_rope = view3(p->kvbuf[2], DSOPS_BF16, NB, BS, Dr, BS * Dr, Dr);
@@ -333,7 +323,7 @@ tp_problem *tp_make(const tp_spec *spec, uint64_t seed)
     } else {
         int64_t W = 656 + (sp->strided_kv ? 12 : 0), bs = BS * W + (sp->strided_kv ? 8 : 0);
         kvbytes[0] = (size_t)(NB * bs);
-        p->kvbuf[0] = xcalloc(kvbytes[0], 1);
+        p->kvbuf[0] = tu_calloc(kvbytes[0], 1);
         a->kv_packed = view3(p->kvbuf[0], DSOPS_UINT8, NB, BS, 656, bs, W);
     }
     for (int i = 0; i < 4; i++)
@@ -341,7 +331,7 @@ tp_problem *tp_make(const tp_spec *spec, uint64_t seed)
             memset(p->kvbuf[i], 0xff, kvbytes[i]);
 
     /* which rows does some token use (spec §4.4 steps 1-2)? */
-    unsigned char *row_used = xcalloc((size_t)rows, 1);
+    unsigned char *row_used = tu_calloc((size_t)rows, 1);
     for (int b = 0; b < B; b++) {
         int64_t S_b = sp->S[b];
         for (int64_t t = p->cu[b]; t < p->cu[b + 1]; t++) {
@@ -358,7 +348,7 @@ tp_problem *tp_make(const tp_spec *spec, uint64_t seed)
             }
         }
     }
-    row_data *rd = xcalloc(1, sizeof *rd);
+    row_data *rd = tu_calloc(1, sizeof *rd);
     for (int64_t row = 0; row < rows; row++) {
         int64_t blk = row / BS;
         int dead = sp->neg_inf && (owner[blk] == 0 || row % 3 == 0);
@@ -389,12 +379,12 @@ tp_problem *tp_make(const tp_spec *spec, uint64_t seed)
     /* outputs inside guarded (and, when strided, padded) buffers */
     int64_t oW = Dc + (sp->strided_out ? 4 : 0), ots = N * oW + (sp->strided_out ? 2 : 0);
     p->out_buf_n = T * ots + 2 * GUARD;
-    p->out_buf = xcalloc((size_t)p->out_buf_n, sizeof(uint16_t));
+    p->out_buf = tu_calloc((size_t)p->out_buf_n, sizeof(uint16_t));
     a->out = view3(p->out_buf + GUARD, DSOPS_BF16, T, N, Dc, ots, oW);
     if (sp->with_lse) {
         int64_t lW = N + (sp->strided_out ? 3 : 0);
         p->lse_buf_n = T * lW + 2 * GUARD;
-        p->lse_buf = xcalloc((size_t)p->lse_buf_n, sizeof(float));
+        p->lse_buf = tu_calloc((size_t)p->lse_buf_n, sizeof(float));
         int64_t shape[2] = {T, N};
         a->lse = dsops_tensor_make(p->lse_buf + GUARD, DSOPS_FP32, 2, shape);
         a->lse.stride[0] = lW;
@@ -455,8 +445,8 @@ void tp_reference_of(const dsops_sparse_flash_attention_v32_args *a, uint16_t **
 {
     const int64_t T = a->out.shape[0], N = a->out.shape[1], Dc = a->out.shape[2];
     dsops_sparse_flash_attention_v32_args r = *a;
-    *ref_out = xcalloc((size_t)(T * N * Dc), sizeof(uint16_t));
-    *ref_lse = xcalloc((size_t)(T * N), sizeof(float));
+    *ref_out = tu_calloc((size_t)(T * N * Dc), sizeof(uint16_t));
+    *ref_lse = tu_calloc((size_t)(T * N), sizeof(float));
     int64_t s3[3] = {T, N, Dc}, s2[2] = {T, N};
     r.out = dsops_tensor_make(*ref_out, DSOPS_BF16, 3, s3);
     r.lse = dsops_tensor_make(*ref_lse, DSOPS_FP32, 2, s2);
@@ -500,9 +490,9 @@ int tp_compare(const char *label, const dsops_sparse_flash_attention_v32_args *a
 {
     const int64_t T = a->out.shape[0], N = a->out.shape[1], Dc = a->out.shape[2];
     const size_t n_out = (size_t)(T * N * Dc), n_lse = (size_t)(T * N);
-    uint16_t *ob = xcalloc(n_out, sizeof(uint16_t));
-    uint32_t *lb = xcalloc(n_lse, sizeof(uint32_t));
-    float *of = xcalloc(n_out, sizeof(float)), *rf = xcalloc(n_out, sizeof(float));
+    uint16_t *ob = tu_calloc(n_out, sizeof(uint16_t));
+    uint32_t *lb = tu_calloc(n_lse, sizeof(uint32_t));
+    float *of = tu_calloc(n_out, sizeof(float)), *rf = tu_calloc(n_out, sizeof(float));
     tp_extract(a, ob, lb);
     for (size_t i = 0; i < n_out; i++) {
         of[i] = tu_f32(ob[i]);
@@ -555,7 +545,7 @@ int tp_check(tp_problem *p, const char *label)
     /* every element outside the views keeps its sentinel */
     const dsops_sparse_flash_attention_v32_args *a = &p->args;
     const int64_t T = p->T, N = p->sp.N, Dc = p->sp.Dc;
-    unsigned char *in_view = xcalloc((size_t)p->out_buf_n, 1);
+    unsigned char *in_view = tu_calloc((size_t)p->out_buf_n, 1);
     for (int64_t t = 0; t < T; t++)
         for (int64_t h = 0; h < N; h++)
             for (int64_t d = 0; d < Dc; d++)
@@ -567,7 +557,7 @@ int tp_check(tp_problem *p, const char *label)
     free(in_view);
     ok &= tu_check(stray < 0, "%s: out buffer element %lld outside the view was written", label, (long long)stray);
     if (p->lse_buf) {
-        unsigned char *lv = xcalloc((size_t)p->lse_buf_n, 1);
+        unsigned char *lv = tu_calloc((size_t)p->lse_buf_n, 1);
         for (int64_t t = 0; t < T; t++)
             for (int64_t h = 0; h < N; h++)
                 lv[(float *)at3(&a->lse, t, h, 0) - p->lse_buf] = 1;

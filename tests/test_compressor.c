@@ -55,19 +55,9 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n ? n : 1, size);
-    if (!p) {
-        printf("out of memory\n");
-        exit(1);
-    }
-    return p;
-}
-
 static void *xdup(const void *src, size_t bytes)
 {
-    void *p = xcalloc(bytes, 1);
+    void *p = tu_calloc(bytes, 1);
     memcpy(p, src, bytes);
     return p;
 }
@@ -84,14 +74,6 @@ static int64_t i32_at(const dsops_tensor *t, int64_t i0, int64_t i1)
 {
     const int32_t *d = t->data;
     return d[i0 * t->stride[0] + (t->ndim > 1 ? i1 * t->stride[1] : 0)];
-}
-
-static float *widen_bf16(const uint16_t *h, size_t n)
-{
-    float *f = xcalloc(n, sizeof(float));
-    for (size_t i = 0; i < n; i++)
-        f[i] = tu_f32(h[i]);
-    return f;
 }
 
 static void fill_u16(uint16_t *p, size_t n, uint16_t v)
@@ -170,8 +152,8 @@ static void ref_run(const dsops_compressor_args *a, const float *kv_in, const fl
 {
     const size_t nout = numel(&a->out), B = (size_t)a->start_pos.shape[0];
     const size_t nkv = numel(&a->kv_state), nsc = numel(&a->score_state);
-    r->out = xcalloc(nout, 2);
-    r->cnt = xcalloc(B, 4);
+    r->out = tu_calloc(nout, 2);
+    r->cnt = tu_calloc(B, 4);
     r->kv = xdup(kv_in, nkv * 4);
     r->sc = xdup(sc_in, nsc * 4);
     fill_u16(r->out, nout, GUARD_BF16);
@@ -193,7 +175,7 @@ static void ref_free(cref *r)
 static uint8_t *written_rows(const dsops_compressor_args *a, const dsops_tensor *state, const dsops_tensor *tab)
 {
     const int64_t NB = state->shape[0], BS = state->shape[1], B = a->start_pos.shape[0];
-    uint8_t *mask = xcalloc((size_t)(NB * BS), 1);
+    uint8_t *mask = tu_calloc((size_t)(NB * BS), 1);
     for (int64_t b = 0; b < B; b++) {
         const int64_t c0 = i32_at(&a->cu_seqlens_q, b, 0), c1 = i32_at(&a->cu_seqlens_q, b + 1, 0);
         for (int64_t t = c0; t < c1; t++) {
@@ -273,7 +255,7 @@ static void check_call(const char *label, const dsops_compressor_args *a, const 
     }
     tu_check(bad_zero < 0, "%s: out row %lld receives no entry, yet is not +0", label, (long long)bad_zero);
     tu_check(bad_ref_zero < 0, "%s: the oracle left out row %lld (no entry) non-zero", label, (long long)bad_ref_zero);
-    float *o = widen_bf16(out, (size_t)(NO * D)), *rf = widen_bf16(r->out, (size_t)(NO * D));
+    float *o = tu_widen_bf16(out, (size_t)(NO * D)), *rf = tu_widen_bf16(r->out, (size_t)(NO * D));
     snprintf(l, sizeof l, "%s out", label);
     if (g) {
         tu_compare_close(l, o, rf, (size_t)(NO * D), COARSE_TOL, NULL);
@@ -308,8 +290,8 @@ static void call_make(ccall *c, const dsops_compressor_args *w, const int64_t *f
     const int64_t B = w->start_pos.shape[0], H = w->x.shape[1], D = w->out.shape[1], R = w->ape.shape[0];
     const size_t resz = dsops_dtype_size(w->rope_cos.dtype);
     int64_t T = 0;
-    c->cu = xcalloc((size_t)B + 1, 4);
-    c->sp = xcalloc((size_t)B, 4);
+    c->cu = tu_calloc((size_t)B + 1, 4);
+    c->sp = tu_calloc((size_t)B, 4);
     for (int64_t b = 0; b < B; b++) {
         c->cu[b] = (int32_t)T;
         c->sp[b] = (int32_t)from[b];
@@ -318,11 +300,11 @@ static void call_make(ccall *c, const dsops_compressor_args *w, const int64_t *f
     }
     c->cu[B] = (int32_t)T;
     const int64_t NO = c->entries + 1;
-    c->x = xcalloc((size_t)(T * H), 2);
-    c->rc = xcalloc((size_t)(NO * 64), resz);
-    c->rs = xcalloc((size_t)(NO * 64), resz);
-    c->out = xcalloc((size_t)(NO * D) + 1, 2);
-    c->cnt = xcalloc((size_t)B + 1, 4);
+    c->x = tu_calloc((size_t)(T * H), 2);
+    c->rc = tu_calloc((size_t)(NO * 64), resz);
+    c->rs = tu_calloc((size_t)(NO * 64), resz);
+    c->out = tu_calloc((size_t)(NO * D) + 1, 2);
+    c->cnt = tu_calloc((size_t)B + 1, 4);
     int64_t row = 0, wrow0 = 0;
     for (int64_t b = 0; b < B; b++) {
         const int64_t wc0 = i32_at(&w->cu_seqlens_q, b, 0), L = i32_at(&w->cu_seqlens_q, b + 1, 0) - wc0;
@@ -438,7 +420,7 @@ static void steps_vs_oracle(const char *label, const dsops_compressor_args *w, c
     const int64_t calls = schedule_calls(w, N);
     const size_t nkv = numel(&w->kv_state), nsc = numel(&w->score_state);
     float *kv = xdup(kv0, nkv * 4), *sc = xdup(sc0, nsc * 4);
-    float *lkv = xcalloc(nkv, 4), *lsc = xcalloc(nsc, 4);
+    float *lkv = tu_calloc(nkv, 4), *lsc = tu_calloc(nsc, 4);
     int64_t from[MAXB], n[MAXB];
     for (int64_t j = 0; j < calls; j++) {
         schedule_step(w, N, j, from, n);
@@ -481,16 +463,16 @@ static void prefill_then_decode(const dsops_cmp_problem *p, const float *kv0, co
         snprintf(l, sizeof l, "%s: prefill 1023 + decode 1 [%s]", p->c.name, tier_name(isa));
         /* the library's one call */
         float *kv1 = xdup(kv0, nkv * 4), *sc1 = xdup(sc0, nsc * 4);
-        uint16_t *out1 = xcalloc((size_t)(E * D), 2);
+        uint16_t *out1 = tu_calloc((size_t)(E * D), 2);
         dsops_compressor_args one = *w;
         one.kv_state.data = kv1, one.score_state.data = sc1, one.out.data = out1, one.out_count.data = NULL;
         dsops_status st = dsops_compressor(ctx, &one);
         tu_check(st == DSOPS_OK, "%s: the one call: %s", l, dsops_status_name(st));
         /* the two calls */
         float *kv2 = xdup(kv0, nkv * 4), *sc2 = xdup(sc0, nsc * 4);
-        uint16_t *out2 = xcalloc((size_t)(E * D), 2);
+        uint16_t *out2 = tu_calloc((size_t)(E * D), 2);
         run_schedule(l, w, N, isa, kv2, sc2, out2);
-        float *a = widen_bf16(out2 + (E - 1) * D, (size_t)D), *b = widen_bf16(out1 + (E - 1) * D, (size_t)D);
+        float *a = tu_widen_bf16(out2 + (E - 1) * D, (size_t)D), *b = tu_widen_bf16(out1 + (E - 1) * D, (size_t)D);
         char l2[260];
         snprintf(l2, sizeof l2, "%s: last entry vs one call", l);
         tu_compare_close(l2, a, b, (size_t)D, OUT_TOL, NULL);
@@ -498,7 +480,7 @@ static void prefill_then_decode(const dsops_cmp_problem *p, const float *kv0, co
         snprintf(l2, sizeof l2, "%s: vs one call", l);
         compare_state(l2, w, 0, kv2, kv0, kv1);
         compare_state(l2, w, 1, sc2, sc0, sc1);
-        a = widen_bf16(out2, (size_t)(E * D)), b = widen_bf16(r->out, (size_t)(E * D));
+        a = tu_widen_bf16(out2, (size_t)(E * D)), b = tu_widen_bf16(r->out, (size_t)(E * D));
         snprintf(l2, sizeof l2, "%s: entries vs oracle", l);
         tu_compare_close(l2, a, b, (size_t)(E * D), OUT_TOL, NULL);
         free(a), free(b);
@@ -685,7 +667,7 @@ static int32_t *make_table(const cspec *s, int64_t BS, int64_t *NB_out, int64_t 
                 count += block_needed(s, b, j, BS);
     }
     const int64_t NB = count + 1;
-    int32_t *perm = xcalloc((size_t)NB, 4), *tab = xcalloc((size_t)(s->B * MB), 4);
+    int32_t *perm = tu_calloc((size_t)NB, 4), *tab = tu_calloc((size_t)(s->B * MB), 4);
     for (int64_t i = 0; i < NB; i++)
         perm[i] = (int32_t)i;
     for (int64_t i = NB - 1; i > 0; i--) {
@@ -741,12 +723,12 @@ static void fill_state(const cspec *s, float *st, const int32_t *tab, int64_t MB
 
 static cprob *cp_make(const cspec *s)
 {
-    cprob *p = xcalloc(1, sizeof *p);
+    cprob *p = tu_calloc(1, sizeof *p);
     p->s = *s;
     const int64_t B = s->B, H = s->H, D = s->v.D, R = s->v.R, CD = s->v.C * D, XS = H + s->x_pad;
     p->CD = CD;
-    p->cu = xcalloc((size_t)B + 1, 4);
-    p->sp = xcalloc((size_t)B, 4);
+    p->cu = tu_calloc((size_t)B + 1, 4);
+    p->sp = tu_calloc((size_t)B, 4);
     for (int64_t b = 0; b < B; b++) {
         p->cu[b] = (int32_t)p->T;
         p->sp[b] = (int32_t)s->start[b];
@@ -759,11 +741,11 @@ static cprob *cp_make(const cspec *s)
     const int64_t NO = p->NO;
 
     /* data first (so that problems differing only in tables or states share them) */
-    p->x = xcalloc((size_t)(T * XS) + 1, 2);
+    p->x = tu_calloc((size_t)(T * XS) + 1, 2);
     fill_u16(p->x, (size_t)(T * XS) + 1, TU_BF16_NAN); /* the gaps of a strided x are never read */
-    p->wkv = xcalloc((size_t)(CD * H), 2);
-    p->wg = xcalloc((size_t)(CD * H), 2);
-    p->ape = xcalloc((size_t)(R * CD), 4);
+    p->wkv = tu_calloc((size_t)(CD * H), 2);
+    p->wg = tu_calloc((size_t)(CD * H), 2);
+    p->ape = tu_calloc((size_t)(R * CD), 4);
     const float wamp = 1.0f / sqrtf((float)H);
     for (int64_t t = 0; t < T; t++)
         for (int64_t k = 0; k < H; k++)
@@ -777,16 +759,16 @@ static cprob *cp_make(const cspec *s)
     }
     for (int64_t i = 0; i < R * CD; i++)
         p->ape[i] = s->real_data ? tu_rng_uniform(&rng, -1, 1) : (float)tu_rng_int(&rng, -256, 256) / 256.0f;
-    p->norm = xcalloc((size_t)D, 4);
+    p->norm = tu_calloc((size_t)D, 4);
     for (int64_t i = 0; i < D; i++)
         put_f(p->norm, s->norm_dt, i, tu_round_bf16(tu_rng_uniform(&rng, 0.5f, 1.5f)));
     if (s->v.rotate) {
-        p->had = xcalloc((size_t)(D * D), 4);
+        p->had = tu_calloc((size_t)(D * D), 4);
         for (int64_t i = 0; i < D * D; i++)
             put_f(p->had, s->had_dt, i, tu_round_bf16(tu_rng_uniform(&rng, -1, 1) / sqrtf((float)D)));
     }
-    p->rc = xcalloc((size_t)(NO * 64), 4);
-    p->rs = xcalloc((size_t)(NO * 64), 4);
+    p->rc = tu_calloc((size_t)(NO * 64), 4);
+    p->rs = tu_calloc((size_t)(NO * 64), 4);
     for (int64_t i = 0; i < NO * 64; i++) {
         put_f(p->rc, s->rope_dt, i, tu_round_bf16(tu_rng_uniform(&rng, -1, 1)));
         put_f(p->rs, s->rope_dt, i, tu_round_bf16(tu_rng_uniform(&rng, -1, 1)));
@@ -802,12 +784,12 @@ static cprob *cp_make(const cspec *s)
         p->bt2 = p->bt, p->NB2 = p->NB, MB2 = MB;
     }
     const size_t nkv = (size_t)(p->NB * s->BSS * CD), nsc = (size_t)(p->NB2 * BSS2 * CD);
-    p->kv0 = xcalloc(nkv, 4), p->sc0 = xcalloc(nsc, 4);
+    p->kv0 = tu_calloc(nkv, 4), p->sc0 = tu_calloc(nsc, 4);
     fill_state(s, p->kv0, p->bt, MB, p->NB, s->BSS, CD, 0);
     fill_state(s, p->sc0, p->bt2, MB2, p->NB2, BSS2, CD, 1);
     p->kv = xdup(p->kv0, nkv * 4), p->sc = xdup(p->sc0, nsc * 4);
-    p->out = xcalloc((size_t)(NO * D) + 1, 2);
-    p->cnt = xcalloc((size_t)B + 1, 4);
+    p->out = tu_calloc((size_t)(NO * D) + 1, 2);
+    p->cnt = tu_calloc((size_t)B + 1, 4);
 
     dsops_compressor_args *a = &p->a;
     memset(a, 0, sizeof *a);
@@ -1053,7 +1035,7 @@ static void schedule_test(const char *label, cprob *p, const int64_t *N, int con
     if (consistent) {
         /* the oracle's schedule equals its one call bitwise */
         float *kv = xdup(p->kv0, nkv * 4), *sc = xdup(p->sc0, nsc * 4);
-        uint16_t *o = xcalloc((size_t)(E * D), 2);
+        uint16_t *o = tu_calloc((size_t)(E * D), 2);
         run_schedule(label, w, N, -1, kv, sc, o);
         tu_check(memcmp(o, rw.out, (size_t)(E * D) * 2) == 0 && memcmp(kv, rw.kv, nkv * 4) == 0 &&
                      memcmp(sc, rw.sc, nsc * 4) == 0,
@@ -1065,9 +1047,9 @@ static void schedule_test(const char *label, cprob *p, const int64_t *N, int con
             char l[260];
             snprintf(l, sizeof l, "%s [%s] schedule vs one call", label, tier_name(isa));
             kv = xdup(p->kv0, nkv * 4), sc = xdup(p->sc0, nsc * 4);
-            o = xcalloc((size_t)(E * D), 2);
+            o = tu_calloc((size_t)(E * D), 2);
             run_schedule(l, w, N, isa, kv, sc, o);
-            float *a = widen_bf16(o, (size_t)(E * D)), *b = widen_bf16(rw.out, (size_t)(E * D));
+            float *a = tu_widen_bf16(o, (size_t)(E * D)), *b = tu_widen_bf16(rw.out, (size_t)(E * D));
             tu_compare_close(l, a, b, (size_t)(E * D), COARSE_TOL, NULL);
             agg_add(&aggs[isa], o, rw.out, (size_t)(E * D));
             compare_state(l, w, 0, kv, p->kv0, rw.kv);

@@ -32,14 +32,6 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int set_tier(dsops_context *c, int isa)
-{
-    if (dsops_context_set_isa(c, (dsops_isa)isa) != DSOPS_OK)
-        return 0;
-    return tu_check(dsops_context_isa(c) == (dsops_isa)isa, "context tier %s not taken (got %s)",
-                    dsops_isa_name((dsops_isa)isa), dsops_isa_name(dsops_context_isa(c)));
-}
-
 /* Small shapes: H 256, Q 128, N 4, Dqn 32, Dc 128 (512 for packed656), NI 4, DI 64, BS 16. */
 static dsops_dia_case small_case(const char *name, int int8, dsops_kv_layout layout, int K)
 {
@@ -85,7 +77,7 @@ static void check_small(int int8, dsops_kv_layout layout, int K, int p_mode)
     dc_state *s = dc_state_make(&p->args);
     dc_oracle *o = dc_oracle_make(s);
     for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
-        if (!set_tier(ctx, isa))
+        if (!tu_set_tier(ctx, isa))
             continue;
         char l[240];
         snprintf(l, sizeof l, "%s [%s]", name, dsops_isa_name((dsops_isa)isa));
@@ -191,7 +183,7 @@ static void run_named_case(const dsops_dia_case *c)
     snprintf(l, sizeof l, "%s [%s]", c->name, dsops_isa_name((dsops_isa)isa));
     double t1 = now_s(), t2 = t1, t3 = t1, t4 = t1;
     dc_state *s = dc_state_make(&p->args);
-    if (set_tier(ctx, isa)) {
+    if (tu_set_tier(ctx, isa)) {
         dsops_prepared *prep = NULL;
         dsops_status st = dsops_sparse_attention_v32_prepare(ctx, &p->args, &prep);
         tu_check(st == DSOPS_OK, "%s: prepare: %s (%s)", l, dsops_status_name(st), dsops_last_error());

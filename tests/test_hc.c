@@ -43,20 +43,10 @@ static const tu_tol POST_F32_TOL = {1e-4, 1e-5, 0};
 
 /* ---- helpers ------------------------------------------------------------------------------------ */
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n ? n : 1, size);
-    if (!p) {
-        printf("out of memory\n");
-        exit(1);
-    }
-    return p;
-}
-
 /* n values of dtype dt (+ one guard element), uniform in [lo, hi) */
 static void *rand_buf(dsops_dtype dt, size_t n, float lo, float hi)
 {
-    void *p = xcalloc(n + 1, dsops_dtype_size(dt));
+    void *p = tu_calloc(n + 1, dsops_dtype_size(dt));
     for (size_t i = 0; i < n; i++) {
         float v = tu_rng_uniform(&rng, lo, hi);
         if (dt == DSOPS_FP32)
@@ -93,7 +83,7 @@ static int guard_kept(const void *p, dsops_dtype dt, size_t n)
 /* n values of dtype dt widened to fp32 */
 static float *widen(const void *p, dsops_dtype dt, size_t n)
 {
-    float *f = xcalloc(n, 4);
+    float *f = tu_calloc(n, 4);
     for (size_t i = 0; i < n; i++)
         f[i] = dt == DSOPS_FP32 ? ((const float *)p)[i] : tu_f32(((const uint16_t *)p)[i]);
     return f;
@@ -146,10 +136,10 @@ static void pre_make(pre_problem *p, int64_t T, int64_t HC, int64_t H, hc_data d
     }
     if (zero_token >= 0 && zero_token < T)
         memset((uint16_t *)p->x + zero_token * K, 0, (size_t)K * 2);
-    p->y = xcalloc((size_t)(T * H) + 1, 2);
-    p->post = xcalloc((size_t)(T * HC) + 1, 4);
-    p->comb = xcalloc((size_t)(T * HC * HC) + 1, 4);
-    p->pre = xcalloc((size_t)(T * HC) + 1, 4);
+    p->y = tu_calloc((size_t)(T * H) + 1, 2);
+    p->post = tu_calloc((size_t)(T * HC) + 1, 4);
+    p->comb = tu_calloc((size_t)(T * HC * HC) + 1, 4);
+    p->pre = tu_calloc((size_t)(T * HC) + 1, 4);
     int64_t xs[3] = {T, HC, H}, fs[2] = {M, K}, ss = 3, bs = M, ys[2] = {T, H}, ps[2] = {T, HC}, cs[3] = {T, HC, HC};
     dsops_hc_pre_init(&p->a, DSOPS_PRESET_V4_FLASH);
     p->a.x = dsops_tensor_make(p->x, DSOPS_BF16, 3, xs);
@@ -183,7 +173,7 @@ static void pre_free(pre_problem *p)
 static void pre_snapshot(const pre_problem *p, void **y, void **post, void **comb, void **pre)
 {
     size_t ny = (size_t)(p->T * p->H) + 1, ng = (size_t)(p->T * p->HC) + 1, nc = (size_t)(p->T * p->HC * p->HC) + 1;
-    *y = xcalloc(ny, 2), *post = xcalloc(ng, 4), *comb = xcalloc(nc, 4), *pre = xcalloc(ng, 4);
+    *y = tu_calloc(ny, 2), *post = tu_calloc(ng, 4), *comb = tu_calloc(nc, 4), *pre = tu_calloc(ng, 4);
     memcpy(*y, p->y, ny * 2), memcpy(*post, p->post, ng * 4), memcpy(*comb, p->comb, nc * 4);
     memcpy(*pre, p->pre, ng * 4);
 }
@@ -278,7 +268,7 @@ static void pre_same_y(int64_t T, int64_t HC, int64_t H)
     pre_problem p;
     pre_make(&p, T, HC, H, DATA_ILL, 20, 1e-6f, 1, -1);
     memset(p.fn, 0, (size_t)((2 + HC) * HC * HC * H) * 4);
-    uint16_t *y0 = xcalloc((size_t)(T * H), 2);
+    uint16_t *y0 = tu_calloc((size_t)(T * H), 2);
     for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
         dsops_context_set_isa(ctx, (dsops_isa)isa);
         pre_poison(&p);
@@ -344,7 +334,7 @@ static void post_case(int64_t T, int64_t HC, int64_t H, dsops_dtype xdt, dsops_d
     const size_t esz = dsops_dtype_size(xdt);
     void *x = rand_buf(xdt, nx, -10, 10), *res = rand_buf(xdt, nr, -10, 10);
     void *post = rand_buf(gdt, ng, -10, 10), *comb = rand_buf(gdt, nc, -10, 10);
-    void *out = xcalloc(nr + 1, esz), *ref = xcalloc(nr + 1, esz), *first = xcalloc(nr + 1, esz);
+    void *out = tu_calloc(nr + 1, esz), *ref = tu_calloc(nr + 1, esz), *first = tu_calloc(nr + 1, esz);
     int64_t xs[2] = {T, H}, rs[3] = {T, HC, H}, ps[2] = {T, HC}, cs[3] = {T, HC, HC};
     dsops_hc_post_args a;
     memset(&a, 0, sizeof a);
@@ -460,7 +450,7 @@ static void determinism_case(const det_spec *d)
                              memcmp(p.comb, comb0, (size_t)(p.T * p.HC * p.HC) * 4) == 0 &&
                              memcmp(p.pre, pre0, (size_t)(p.T * p.HC) * 4) == 0,
                          "%s [%s]: hc_pre differs with %d threads", d->label, dsops_isa_name((dsops_isa)isa), threads[k]);
-            out[k] = xcalloc(nr, es);
+            out[k] = tu_calloc(nr, es);
             if (d->in_place)
                 memcpy(out[k], res, nr * es);
             dsops_hc_post_args a;
@@ -560,9 +550,9 @@ static void hcpre_named_case(const dsops_hcpre_case *c)
         const int nw = case_windows(T, w0, wn);
         for (int w = 0; w < nw; w++) {
             const int64_t t0 = w0[w], n = wn[w];
-            uint16_t *ry = xcalloc((size_t)(n * H), 2);
-            float *rpost = xcalloc((size_t)(n * HC), 4), *rcomb = xcalloc((size_t)(n * HC * HC), 4);
-            float *rpre = xcalloc((size_t)(n * HC), 4);
+            uint16_t *ry = tu_calloc((size_t)(n * H), 2);
+            float *rpost = tu_calloc((size_t)(n * HC), 4), *rcomb = tu_calloc((size_t)(n * HC * HC), 4);
+            float *rpre = tu_calloc((size_t)(n * HC), 4);
             /* the oracle on tokens t0 .. t0+n-1 (tokens are independent) */
             dsops_hc_pre_args r = *a;
             r.x.data = (uint16_t *)a->x.data + t0 * HC * H;
@@ -610,7 +600,7 @@ static void hcpost_named_case(const dsops_hcpost_case *c)
         const int nw = case_windows(T, w0, wn);
         for (int w = 0; w < nw; w++) {
             const int64_t t0 = w0[w], n = wn[w];
-            void *ref = xcalloc((size_t)(n * row), esz);
+            void *ref = tu_calloc((size_t)(n * row), esz);
             const size_t pe = dsops_dtype_size(c->post_dtype);
             dsops_hc_post_args r = *a; /* the oracle on tokens t0 .. t0+n-1 */
             r.x.data = (char *)a->x.data + (size_t)(t0 * H) * esz;
@@ -984,8 +974,8 @@ static void test_prepared(void)
         return;
     dsops_hc_pre_args a = p->args;
     size_t ny = (size_t)c->T * (size_t)c->H, np = (size_t)c->T * (size_t)c->HC, nc = np * (size_t)c->HC;
-    uint16_t *y0 = xcalloc(ny, 2);
-    float *post0 = xcalloc(np, 4), *comb0 = xcalloc(nc, 4), *pre0 = xcalloc(np, 4);
+    uint16_t *y0 = tu_calloc(ny, 2);
+    float *post0 = tu_calloc(np, 4), *comb0 = tu_calloc(nc, 4), *pre0 = tu_calloc(np, 4);
     for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
         dsops_context_set_isa(ctx, (dsops_isa)isa);
         a.prepared = NULL;
@@ -1011,7 +1001,7 @@ static void test_prepared(void)
     dsops_context_set_isa(ctx, dsops_isa_detected());
     /* made from a copy of hc_fn (same values, another tensor): refused, nothing written */
     size_t nfn = (size_t)a.hc_fn.shape[0] * (size_t)a.hc_fn.shape[1];
-    float *fn2 = xcalloc(nfn, 4);
+    float *fn2 = tu_calloc(nfn, 4);
     memcpy(fn2, a.hc_fn.data, nfn * 4);
     dsops_hc_pre_args other = a;
     other.hc_fn.data = fn2;

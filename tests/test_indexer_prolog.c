@@ -24,27 +24,11 @@
 
 static dsops_context *ctx;
 
-static uint64_t label_seed(const char *label)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a of the label, mixed with the run seed */
-    for (const char *c = label; *c; c++)
-        h = (h ^ (unsigned char)*c) * 1099511628211ull;
-    return h ^ tu_seed();
-}
-
 static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int set_tier(dsops_context *c, int isa)
-{
-    if (dsops_context_set_isa(c, (dsops_isa)isa) != DSOPS_OK)
-        return 0;
-    return tu_check(dsops_context_isa(c) == (dsops_isa)isa, "context tier %s not taken (got %s)",
-                    dsops_isa_name((dsops_isa)isa), dsops_isa_name(dsops_context_isa(c)));
 }
 
 /* One library call: sentinels and snapshots first, then the call. */
@@ -98,10 +82,10 @@ static void run_problem(const char *label, const ip_spec *sp)
 {
     if (!tu_selected(label))
         return;
-    ip_problem *p = ip_make(sp, label_seed(label));
+    ip_problem *p = ip_make(sp, tu_label_seed(label));
     ip_ref *r = ip_reference(&p->args);
     for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
-        if (!set_tier(ctx, isa))
+        if (!tu_set_tier(ctx, isa))
             continue;
         char l[300];
         snprintf(l, sizeof l, "%s [%s]", label, dsops_isa_name((dsops_isa)isa));
@@ -408,10 +392,10 @@ static void test_threads(void)
         s.T = 13, s.H = 384, s.Q = 192, s.NI = 6, s.DI = 128, s.BS = 8;
         if (v == 2)
             s.no_hadamard_q = 1;
-        ip_problem *p = ip_make(&s, label_seed("threads") + (uint64_t)v);
+        ip_problem *p = ip_make(&s, tu_label_seed("threads") + (uint64_t)v);
         const int tiers[2] = {DSOPS_ISA_SCALAR, (int)dsops_isa_detected()};
         for (int ti = 0; ti < (tiers[1] == tiers[0] ? 1 : 2); ti++) {
-            if (!set_tier(c, tiers[ti]))
+            if (!tu_set_tier(c, tiers[ti]))
                 continue;
             unsigned char *first = NULL;
             size_t n0 = 0;
@@ -461,7 +445,7 @@ static void run_named_case(const dsops_idxp_case *c)
     char l[200];
     snprintf(l, sizeof l, "%s [%s]", c->name, dsops_isa_name((dsops_isa)isa));
     double t3 = now_s(), t4 = t3;
-    if (set_tier(ctx, isa)) {
+    if (tu_set_tier(ctx, isa)) {
         /* the prepared path on the smallest case of each variant only (the others repeat the weights' sizes) */
         const int with_prepared = strcmp(c->name, "v32_idx_prolog_int8_b4_s2_kv64k") == 0 ||
                                   strcmp(c->name, "v32_idx_prolog_bf16_b4_s2_kv64k") == 0;

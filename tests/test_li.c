@@ -30,22 +30,6 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static uint64_t label_seed(const char *label)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a of the label, mixed with the run seed */
-    for (const char *c = label; *c; c++)
-        h = (h ^ (unsigned char)*c) * 1099511628211ull;
-    return h ^ tu_seed();
-}
-
-static int set_tier(int isa)
-{
-    if (dsops_context_set_isa(ctx, (dsops_isa)isa) != DSOPS_OK)
-        return 0;
-    return tu_check(dsops_context_isa(ctx) == (dsops_isa)isa, "context tier %s not taken (got %s)",
-                    dsops_isa_name((dsops_isa)isa), dsops_isa_name(dsops_context_isa(ctx)));
-}
-
 /* ---- named cases ------------------------------------------------------------------------------------ */
 
 /* The detected tier runs every CI case; the lower tiers (whose full-size speed the benchmark tool
@@ -81,7 +65,7 @@ static void run_named_case(const dsops_li_case *c)
     for (int isa = DSOPS_ISA_SCALAR; isa <= top; isa++) {
         if (isa < top && p->ops > LOWER_TIER_OPS && !all_tiers)
             continue;
-        if (!set_tier(isa))
+        if (!tu_set_tier(ctx, isa))
             continue;
         char label[200];
         snprintf(label, sizeof label, "%s [%s]", c->name, dsops_isa_name((dsops_isa)isa));
@@ -131,10 +115,10 @@ static void run_problem(const char *label, const lp_spec *sp)
     if (!tu_selected(label))
         return;
     double t0 = now();
-    lp_problem *p = lp_make(sp, label_seed(label));
+    lp_problem *p = lp_make(sp, tu_label_seed(label));
     lp_compute_ref(p);
     for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
-        if (!set_tier(isa))
+        if (!tu_set_tier(ctx, isa))
             continue;
         char l[300];
         snprintf(l, sizeof l, "%s [%s]", label, dsops_isa_name((dsops_isa)isa));

@@ -21,27 +21,11 @@
 
 static dsops_context *ctx;
 
-static uint64_t label_seed(const char *label)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a of the label, mixed with the run seed */
-    for (const char *c = label; *c; c++)
-        h = (h ^ (unsigned char)*c) * 1099511628211ull;
-    return h ^ tu_seed();
-}
-
 static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int set_tier(dsops_context *c, int isa)
-{
-    if (dsops_context_set_isa(c, (dsops_isa)isa) != DSOPS_OK)
-        return 0;
-    return tu_check(dsops_context_isa(c) == (dsops_isa)isa, "context tier %s not taken (got %s)",
-                    dsops_isa_name((dsops_isa)isa), dsops_isa_name(dsops_context_isa(c)));
 }
 
 /* One library call on a prepared problem: sentinels and snapshots first, then the call. */
@@ -95,10 +79,10 @@ static void run_problem(const char *label, const mp_spec *sp)
 {
     if (!tu_selected(label))
         return;
-    mp_problem *p = mp_make(sp, label_seed(label));
+    mp_problem *p = mp_make(sp, tu_label_seed(label));
     mp_ref *r = mp_reference(&p->args);
     for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
-        if (!set_tier(ctx, isa))
+        if (!tu_set_tier(ctx, isa))
             continue;
         char l[300];
         snprintf(l, sizeof l, "%s [%s]", label, dsops_isa_name((dsops_isa)isa));
@@ -342,10 +326,10 @@ static void test_threads(void)
     for (int v = 0; v < 3; v++) {
         mp_spec s = base_spec(v != 0, (dsops_kv_layout)v);
         s.T = 13, s.H = 384, s.Q = 192, s.N = 6, s.Dqn = 64, s.Dc = 512, s.BS = 8;
-        mp_problem *p = mp_make(&s, label_seed("threads") + (uint64_t)v);
+        mp_problem *p = mp_make(&s, tu_label_seed("threads") + (uint64_t)v);
         const int tiers[2] = {DSOPS_ISA_SCALAR, (int)dsops_isa_detected()};
         for (int ti = 0; ti < (tiers[1] == tiers[0] ? 1 : 2); ti++) {
-            if (!set_tier(c, tiers[ti]))
+            if (!tu_set_tier(c, tiers[ti]))
                 continue;
             unsigned char *first = NULL;
             size_t n0 = 0;
@@ -395,7 +379,7 @@ static void run_named_case(const dsops_mlap_case *c)
     char l[200];
     snprintf(l, sizeof l, "%s [%s]", c->name, dsops_isa_name((dsops_isa)isa));
     double t3 = now_s(), t4 = t3;
-    if (set_tier(ctx, isa)) {
+    if (tu_set_tier(ctx, isa)) {
         /* the prepared path on the smallest case only (the others repeat the same weights' sizes) */
         int with_prepared = strcmp(c->name, "v32_mla_prolog_int8_b4_s2_kv1k") == 0;
         t3 = now_s();

@@ -25,19 +25,9 @@ static tu_rng rng;
 
 /* ---- helpers ------------------------------------------------------------------------------------ */
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n ? n : 1, size);
-    if (!p) {
-        printf("out of memory\n");
-        exit(1);
-    }
-    return p;
-}
-
 static uint16_t *rand_bf16(size_t n, float lo, float hi)
 {
-    uint16_t *p = xcalloc(n, 2);
+    uint16_t *p = tu_calloc(n, 2);
     for (size_t i = 0; i < n; i++)
         p[i] = tu_bf16(tu_rng_uniform(&rng, lo, hi));
     return p;
@@ -45,7 +35,7 @@ static uint16_t *rand_bf16(size_t n, float lo, float hi)
 
 static float *rand_f32(size_t n, float lo, float hi)
 {
-    float *p = xcalloc(n, 4);
+    float *p = tu_calloc(n, 4);
     for (size_t i = 0; i < n; i++)
         p[i] = tu_rng_uniform(&rng, lo, hi);
     return p;
@@ -72,17 +62,9 @@ static int64_t first_byte_diff(const void *a, const void *b, size_t n)
     return -1;
 }
 
-static float *widen_bf16(const uint16_t *h, size_t n)
-{
-    float *f = xcalloc(n, 4);
-    for (size_t i = 0; i < n; i++)
-        f[i] = tu_f32(h[i]);
-    return f;
-}
-
 static int compare_bf16(const char *label, const uint16_t *out, const uint16_t *ref, size_t n, tu_tol tol)
 {
-    float *o = widen_bf16(out, n), *r = widen_bf16(ref, n);
+    float *o = tu_widen_bf16(out, n), *r = tu_widen_bf16(ref, n);
     int ok = tu_compare_close(label, o, r, n, tol, NULL);
     free(o);
     free(r);
@@ -132,7 +114,7 @@ static void test_rows(void)
     for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
         int n = widths[wi];
         float *v = rand_f32((size_t)n, -3, 3), *g = rand_f32((size_t)n, 0.5f, 1.5f), *b = rand_f32((size_t)n, -1, 1);
-        float *y = xcalloc((size_t)n, 4), *r = xcalloc((size_t)n, 4), *vin = xcalloc((size_t)n, 4);
+        float *y = tu_calloc((size_t)n, 4), *r = tu_calloc((size_t)n, 4), *vin = tu_calloc((size_t)n, 4);
         for (int k = 0; k < 3; k++) {
             float eps = epss[k];
             const float *gg = k == 1 ? NULL : g;
@@ -207,7 +189,7 @@ static void test_rows(void)
     for (size_t di = 0; di < 4; di++) {
         int d = ds[di];
         float *v = rand_f32((size_t)d, -2, 2), *hm = rand_f32((size_t)d * d, -1, 1);
-        float *y = xcalloc((size_t)d, 4), *r = xcalloc((size_t)d, 4);
+        float *y = tu_calloc((size_t)d, 4), *r = tu_calloc((size_t)d, 4);
         dsops_hadamard_row(v, d, hm, y);
         dsops_ref_hadamard_row(v, d, hm, r);
         tu_check(first_float_diff(y, r, (size_t)d) < 0, "rows: hadamard_row d %d differs from the oracle", d);
@@ -229,7 +211,7 @@ static void rmsnorm_case(int64_t T, int64_t W, int64_t pad, dsops_dtype wdt, flo
         return;
     int64_t ld = W + pad;
     size_t n = (size_t)(T * ld);
-    uint16_t *x = rand_bf16(n, lo, hi), *y = xcalloc(n, 2), *yr = xcalloc(n, 2);
+    uint16_t *x = rand_bf16(n, lo, hi), *y = tu_calloc(n, 2), *yr = tu_calloc(n, 2);
     if (T > 1)
         x[ld + W / 2] = tu_bf16(hi * 1e3f); /* an outlier in row 1 */
     for (size_t i = 0; i < n; i++)
@@ -309,15 +291,15 @@ static void rope_tables_case(const char *name, dsops_preset preset, int no_yarn,
              dsops_dtype_name(dt), (long long)T);
     if (!tu_selected(label))
         return;
-    int64_t *pos = xcalloc((size_t)T, 8);
+    int64_t *pos = tu_calloc((size_t)T, 8);
     static const int64_t special[] = {0, 1, 2, 4095, 4096, 65535, 65536, 16777216, 16777217, 123456789,
                                       1000000, 2147483647};
     for (int64_t t = 0; t < T; t++)
         pos[t] = t < 12 ? special[t] : (t % 3 ? tu_rng_int(&rng, 0, 200000) : tu_rng_int(&rng, 0, 2147483647));
     size_t esz = dsops_dtype_size(dt);
-    void *c = xcalloc((size_t)T * 64, esz), *s = xcalloc((size_t)T * 64, esz);
-    void *cr = xcalloc((size_t)T * 64, esz), *sr = xcalloc((size_t)T * 64, esz);
-    double *cd = xcalloc((size_t)T * 64, 8), *sd = xcalloc((size_t)T * 64, 8);
+    void *c = tu_calloc((size_t)T * 64, esz), *s = tu_calloc((size_t)T * 64, esz);
+    void *cr = tu_calloc((size_t)T * 64, esz), *sr = tu_calloc((size_t)T * 64, esz);
+    double *cd = tu_calloc((size_t)T * 64, 8), *sd = tu_calloc((size_t)T * 64, 8);
     dsops_rope_tables_args a;
     dsops_rope_tables_init(&a, preset);
     if (no_yarn) {
@@ -454,7 +436,7 @@ static void rope_apply_case(int64_t T, int64_t N, int64_t W, int64_t pad, int of
                 continue;
             int64_t ld = W + pad;
             size_t n = (size_t)(T * N * ld);
-            uint16_t *x = rand_bf16(n, -4, 4), *y = xcalloc(n, 2), *yr = xcalloc(n, 2);
+            uint16_t *x = rand_bf16(n, -4, 4), *y = tu_calloc(n, 2), *yr = tu_calloc(n, 2);
             for (size_t i = 0; i < n; i++)
                 y[i] = yr[i] = 0x7fa5;
             void *c, *s;
@@ -567,7 +549,7 @@ static void test_hadamard(void)
         for (int k = 0; k < 2; k++) {
             dsops_dtype dt = k ? DSOPS_BF16 : DSOPS_FP32;
             size_t esz = dsops_dtype_size(dt);
-            void *m = xcalloc((size_t)(d * d), esz), *mr = xcalloc((size_t)(d * d), esz);
+            void *m = tu_calloc((size_t)(d * d), esz), *mr = tu_calloc((size_t)(d * d), esz);
             int64_t sh[2] = {d, d};
             dsops_tensor t = dsops_tensor_make(m, dt, 2, sh), tr = dsops_tensor_make(mr, dt, 2, sh);
             dsops_status st = dsops_hadamard_matrix(NULL, &t);
@@ -603,8 +585,8 @@ static void quant_run(const char *label, const void *x, dsops_dtype xdt, int64_t
                       int8_t *q_out, float *s_out)
 {
     int64_t xs[2] = {R, W}, ss[2] = {R, W / G};
-    int8_t *q = xcalloc((size_t)(R * W), 1), *qr = xcalloc((size_t)(R * W), 1);
-    float *s = xcalloc((size_t)(R * W / G), 4), *sr = xcalloc((size_t)(R * W / G), 4);
+    int8_t *q = tu_calloc((size_t)(R * W), 1), *qr = tu_calloc((size_t)(R * W), 1);
+    float *s = tu_calloc((size_t)(R * W / G), 4), *sr = tu_calloc((size_t)(R * W / G), 4);
     dsops_quant_q8_args a;
     memset(&a, 0, sizeof a);
     a.x = dsops_tensor_make((void *)x, xdt, 2, xs);
@@ -619,7 +601,7 @@ static void quant_run(const char *label, const void *x, dsops_dtype xdt, int64_t
     dsops_status st = dsops_quant_q8(ctx, &a);
     if (tu_check(st == DSOPS_OK, "%s: %s (%s)", label, dsops_status_name(st), dsops_last_error())) {
         size_t nq = (size_t)(R * W), ns = (size_t)(R * W / G);
-        float *qf = xcalloc(nq, 4), *qrf = xcalloc(nq, 4);
+        float *qf = tu_calloc(nq, 4), *qrf = tu_calloc(nq, 4);
         for (size_t i = 0; i < nq; i++)
             qf[i] = q[i], qrf[i] = qr[i];
         char l2[200];
@@ -649,14 +631,14 @@ static void test_quant_q8(void)
             if (!tu_selected(label))
                 continue;
             /* rows of very different magnitudes */
-            float *xf = xcalloc((size_t)(R * ld), 4);
+            float *xf = tu_calloc((size_t)(R * ld), 4);
             for (int64_t r = 0; r < R; r++) {
                 float mag = powf(10.0f, tu_rng_uniform(&rng, -20, 20));
                 for (int64_t i = 0; i < ld; i++)
                     xf[r * ld + i] = tu_rng_uniform(&rng, -mag, mag);
             }
             if (bf) {
-                uint16_t *xb = xcalloc((size_t)(R * ld), 2);
+                uint16_t *xb = tu_calloc((size_t)(R * ld), 2);
                 for (int64_t i = 0; i < R * ld; i++)
                     xb[i] = tu_bf16(xf[i]);
                 quant_run(label, xb, DSOPS_BF16, R, W, shapes[k].pad, shapes[k].G, NULL, NULL);
@@ -750,12 +732,12 @@ static void cache_store_case(const char *name, const cs_setup *c, const int64_t 
             src[2 * W + i] = 0; /* an all-zero group */
     if (T > 3)
         src[3 * W + W - 1] = TU_BF16_NAN;
-    int64_t *idx = xcalloc((size_t)T, 8);
+    int64_t *idx = tu_calloc((size_t)T, 8);
     if (idx_in) {
         memcpy(idx, idx_in, (size_t)T * 8);
     } else {
         /* distinct slots from a shuffled range, with some padding tokens */
-        int64_t *perm = xcalloc((size_t)rows, 8);
+        int64_t *perm = tu_calloc((size_t)rows, 8);
         for (int64_t i = 0; i < rows; i++)
             perm[i] = i;
         for (int64_t i = rows - 1; i > 0; i--) {
@@ -768,8 +750,8 @@ static void cache_store_case(const char *name, const cs_setup *c, const int64_t 
     }
     size_t esz = dsops_dtype_size(c->cdt), ssz = dsops_dtype_size(c->sdt);
     size_t cbytes = (size_t)(rows * ld) * esz, sbytes = (size_t)(rows * ng) * ssz;
-    unsigned char *cache = xcalloc(cbytes, 1), *cref = xcalloc(cbytes, 1), *before = xcalloc(cbytes, 1);
-    unsigned char *scale = xcalloc(sbytes, 1), *sref = xcalloc(sbytes, 1), *sbefore = xcalloc(sbytes, 1);
+    unsigned char *cache = tu_calloc(cbytes, 1), *cref = tu_calloc(cbytes, 1), *before = tu_calloc(cbytes, 1);
+    unsigned char *scale = tu_calloc(sbytes, 1), *sref = tu_calloc(sbytes, 1), *sbefore = tu_calloc(sbytes, 1);
     for (size_t i = 0; i < cbytes; i++)
         before[i] = (unsigned char)(tu_rng_u64(&rng) >> 56); /* garbage, NaN patterns included */
     for (size_t i = 0; i < sbytes; i++)
@@ -797,7 +779,7 @@ static void cache_store_case(const char *name, const cs_setup *c, const int64_t 
     if (!tu_check(st == DSOPS_OK, "%s: %s (%s)", label, dsops_status_name(st), dsops_last_error()))
         goto done;
     /* untouched rows and padding: bit-identical to before */
-    char *touched = xcalloc((size_t)rows, 1);
+    char *touched = tu_calloc((size_t)rows, 1);
     for (int64_t t = 0; t < T; t++)
         if (idx[t] >= 0)
             touched[idx[t]] = 1;
@@ -817,8 +799,8 @@ static void cache_store_case(const char *name, const cs_setup *c, const int64_t 
     size_t nt = 0;
     for (int64_t s = 0; s < rows; s++)
         nt += touched[s];
-    float *o = xcalloc(nt * (size_t)W, 4), *rf = xcalloc(nt * (size_t)W, 4);
-    float *so = xcalloc(nt * (size_t)ng, 4), *sr = xcalloc(nt * (size_t)ng, 4);
+    float *o = tu_calloc(nt * (size_t)W, 4), *rf = tu_calloc(nt * (size_t)W, 4);
+    float *so = tu_calloc(nt * (size_t)ng, 4), *sr = tu_calloc(nt * (size_t)ng, 4);
     size_t k = 0;
     for (int64_t s = 0; s < rows; s++) {
         if (!touched[s])
@@ -1000,12 +982,12 @@ static void test_determinism(void)
     static const int threads[3] = {1, 2, 3};
     for (int k = 0; k < 3; k++) {
         set_threads(threads[k]);
-        y[k] = xcalloc((size_t)T * N * W + (size_t)T * W, 2); /* rope_apply output, then rmsnorm output */
-        q[k] = xcalloc((size_t)T * W, 1);
-        sc[k] = xcalloc((size_t)T * 8, 4);
-        cosf[k] = xcalloc((size_t)T * 128, 4);
-        cache[k] = xcalloc(128 * (size_t)W, 1);
-        cscale[k] = xcalloc(128 * 8, 2);
+        y[k] = tu_calloc((size_t)T * N * W + (size_t)T * W, 2); /* rope_apply output, then rmsnorm output */
+        q[k] = tu_calloc((size_t)T * W, 1);
+        sc[k] = tu_calloc((size_t)T * 8, 4);
+        cosf[k] = tu_calloc((size_t)T * 128, 4);
+        cache[k] = tu_calloc(128 * (size_t)W, 1);
+        cscale[k] = tu_calloc(128 * 8, 2);
         int64_t s2[2] = {T, W}, s3[3] = {T, N, W}, ts[2] = {T, 64}, tn = T, ss[2] = {T, 8}, cs3[3] = {16, 8, W},
                 sc3[3] = {16, 8, 8};
         dsops_status st[5];

@@ -38,32 +38,6 @@ static const tu_tol LSE_TOL = {1e-6, 8.01 / 65536, 0.005};
 #define GUARD_F32 0x7fa5a5a5u
 #define NAN_BF16 ((uint16_t)0x7fc0u)
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n ? n : 1, size);
-    if (!p) {
-        printf("out of memory\n");
-        exit(1);
-    }
-    return p;
-}
-
-static uint64_t label_seed(const char *label)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a of the label, mixed with the run seed */
-    for (const char *c = label; *c; c++)
-        h = (h ^ (unsigned char)*c) * 1099511628211ull;
-    return h ^ tu_seed();
-}
-
-static int set_tier(int isa)
-{
-    if (dsops_context_set_isa(ctx, (dsops_isa)isa) != DSOPS_OK)
-        return 0;
-    return tu_check(dsops_context_isa(ctx) == (dsops_isa)isa, "context tier %s not taken (got %s)",
-                    dsops_isa_name((dsops_isa)isa), dsops_isa_name(dsops_context_isa(ctx)));
-}
-
 static void set_threads(int n)
 {
     if (dsops_context_set_threads(ctx, n) != DSOPS_OK) {
@@ -84,7 +58,7 @@ typedef struct guarded {
 
 static guarded guarded_make(size_t n, size_t esz)
 {
-    guarded g = {xcalloc(n + 2, esz), n, esz};
+    guarded g = {tu_calloc(n + 2, esz), n, esz};
     return g;
 }
 
@@ -175,8 +149,8 @@ static void build_pool(tu_rng *r, int64_t B, uint8_t **need, const int64_t *nrow
         if (cols + 1 > MB)
             MB = cols + 1;             /* one column more than needed: never read */
     }
-    int32_t *tb = xcalloc((size_t)(B * MB) + 1, 4);
-    int64_t *owner = xcalloc((size_t)(B * MB) + 2, sizeof(int64_t)); /* needed (b, col) pairs as b * MB + col */
+    int32_t *tb = tu_calloc((size_t)(B * MB) + 1, 4);
+    int64_t *owner = tu_calloc((size_t)(B * MB) + 2, sizeof(int64_t)); /* needed (b, col) pairs as b * MB + col */
     for (int64_t b = 0; b < B; b++)
         for (int64_t c = 0; c < MB; c++) {
             int needed = 0;
@@ -186,7 +160,7 @@ static void build_pool(tu_rng *r, int64_t B, uint8_t **need, const int64_t *nrow
                 owner[Nn++] = b * MB + c;
         }
     const int64_t NB = Nn + 2;
-    int64_t *perm = xcalloc((size_t)NB, sizeof(int64_t));
+    int64_t *perm = tu_calloc((size_t)NB, sizeof(int64_t));
     for (int64_t i = 0; i < NB; i++)
         perm[i] = i;
     for (int64_t i = NB - 1; i > 0; i--) {
@@ -198,7 +172,7 @@ static void build_pool(tu_rng *r, int64_t B, uint8_t **need, const int64_t *nrow
         int64_t k = tu_rng_int(r, 0, 4);
         tb[i] = k < 4 ? junk[k] : (int32_t)tu_rng_int(r, 0, NB - 1); /* unneeded: any value */
     }
-    uint16_t *pl = xcalloc((size_t)(NB * BS * Dp) + 1, 2);
+    uint16_t *pl = tu_calloc((size_t)(NB * BS * Dp) + 1, 2);
     for (int64_t i = 0; i < NB * BS * Dp; i++)
         pl[i] = NAN_BF16;
     for (int64_t i = 0; i < Nn; i++) {
@@ -224,7 +198,7 @@ static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 
 static sp_problem *sp_make(const sp_spec *spec, uint64_t seed)
 {
-    sp_problem *p = xcalloc(1, sizeof *p);
+    sp_problem *p = tu_calloc(1, sizeof *p);
     p->s = *spec;
     sp_spec *s = &p->s;
     if (s->scale == 0.0f)
@@ -237,8 +211,8 @@ static sp_problem *sp_make(const sp_spec *spec, uint64_t seed)
     tu_rng_seed(&r, seed);
     const int64_t B = s->B, N = s->N, D = s->D, Dp = D + s->pad;
     p->B = B, p->Dp = Dp;
-    p->cu = xcalloc((size_t)B + 1, 4);
-    p->used = xcalloc((size_t)B + 1, 4);
+    p->cu = tu_calloc((size_t)B + 1, 4);
+    p->used = tu_calloc((size_t)B + 1, 4);
     for (int64_t b = 0; b < B; b++)
         p->cu[b + 1] = p->cu[b] + s->S[b], p->used[b] = s->seqused[b];
     const int64_t T = p->T = p->cu[B];
@@ -246,16 +220,16 @@ static sp_problem *sp_make(const sp_spec *spec, uint64_t seed)
     const int64_t K = p->K = sparse ? s->K : 0;
 
     /* q with NaN padding */
-    p->q = xcalloc((size_t)(T * N * Dp) + 1, 2);
+    p->q = tu_calloc((size_t)(T * N * Dp) + 1, 2);
     for (int64_t i = 0; i < T * N * Dp; i++)
         p->q[i] = i % Dp < D ? tu_bf16(tu_rng_uniform(&r, -s->qamp, s->qamp)) : NAN_BF16;
 
     /* cmp_topk_length, then the index rows (entries past each token's count are junk) */
-    int64_t *cnt = xcalloc((size_t)T + 1, sizeof(int64_t));
+    int64_t *cnt = tu_calloc((size_t)T + 1, sizeof(int64_t));
     if (sparse) {
-        p->len = xcalloc((size_t)T + 1, 4);
-        p->idx = xcalloc((size_t)(T * K) + 1, 4);
-        int32_t *vendor_row = xcalloc((size_t)K + 1, 4);
+        p->len = tu_calloc((size_t)T + 1, 4);
+        p->idx = tu_calloc((size_t)(T * K) + 1, 4);
+        int32_t *vendor_row = tu_calloc((size_t)K + 1, 4);
         for (int64_t b = 0; b < B; b++) {
             const int64_t NC = p->used[b] / s->cmp_ratio, S_b = s->S[b];
             /* docs/CASES.md: 0 ... NC-1 then zeros, or the first K of a permutation of 0 ... NC-1 */
@@ -263,7 +237,7 @@ static sp_problem *sp_make(const sp_spec *spec, uint64_t seed)
                 for (int64_t j = 0; j < K; j++)
                     vendor_row[j] = (int32_t)(j < NC ? j : 0);
             } else {
-                int32_t *perm = xcalloc((size_t)NC, 4);
+                int32_t *perm = tu_calloc((size_t)NC, 4);
                 for (int64_t i = 0; i < NC; i++)
                     perm[i] = (int32_t)i;
                 for (int64_t i = 0; i < K; i++) {
@@ -328,8 +302,8 @@ static sp_problem *sp_make(const sp_spec *spec, uint64_t seed)
     for (int64_t b = 0; b < B; b++) {
         wrows[b] = p->used[b];
         crows[b] = p->used[b] / s->cmp_ratio;
-        wneed[b] = xcalloc((size_t)wrows[b] + 1, 1);
-        cneed[b] = xcalloc((size_t)crows[b] + 1, 1);
+        wneed[b] = tu_calloc((size_t)wrows[b] + 1, 1);
+        cneed[b] = tu_calloc((size_t)crows[b] + 1, 1);
         for (int64_t t = p->cu[b]; t < p->cu[b + 1]; t++) {
             const int64_t L = token_L(p, b, t), Lp = L > 0 ? L : 0;
             const int64_t w = imin(Lp, s->win_size);
@@ -357,7 +331,7 @@ static sp_problem *sp_make(const sp_spec *spec, uint64_t seed)
 
     /* sinks */
     if (s->sinks != SINK_NONE) {
-        p->sinks = xcalloc((size_t)N, 4);
+        p->sinks = tu_calloc((size_t)N, 4);
         static const float extreme[7] = {INFINITY, -INFINITY, 1e30f, -1e30f, 20.0f, -20.0f, 0.0f};
         for (int64_t h = 0; h < N; h++) {
             switch (s->sinks) {
@@ -371,8 +345,8 @@ static sp_problem *sp_make(const sp_spec *spec, uint64_t seed)
 
     p->out = guarded_make((size_t)(T * N * Dp), 2);
     p->lse = guarded_make((size_t)(T * N), 4);
-    p->ref_out = xcalloc((size_t)(T * N * D) + 1, 2);
-    p->ref_lse = xcalloc((size_t)(T * N) + 1, 4);
+    p->ref_out = tu_calloc((size_t)(T * N * D) + 1, 2);
+    p->ref_lse = tu_calloc((size_t)(T * N) + 1, 4);
 
     /* args: strided views where pad > 0 */
     dsops_sas_args *a = &p->args;
@@ -440,7 +414,7 @@ static void check_outputs(const char *label, const dsops_sas_args *a, const guar
     const int64_t T = a->q.shape[0], N = a->q.shape[1], D = a->q.shape[2];
     const size_t n = (size_t)(T * N * D);
     const uint16_t *ov = guarded_view(out);
-    float *o = xcalloc(n + 1, 4), *r = xcalloc(n + 1, 4);
+    float *o = tu_calloc(n + 1, 4), *r = tu_calloc(n + 1, 4);
     for (int64_t t = 0; t < T; t++)
         for (int64_t h = 0; h < N; h++)
             for (int64_t d = 0; d < D; d++) {
@@ -507,10 +481,10 @@ static void run_problem(const char *label, const sp_spec *s)
 {
     if (!tu_selected(label))
         return;
-    sp_problem *p = sp_make(s, label_seed(label));
+    sp_problem *p = sp_make(s, tu_label_seed(label));
     sp_reference(p);
     for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
-        if (!set_tier(isa))
+        if (!tu_set_tier(ctx, isa))
             continue;
         char l[300];
         snprintf(l, sizeof l, "%s [%s]", label, dsops_isa_name((dsops_isa)isa));
@@ -823,11 +797,11 @@ static void test_edges(void)
         run_problem("v4_scfa_edge_kv5_s2 causal count", &s);
         s.len = LEN_VENDOR;
         run_problem("v4_scfa_edge_kv5_s2 vendor count", &s);
-        sp_problem *p = sp_make(&s, label_seed("v4_scfa_edge_kv5_s2"));
+        sp_problem *p = sp_make(&s, tu_label_seed("v4_scfa_edge_kv5_s2"));
         tu_check(p->len[0] == 0 && p->len[1] == 1, "v4_scfa_edge_kv5_s2: vendor counts %d, %d, expected 0, 1",
                  p->len[0], p->len[1]);
         const size_t row = (size_t)(s.N * s.D);
-        uint16_t *vendor = xcalloc(row, 2);
+        uint16_t *vendor = tu_calloc(row, 2);
         dsops_status st = sp_run(p);
         memcpy(vendor, guarded_view(&p->out), row * 2);
         p->len[0] = 0; /* token 0 window-only */
@@ -843,7 +817,7 @@ static void test_edges(void)
         s = scfa_spec();
         s.win_size = 0, s.idx = IDX_ALL_INVALID, s.len = LEN_NONE;
         run_problem("v4_sas_edge_lonely", &s);
-        sp_problem *p = sp_make(&s, label_seed("v4_sas_edge_lonely"));
+        sp_problem *p = sp_make(&s, tu_label_seed("v4_sas_edge_lonely"));
         dsops_status st = sp_run(p);
         size_t bad = 0;
         const uint16_t *o = guarded_view(&p->out);
@@ -873,13 +847,13 @@ static void test_edges(void)
     for (int mi = 0; mi < 3; mi++) {
         s = scfa_spec();
         s.p_mode = modes[mi], s.p_tile = 5, s.sinks = SINK_RAND;
-        sp_problem *p = sp_make(&s, label_seed("v4_sas_edge_sink_inf"));
+        sp_problem *p = sp_make(&s, tu_label_seed("v4_sas_edge_sink_inf"));
         const int64_t T = p->T, N = s.N, no = T * N * p->Dp;
         float *sk = p->sinks;
-        uint16_t *out0 = xcalloc((size_t)no + 1, 2);
-        float *lse0 = xcalloc((size_t)(T * N) + 1, 4);
+        uint16_t *out0 = tu_calloc((size_t)no + 1, 2);
+        float *lse0 = tu_calloc((size_t)(T * N) + 1, 4);
         for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
-            if (!set_tier(isa))
+            if (!tu_set_tier(ctx, isa))
                 continue;
             char l[200];
             snprintf(l, sizeof l, "v4_sas_edge_sink_inf p_mode %d [%s]", (int)modes[mi], dsops_isa_name((dsops_isa)isa));
@@ -936,10 +910,10 @@ static void test_determinism(void)
     for (int k = 0; k < 4; k++) {
         char name[80];
         snprintf(name, sizeof name, "determinism %s", names[k]);
-        sp_problem *p = sp_make(&specs[k], label_seed(name));
+        sp_problem *p = sp_make(&specs[k], tu_label_seed(name));
         const size_t no = p->out.n + 2, nl = p->lse.n + 2;
-        uint16_t *o1 = xcalloc(no, 2);
-        float *l1 = xcalloc(nl, 4);
+        uint16_t *o1 = tu_calloc(no, 2);
+        float *l1 = tu_calloc(nl, 4);
         for (int ti = 0; ti < 2; ti++) {
             dsops_context_set_isa(ctx, tiers[ti]);
             for (int threads = 1; threads <= 3; threads++) {
@@ -996,8 +970,8 @@ static void run_named_case(const dsops_sas_case *c)
         return;
     dsops_sas_args a = p->args;
     const int64_t T = a.q.shape[0], N = a.q.shape[1], D = a.q.shape[2];
-    uint16_t *ref_out = xcalloc((size_t)(T * N * D) + 1, 2);
-    float *ref_lse = xcalloc((size_t)(T * N) + 1, 4);
+    uint16_t *ref_out = tu_calloc((size_t)(T * N * D) + 1, 2);
+    float *ref_lse = tu_calloc((size_t)(T * N) + 1, 4);
     dsops_sas_args r = a;
     r.out = dsops_tensor_make(ref_out, DSOPS_BF16, 3, (int64_t[]){T, N, D});
     r.lse = dsops_tensor_make(ref_lse, DSOPS_FP32, 2, (int64_t[]){T, N});
@@ -1010,7 +984,7 @@ static void run_named_case(const dsops_sas_case *c)
         a.lse = dsops_tensor_make(guarded_view(&lse), DSOPS_FP32, 2, (int64_t[]){T, N});
     const int every_tier = case_flops(c) < 0.5e9;
     for (int isa = every_tier ? DSOPS_ISA_SCALAR : (int)dsops_isa_detected(); isa <= (int)dsops_isa_detected(); isa++) {
-        if (!set_tier(isa))
+        if (!tu_set_tier(ctx, isa))
             continue;
         char l[200];
         snprintf(l, sizeof l, "%s [%s]", c->name, dsops_isa_name((dsops_isa)isa));

@@ -17,22 +17,6 @@
 
 static dsops_context *ctx;
 
-static uint64_t label_seed(const char *label)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a of the label, mixed with the run seed */
-    for (const char *c = label; *c; c++)
-        h = (h ^ (unsigned char)*c) * 1099511628211ull;
-    return h ^ tu_seed();
-}
-
-static int set_tier(int isa)
-{
-    if (dsops_context_set_isa(ctx, (dsops_isa)isa) != DSOPS_OK)
-        return 0;
-    return tu_check(dsops_context_isa(ctx) == (dsops_isa)isa, "context tier %s not taken (got %s)",
-                    dsops_isa_name((dsops_isa)isa), dsops_isa_name(dsops_context_isa(ctx)));
-}
-
 /* ---- named cases ------------------------------------------------------------------------------------ */
 
 static void run_named_case(const dsops_sfa_case *c)
@@ -46,7 +30,7 @@ static void run_named_case(const dsops_sfa_case *c)
     float *ref_lse;
     tp_reference_of(&p->args, &ref_out, &ref_lse);
     for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
-        if (!set_tier(isa))
+        if (!tu_set_tier(ctx, isa))
             continue;
         char label[200];
         snprintf(label, sizeof label, "%s [%s]", c->name, dsops_isa_name((dsops_isa)isa));
@@ -83,10 +67,10 @@ static void run_problem(const char *label, const tp_spec *sp)
 {
     if (!tu_selected(label))
         return;
-    tp_problem *p = tp_make(sp, label_seed(label));
+    tp_problem *p = tp_make(sp, tu_label_seed(label));
     tp_compute_ref(p);
     for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
-        if (!set_tier(isa))
+        if (!tu_set_tier(ctx, isa))
             continue;
         char l[300];
         snprintf(l, sizeof l, "%s [%s]", label, dsops_isa_name((dsops_isa)isa));

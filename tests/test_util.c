@@ -126,6 +126,22 @@ dsops_context *tu_context(void)
     return ctx;
 }
 
+int tu_set_tier(dsops_context *ctx, dsops_isa isa)
+{
+    if (dsops_context_set_isa(ctx, isa) != DSOPS_OK)
+        return 0;
+    return tu_check(dsops_context_isa(ctx) == isa, "context tier %s not taken (got %s)", dsops_isa_name(isa),
+                    dsops_isa_name(dsops_context_isa(ctx)));
+}
+
+uint64_t tu_label_seed(const char *label)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (const char *c = label; *c; c++)
+        h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    return h ^ seed;
+}
+
 /* ---- generator: splitmix64 --------------------------------------------------------------------- */
 
 void tu_rng_seed(tu_rng *r, uint64_t s) { r->s = s; }
@@ -174,6 +190,14 @@ float tu_f32(uint16_t h)
 }
 
 float tu_round_bf16(float f) { return tu_f32(tu_bf16(f)); }
+
+float *tu_widen_bf16(const uint16_t *h, size_t n)
+{
+    float *f = tu_calloc(n, sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        f[i] = tu_f32(h[i]);
+    return f;
+}
 
 /* ---- compare_close ------------------------------------------------------------------------------- */
 
@@ -269,6 +293,16 @@ void *tu_alloc(size_t n)
         exit(1);
     }
     memset(p, 0, size);
+    return p;
+}
+
+void *tu_calloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) {
+        printf("out of memory (%zu x %zu bytes)\n", n, size);
+        exit(1);
+    }
     return p;
 }
 

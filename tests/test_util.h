@@ -1,5 +1,5 @@
-/* Small test support shared by the test programs: pass/fail counters, a seeded generator, bf16 helpers
- * and compare_close of docs/OPERATORS.md §1.8.
+/* Small test support shared by the test programs: pass/fail counters, tier selection, a seeded generator
+ * and per-label seeds, bf16 helpers, compare_close of docs/OPERATORS.md §1.8 and checked allocations.
  *
  * Every test program calls tu_init() first and ends with `return tu_finish();`, which prints the line
  * "N passed, N failed" and returns non-zero when anything failed. On the first failure the seed and a
@@ -36,6 +36,12 @@ int tu_check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)))
 int tu_finish(void);
 /* A context for the whole program; prints the reason and exits with status 1 when none can be made. */
 dsops_context *tu_context(void);
+/* Puts ctx on tier isa: 0 when the context refuses it (a tier the CPU lacks), else one check that the
+ * context reports the tier. */
+int tu_set_tier(dsops_context *ctx, dsops_isa isa);
+/* The seed of a labelled problem: FNV-1a of the label mixed with the run seed, so that a filter that runs
+ * one problem alone gives it the same data as the full run. */
+uint64_t tu_label_seed(const char *label);
 
 /* ---- generator -------------------------------------------------------------------------------- */
 
@@ -55,6 +61,8 @@ int64_t tu_rng_int(tu_rng *r, int64_t lo, int64_t hi);
 uint16_t tu_bf16(float f);        /* round to nearest even, NaN stays quiet NaN */
 float tu_f32(uint16_t h);         /* exact widening */
 float tu_round_bf16(float f);     /* tu_f32(tu_bf16(f)) */
+/* n bf16 values widened to a new fp32 array (free with free()). */
+float *tu_widen_bf16(const uint16_t *h, size_t n);
 
 #define TU_BF16_NAN ((uint16_t)0x7fc0)
 
@@ -97,6 +105,10 @@ int tu_check_accepted(const char *name, dsops_status st);
 
 /* n zero bytes, 64-byte aligned (free with free()); exits when out of memory. */
 void *tu_alloc(size_t n);
+
+/* calloc that never returns NULL (also for 0 elements) and exits when out of memory. Unlike tu_alloc it
+ * allocates exactly n * size bytes, so that the sanitizers see an access past the end. */
+void *tu_calloc(size_t n, size_t size);
 
 /* A snapshot: a tu_alloc'd copy of the n bytes at p. */
 void *tu_memdup(const void *p, size_t n);

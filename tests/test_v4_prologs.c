@@ -40,37 +40,11 @@ static const tu_tol TOL_IDX = {1e-4, 0.007825, 0.005};        /* q_idx_scale, we
 
 /* ---- helpers ------------------------------------------------------------------------------------ */
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n ? n : 1, size ? size : 1);
-    if (!p) {
-        printf("out of memory\n");
-        exit(1);
-    }
-    return p;
-}
-
-static uint64_t label_seed(const char *label)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a of the label, mixed with the run seed */
-    for (const char *c = label; *c; c++)
-        h = (h ^ (unsigned char)*c) * 1099511628211ull;
-    return h ^ tu_seed();
-}
-
 static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int set_tier(int isa)
-{
-    if (dsops_context_set_isa(ctx, (dsops_isa)isa) != DSOPS_OK)
-        return 0;
-    return tu_check(dsops_context_isa(ctx) == (dsops_isa)isa, "context tier %s not taken (got %s)",
-                    dsops_isa_name((dsops_isa)isa), dsops_isa_name(dsops_context_isa(ctx)));
 }
 
 static void set_threads(int n)
@@ -204,7 +178,7 @@ static void ob_make(obuf *o, const char *name, dsops_dtype dt, int ndim, const i
     const int64_t span = view_strides(ndim, shape, padded, stride);
     const size_t es = dsops_dtype_size(dt);
     o->bytes = (size_t)(LEAD + span + GUARD) * es;
-    o->buf = xcalloc(o->bytes, 1);
+    o->buf = tu_calloc(o->bytes, 1);
     o->owned = 1;
     ob_fill_sentinel(o->buf, o->bytes, dt);
     o->t = dsops_tensor_make(o->buf + LEAD * es, dt, ndim, shape);
@@ -235,7 +209,7 @@ static void ob_poison(obuf *o) { ob_fill_sentinel(o->buf, o->bytes, o->t.dtype);
 static float *ob_widen(const obuf *o)
 {
     const int64_t n = numel(&o->t);
-    float *f = xcalloc((size_t)n, sizeof(float));
+    float *f = tu_calloc((size_t)n, sizeof(float));
     for (int64_t e = 0; e < n; e++)
         f[e] = get_f(&o->t, e);
     return f;
@@ -265,7 +239,7 @@ static int ob_outside_kept(const obuf *o, const char *label)
     unsigned char pat[4];
     const size_t es = dsops_dtype_size(o->t.dtype);
     sentinel(o->t.dtype, pat);
-    unsigned char *copy = xcalloc(o->bytes, 1);
+    unsigned char *copy = tu_calloc(o->bytes, 1);
     memcpy(copy, o->buf, o->bytes);
     dsops_tensor v = o->t;
     v.data = copy + ((unsigned char *)o->t.data - o->buf);
@@ -338,8 +312,8 @@ static void fill_uniform(const dsops_tensor *t, tu_rng *r, float lo, float hi)
 static void fill_q8_rows(const dsops_tensor *w, const dsops_tensor *scale, tu_rng *r, float amp)
 {
     const int64_t rows = w->shape[0], cols = w->shape[1];
-    float *v = xcalloc((size_t)cols, sizeof(float));
-    int8_t *q = xcalloc((size_t)cols, 1);
+    float *v = tu_calloc((size_t)cols, sizeof(float));
+    int8_t *q = tu_calloc((size_t)cols, 1);
     for (int64_t i = 0; i < rows; i++) {
         for (int64_t k = 0; k < cols; k++)
             v[k] = tu_round_bf16(amp * tu_rng_uniform(r, -1, 1));
@@ -454,7 +428,7 @@ static void m4_defaults(dsops_mla_prolog_v4_args *a)
 
 static m4_problem *m4_make(const m4_spec *sp, uint64_t seed)
 {
-    m4_problem *p = xcalloc(1, sizeof *p);
+    m4_problem *p = tu_calloc(1, sizeof *p);
     p->sp = *sp;
     tu_rng r;
     tu_rng_seed(&r, seed);
@@ -579,7 +553,7 @@ static void m4_q_from_qr(const dsops_mla_prolog_v4_args *a, int64_t t, const dso
 {
     const int64_t Q = a->wq_a.shape[0], D = a->wkv.shape[0], ND = a->wq_b.shape[0], N = ND / D;
     const int int8 = a->wq_b.dtype == DSOPS_INT8;
-    float *qb = xcalloc((size_t)ND, sizeof(float)), *v = xcalloc((size_t)D, sizeof(float));
+    float *qb = tu_calloc((size_t)ND, sizeof(float)), *v = tu_calloc((size_t)D, sizeof(float));
     float c[64], s[64], y[64];
     for (int e = 0; e < 64; e++)
         c[e] = get_f(&a->rope_cos, t * 64 + e), s[e] = get_f(&a->rope_sin, t * 64 + e);
@@ -634,7 +608,7 @@ static void m4_check(const char *label, const dsops_mla_prolog_v4_args *a, const
         if (!differs)
             continue;
         if (!qc) {
-            qc = xcalloc((size_t)(T * ND), sizeof(float));
+            qc = tu_calloc((size_t)(T * ND), sizeof(float));
             memcpy(qc, r->v[0], sizeof(float) * (size_t)(T * ND));
         }
         m4_q_from_qr(a, t, &outs[2].t, int8 ? get_f(&outs[3].t, t) : 0.0f, qc + t * ND);
@@ -677,9 +651,10 @@ static void m4_shadow_check(const char *label, const dsops_mla_prolog_v4_args *a
     const int64_t T = a->x.shape[0], H = a->x.shape[1], Q = a->wq_a.shape[0], D = a->wkv.shape[0];
     const int64_t ND = a->wq_b.shape[0], N = ND / D;
     const int int8 = a->wq_b.dtype == DSOPS_INT8;
-    double *q = xcalloc((size_t)(T * ND), 8), *kv = xcalloc((size_t)(T * D), 8), *qr = xcalloc((size_t)(T * Q), 8);
-    double *qs = xcalloc((size_t)(T > 0 ? T : 1), 8), *av = xcalloc((size_t)Q, 8), *cq = xcalloc((size_t)Q, 8);
-    double *qb = xcalloc((size_t)ND, 8), *v = xcalloc((size_t)D, 8);
+    double *q = tu_calloc((size_t)(T * ND), 8), *kv = tu_calloc((size_t)(T * D), 8);
+    double *qr = tu_calloc((size_t)(T * Q), 8);
+    double *qs = tu_calloc((size_t)(T > 0 ? T : 1), 8), *av = tu_calloc((size_t)Q, 8), *cq = tu_calloc((size_t)Q, 8);
+    double *qb = tu_calloc((size_t)ND, 8), *v = tu_calloc((size_t)D, 8);
     for (int64_t t = 0; t < T; t++) {
         double c[64], s[64], y[64];
         for (int e = 0; e < 64; e++)
@@ -752,7 +727,7 @@ static void m4_shadow_check(const char *label, const dsops_mla_prolog_v4_args *a
     const char *names[4] = {"q", "kv", "qr", "qr_scale"};
     const tu_tol tols[4] = {TOL_BF16, TOL_BF16, int8 ? TOL_INT8 : TOL_BF16, TOL_QR_SCALE};
     for (int i = 0; i < (int8 ? 4 : 3); i++) {
-        float *f = xcalloc(n[i], sizeof(float));
+        float *f = tu_calloc(n[i], sizeof(float));
         for (size_t e = 0; e < n[i]; e++)
             f[e] = (float)sh[i][e];
         char l[300];
@@ -830,18 +805,18 @@ static void m4_run(const char *label, const m4_spec *sp)
 {
     if (!tu_selected(label))
         return;
-    m4_problem *p = m4_make(sp, label_seed(label));
+    m4_problem *p = m4_make(sp, tu_label_seed(label));
     ref_outs r = ref_outserence(&p->a, p->out, p->nout);
     if ((double)sp->T * sp->N * sp->D * sp->Q < 4e7)
         m4_shadow_check(label, &p->a, &r);
     for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
-        if (!set_tier(isa))
+        if (!tu_set_tier(ctx, isa))
             continue;
         char l[300];
         snprintf(l, sizeof l, "%s [%s]", label, dsops_isa_name((dsops_isa)isa));
         m4_run_tier(p, &r, l, 1);
     }
-    set_tier((int)dsops_isa_detected());
+    tu_set_tier(ctx, dsops_isa_detected());
     ref_free(r.v, p->nout);
     m4_free(p);
 }
@@ -967,8 +942,8 @@ static void i4_defaults(dsops_indexer_prolog_v4_args *a)
 static void fill_sign_rows(const dsops_tensor *w, const dsops_tensor *scale, tu_rng *r)
 {
     const int64_t rows = w->shape[0], cols = w->shape[1];
-    float *v = xcalloc((size_t)cols, sizeof(float));
-    int8_t *q = xcalloc((size_t)cols, 1);
+    float *v = tu_calloc((size_t)cols, sizeof(float));
+    int8_t *q = tu_calloc((size_t)cols, 1);
     for (int64_t i = 0; i < rows; i++) {
         for (int64_t k = 0; k < cols; k++)
             v[k] = tu_rng_u64(r) & 1 ? -1.0f : 0.0f;
@@ -984,7 +959,7 @@ static void fill_sign_rows(const dsops_tensor *w, const dsops_tensor *scale, tu_
 
 static i4_problem *i4_make(const i4_spec *sp, uint64_t seed)
 {
-    i4_problem *p = xcalloc(1, sizeof *p);
+    i4_problem *p = tu_calloc(1, sizeof *p);
     p->sp = *sp;
     tu_rng r;
     tu_rng_seed(&r, seed);
@@ -1090,8 +1065,8 @@ static void i4_shadow_check(const char *label, const dsops_indexer_prolog_v4_arg
 {
     const int64_t T = a->x.shape[0], H = a->x.shape[1], Q = a->qr.shape[1];
     const int64_t NI = a->weights_proj.shape[0], DI = a->hadamard.shape[0];
-    double *qi = xcalloc((size_t)(T * NI * DI), 8), *qs = xcalloc((size_t)(T * NI), 8);
-    double *w = xcalloc((size_t)(T * NI), 8), *u = xcalloc((size_t)DI, 8), *hq = xcalloc((size_t)DI, 8);
+    double *qi = tu_calloc((size_t)(T * NI * DI), 8), *qs = tu_calloc((size_t)(T * NI), 8);
+    double *w = tu_calloc((size_t)(T * NI), 8), *u = tu_calloc((size_t)DI, 8), *hq = tu_calloc((size_t)DI, 8);
     for (int64_t t = 0; t < T; t++) {
         double c[64], s[64], y[64];
         for (int e = 0; e < 64; e++)
@@ -1127,7 +1102,7 @@ static void i4_shadow_check(const char *label, const dsops_indexer_prolog_v4_arg
     const char *names[3] = {"q_idx", "q_idx_scale", "weights"};
     const tu_tol tols[3] = {TOL_INT8, TOL_IDX, TOL_IDX};
     for (int i = 0; i < 3; i++) {
-        float *f = xcalloc(n[i], sizeof(float));
+        float *f = tu_calloc(n[i], sizeof(float));
         for (size_t e = 0; e < n[i]; e++)
             f[e] = (float)sh[i][e];
         char l[300];
@@ -1183,18 +1158,18 @@ static void i4_run(const char *label, const i4_spec *sp)
 {
     if (!tu_selected(label))
         return;
-    i4_problem *p = i4_make(sp, label_seed(label));
+    i4_problem *p = i4_make(sp, tu_label_seed(label));
     ref_outs r = i4_reference(&p->a, p->out);
     if ((double)sp->T * sp->NI * sp->DI * (sp->Q + sp->DI) < 4e7)
         i4_shadow_check(label, &p->a, &r);
     for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
-        if (!set_tier(isa))
+        if (!tu_set_tier(ctx, isa))
             continue;
         char l[300];
         snprintf(l, sizeof l, "%s [%s]", label, dsops_isa_name((dsops_isa)isa));
         i4_run_tier(p, &r, l, 1);
     }
-    set_tier((int)dsops_isa_detected());
+    tu_set_tier(ctx, dsops_isa_detected());
     ref_free(r.v, 3);
     i4_free(p);
 }
@@ -1281,7 +1256,8 @@ static void test_prepared_mismatch(void)
     /* mla: prepared from p, each packed weight of the call swapped for q's (same shapes, other memory) */
     for (int w = 0; w < 2; w++) {
         m4_spec s = m4_base(w);
-        m4_problem *p = m4_make(&s, label_seed("prepared_mismatch_p")), *q = m4_make(&s, label_seed("prepared_mismatch_q"));
+        m4_problem *p = m4_make(&s, tu_label_seed("prepared_mismatch_p"));
+        m4_problem *q = m4_make(&s, tu_label_seed("prepared_mismatch_q"));
         dsops_prepared *prep = NULL;
         dsops_status st = dsops_mla_prolog_v4_prepare(ctx, &p->a, &prep);
         if (tu_check(st == DSOPS_OK && prep, "prepared_mismatch mla %s: prepare: %s (%s)", w ? "int8" : "bf16",
@@ -1338,7 +1314,8 @@ static void test_prepared_mismatch(void)
     /* indexer */
     {
         i4_spec s = i4_base();
-        i4_problem *p = i4_make(&s, label_seed("prepared_mismatch_ip")), *q = i4_make(&s, label_seed("prepared_mismatch_iq"));
+        i4_problem *p = i4_make(&s, tu_label_seed("prepared_mismatch_ip"));
+        i4_problem *q = i4_make(&s, tu_label_seed("prepared_mismatch_iq"));
         dsops_prepared *prep = NULL;
         dsops_status st = dsops_indexer_prolog_v4_prepare(ctx, &p->a, &prep);
         if (tu_check(st == DSOPS_OK && prep, "prepared_mismatch idx: prepare: %s (%s)", dsops_status_name(st),
@@ -1386,7 +1363,7 @@ static void test_threads(void)
         return;
     const int tiers[2] = {DSOPS_ISA_SCALAR, (int)dsops_isa_detected()};
     for (int ti = 0; ti < (tiers[1] == tiers[0] ? 1 : 2); ti++) {
-        if (!set_tier(tiers[ti]))
+        if (!tu_set_tier(ctx, tiers[ti]))
             continue;
         for (int v = 0; v < 3; v++) {
             m4_problem *mp = NULL;
@@ -1394,11 +1371,11 @@ static void test_threads(void)
             if (v < 2) {
                 m4_spec s = m4_base(v);
                 s.T = 13, s.H = 256, s.Q = 192, s.N = 6, s.D = 128;
-                mp = m4_make(&s, label_seed("threads") + (uint64_t)v);
+                mp = m4_make(&s, tu_label_seed("threads") + (uint64_t)v);
             } else {
                 i4_spec s = i4_base();
                 s.T = 13, s.H = 256, s.Q = 192, s.NI = 6, s.DI = 128, s.had = HAD_SYLVESTER;
-                ip = i4_make(&s, label_seed("threads") + 2);
+                ip = i4_make(&s, tu_label_seed("threads") + 2);
             }
             unsigned char *first = NULL;
             size_t n0 = 0;
@@ -1429,7 +1406,7 @@ static void test_threads(void)
         }
     }
     set_threads(2);
-    set_tier((int)dsops_isa_detected());
+    tu_set_tier(ctx, dsops_isa_detected());
 }
 
 /* ==================================================================================================
@@ -1457,7 +1434,7 @@ static void named_mla(const dsops_mla4_case *c)
     const int isa = (int)dsops_isa_detected();
     char l[200];
     snprintf(l, sizeof l, "%s [%s]", c->name, dsops_isa_name((dsops_isa)isa));
-    if (set_tier(isa)) {
+    if (tu_set_tier(ctx, isa)) {
         outs_poison(outs, nout);
         dsops_status st = dsops_mla_prolog_v4(ctx, &np->args);
         t3 = now_s();
@@ -1515,7 +1492,7 @@ static void named_idx(const dsops_idxp4_case *c)
         const int isa = (int)dsops_isa_detected();
         char l[200];
         snprintf(l, sizeof l, "%s%s [%s]", c->name, pass ? " (default parameters)" : "", dsops_isa_name((dsops_isa)isa));
-        if (set_tier(isa)) {
+        if (tu_set_tier(ctx, isa)) {
             outs_poison(outs, 3);
             dsops_status st = dsops_indexer_prolog_v4(ctx, &np->args);
             t3 = now_s();
