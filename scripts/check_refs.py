@@ -9,7 +9,7 @@ import re
 import sys
 
 ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
-SOURCES = ("include", "src", "tests", "tools", "bench", "scripts", "docs", ".ci")
+SOURCES = ("include", "src", "ref", "tests", "tools", "bench", "harness", "python", "scripts", "docs", ".ci")
 SUFFIXES = (".c", ".h", ".py", ".md", ".sh", ".txt", "run")
 RULES = ["V%d" % i for i in range(1, 11)] + ["A%d" % i for i in range(1, 8)]
 

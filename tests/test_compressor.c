@@ -1,4 +1,4 @@
-/* compressor (spec §3.4) against its oracle (tests/ref/ref_compressor.c), on every instruction-set tier from
+/* compressor (spec §3.4) against its oracle (ref/ref_compressor.c), on every instruction-set tier from
  * scalar up to the detected one:
  *  - every CI case of docs/CASES.md "compressor": the vendor's decode shapes (row_per_seq, and packed on the
  *    detected tier), the dsops prefill, chunk and ring cases; out 1e-4 / 2^-7 / 0.005, states 1e-3 / 1e-3 / 0

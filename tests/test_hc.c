@@ -1,4 +1,4 @@
-/* hc_pre and hc_post (spec §3.1, §3.2) against their oracles (tests/ref/ref_hc.c), on every instruction
+/* hc_pre and hc_post (spec §3.1, §3.2) against their oracles (ref/ref_hc.c), on every instruction
  * -set tier from scalar up to the detected one:
  *  - hc_pre on well-conditioned data (x U(0,2) bf16, hc_fn U(0, 1/(4H)), hc_scale, hc_base U(0,2)),
  *    comparing y 1e-4 / 2^-7 / 0.005 and post, pre, comb 2.5e-5 / 0.005 / 0.005; on ill-conditioned data

@@ -1,4 +1,4 @@
-/* Shared primitives (spec §2.3 - §2.8) against their oracles (tests/ref/ref_prim.c):
+/* Shared primitives (spec §2.3 - §2.8) against their oracles (ref/ref_prim.c):
  *  - the row-level functions of src/ops/primitives.h, which the prologs call: bitwise equal to the
  *    oracle's rows (both execute the spec's Math literally, without FMA contraction);
  *  - the exported operators on random and adversarial data with the spec's tolerances: rmsnorm

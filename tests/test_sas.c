@@ -1,4 +1,4 @@
-/* sas (spec §3.7, attention core §2.10) against its oracle (tests/ref/ref_sas.c), on every instruction-set
+/* sas (spec §3.7, attention core §2.10) against its oracle (ref/ref_sas.c), on every instruction-set
  * tier from scalar up to the detected one:
  *  - the oracle itself on two hand-made keys (normalised, fp32, tiled, with and without a sink);
  *  - adversarial problems (every tier): contexts shorter than the window, L multiples of 128 and 4,

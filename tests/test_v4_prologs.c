@@ -1,5 +1,5 @@
-/* mla_prolog_v4 and indexer_prolog_v4 (spec §3.3, §3.5) against their oracles (tests/ref/ref_mla_prolog_v4.c,
- * tests/ref/ref_indexer_prolog_v4.c):
+/* mla_prolog_v4 and indexer_prolog_v4 (spec §3.3, §3.5) against their oracles (ref/ref_mla_prolog_v4.c,
+ * ref/ref_indexer_prolog_v4.c):
  *  - small problems on every instruction-set tier from scalar up to the detected one: both mla variants
  *    (bf16 / int8 wq_b), odd shapes (H 96, Q 80, N 3, D 65 / 128 / 512; NI 1 / 3, DI 64 / 96 / 128 with a
  *    random non-power-of-two "Hadamard" or the Sylvester matrix), the three rope modes with and without
