@@ -66,7 +66,7 @@ typedef struct ip_ref {
 } ip_ref;
 
 ip_problem *ip_make(const ip_spec *sp, uint64_t seed);
-/* Wraps the arguments of a named-case problem (bench/cases.h): regions are the output and cache tensors. */
+/* Wraps the arguments of a named-case problem (harness/cases.h): regions are the output and cache tensors. */
 ip_problem *ip_wrap(const dsops_indexer_prolog_v32_args *a);
 void ip_free(ip_problem *p);
 

@@ -109,7 +109,7 @@ void alt_run_python(alt_kind k, const char *op, const char *in_path, const char 
     const char *script = getenv("DSOPS_ALTERNATIVES");
     char path[1024];
     if (!script || !*script) {
-        snprintf(path, sizeof path, "%s/bench/alternatives.py", DSOPS_SOURCE_DIR);
+        snprintf(path, sizeof path, "%s/harness/alternatives.py", DSOPS_SOURCE_DIR);
         script = path;
     }
     char cmd[4096];

@@ -1,5 +1,5 @@
 /* The alternatives `dsops bench` times beside sparse_flash_attention_v32 and lightning_indexer: the C composite
- * of bench/composite.c, and bench/alternatives.py (vectorised NumPy; PyTorch eager where installed), run on the
+ * of harness/composite.c, and harness/alternatives.py (vectorised NumPy; PyTorch eager where installed), run on the
  * same inputs and thread count, each checked against the operator's output. */
 #ifndef DSOPS_TOOLS_ALTERNATIVES_H
 #define DSOPS_TOOLS_ALTERNATIVES_H
@@ -30,7 +30,7 @@ const char *alt_python(alt_kind k);
 int alt_write_sfa_inputs(const dsops_sparse_flash_attention_v32_args *a, const char *path, char *why, size_t cap);
 int alt_write_li_inputs(const dsops_lightning_indexer_args *a, const char *path, char *why, size_t cap);
 
-/* Runs bench/alternatives.py with library kind k ("numpy" or "torch") on the inputs file for `op` at `threads`,
+/* Runs harness/alternatives.py with library kind k ("numpy" or "torch") on the inputs file for `op` at `threads`,
  * timing for about budget_s seconds, and reads its output file `out_path`. Fills r (ran, median_s, version,
  * why); the output stays in out_path for the check. */
 void alt_run_python(alt_kind k, const char *op, const char *in_path, const char *out_path, int threads,

@@ -1,4 +1,4 @@
-/* Helpers shared by the case families' generators (bench/cases*.c); not part of the cases API. */
+/* Helpers shared by the case families' generators (harness/cases*.c); not part of the cases API. */
 #ifndef DSOPS_BENCH_CASES_INTERNAL_H
 #define DSOPS_BENCH_CASES_INTERNAL_H
 

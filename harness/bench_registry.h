@@ -1,0 +1,74 @@
+/* The benchmark registry: every named case of every operator (docs/CASES.md) behind one interface, so that the
+ * tool's timing loops, suites and tables are generic. Per operator it holds how a case becomes a problem
+ * (inputs, prepared weights), the call, the check against the oracle with the operator's tolerance (ref/), the
+ * work and byte counts with the peak they are measured against, and the detail rows (the matmuls alone, the
+ * stages of the fused layer). */
+#ifndef DSOPS_HARNESS_BENCH_REGISTRY_H
+#define DSOPS_HARNESS_BENCH_REGISTRY_H
+
+#include <stddef.h>
+
+#include "cases.h"
+#include "dsops.h"
+
+/* A generated problem of some operator, behind a small interface so one timing loop serves all. */
+typedef struct bench_problem {
+    void *p;
+    dsops_status (*run)(dsops_context *ctx, void *p);
+    int (*check)(void *p, char *why, size_t cap);  /* 0 = agrees with the oracle */
+    void (*release)(void *p);
+    double work;                                   /* FLOP (bf16) or OP (int8) per call; 0: not counted */
+    double bytes;                                  /* bytes per call: cache rows read (attention), weights
+                                                    * (prologs) or every tensor (hc_pre, hc_post) */
+    dsops_peak_kind peak;
+    const char *unit;                              /* NULL: the peak's ("bf16", "int8", "fp32") */
+    int no_peak;                                   /* 1: %peak not applicable (memory-bound) */
+    double vendor_us;                              /* the vendor's published time (0: none) */
+    const char *vendor;                            /* its label ("PyPTO", "AscendC") */
+} bench_problem;
+
+/* One named case: its name, whether CI runs it, and the case of its family (exactly one member set). */
+typedef struct bench_case_ref {
+    const char *name;
+    int ci;
+    const dsops_sfa_case *sfa;
+    const dsops_li_case *li;
+    const dsops_mlap_case *mlap;
+    const dsops_dia_case *dia;
+    const dsops_idxp_case *idxp;
+    const dsops_hcpre_case *hcpre;
+    const dsops_hcpost_case *hcpost;
+    const dsops_mla4_case *mla4;
+    const dsops_idxp4_case *idxp4;
+    const dsops_cmp_case *cmp;
+    const dsops_sas_case *sas;
+} bench_case_ref;
+
+/* Every case of every family into out[cap]; returns the count. */
+int bench_all_cases(bench_case_ref *out, int cap);
+/* The problem of case c (inputs generated, weights prepared); 0, or 1 with the reason in why (then bp->p, when
+ * set, is released with bp->release). */
+int bench_make_problem(const bench_case_ref *c, bench_problem *bp, char *why, size_t cap);
+/* check and release that do nothing (timing-only rows). */
+int bench_no_check(void *pv, char *why, size_t cap);
+void bench_no_release(void *pv);
+/* The vendor's published time of a case and its label (0 and NULL: none). */
+void bench_case_vendor(const bench_case_ref *c, double *us, const char **label);
+/* The operator (with its variant), shape and family words of a case, for tables. */
+void bench_case_words(const bench_case_ref *c, char *op, size_t opcap, char *shape, size_t shapecap, char *family,
+                      size_t familycap);
+/* One --list line for a case on standard output. */
+void bench_list_case(const bench_case_ref *c);
+/* 1 if `what` names the operator of case c (or a sas preset). */
+int bench_op_selects(const char *what, const bench_case_ref *c);
+/* The same problem's matmuls alone (prologs, compressor): 0 and gemms set; 1 with why when the prepared object
+ * does not have the expected maps; -1 when the case has no such row. */
+int bench_matmuls(const bench_case_ref *c, const bench_problem *bp, bench_problem *gemms, char *why, size_t cap);
+/* A line about what one call of the case does (compressor: entries per call; sas: keys attended), or "". */
+void bench_case_note(const bench_case_ref *c, const bench_problem *bp, char *note, size_t cap);
+/* The four stages of a fused sparse_attention_v32 problem, each alone on the stage arguments (after running the
+ * chain once, so the later stages read the earlier ones' outputs); 0, or 1 with why. */
+int bench_dia_stages(const bench_problem *bp, dsops_context *ctx, bench_problem stages[4], const char *labels[4],
+                     char *why, size_t cap);
+
+#endif
