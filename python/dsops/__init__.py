@@ -204,8 +204,17 @@ def _torch_codes():
             torch.int64: INT64, torch.uint8: UINT8}
 
 
+def _row_major(shape):
+    strides, n = [], 1
+    for e in reversed(shape):
+        strides.append(n)
+        n *= max(int(e), 1)
+    return tuple(reversed(strides))
+
+
 def _view(name, x, writable):
-    """(tensor struct fields, the object that keeps the memory alive) for an array or torch tensor."""
+    """(tensor struct fields, the object that keeps the memory alive) for an array or torch tensor. An empty
+    array's strides carry no meaning (NumPy gives them all 0): it is described row-major."""
     if _is_torch(x):
         if x.device.type != "cpu":
             raise DtypeError(f"DSOPS_ERR_DTYPE: {name} is on {x.device}; dsops runs on CPU tensors")
@@ -213,12 +222,16 @@ def _view(name, x, writable):
         if code is None:
             raise DtypeError(f"DSOPS_ERR_DTYPE: {name} has torch dtype {x.dtype}, which dsops has no type for")
         shape, strides, ptr = tuple(x.shape), tuple(x.stride()), x.data_ptr()
+        if x.numel() == 0:
+            strides = _row_major(shape)
         return code, shape, strides, ptr, x
     a = x if isinstance(x, np.ndarray) else np.asarray(x)
     code = _NP_CODES.get(a.dtype)
     if code is None:
         raise DtypeError(f"DSOPS_ERR_DTYPE: {name} has dtype {a.dtype}, which dsops has no type for")
     size = a.dtype.itemsize
+    if a.size == 0:
+        return code, a.shape, _row_major(a.shape), a.ctypes.data, a
     if any(s < 0 or s % size for s in a.strides):
         if writable:  # a copy would lose the in-place update
             raise ShapeError(f"DSOPS_ERR_SHAPE: {name} has strides {a.strides} (bytes) that are negative or not "
