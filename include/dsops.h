@@ -851,6 +851,10 @@ typedef struct dsops_op_desc {
     /* Runs the operator on the record. */
     dsops_status (*call)(dsops_context *ctx, const void *args);
     const char *variant_of;             /* swa / cfa / scfa: "sas"; else NULL */
+    /* Operators with weights to pack once (NULL otherwise): packs the weights the record holds; the object goes
+     * into the record's `prepared` member, at prepared_offset, for the calls with those weights. */
+    dsops_status (*prepare)(dsops_context *ctx, const void *args, dsops_prepared **out);
+    size_t prepared_offset;
 } dsops_op_desc;
 
 /* The described operators: count, i-th (NULL past the end), by name (NULL when unknown). */

@@ -67,6 +67,7 @@ _INIT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int)
 _INFER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(ctypes.c_bool))
 _SHAPES = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t)
 _CALL = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+_PREPARE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p))
 
 
 class _OpDesc(ctypes.Structure):
@@ -74,7 +75,8 @@ class _OpDesc(ctypes.Structure):
                 ("tensors", ctypes.POINTER(_TensorDesc)), ("n_tensors", ctypes.c_size_t),
                 ("params", ctypes.POINTER(_ParamDesc)), ("n_params", ctypes.c_size_t),
                 ("default_preset", ctypes.c_int), ("init", _INIT), ("infer", _INFER),
-                ("output_shapes", _SHAPES), ("call", _CALL), ("variant_of", ctypes.c_char_p)]
+                ("output_shapes", _SHAPES), ("call", _CALL), ("variant_of", ctypes.c_char_p),
+                ("prepare", _PREPARE), ("prepared_offset", ctypes.c_size_t)]
 
 
 def _fn(name, res, *args):
@@ -95,6 +97,8 @@ _ctx_threads = _fn("dsops_context_threads", ctypes.c_int, ctypes.c_void_p)
 _ctx_set_isa = _fn("dsops_context_set_isa", ctypes.c_int, ctypes.c_void_p, ctypes.c_int)
 _isa_from_name = _fn("dsops_isa_from_name", ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int))
 _version = _fn("dsops_version", ctypes.c_char_p)
+_prepared_destroy = _fn("dsops_prepared_destroy", None, ctypes.c_void_p)
+_hadamard = _fn("dsops_hadamard_matrix", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(_Tensor))
 
 __version__ = _version().decode()
 
@@ -265,6 +269,19 @@ _PRESETS = _spellings(_preset_spellings())
 PRESET_V32, PRESET_V4_FLASH, PRESET_V4_PRO = (_PRESETS[k] for k in ("v32", "v4_flash", "v4_pro"))
 
 
+class Prepared:
+    """Weights packed once by an operator's prepare(); pass it as `prepared=` to calls with the same weight
+    arrays (it keeps them alive; the library checks a call's weights are the ones it packed)."""
+
+    def __init__(self, op, handle, keep):
+        self.operator, self._h, self._keep = op, handle, keep
+
+    def __del__(self):
+        h, self._h = getattr(self, "_h", None), None
+        if h:
+            _prepared_destroy(h)
+
+
 class _Operator:
     def __init__(self, desc):
         d = desc.contents
@@ -291,7 +308,9 @@ class _Operator:
             value = int(value)
         ctype.from_buffer(rec, off).value = value
 
-    def __call__(self, *, preset=None, threads=None, isa=None, context=None, **kw):
+    def _record(self, preset, kw, outputs):
+        """The call record with the preset's defaults, then the caller's tensors and parameters; returns the
+        record, the objects that keep its memory alive, whether torch tensors came in, and the given flags."""
         d = self._d
         rec = (ctypes.c_char * d.args_size)()
         if isinstance(preset, str):
@@ -302,13 +321,15 @@ class _Operator:
         if st:
             _raise(st)
         names = {t[0] for t in self.tensors} | {p[0] for p in self.params}
+        if d.prepare:
+            names.add("prepared")
         unknown = sorted(set(kw) - names)
         if unknown:
             raise TypeError(f"dsops.{self.name}: no argument {', '.join(unknown)}; it takes {', '.join(sorted(names))}")
         keep, torch_io = [], False
         for name, off, role in self.tensors:
             x = kw.get(name)
-            if x is None:
+            if x is None or (role >= ARG_OUT and not outputs):
                 continue
             torch_io |= _is_torch(x)
             code, shape, strides, ptr, obj = _view(name, x, role >= ARG_INOUT)
@@ -324,6 +345,30 @@ class _Operator:
             raise TypeError(f"dsops.{self.name}: {', '.join(missing)} is required")
         if d.infer:
             d.infer(ctypes.addressof(rec), given)
+        p = kw.get("prepared")
+        if p is not None:
+            if not isinstance(p, Prepared) or p.operator is not self:
+                raise ParamError(f"DSOPS_ERR_PARAM: prepared must come from dsops.{self.name}.prepare")
+            ctypes.c_void_p.from_buffer(rec, d.prepared_offset).value = p._h.value
+            keep.append(p)
+        return rec, keep, torch_io
+
+    def prepare(self, *, preset=None, context=None, **kw):
+        """Packs the weights among kw once (the other arguments as for a call; outputs are not needed)."""
+        d = self._d
+        if not d.prepare:
+            raise TypeError(f"dsops.{self.name} has no weights to prepare")
+        rec, keep, _ = self._record(preset, kw, outputs=False)
+        h = ctypes.c_void_p()
+        ctx = context if context is not None else _context(None, None)
+        st = d.prepare(ctx._h, ctypes.addressof(rec), ctypes.byref(h))
+        if st:
+            _raise(st)
+        return Prepared(self, h, keep)
+
+    def __call__(self, *, preset=None, threads=None, isa=None, context=None, **kw):
+        d = self._d
+        rec, keep, torch_io = self._record(preset, kw, outputs=True)
         # every output's dtype and shape from the inputs (this may also settle parameters in the record); the
         # outputs the caller gave replace the described ones, the others are allocated
         msg = ctypes.create_string_buffer(512)
@@ -362,6 +407,20 @@ class _Operator:
             _raise(st)
         return results
 
+
+def hadamard_matrix(d, dtype=np.float32, context=None):
+    """The normalised [d, d] Sylvester Hadamard matrix (d a power of two) as fp32 or bf16 (§2.6)."""
+    m = np.empty((d, d), np.dtype(dtype))
+    t = _Tensor()
+    code, shape, strides, ptr, _ = _view("m", m, True)
+    _fill(t, code, shape, strides, ptr)
+    st = _hadamard((context or _context(None, None))._h, ctypes.byref(t))
+    if st:
+        _raise(st)
+    return m
+
+
+__all__ += ["hadamard_matrix", "Prepared"]
 
 operators = {}
 for _i in range(_op_count()):

@@ -289,3 +289,39 @@ def test_torch_tensors_zero_copy():
     out = dsops.sparse_flash_attention_v32(**ta)["out"]
     assert isinstance(out, torch.Tensor) and out.dtype == torch.bfloat16
     assert np.array_equal(out.view(torch.int16).numpy().view(np.uint16), want)
+
+
+# ---- prepared weights, helpers ------------------------------------------------------------------------------
+
+def hc_pre_case(seed, T=5, HC=4, H=64):
+    r = rng(seed)
+    M = (2 + HC) * HC
+    return dict(x=bf(r.standard_normal((T, HC, H))), hc_fn=(r.standard_normal((M, HC * H)) * 0.05).astype(np.float32),
+                hc_scale=np.array([0.5, 0.5, 0.5], np.float32), hc_base=(r.standard_normal(M) * 0.1).astype(np.float32))
+
+
+def test_prepared_weights_give_the_same_bytes():
+    a = hc_pre_case(11)
+    p = dsops.hc_pre.prepare(**a)
+    assert isinstance(p, dsops.Prepared)
+    plain, prepared = dsops.hc_pre(**a), dsops.hc_pre(prepared=p, **a)
+    for k in plain:
+        assert np.array_equal(np.asarray(plain[k]).view(np.uint8), np.asarray(prepared[k]).view(np.uint8)), k
+    other = dict(a, hc_fn=a["hc_fn"].copy())                # the same values in another array: not what was packed
+    with pytest.raises(dsops.Error):
+        dsops.hc_pre(prepared=p, **other)
+    with pytest.raises(dsops.ParamError, match="prepare"):
+        dsops.hc_pre(prepared=dsops.mla_prolog_v4.prepare, **a)
+    with pytest.raises(TypeError, match="no weights"):
+        dsops.rmsnorm.prepare(x=bf(np.ones((1, 8))))
+
+
+def test_hadamard_matrix():
+    for d in (1, 2, 128):
+        m = dsops.hadamard_matrix(d)
+        i = np.arange(d)
+        sign = np.vectorize(lambda v: bin(v).count("1") % 2)(i[:, None] & i[None, :])
+        assert np.array_equal(m, np.where(sign == 1, -1, 1).astype(np.float32) * np.float32(1 / np.sqrt(d)))
+    assert dsops.hadamard_matrix(64, BF16).dtype == BF16
+    with pytest.raises(dsops.ShapeError):
+        dsops.hadamard_matrix(12)

@@ -1054,45 +1054,81 @@ static dsops_status sas_call(dsops_context *ctx, const void *args)
 
 /* ---- the registry ---------------------------------------------------------------------------- */
 
+/* Weight packing of the operators that have it (the record is the args struct). */
+static dsops_status dia_prepare(dsops_context *ctx, const void *args, dsops_prepared **out)
+{
+    return dsops_sparse_attention_v32_prepare(ctx, args, out);
+}
+
+static dsops_status mlap_prepare(dsops_context *ctx, const void *args, dsops_prepared **out)
+{
+    return dsops_mla_prolog_v32_prepare(ctx, args, out);
+}
+
+static dsops_status idxp_prepare(dsops_context *ctx, const void *args, dsops_prepared **out)
+{
+    return dsops_indexer_prolog_v32_prepare(ctx, args, out);
+}
+
+static dsops_status hcpre_prepare(dsops_context *ctx, const void *args, dsops_prepared **out)
+{
+    return dsops_hc_pre_prepare(ctx, args, out);
+}
+
+static dsops_status mla4_prepare(dsops_context *ctx, const void *args, dsops_prepared **out)
+{
+    return dsops_mla_prolog_v4_prepare(ctx, args, out);
+}
+
+static dsops_status idxp4_prepare(dsops_context *ctx, const void *args, dsops_prepared **out)
+{
+    return dsops_indexer_prolog_v4_prepare(ctx, args, out);
+}
+
+static dsops_status cmp_prepare(dsops_context *ctx, const void *args, dsops_prepared **out)
+{
+    return dsops_compressor_prepare(ctx, args, out);
+}
+
 static const dsops_op_desc ops[] = {
     {"sparse_flash_attention_v32", sizeof(sfa_args), sfa_tensors, RUN_COUNT(sfa_tensors), sfa_params,
-     RUN_COUNT(sfa_params), DSOPS_PRESET_V32, sfa_init, sfa_infer, sfa_output_shapes, sfa_call, NULL},
+     RUN_COUNT(sfa_params), DSOPS_PRESET_V32, sfa_init, sfa_infer, sfa_output_shapes, sfa_call, NULL, NULL, 0},
     {"lightning_indexer", sizeof(li_run_args), li_tensors, RUN_COUNT(li_tensors), li_params, RUN_COUNT(li_params),
-     DSOPS_PRESET_V32, li_init, NULL, li_output_shapes, li_call, NULL},
+     DSOPS_PRESET_V32, li_init, NULL, li_output_shapes, li_call, NULL, NULL, 0},
     {"rmsnorm", sizeof(rms_args), rms_tensors, RUN_COUNT(rms_tensors), rms_params, RUN_COUNT(rms_params),
-     DSOPS_PRESET_V32, rms_init, NULL, rms_output_shapes, rms_call, NULL},
+     DSOPS_PRESET_V32, rms_init, NULL, rms_output_shapes, rms_call, NULL, NULL, 0},
     {"rope_tables", sizeof(rt_run_args), rt_tensors, RUN_COUNT(rt_tensors), rt_params, RUN_COUNT(rt_params),
-     DSOPS_PRESET_V32, rt_init, NULL, rt_output_shapes, rt_call, NULL},
+     DSOPS_PRESET_V32, rt_init, NULL, rt_output_shapes, rt_call, NULL, NULL, 0},
     {"rope_apply", sizeof(ra_args), ra_tensors, RUN_COUNT(ra_tensors), ra_params, RUN_COUNT(ra_params),
-     DSOPS_PRESET_V32, ra_init, NULL, ra_output_shapes, ra_call, NULL},
+     DSOPS_PRESET_V32, ra_init, NULL, ra_output_shapes, ra_call, NULL, NULL, 0},
     {"quant_q8", sizeof(qa_args), qa_tensors, RUN_COUNT(qa_tensors), qa_params, RUN_COUNT(qa_params),
-     DSOPS_PRESET_V32, qa_init, qa_infer, qa_output_shapes, qa_call, NULL},
+     DSOPS_PRESET_V32, qa_init, qa_infer, qa_output_shapes, qa_call, NULL, NULL, 0},
     {"cache_store", sizeof(cst_args), cst_tensors, RUN_COUNT(cst_tensors), cst_params, RUN_COUNT(cst_params),
-     DSOPS_PRESET_V32, cst_init, NULL, cst_output_shapes, cst_call, NULL},
+     DSOPS_PRESET_V32, cst_init, NULL, cst_output_shapes, cst_call, NULL, NULL, 0},
     {"sparse_attention_v32", sizeof(dia_args), dia_tensors, RUN_COUNT(dia_tensors), dia_params, RUN_COUNT(dia_params),
-     DSOPS_PRESET_V32, dia_init, dia_infer, dia_output_shapes, dia_call, NULL},
+     DSOPS_PRESET_V32, dia_init, dia_infer, dia_output_shapes, dia_call, NULL, dia_prepare, offsetof(dia_args, prepared)},
     {"mla_prolog_v32", sizeof(mlap_args), mlap_tensors, RUN_COUNT(mlap_tensors), mlap_params, RUN_COUNT(mlap_params),
-     DSOPS_PRESET_V32, mlap_init, mlap_infer, mlap_output_shapes, mlap_call, NULL},
+     DSOPS_PRESET_V32, mlap_init, mlap_infer, mlap_output_shapes, mlap_call, NULL, mlap_prepare, offsetof(mlap_args, prepared)},
     {"indexer_prolog_v32", sizeof(idxp_args), idxp_tensors, RUN_COUNT(idxp_tensors), idxp_params,
-     RUN_COUNT(idxp_params), DSOPS_PRESET_V32, idxp_init, NULL, idxp_output_shapes, idxp_call, NULL},
+     RUN_COUNT(idxp_params), DSOPS_PRESET_V32, idxp_init, NULL, idxp_output_shapes, idxp_call, NULL, idxp_prepare, offsetof(idxp_args, prepared)},
     {"hc_pre", sizeof(hcpre_args), hcpre_tensors, RUN_COUNT(hcpre_tensors), hcpre_params, RUN_COUNT(hcpre_params),
-     DSOPS_PRESET_V4_FLASH, hcpre_init, NULL, hcpre_output_shapes, hcpre_call, NULL},
+     DSOPS_PRESET_V4_FLASH, hcpre_init, NULL, hcpre_output_shapes, hcpre_call, NULL, hcpre_prepare, offsetof(hcpre_args, prepared)},
     {"hc_post", sizeof(hcpost_args), hcpost_tensors, RUN_COUNT(hcpost_tensors), NULL, 0, DSOPS_PRESET_V4_FLASH,
-     hcpost_init, NULL, hcpost_output_shapes, hcpost_call, NULL},
+     hcpost_init, NULL, hcpost_output_shapes, hcpost_call, NULL, NULL, 0},
     {"mla_prolog_v4", sizeof(mla4_args), mla4_tensors, RUN_COUNT(mla4_tensors), mla4_params, RUN_COUNT(mla4_params),
-     DSOPS_PRESET_V4_FLASH, mla4_init, NULL, mla4_output_shapes, mla4_call, NULL},
+     DSOPS_PRESET_V4_FLASH, mla4_init, NULL, mla4_output_shapes, mla4_call, NULL, mla4_prepare, offsetof(mla4_args, prepared)},
     {"indexer_prolog_v4", sizeof(idxp4_args), idxp4_tensors, RUN_COUNT(idxp4_tensors), idxp4_params,
-     RUN_COUNT(idxp4_params), DSOPS_PRESET_V4_FLASH, idxp4_init, NULL, idxp4_output_shapes, idxp4_call, NULL},
+     RUN_COUNT(idxp4_params), DSOPS_PRESET_V4_FLASH, idxp4_init, NULL, idxp4_output_shapes, idxp4_call, NULL, idxp4_prepare, offsetof(idxp4_args, prepared)},
     {"compressor", sizeof(cmp_args), cmp_tensors, RUN_COUNT(cmp_tensors), cmp_params, RUN_COUNT(cmp_params),
-     DSOPS_PRESET_V4_FLASH, cmp_init, cmp_infer, cmp_output_shapes, cmp_call, NULL},
+     DSOPS_PRESET_V4_FLASH, cmp_init, cmp_infer, cmp_output_shapes, cmp_call, NULL, cmp_prepare, offsetof(cmp_args, prepared)},
     {"sas", sizeof(sas_run_args), sas_tensors, RUN_COUNT(sas_tensors), sas_params, RUN_COUNT(sas_params),
-     DSOPS_PRESET_V4_FLASH, sas_init, sas_infer, sas_output_shapes, sas_call, NULL},
+     DSOPS_PRESET_V4_FLASH, sas_init, sas_infer, sas_output_shapes, sas_call, NULL, NULL, 0},
     {"swa", sizeof(sas_run_args), sas_tensors, RUN_COUNT(sas_tensors), sas_params, RUN_COUNT(sas_params),
-     DSOPS_PRESET_V4_FLASH, swa_init, sas_infer, sas_output_shapes, sas_call, "sas"},
+     DSOPS_PRESET_V4_FLASH, swa_init, sas_infer, sas_output_shapes, sas_call, "sas", NULL, 0},
     {"cfa", sizeof(sas_run_args), sas_tensors, RUN_COUNT(sas_tensors), sas_params, RUN_COUNT(sas_params),
-     DSOPS_PRESET_V4_FLASH, cfa_init, sas_infer, sas_output_shapes, sas_call, "sas"},
+     DSOPS_PRESET_V4_FLASH, cfa_init, sas_infer, sas_output_shapes, sas_call, "sas", NULL, 0},
     {"scfa", sizeof(sas_run_args), sas_tensors, RUN_COUNT(sas_tensors), sas_params, RUN_COUNT(sas_params),
-     DSOPS_PRESET_V4_FLASH, scfa_init, sas_infer, sas_output_shapes, sas_call, "sas"},
+     DSOPS_PRESET_V4_FLASH, scfa_init, sas_infer, sas_output_shapes, sas_call, "sas", NULL, 0},
 };
 
 size_t dsops_op_count(void) { return sizeof ops / sizeof ops[0]; }
