@@ -198,7 +198,7 @@ static int run_set_param(void *args, const dsops_param_desc *p, const char *valu
         float f = strtof(value, &end);
         /* out-of-range and non-finite values pass: the operator judges them */
         if (*value == '\0' || *end != '\0')
-            return run_fail_status(DSOPS_ERR_PARAM, "%s: %s = \"%s\" is not a number", source, p->name, value);
+            return run_fail_status(DSOPS_ERR_PARAM, "%s: %s = \"%.64s\" is not a number", source, p->name, value);
         if (p->size != sizeof f)
             return run_fail_status(DSOPS_ERR_PARAM, "%s: internal size mismatch", p->name);
         memcpy(dst, &f, sizeof f);
@@ -208,7 +208,7 @@ static int run_set_param(void *args, const dsops_param_desc *p, const char *valu
         char *end;
         double d = strtod(value, &end);
         if (*value == '\0' || *end != '\0')
-            return run_fail_status(DSOPS_ERR_PARAM, "%s: %s = \"%s\" is not a number", source, p->name, value);
+            return run_fail_status(DSOPS_ERR_PARAM, "%s: %s = \"%.64s\" is not a number", source, p->name, value);
         if (p->size != sizeof d)
             return run_fail_status(DSOPS_ERR_PARAM, "%s: internal size mismatch", p->name);
         memcpy(dst, &d, sizeof d);
@@ -217,7 +217,7 @@ static int run_set_param(void *args, const dsops_param_desc *p, const char *valu
     case DSOPS_PARAM_INT: {
         long v;
         if (!run_parse_int(value, INT_MIN, INT_MAX, &v))
-            return run_fail_status(DSOPS_ERR_PARAM, "%s: %s = \"%s\" is not an integer", source, p->name, value);
+            return run_fail_status(DSOPS_ERR_PARAM, "%s: %s = \"%.64s\" is not an integer", source, p->name, value);
         int i = (int)v;
         if (p->size != sizeof i)
             return run_fail_status(DSOPS_ERR_PARAM, "%s: internal size mismatch", p->name);
@@ -231,7 +231,7 @@ static int run_set_param(void *args, const dsops_param_desc *p, const char *valu
         else if (strcmp(value, "false") == 0 || strcmp(value, "0") == 0)
             b = false;
         else
-            return run_fail_status(DSOPS_ERR_PARAM, "%s: %s = \"%s\" is not true or false", source, p->name, value);
+            return run_fail_status(DSOPS_ERR_PARAM, "%s: %s = \"%.64s\" is not true or false", source, p->name, value);
         if (p->size == sizeof(bool)) {
             memcpy(dst, &b, sizeof b);
         } else if (p->size == sizeof(int)) {
@@ -247,7 +247,7 @@ static int run_set_param(void *args, const dsops_param_desc *p, const char *valu
         if (!run_parse_enum(p->spellings, value, &v)) {
             char buf[128];
             run_spelling_list(p->spellings, buf, sizeof buf);
-            return run_fail_status(DSOPS_ERR_PARAM, "%s: %s = \"%s\" is not one of %s", source, p->name, value, buf);
+            return run_fail_status(DSOPS_ERR_PARAM, "%s: %s = \"%.64s\" is not one of %s", source, p->name, value, buf);
         }
         if (p->size != sizeof v)
             return run_fail_status(DSOPS_ERR_PARAM, "%s: internal size mismatch", p->name);
@@ -402,7 +402,7 @@ static int run_main(run_state *s, int argc, char **argv, const dsops_run_overrid
                 break;
             used += (size_t)n;
         }
-        return run_fail(RUN_EXIT_USAGE, RUN_ERR_USAGE, "unknown operator \"%s\" (known: %s)", op_name, names);
+        return run_fail(RUN_EXIT_USAGE, RUN_ERR_USAGE, "unknown operator \"%.64s\" (known: %s)", op_name, names);
     }
     const dsops_op_desc *op = s->op;
 
@@ -428,14 +428,14 @@ static int run_main(run_state *s, int argc, char **argv, const dsops_run_overrid
             if (r > 0) {
                 const char *eq = strchr(v, '=');
                 if (eq == NULL || eq == v)
-                    return run_fail(RUN_EXIT_USAGE, RUN_ERR_USAGE, "--set expects name=value, got \"%s\"", v);
+                    return run_fail(RUN_EXIT_USAGE, RUN_ERR_USAGE, "--set expects name=value, got \"%.64s\"", v);
                 s->sets[s->n_sets].name = v;
                 s->sets[s->n_sets].name_len = (size_t)(eq - v);
                 s->sets[s->n_sets].value = eq + 1;
                 s->n_sets++;
             }
         } else {
-            return run_fail(RUN_EXIT_USAGE, RUN_ERR_USAGE, "unknown argument \"%s\" (see dsops run --help)", argv[i]);
+            return run_fail(RUN_EXIT_USAGE, RUN_ERR_USAGE, "unknown argument \"%.64s\" (see dsops run --help)", argv[i]);
         }
         if (r < 0)
             return run_fail(RUN_EXIT_USAGE, RUN_ERR_USAGE, "%s needs a value", argv[i]);
@@ -462,15 +462,16 @@ static int run_main(run_state *s, int argc, char **argv, const dsops_run_overrid
                 used += (size_t)n;
             }
             return run_fail_status(DSOPS_ERR_PARAM, "%s has no parameter \"%.*s\" (parameters: %spreset)", op->name,
-                                   (int)st->name_len, st->name, names);
+                                   (int)(st->name_len < 64 ? st->name_len : 64), st->name, names);
         }
     }
     long threads = 0;
-    if (threads_str != NULL && !run_parse_int(threads_str, 1, INT_MAX, &threads))
-        return run_fail_status(DSOPS_ERR_PARAM, "--threads %s: expected an integer >= 1", threads_str);
+    if (threads_str != NULL && !run_parse_int(threads_str, 1, DSOPS_MAX_THREADS, &threads))
+        return run_fail_status(DSOPS_ERR_PARAM, "--threads %.32s: expected an integer in [1, %d]", threads_str,
+                               DSOPS_MAX_THREADS);
     dsops_isa isa = DSOPS_ISA_SCALAR;
     if (isa_str != NULL && dsops_isa_from_name(isa_str, &isa) != DSOPS_OK)
-        return run_fail_status(DSOPS_ERR_PARAM, "--isa %s: expected scalar, avx2, avx512 or avx512bf16", isa_str);
+        return run_fail_status(DSOPS_ERR_PARAM, "--isa %.32s: expected scalar, avx2, avx512 or avx512bf16", isa_str);
 
     char err[DSOPS_ST_ERRLEN];
     if (dsops_st_open(in_path, &s->in, err, sizeof err) != 0)
@@ -490,7 +491,7 @@ static int run_main(run_state *s, int argc, char **argv, const dsops_run_overrid
         if (!run_parse_enum(dsops_preset_spellings(), pv, &v)) {
             char buf[128];
             run_spelling_list(dsops_preset_spellings(), buf, sizeof buf);
-            return run_fail_status(DSOPS_ERR_PARAM, "%s: preset = \"%s\" is not one of %s", src, pv, buf);
+            return run_fail_status(DSOPS_ERR_PARAM, "%s: preset = \"%.64s\" is not one of %s", src, pv, buf);
         }
         preset = (dsops_preset)v;
     }
@@ -510,14 +511,14 @@ static int run_main(run_state *s, int argc, char **argv, const dsops_run_overrid
             if (strcmp(op->tensors[k].name, name) == 0)
                 d = &op->tensors[k];
         if (d == NULL)
-            return run_fail_status(DSOPS_ERR_PARAM, "%s: tensor '%s' is not an argument of %s (see dsops run --help)",
+            return run_fail_status(DSOPS_ERR_PARAM, "%s: tensor '%.64s' is not an argument of %s (see dsops run --help)",
                                    in_path, name, op->name);
         if (!run_is_input(d->role))
             continue; /* an output stored in IN (for example an expected result) is not an input */
         if (!(d->dtypes & DSOPS_DTYPE_BIT(t->dtype))) {
             char dts[64];
             run_dtype_list(d->dtypes, dts, sizeof dts);
-            return run_fail_status(DSOPS_ERR_DTYPE, "%s: tensor '%s' is %s; %s takes %s", in_path, name,
+            return run_fail_status(DSOPS_ERR_DTYPE, "%s: tensor '%.64s' is %s; %s takes %s", in_path, name,
                                    dsops_st_dtype_tag(t->dtype), op->name, dts);
         }
         *run_tensor_ptr(s->args, d) = *t;

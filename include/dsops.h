@@ -126,16 +126,19 @@ typedef enum dsops_isa {
 DSOPS_API dsops_isa dsops_isa_detected(void);
 /* "scalar", "avx2", "avx512", "avx512bf16". */
 DSOPS_API const char *dsops_isa_name(dsops_isa isa);
-/* Parses a tier name; DSOPS_ERR_PARAM for an unknown name. */
+/* Parses a tier name; DSOPS_ERR_PARAM for an unknown name, DSOPS_ERR_NULL for a NULL name or isa. */
 DSOPS_API dsops_status dsops_isa_from_name(const char *name, dsops_isa *isa);
 
 typedef struct dsops_context dsops_context;
+
+/* The most threads a context takes (DSOPS_NUM_THREADS, dsops_context_set_threads, --threads alike). */
+#define DSOPS_MAX_THREADS 4096
 
 /* New context: threads from DSOPS_NUM_THREADS (else the OpenMP default), ISA cap from DSOPS_ISA
  * (else the detected tier). A bad environment value is an error (DSOPS_ERR_PARAM). */
 DSOPS_API dsops_status dsops_context_create(dsops_context **ctx);
 DSOPS_API void dsops_context_destroy(dsops_context *ctx);
-/* threads >= 1. */
+/* 1 <= threads <= DSOPS_MAX_THREADS, else DSOPS_ERR_PARAM. */
 DSOPS_API dsops_status dsops_context_set_threads(dsops_context *ctx, int threads);
 DSOPS_API int dsops_context_threads(const dsops_context *ctx);
 /* Caps the tier used by this context; a cap above the detected tier is lowered to it. */

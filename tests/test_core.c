@@ -262,7 +262,8 @@ static void test_tensor_and_names(void)
     dsops_isa parsed;
     tu_check(dsops_isa_from_name("avx3", &parsed) == DSOPS_ERR_PARAM, "isa_from_name(avx3) accepted");
     tu_check(dsops_isa_from_name("", &parsed) == DSOPS_ERR_PARAM, "isa_from_name(\"\") accepted");
-    tu_check(dsops_isa_from_name(NULL, &parsed) == DSOPS_ERR_PARAM, "isa_from_name(NULL) accepted");
+    tu_check(dsops_isa_from_name(NULL, &parsed) == DSOPS_ERR_NULL, "isa_from_name(NULL) not DSOPS_ERR_NULL");
+    tu_check(dsops_isa_from_name("avx2", NULL) == DSOPS_ERR_NULL, "isa_from_name(name, NULL) not DSOPS_ERR_NULL");
     tu_check((int)dsops_isa_detected() >= 0 && (int)dsops_isa_detected() < DSOPS_ISA_COUNT, "isa_detected out of range");
     char ver[32];
     snprintf(ver, sizeof ver, "%d.%d.%d", DSOPS_VERSION_MAJOR, DSOPS_VERSION_MINOR, DSOPS_VERSION_PATCH);
@@ -330,6 +331,11 @@ static void test_context(void)
     if (!tu_check(dsops_context_create(&ctx) == DSOPS_OK, "context_create: %s", dsops_last_error()))
         return;
     tu_check(dsops_context_set_threads(ctx, 0) == DSOPS_ERR_PARAM, "set_threads(0) accepted");
+    /* one limit for every way of setting the thread count (DSOPS_NUM_THREADS has it too) */
+    tu_check(dsops_context_set_threads(ctx, DSOPS_MAX_THREADS + 1) == DSOPS_ERR_PARAM, "set_threads(%d) accepted",
+             DSOPS_MAX_THREADS + 1);
+    tu_check(dsops_context_set_threads(ctx, DSOPS_MAX_THREADS) == DSOPS_OK, "set_threads(%d) refused",
+             DSOPS_MAX_THREADS);
     tu_check(dsops_context_set_threads(ctx, 5) == DSOPS_OK && dsops_context_threads(ctx) == 5, "set_threads(5)");
     tu_check(dsops_last_error()[0] == '\0', "last error \"%s\" after a successful set_threads", dsops_last_error());
     tu_check(dsops_context_set_isa(ctx, (dsops_isa)7) == DSOPS_ERR_PARAM, "set_isa(7) accepted");

@@ -744,11 +744,13 @@ static int cmd_bench(int argc, char **argv)
     int list = 0, budget_set = 0;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
-            o.threads = atoi(argv[++i]);
-            if (o.threads < 1) {
-                fprintf(stderr, "dsops bench: --threads %s is not a count >= 1\n", argv[i]);
+            char *end = NULL;
+            long n = strtol(argv[++i], &end, 10);
+            if (!*argv[i] || *end || n < 1 || n > DSOPS_MAX_THREADS) {
+                fprintf(stderr, "dsops bench: --threads %.32s is not a count in [1, %d]\n", argv[i], DSOPS_MAX_THREADS);
                 return 2;
             }
+            o.threads = (int)n;
         } else if (!strcmp(argv[i], "--isa") && i + 1 < argc) {
             if (dsops_isa_from_name(argv[++i], &o.isa) != DSOPS_OK) {
                 fprintf(stderr, "dsops bench: %s\n", dsops_last_error());

@@ -21,8 +21,9 @@ static dsops_status parse_env_threads(int *threads)
     char *end = NULL;
     errno = 0;
     long n = strtol(v, &end, 10);
-    if (errno || *end || n < 1 || n > 4096)
-        return dsops_fail(DSOPS_ERR_PARAM, "DSOPS_NUM_THREADS = \"%s\" is not a thread count in [1, 4096]", v);
+    if (errno || *end || n < 1 || n > DSOPS_MAX_THREADS)
+        return dsops_fail(DSOPS_ERR_PARAM, "DSOPS_NUM_THREADS = \"%.32s\" is not a thread count in [1, %d]", v,
+                          DSOPS_MAX_THREADS);
     *threads = (int)n;
     return DSOPS_OK;
 }
@@ -67,8 +68,8 @@ dsops_status dsops_context_set_threads(dsops_context *ctx, int threads)
 {
     if (!ctx)
         return dsops_fail(DSOPS_ERR_NULL, "ctx is NULL");
-    if (threads < 1)
-        return dsops_fail(DSOPS_ERR_PARAM, "threads = %d, expected >= 1", threads);
+    if (threads < 1 || threads > DSOPS_MAX_THREADS)
+        return dsops_fail(DSOPS_ERR_PARAM, "threads = %d, expected a count in [1, %d]", threads, DSOPS_MAX_THREADS);
     ctx->threads = threads;
     dsops_clear_error();
     return DSOPS_OK;

@@ -67,13 +67,14 @@ const char *dsops_isa_name(dsops_isa isa)
 
 dsops_status dsops_isa_from_name(const char *name, dsops_isa *isa)
 {
-    for (int i = 0; name && i < DSOPS_ISA_COUNT; i++) {
+    if (!name || !isa)
+        return dsops_fail(DSOPS_ERR_NULL, "%s is NULL", !name ? "name" : "isa");
+    for (int i = 0; i < DSOPS_ISA_COUNT; i++) {
         if (strcmp(name, isa_names[i]) == 0) {
             *isa = (dsops_isa)i;
             dsops_clear_error();
             return DSOPS_OK;
         }
     }
-    return dsops_fail(DSOPS_ERR_PARAM, "isa \"%s\" is not one of scalar, avx2, avx512, avx512bf16",
-                      name ? name : "(null)");
+    return dsops_fail(DSOPS_ERR_PARAM, "isa \"%.64s\" is not one of scalar, avx2, avx512, avx512bf16", name);
 }
