@@ -158,6 +158,11 @@ struct dsops_st_file {
 /* A valid data pointer for tensors without elements. */
 static _Alignas(ST_ALIGN) unsigned char st_empty[ST_ALIGN];
 
+static int st_cmp_string(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
 static int st_cmp_name(const void *a, const void *b)
 {
     return strcmp((*(const st_entry *const *)a)->name, (*(const st_entry *const *)b)->name);
@@ -384,11 +389,6 @@ static int st_parse(dsops_st_file *f, const char *label, char *err, size_t errle
                            st_json_kind(m));
                     goto done;
                 }
-                for (size_t j = 0; j < f->meta_count; j++)
-                    if (strcmp(f->meta_keys[j], mk) == 0) {
-                        st_err(err, errlen, "%s: duplicate __metadata__ key '%.64s'", label, mk);
-                        goto done;
-                    }
                 f->meta_keys[f->meta_count] = st_strdup(mk);
                 f->meta_values[f->meta_count] = st_strdup(m->valuestring);
                 f->meta_count++;
@@ -397,6 +397,21 @@ static int st_parse(dsops_st_file *f, const char *label, char *err, size_t errle
                     goto done;
                 }
             }
+            /* duplicate keys: sorted copies of the key pointers, then neighbours (n log n, as for names) */
+            char **sorted = malloc(sizeof *sorted * (f->meta_count ? f->meta_count : 1));
+            if (sorted == NULL) {
+                st_err(err, errlen, "%s: out of memory", label);
+                goto done;
+            }
+            memcpy(sorted, f->meta_keys, sizeof *sorted * f->meta_count);
+            qsort(sorted, f->meta_count, sizeof *sorted, st_cmp_string);
+            for (size_t j = 1; j < f->meta_count; j++)
+                if (strcmp(sorted[j - 1], sorted[j]) == 0) {
+                    st_err(err, errlen, "%s: duplicate __metadata__ key '%.64s'", label, sorted[j]);
+                    free(sorted);
+                    goto done;
+                }
+            free(sorted);
             continue;
         }
         st_entry *e = &f->entries[f->count];

@@ -439,6 +439,7 @@ static const bad_case bad_cases[] = {
     {"metadata value null", "{\"__metadata__\":{\"k\":null}}", -1, 0, "expected a string"},
     {"metadata value an object", "{\"__metadata__\":{\"k\":{\"a\":\"b\"}}}", -1, 0, "expected a string"},
     {"metadata duplicate key", "{\"__metadata__\":{\"k\":\"a\",\"k\":\"b\"}}", -1, 0, "duplicate"},
+    {"metadata duplicate key, apart", "{\"__metadata__\":{\"k\":\"a\",\"j\":\"x\",\"i\":\"y\",\"k\":\"b\"}}", -1, 0, "duplicate"},
     {"metadata twice", "{\"__metadata__\":{},\"__metadata__\":{}}", -1, 0, "duplicate"},
 };
 
