@@ -277,6 +277,7 @@ dsops_status dsops_linear_create(dsops_linear_engine *e, const void *w, dsops_dt
         return dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate a linear map");
     }
     dsops_status status = DSOPS_OK;
+    char message[512] = "";
     /* packing is as costly as a few calls: spread it over the threads */
 #pragma omp parallel for schedule(dynamic, 1)
     for (int i = 0; i < l->nchunks; i++) {
@@ -289,8 +290,16 @@ dsops_status dsops_linear_create(dsops_linear_engine *e, const void *w, dsops_dt
         dsops_status s = l->path == PATH_OWN ? DSOPS_OK : make_chunk(l, c);
         if (s != DSOPS_OK) {
 #pragma omp critical(dsops_linear_status)
-            status = s;
+            {
+                status = s;
+                /* the message is the worker's (thread-local): carry it to the calling thread */
+                snprintf(message, sizeof message, "%s", dsops_last_error());
+            }
         }
+    }
+    if (status != DSOPS_OK) {
+        dsops_linear_destroy(l);
+        return dsops_fail(status, "%s", message);
     }
     if (status == DSOPS_OK && l->path == PATH_OWN && stride_k != 1 && N > 0 && K > 0) {
         /* the row-dot kernels read row-major weights */
