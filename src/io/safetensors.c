@@ -197,6 +197,38 @@ void dsops_st_close(dsops_st_file *f)
 }
 
 /* Parses one tensor entry into e (name already set). */
+/* What other readers would read differently is refused before parsing: a UTF-8 byte-order mark (cJSON skips it), a
+ * \u0000 escape (it would cut a C string short), a number with a fraction or an exponent (3.0 is no extent). */
+static int st_check_text(const char *label, const char *text, size_t n, char *err, size_t errlen)
+{
+    if (n >= 3 && (unsigned char)text[0] == 0xef && (unsigned char)text[1] == 0xbb && (unsigned char)text[2] == 0xbf) {
+        st_err(err, errlen, "%s: header starts with a UTF-8 byte-order mark", label);
+        return -1;
+    }
+    bool in_string = false;
+    for (size_t i = 0; i < n; i++) {
+        char c = text[i];
+        if (in_string) {
+            if (c == '"') {
+                in_string = false;
+            } else if (c == '\\' && i + 1 < n) {
+                if (text[i + 1] == 'u' && i + 5 < n && !strncmp(text + i + 2, "0000", 4)) {
+                    st_err(err, errlen, "%s: header has a \\u0000 escape (a NUL inside a string) at byte %zu", label, i);
+                    return -1;
+                }
+                i++;
+            }
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '.' || ((c == 'e' || c == 'E') && i > 0 && text[i - 1] >= '0' && text[i - 1] <= '9')) {
+            st_err(err, errlen, "%s: header has a number with a fraction or an exponent at byte %zu (integers only)",
+                   label, i);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int st_parse_entry(const char *label, const cJSON *item, uint64_t data_size, st_entry *e, char *err,
                           size_t errlen)
 {
@@ -206,6 +238,13 @@ static int st_parse_entry(const char *label, const cJSON *item, uint64_t data_si
                name, st_json_kind(item));
         return -1;
     }
+    /* a repeated key: readers disagree on which value counts (first, last) */
+    for (const cJSON *a = item->child; a; a = a->next)
+        for (const cJSON *b = a->next; b; b = b->next)
+            if (a->string && b->string && !strcmp(a->string, b->string)) {
+                st_err(err, errlen, "%s: tensor '%s': key \"%.32s\" appears twice", label, name, a->string);
+                return -1;
+            }
     const cJSON *jd = cJSON_GetObjectItemCaseSensitive(item, "dtype");
     const cJSON *js = cJSON_GetObjectItemCaseSensitive(item, "shape");
     const cJSON *jo = cJSON_GetObjectItemCaseSensitive(item, "data_offsets");
@@ -324,6 +363,10 @@ static int st_parse(dsops_st_file *f, const char *label, char *err, size_t errle
     }
     memcpy(text, f->buf + 8, hsize);
     text[hsize] = '\0';
+    if (st_check_text(label, text, hsize, err, errlen) != 0) {
+        free(text);
+        return -1;
+    }
     const char *parse_end = NULL;
     cJSON *root = cJSON_ParseWithOpts(text, &parse_end, 0);
     if (root == NULL) {
@@ -529,15 +572,22 @@ int dsops_st_open(const char *path, dsops_st_file **file, char *err, size_t errl
         return -1;
     }
     *file = NULL;
-    FILE *fp = fopen(path, "rb");
-    if (fp == NULL) {
+    /* non-blocking open: a FIFO or a device would block in open or read; only regular files are read */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
         st_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return -1;
     }
     struct stat sb;
-    if (fstat(fileno(fp), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         st_err(err, errlen, "%s: not a regular file", path);
-        fclose(fp);
+        close(fd);
+        return -1;
+    }
+    FILE *fp = fdopen(fd, "rb");
+    if (fp == NULL) {
+        st_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        close(fd);
         return -1;
     }
     if ((uint64_t)sb.st_size > (uint64_t)SIZE_MAX - ST_ALIGN) {

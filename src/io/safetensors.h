@@ -18,8 +18,11 @@
  * every entry an object with a known dtype, a shape of at most DSOPS_MAX_DIMS non-negative integers
  * whose element and byte counts do not overflow, data_offsets of two integers with begin <= end <= size
  * of the data section and end - begin = bytes of the shape, no two tensors overlapping, no duplicate
- * names, __metadata__ an object of strings. Gaps between tensors and bytes after the last one are
- * accepted (the format's reference writer never produces them, but they do no harm).
+ * names, __metadata__ an object of strings with no key twice. What other readers could read differently is
+ * refused: a UTF-8 byte-order mark, a \u0000 escape in a string, a number with a fraction or an exponent
+ * (3.0 is not an extent), a key repeated inside a tensor entry. Only regular files are opened (a FIFO would
+ * block). Gaps between tensors and bytes after the last one are accepted (the format's reference writer never
+ * produces them, but they do no harm).
  *
  * The writer lays tensors out without gaps, 8-byte types first, so that every tensor starts at an
  * offset aligned to its element size, and pads the header with spaces so that the data section starts

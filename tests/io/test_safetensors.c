@@ -399,11 +399,18 @@ static const bad_case bad_cases[] = {
     {"shape a number", "{\"a\":{\"dtype\":\"F32\",\"shape\":1,\"data_offsets\":[0,4]}}", -1, 4, "shape"},
     {"shape an object", "{\"a\":{\"dtype\":\"F32\",\"shape\":{},\"data_offsets\":[0,4]}}", -1, 4, "shape"},
     {"shape negative", "{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", -1, 4, "shape[0]"},
-    {"shape fractional", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", -1, 4, "shape[0]"},
+    {"shape fractional", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", -1, 4, "fraction"},
+    {"shape 1.0", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1.0],\"data_offsets\":[0,4]}}", -1, 4, "fraction"},
+    {"byte-order mark", "\xef\xbb\xbf{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", -1, 4,
+     "byte-order mark"},
+    {"NUL escape in a name", "{\"a\\u0000x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", -1, 4,
+     "u0000"},
+    {"key twice in an entry", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"shape\":[2],\"data_offsets\":[0,4]}}", -1,
+     4, "appears twice"},
     {"shape string", "{\"a\":{\"dtype\":\"F32\",\"shape\":[\"1\"],\"data_offsets\":[0,4]}}", -1, 4, "shape[0]"},
     {"shape nested", "{\"a\":{\"dtype\":\"F32\",\"shape\":[[1]],\"data_offsets\":[0,4]}}", -1, 4, "shape[0]"},
     {"shape null", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1,null],\"data_offsets\":[0,4]}}", -1, 4, "shape[1]"},
-    {"shape huge", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1e300],\"data_offsets\":[0,4]}}", -1, 4, "shape[0]"},
+    {"shape huge", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1e300],\"data_offsets\":[0,4]}}", -1, 4, "exponent"},
     {"shape 2^64", "{\"a\":{\"dtype\":\"U8\",\"shape\":[18446744073709551616],\"data_offsets\":[0,4]}}", -1, 4,
      "shape[0]"},
     {"rank 7", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1],\"data_offsets\":[0,1]}}", -1, 1, "rank 7"},
@@ -612,6 +619,22 @@ static void test_corruptions(void)
     free(orig);
 }
 
+/* A FIFO (or any file that is not regular) is refused at once: reading it would block. */
+static void test_not_regular(void)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/fifo", tmpdir);
+    if (!tu_check(mkfifo(path, 0600) == 0, "mkfifo %s", path))
+        return;
+    dsops_st_file *f = NULL;
+    char err[DSOPS_ST_ERRLEN] = "";
+    tu_check(dsops_st_open(path, &f, err, sizeof err) != 0 && f == NULL && strstr(err, "not a regular file"),
+             "a FIFO is refused without blocking (%s)", err);
+    unlink(path);
+    tu_check(dsops_st_open(tmpdir, &f, err, sizeof err) != 0 && strstr(err, "not a regular file"),
+             "a directory is refused (%s)", err);
+}
+
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 20240611);
@@ -629,6 +652,8 @@ int main(int argc, char **argv)
         test_malformed();
     if (tu_selected("corrupt"))
         test_corruptions();
+    if (tu_selected("not_regular"))
+        test_not_regular();
     rmdir(tmpdir);
     return tu_finish();
 }
