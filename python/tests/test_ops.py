@@ -325,3 +325,20 @@ def test_hadamard_matrix():
     assert dsops.hadamard_matrix(64, BF16).dtype == BF16
     with pytest.raises(dsops.ShapeError):
         dsops.hadamard_matrix(12)
+
+
+def test_outputs_whose_elements_overlap_are_refused():
+    """V9 within one output: a stride 0 on a written dimension (or interleaved dimensions) would make the result
+    depend on the thread that writes last; the call is refused and writes nothing."""
+    from numpy.lib.stride_tricks import as_strided
+    x = bf(rng(12).standard_normal((3, 64)))
+    buf = np.zeros(64, BF16)
+    y = as_strided(buf, shape=(3, 64), strides=(0, 2))          # three rows on one row of memory
+    with pytest.raises(dsops.AliasError, match="y"):
+        dsops.rmsnorm(x=x, weight=bf(np.ones(64)), y=y)
+    assert np.all(f32(buf) == 0)
+    a = sfa_case(13, True)
+    T, N, Dc = a["q_nope"].shape
+    out = as_strided(np.zeros(T * Dc, BF16), shape=(T, N, Dc), strides=(Dc * 2, 0, 2))
+    with pytest.raises(dsops.AliasError, match="out"):
+        dsops.sparse_flash_attention_v32(out=out, **a)

@@ -120,6 +120,8 @@ dsops_status dsops_check_dim(const dsops_tensor *t, const char *name, int dim, i
 void dsops_tensor_byte_range(const dsops_tensor *t, uintptr_t *lo, uintptr_t *hi);
 /* ERR_ALIAS if the byte ranges of `a` and `b` overlap (empty or absent tensors never overlap). */
 dsops_status dsops_check_no_overlap(const dsops_tensor *a, const char *an, const dsops_tensor *b, const char *bn);
+/* V9 for one output: no two of its elements share memory (DSOPS_ERR_ALIAS). */
+dsops_status dsops_check_no_self_overlap(const dsops_tensor *t, const char *name);
 
 /* A named tensor of an operator's argument list. */
 typedef struct dsops_named_tensor {

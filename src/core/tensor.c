@@ -244,9 +244,39 @@ dsops_status dsops_check_no_overlap(const dsops_tensor *a, const char *an, const
     return DSOPS_OK;
 }
 
+dsops_status dsops_check_no_self_overlap(const dsops_tensor *t, const char *name)
+{
+    if (!t || !t->data)
+        return DSOPS_OK;
+    /* dims of extent > 1 by increasing stride: each stride must pass every offset the smaller ones reach, so
+     * that no two index tuples meet (a stride 0, or views whose dimensions interleave, are refused) */
+    int order[DSOPS_MAX_DIMS], n = 0;
+    for (int d = 0; d < t->ndim; d++)
+        if (t->shape[d] > 1)
+            order[n++] = d;
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && t->stride[order[j]] < t->stride[order[j - 1]]; j--) {
+            int x = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = x;
+        }
+    int64_t reach = 0; /* the largest element offset of the smaller dims */
+    for (int i = 0; i < n; i++) {
+        int d = order[i];
+        if (t->stride[d] <= reach)
+            return dsops_fail(DSOPS_ERR_ALIAS,
+                              "%s: stride[%d] = %lld makes its elements overlap (an output's elements must be distinct)",
+                              name, d, (long long)t->stride[d]);
+        reach += (t->shape[d] - 1) * t->stride[d];
+    }
+    return DSOPS_OK;
+}
+
 dsops_status dsops_check_outputs_apart(const dsops_named_tensor *outs, size_t nouts, const dsops_named_tensor *ins,
                                        size_t nins)
 {
+    for (size_t o = 0; o < nouts; o++)
+        DSOPS_TRY(dsops_check_no_self_overlap(outs[o].t, outs[o].name));
     for (size_t o = 0; o < nouts; o++) {
         for (size_t i = 0; i < nins; i++)
             DSOPS_TRY(dsops_check_no_overlap(outs[o].t, outs[o].name, ins[i].t, ins[i].name));

@@ -252,6 +252,7 @@ static dsops_status rmsnorm_check(const dsops_rmsnorm_args *a)
     DSOPS_TRY(dsops_check_dim(&a->y, "y", 1, W, "W of x"));
     if (!isfinite(a->eps) || a->eps < 0.0f)
         return dsops_fail(DSOPS_ERR_PARAM, "eps = %g, expected a finite value >= 0", (double)a->eps);
+    DSOPS_TRY(dsops_check_no_self_overlap(&a->y, "y"));
     DSOPS_TRY(check_exact_alias(&a->y, "y", &a->x, "x"));
     return dsops_check_no_overlap(&a->y, "y", &a->weight, "weight");
 }
@@ -365,6 +366,8 @@ static dsops_status rope_tables_check(const dsops_rope_tables_args *a)
         if (a->base == 1.0)
             return dsops_fail(DSOPS_ERR_PARAM, "base = 1 with yarn = 1: the YaRN correction divides by ln(base) = 0");
     }
+    DSOPS_TRY(dsops_check_no_self_overlap(&a->cos, "cos"));
+    DSOPS_TRY(dsops_check_no_self_overlap(&a->sin, "sin"));
     DSOPS_TRY(dsops_check_no_overlap(&a->cos, "cos", &a->positions, "positions"));
     DSOPS_TRY(dsops_check_no_overlap(&a->sin, "sin", &a->positions, "positions"));
     DSOPS_TRY(dsops_check_no_overlap(&a->sin, "sin", &a->cos, "cos"));
@@ -480,6 +483,7 @@ static dsops_status rope_apply_check(const dsops_rope_apply_args *a)
     if (a->rope_inverse != 0 && a->rope_inverse != 1)
         return dsops_fail(DSOPS_ERR_PARAM, "rope_inverse = %d, expected 0 or 1", a->rope_inverse);
     DSOPS_TRY(check_exact_alias(&a->y, "y", &a->x, "x"));
+    DSOPS_TRY(dsops_check_no_self_overlap(&a->y, "y"));
     DSOPS_TRY(dsops_check_no_overlap(&a->y, "y", &a->rope_cos, "rope_cos"));
     return dsops_check_no_overlap(&a->y, "y", &a->rope_sin, "rope_sin");
 }
@@ -573,6 +577,8 @@ static dsops_status quant_q8_check(const dsops_quant_q8_args *a)
     DSOPS_TRY(dsops_check_tensor(&a->scale, "scale", 2, DSOPS_DT(DSOPS_FP32), true));
     DSOPS_TRY(dsops_check_dim(&a->scale, "scale", 0, R, "R of x"));
     DSOPS_TRY(dsops_check_dim(&a->scale, "scale", 1, W / a->group, "W / group"));
+    DSOPS_TRY(dsops_check_no_self_overlap(&a->q, "q"));
+    DSOPS_TRY(dsops_check_no_self_overlap(&a->scale, "scale"));
     DSOPS_TRY(dsops_check_no_overlap(&a->q, "q", &a->x, "x"));
     DSOPS_TRY(dsops_check_no_overlap(&a->scale, "scale", &a->x, "x"));
     return dsops_check_no_overlap(&a->scale, "scale", &a->q, "q");
@@ -646,6 +652,8 @@ static dsops_status cache_store_check(const dsops_cache_store_args *a, int *grou
         DSOPS_TRY(dsops_check_dim(&a->cache_scale, "cache_scale", 0, NB, "NB of cache"));
         DSOPS_TRY(dsops_check_dim(&a->cache_scale, "cache_scale", 1, BS, "BS of cache"));
     }
+    DSOPS_TRY(dsops_check_no_self_overlap(&a->cache, "cache"));
+    DSOPS_TRY(dsops_check_no_self_overlap(&a->cache_scale, "cache_scale"));
     DSOPS_TRY(dsops_check_no_overlap(&a->cache, "cache", &a->src, "src"));
     DSOPS_TRY(dsops_check_no_overlap(&a->cache, "cache", &a->cache_index, "cache_index"));
     DSOPS_TRY(dsops_check_no_overlap(&a->cache_scale, "cache_scale", &a->src, "src"));
