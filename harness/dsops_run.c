@@ -443,6 +443,8 @@ static int run_main(run_state *s, int argc, char **argv, const dsops_run_overrid
     if (in_path == NULL || out_path == NULL)
         return run_fail(RUN_EXIT_USAGE, RUN_ERR_USAGE, "%s is required (dsops run %s --in IN --out OUT)",
                         in_path == NULL ? "--in" : "--out", op->name);
+    if (!out_path[0] || out_path[strlen(out_path) - 1] == '/')
+        return run_fail(RUN_EXIT_USAGE, RUN_ERR_USAGE, "--out \"%.64s\" is not a file name", out_path);
 
     /* --set names are checked before any file is touched */
     for (int k = 0; k < s->n_sets; k++) {

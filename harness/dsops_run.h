@@ -17,8 +17,10 @@
  * that only one variant of an operator has (qr_scale of mla_prolog_v32 and mla_prolog_v4, q_idx_scale of
  * indexer_prolog_v32, both int8 only) is produced and written only by calls of that variant.
  *
- * Errors print "dsops run: <STATUS>: <message>" on standard error and leave OUT untouched (it is
- * written to a temporary file that replaces OUT only on success). <STATUS> is the library's status
+ * Errors print "dsops run: <STATUS>: <message>" on standard error and leave OUT untouched: it is
+ * written to a temporary file in OUT's folder, made durable (fsync), then renamed over OUT only on success,
+ * keeping an existing OUT's mode; an empty OUT, a folder or a symbolic link is refused. OUT may name IN: IN
+ * is read whole before the call, so it is replaced only by a complete result. <STATUS> is the library's status
  * name, or DSOPS_RUN_ERR_USAGE for a malformed command line and DSOPS_RUN_ERR_IO for a file that cannot
  * be read, parsed or written. Exit codes: 0 success, 1 a status of the library (including the tool's own
  * checks of tensor names, dtypes and parameter values, reported with the matching status), 2 usage,

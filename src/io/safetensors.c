@@ -14,8 +14,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <limits.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#ifndef NAME_MAX
+#define NAME_MAX 255
+#endif
+#define ST_NAME_MAX NAME_MAX
 
 /* Tensor bytes are exchanged as they lie in memory; the format is little-endian. */
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -893,12 +901,74 @@ static char *st_header_json(const dsops_st_writer *w, const uint64_t *offsets)
     return text;
 }
 
+/* The temporary name of a save of `path`: in the same folder, ".<base>.dsops-tmp-<pid>-<attempt>", the base cut so
+ * that the name stays within NAME_MAX; `prefix_len` receives the length of the part before the pid. */
+static void st_temp_name(const char *path, long pid, unsigned attempt, char *out, size_t cap, size_t *prefix_len)
+{
+    const char *slash = strrchr(path, '/');
+    size_t dir_len = slash ? (size_t)(slash - path + 1) : 0;
+    const char *base = path + dir_len;
+    char suffix[64];
+    snprintf(suffix, sizeof suffix, ".dsops-tmp-%ld-%u", pid, attempt);
+    size_t room = ST_NAME_MAX - 1 - strlen(".dsops-tmp-") - 24; /* '.', the marker, pid and attempt digits */
+    size_t keep = strlen(base) < room ? strlen(base) : room;
+    snprintf(out, cap, "%.*s.%.*s%s", (int)dir_len, path, (int)keep, base, suffix);
+    if (prefix_len)
+        *prefix_len = dir_len + 1 + keep + strlen(".dsops-tmp-");
+}
+
+/* Removes the temporaries an earlier save of `path` left when its process died (their pid no longer runs). */
+static void st_remove_stale_temps(const char *path)
+{
+    char probe[PATH_MAX + 64];
+    size_t prefix_len = 0;
+    st_temp_name(path, 0, 0, probe, sizeof probe, &prefix_len);
+    const char *slash = strrchr(path, '/');
+    size_t dir_len = slash ? (size_t)(slash - path + 1) : 0;
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%.*s", dir_len ? (int)dir_len : 1, dir_len ? path : ".");
+    const char *name_prefix = probe + dir_len; /* ".<base>.dsops-tmp-" */
+    size_t np = prefix_len - dir_len;
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (strncmp(e->d_name, name_prefix, np) != 0)
+            continue;
+        char *end = NULL;
+        long pid = strtol(e->d_name + np, &end, 10);
+        if (pid <= 0 || !end || *end != '-' || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        char full[PATH_MAX + 300];
+        snprintf(full, sizeof full, "%.*s%s", (int)dir_len, path, e->d_name);
+        unlink(full);
+    }
+    closedir(d);
+}
+
 int dsops_st_writer_save(const dsops_st_writer *w, const char *path, char *err, size_t errlen)
 {
     if (w == NULL || path == NULL) {
         st_err(err, errlen, "NULL argument");
         return -1;
     }
+    /* refused before anything is written: no name, a folder, a symbolic link (replacing it would cut the link) */
+    size_t path_len = strlen(path);
+    if (path_len == 0 || path[path_len - 1] == '/' || path_len >= PATH_MAX) {
+        st_err(err, errlen, "\"%.64s\": not a file name", path);
+        return -1;
+    }
+    struct stat old;
+    bool exists = lstat(path, &old) == 0;
+    if (exists && S_ISLNK(old.st_mode)) {
+        st_err(err, errlen, "%s: is a symbolic link; give the file it points to", path);
+        return -1;
+    }
+    if (exists && !S_ISREG(old.st_mode)) {
+        st_err(err, errlen, "%s: exists and is not a regular file", path);
+        return -1;
+    }
+    st_remove_stale_temps(path);
     /* layout: largest elements first, otherwise in the order added; no gaps */
     size_t n = w->count;
     size_t *order = malloc((n ? n : 1) * sizeof *order);
@@ -929,16 +999,15 @@ int dsops_st_writer_save(const dsops_st_writer *w, const char *path, char *err, 
     size_t hlen = strlen(header);
     size_t padded = (hlen + 7) / 8 * 8; /* 8 + padded is a multiple of 8 */
 
-    size_t plen = strlen(path);
-    tmp = malloc(plen + 64);
+    tmp = malloc(PATH_MAX + 64);
     if (tmp == NULL) {
         st_err(err, errlen, "%s: out of memory", path);
         goto done;
     }
     int fd = -1;
     for (unsigned attempt = 0; attempt < 1000 && fd < 0; attempt++) {
-        snprintf(tmp, plen + 64, "%s.tmp-%ld-%u", path, (long)getpid(), attempt);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
+        st_temp_name(path, (long)getpid(), attempt, tmp, PATH_MAX + 64, NULL);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (fd < 0 && errno != EEXIST)
             break;
     }
@@ -948,6 +1017,8 @@ int dsops_st_writer_save(const dsops_st_writer *w, const char *path, char *err, 
         tmp = NULL;
         goto done;
     }
+    if (exists) /* an existing file keeps its permissions */
+        (void)fchmod(fd, old.st_mode & 07777);
     fp = fdopen(fd, "wb");
     if (fp == NULL) {
         close(fd);
@@ -962,6 +1033,9 @@ int dsops_st_writer_save(const dsops_st_writer *w, const char *path, char *err, 
         ok = fputc(' ', fp) != EOF;
     for (size_t k = 0; ok && k < m; k++)
         ok = st_write_dense(fp, &w->tensors[order[k]].view);
+    /* durable before it becomes visible: the data reaches the disk, then the rename, then the folder's entry */
+    if (ok && (fflush(fp) != 0 || fsync(fileno(fp)) != 0))
+        ok = false;
     int werrno = errno;
     if (fclose(fp) != 0 && ok) {
         ok = false;
@@ -978,6 +1052,16 @@ int dsops_st_writer_save(const dsops_st_writer *w, const char *path, char *err, 
     }
     free(tmp);
     tmp = NULL;
+    {
+        const char *slash = strrchr(path, '/');
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path + 1) : 1, slash ? path : ".");
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            (void)fsync(dfd);
+            close(dfd);
+        }
+    }
     rc = 0;
 
 done:

@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "dsops.h"
@@ -619,6 +621,74 @@ static void test_corruptions(void)
     free(orig);
 }
 
+/* Count of entries of tmpdir whose name contains `part`. */
+static int count_in_tmpdir(const char *part)
+{
+    int n = 0;
+    DIR *d = opendir(tmpdir);
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;)
+        n += strstr(e->d_name, part) != NULL;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* Output files: atomic and durable replacement through a temporary in the same folder whose name fits NAME_MAX
+ * for any OUT name, the mode of an existing OUT kept, symbolic links, folders and empty names refused before
+ * anything is written, and temporaries left by a process that died removed by the next save. */
+static void test_output_files(void)
+{
+    float v[4] = {1, 2, 3, 4};
+    int64_t shape[1] = {4};
+    dsops_tensor t = dsops_tensor_make(v, DSOPS_FP32, 1, shape);
+    dsops_st_writer *w = dsops_st_writer_create();
+    char err[DSOPS_ST_ERRLEN] = "", path[700], link_path[700];
+    if (!tu_check(w && dsops_st_writer_add(w, "v", &t, err, sizeof err) == 0, "writer: %s", err))
+        return;
+    /* a 250-character name: its temporary must still fit */
+    char base[251];
+    memset(base, 'n', 250);
+    base[250] = 0;
+    snprintf(path, sizeof path, "%s/%s", tmpdir, base);
+    tu_check(dsops_st_writer_save(w, path, err, sizeof err) == 0, "a 250-character OUT name: %s", err);
+    tu_check(count_in_tmpdir(".dsops-tmp-") == 0, "a temporary stayed behind after a save");
+    unlink(path);
+    /* an existing OUT keeps its mode */
+    snprintf(path, sizeof path, "%s/mode.safetensors", tmpdir);
+    FILE *f = fopen(path, "w");
+    if (f)
+        fclose(f);
+    chmod(path, 0600);
+    struct stat sb;
+    tu_check(dsops_st_writer_save(w, path, err, sizeof err) == 0 && stat(path, &sb) == 0 &&
+                 (sb.st_mode & 07777) == 0600, "an existing 0600 OUT became %o (%s)", (unsigned)(sb.st_mode & 07777), err);
+    /* a symbolic link is refused and stays a link */
+    snprintf(link_path, sizeof link_path, "%s/link.safetensors", tmpdir);
+    tu_check(symlink(path, link_path) == 0, "symlink");
+    tu_check(dsops_st_writer_save(w, link_path, err, sizeof err) != 0 && strstr(err, "symbolic link") &&
+                 lstat(link_path, &sb) == 0 && S_ISLNK(sb.st_mode), "a symbolic link OUT was not refused (%s)", err);
+    unlink(link_path);
+    /* no name, a folder */
+    tu_check(dsops_st_writer_save(w, "", err, sizeof err) != 0 && strstr(err, "not a file name"), "empty OUT (%s)", err);
+    tu_check(dsops_st_writer_save(w, tmpdir, err, sizeof err) != 0 && strstr(err, "not a regular file"),
+             "a folder as OUT (%s)", err);
+    /* a temporary of a process that no longer runs is removed by the next save of the same OUT */
+    pid_t child = fork();
+    if (child == 0)
+        _exit(0);
+    waitpid(child, NULL, 0);
+    char stale[800];
+    snprintf(stale, sizeof stale, "%s/.mode.safetensors.dsops-tmp-%ld-0", tmpdir, (long)child);
+    f = fopen(stale, "w");
+    if (f)
+        fclose(f);
+    tu_check(count_in_tmpdir(".dsops-tmp-") == 1, "the stale temporary was not created");
+    tu_check(dsops_st_writer_save(w, path, err, sizeof err) == 0 && count_in_tmpdir(".dsops-tmp-") == 0,
+             "a dead process's temporary stayed (%s)", err);
+    unlink(path);
+    dsops_st_writer_destroy(w);
+}
+
 /* A FIFO (or any file that is not regular) is refused at once: reading it would block. */
 static void test_not_regular(void)
 {
@@ -654,6 +724,8 @@ int main(int argc, char **argv)
         test_corruptions();
     if (tu_selected("not_regular"))
         test_not_regular();
+    if (tu_selected("output_files"))
+        test_output_files();
     rmdir(tmpdir);
     return tu_finish();
 }
