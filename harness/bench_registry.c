@@ -8,16 +8,9 @@
 #include <string.h>
 
 #include "bench_registry.h"
+#include "cases_internal.h"
 #include "linear.h"
 #include "ref.h"
-
-static float bf16_value(uint16_t h)
-{
-    float f;
-    uint32_t u = (uint32_t)h << 16;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 /* sparse_flash_attention_v32: out against the oracle with the tolerance of spec §4.4. */
 static dsops_status sfa_run(dsops_context *ctx, void *p)
@@ -47,7 +40,7 @@ static int sfa_check(void *pv, char *why, size_t cap)
     double max_err = 0;
     const uint16_t *got = a->out.data;
     for (size_t i = 0; i < n_out; i++) {
-        float x = bf16_value(got[i]), y = bf16_value(ref_out[i]);
+        float x = cases_bf16_value(got[i]), y = cases_bf16_value(ref_out[i]);
         double err = fabs((double)x - (double)y);
         if (isnan(x) != isnan(y) || (!isnan(x) && err > 1e-4 + 0.005 * fabs((double)y)))
             bad++;
@@ -136,7 +129,7 @@ static int mlap_check(void *pv, char *why, size_t cap)
     const uint16_t *ref = a->q_nope.data;
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) {
-        float x = bf16_value(got[i]), y = bf16_value(ref[i]);
+        float x = cases_bf16_value(got[i]), y = cases_bf16_value(ref[i]);
         if (isnan(x) != isnan(y) || fabs((double)x - (double)y) > 0.005 + fabs((double)y) / 128.0)
             bad++;
     }
@@ -221,8 +214,8 @@ static int idxp_check(void *pv, char *why, size_t cap)
             uint16_t gx, gy;
             memcpy(&gx, got + 2 * i, 2);
             gy = ((const uint16_t *)a->q_idx.data)[i];
-            x = bf16_value(gx);
-            y = bf16_value(gy);
+            x = cases_bf16_value(gx);
+            y = cases_bf16_value(gy);
         }
         double err = fabs(x - y);
         /* int8: 1 / 0 / 0; bf16: 1e-4 / 2^-7 / 0.005 (spec §4.2) */
@@ -372,7 +365,7 @@ static double elem_value(const void *p, dsops_dtype dt, size_t i)
     switch (dt) {
     case DSOPS_FP32: return ((const float *)p)[i];
     case DSOPS_INT8: return ((const int8_t *)p)[i];
-    default: return bf16_value(((const uint16_t *)p)[i]);
+    default: return cases_bf16_value(((const uint16_t *)p)[i]);
     }
 }
 

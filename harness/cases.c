@@ -141,6 +141,14 @@ void cases_rng_uniform_pm1(rng *r, float *v, size_t n)
 
 uint64_t cases_rng_below(rng *r, uint64_t n) { return cases_rng_next(r) % n; }
 
+float cases_bf16_value(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
 uint16_t cases_bf16_bits(float f)
 {
     uint32_t u;

@@ -21,6 +21,8 @@ float cases_rng_unit(rng *r);
 
 /* fp32 -> bf16 / fp16 bits (round to nearest even) and fp16 bits -> fp32. */
 uint16_t cases_bf16_bits(float f);
+/* bf16 bits -> fp32 (exact). */
+float cases_bf16_value(uint16_t h);
 uint16_t cases_fp16_bits(float f);
 float cases_fp16_value(uint16_t h);
 

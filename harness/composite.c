@@ -26,15 +26,7 @@ struct dsops_sfa_composite {
     int32_t *rows;               /* [K] physical rows of the token */
 };
 
-static float widen(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static float to_bf16_value(float f) { return widen(cases_bf16_bits(f)); }
+static float to_bf16_value(float f) { return cases_bf16_value(cases_bf16_bits(f)); }
 
 dsops_sfa_composite *dsops_sfa_composite_make(const dsops_sfa_problem *p)
 {
@@ -145,7 +137,7 @@ static int run_token(const dsops_sfa_composite *c, int64_t t, int w, float *out_
     for (int64_t i = 0; i < c->N * c->Dc; i++) {
         uint16_t v = cases_bf16_bits(o[i]);
         if (out_max_diff) {
-            float d = fabsf(widen(v) - widen(out[i]));
+            float d = fabsf(cases_bf16_value(v) - cases_bf16_value(out[i]));
             *out_max_diff = d > *out_max_diff ? d : *out_max_diff;
         } else {
             out[i] = v;
