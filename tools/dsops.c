@@ -372,7 +372,6 @@ static void bench_alternatives(const bench_case_ref *c, const bench_problem *op,
 
     /* the C composite */
     char phase[64];
-    snprintf(phase, sizeof phase, "composite at %d thread%s", threads, threads > 1 ? "s" : "");
     memset(&r, 0, sizeof r);
     snprintf(r.version, sizeof r.version, "oneDNN sgemm");
     bench_problem cp = *op;
@@ -385,7 +384,6 @@ static void bench_alternatives(const bench_case_ref *c, const bench_problem *op,
             float diff = dsops_sfa_composite_max_diff(comp, threads);
             cp.p = comp;
             cp.run = composite_run;
-            progress_phase(phase, 10.0 + 4.0 * budget);
             bench_opts quiet = *o;
             quiet.compact = 1;
             r.median_s = time_and_print("  composite", &cp, &quiet, ctx, peak_core, "-");
