@@ -16,7 +16,8 @@
  *    strides are free (so q_nope / q_rope may be views into one [T, N, Dc+Dr] tensor, and
  *    key_nope / key_rope views into one [NB, BS, Dc+Dr] cache).
  *  - A context carries the thread count, the instruction-set cap and a reusable scratch arena.
- *    One context must not be used by two calls at the same time; use one context per caller thread.
+ *    One context serves one call at a time: a call on a context that another thread's call holds
+ *    returns DSOPS_ERR_BUSY at once (nothing read or written); use one context per caller thread.
  *    Passing NULL as context uses a temporary context with the environment defaults.
  *  - Results are bitwise identical for identical inputs, instruction-set tier and any thread count.
  */
@@ -56,8 +57,9 @@ typedef enum dsops_status {
     DSOPS_ERR_PARAM = 4,       /* scalar parameter out of range (non-finite scale, bad enum...) */
     DSOPS_ERR_INDEX = 5,       /* sequence descriptor, block table or slot out of range */
     DSOPS_ERR_ALIAS = 6,       /* an output overlaps another output or an input */
-    DSOPS_ERR_NOMEM = 7,       /* scratch allocation failed */
-    DSOPS_ERR_UNSUPPORTED = 8  /* valid request this build cannot serve */
+    DSOPS_ERR_NOMEM = 7,       /* scratch allocation failed, or the context's scratch limit refused it */
+    DSOPS_ERR_UNSUPPORTED = 8, /* valid request this build cannot serve */
+    DSOPS_ERR_BUSY = 9         /* the context is serving a call of another thread */
 } dsops_status;
 
 /* Upper-case name of a status ("DSOPS_ERR_INDEX"); "DSOPS_UNKNOWN_STATUS" for other values. */
@@ -135,7 +137,8 @@ typedef struct dsops_context dsops_context;
 #define DSOPS_MAX_THREADS 4096
 
 /* New context: threads from DSOPS_NUM_THREADS (else the OpenMP default), ISA cap from DSOPS_ISA
- * (else the detected tier). A bad environment value is an error (DSOPS_ERR_PARAM). */
+ * (else the detected tier), scratch limit from DSOPS_SCRATCH_LIMIT (else the default below). A bad
+ * environment value is an error (DSOPS_ERR_PARAM). */
 DSOPS_API dsops_status dsops_context_create(dsops_context **ctx);
 DSOPS_API void dsops_context_destroy(dsops_context *ctx);
 /* 1 <= threads <= DSOPS_MAX_THREADS, else DSOPS_ERR_PARAM. */
@@ -145,6 +148,13 @@ DSOPS_API int dsops_context_threads(const dsops_context *ctx);
 DSOPS_API dsops_status dsops_context_set_isa(dsops_context *ctx, dsops_isa cap);
 /* The tier calls on this context actually use. */
 DSOPS_API dsops_isa dsops_context_isa(const dsops_context *ctx);
+/* The most bytes of scratch the context may hold (all its areas together); a call that would make it
+ * hold more returns DSOPS_ERR_NOMEM before allocating or writing anything. The default is half the
+ * machine's physical memory; DSOPS_SCRATCH_LIMIT sets it in bytes, with an optional K, M or G suffix
+ * (powers of 1024). A limit of 0 is DSOPS_ERR_PARAM. Lowering the limit frees nothing: it applies when
+ * a call next has to grow an area. */
+DSOPS_API dsops_status dsops_context_set_scratch_limit(dsops_context *ctx, size_t bytes);
+DSOPS_API size_t dsops_context_scratch_limit(const dsops_context *ctx);
 
 /* ---------------------------------------------------------------------------------------------
  * Presets and shared enums

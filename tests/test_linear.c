@@ -8,6 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
 
 #include "internal.h"
 #include "linear.h"
@@ -41,7 +47,7 @@ static int run_map(const shape *s, dsops_dtype dt, const void *w, const void *x,
     dsops_linear *l = NULL;
     dsops_context *ctx = NULL;
     int ok = tu_check(dsops_context_create(&ctx) == DSOPS_OK && dsops_linear_engine_create(&e) == DSOPS_OK &&
-                          dsops_linear_create(e, w, dt, s->N, s->K, sn, sk, &l) == DSOPS_OK,
+                          dsops_linear_create(e, w, dt, s->N, s->K, sn, sk, 2, &l) == DSOPS_OK,
                       "%s: map not made (%s)", label, dsops_last_error());
     if (ok) {
         dsops_linear_job j1 = {l, x, s->K, y1, s->N}, j2 = {l, x, s->K, y2, s->N};
@@ -119,9 +125,90 @@ done:
     free(w), free(x), free(y1), free(y2);
 }
 
+/* Packing runs on the thread count the caller passes (a context's), not the OpenMP default. */
+static void check_pack_threads(void)
+{
+    enum { N = 3000, K = 64 }; /* a dozen column chunks */
+    uint16_t *w = tu_calloc((size_t)N * K, sizeof *w); /* [N, K] bf16 zeros */
+    dsops_linear_engine *e = NULL;
+    if (!tu_check(dsops_linear_engine_create(&e) == DSOPS_OK, "engine (%s)", dsops_last_error()))
+        return;
+    for (int threads = 1; threads <= 3; threads++) {
+        dsops_linear *l = NULL;
+        if (tu_check(dsops_linear_create(e, w, DSOPS_BF16, N, K, K, 1, threads, &l) == DSOPS_OK, "pack (%s)",
+                     dsops_last_error()))
+            tu_check(dsops_linear_pack_threads(l) == threads, "packing asked for %d threads, ran on %d", threads,
+                     dsops_linear_pack_threads(l));
+        dsops_linear_destroy(l);
+    }
+    dsops_linear_engine_destroy(e);
+    free(w);
+}
+
+/* A packing failure on a worker thread reaches the caller with its message: a fresh process of this program
+ * (the OpenMP runtime does not survive a bare fork) caps its address space a little above what it uses, then
+ * packs a large map on 2 threads, which runs out of memory on whichever thread gets there first; every try must
+ * give an error status and a non-empty message. */
+#define WORKER_ERROR_CHILD "--worker-error-child"
+
+static int worker_error_child(void)
+{
+    enum { N = 8192, K = 4096, TRIES = 6 };
+    uint16_t *w = calloc((size_t)N * K, sizeof *w); /* [N, K] bf16 */
+    dsops_linear_engine *e = NULL;
+    dsops_linear *l = NULL;
+    if (!w || dsops_linear_engine_create(&e) != DSOPS_OK ||
+        dsops_linear_create(e, w, DSOPS_BF16, 512, K, K, 1, 2, &l) != DSOPS_OK) /* threads started before the cap */
+        return 3;
+    dsops_linear_destroy(l);
+    long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f || fscanf(f, "%ld", &pages) != 1)
+        return 3;
+    fclose(f);
+    rlim_t cap_bytes = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)48 << 20);
+    struct rlimit cap = {cap_bytes, cap_bytes};
+    if (setrlimit(RLIMIT_AS, &cap) != 0)
+        return 3;
+    for (int i = 0; i < TRIES; i++) {
+        dsops_clear_error();
+        if (dsops_linear_create(e, w, DSOPS_BF16, N, K, K, 1, 2, &l) == DSOPS_OK)
+            return 4; /* the cap did not bite */
+        if (dsops_last_error()[0] == '\0')
+            return 5;
+    }
+    return 0;
+}
+
+static void check_worker_error_message(void)
+{
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    printf("worker error message: skipped (a sanitizer reserves the address space this check caps)\n");
+#else
+    char *child_argv[] = {"test_linear", WORKER_ERROR_CHILD, NULL};
+    pid_t pid;
+    if (!tu_check(posix_spawn(&pid, "/proc/self/exe", NULL, NULL, child_argv, environ) == 0,
+                  "worker error message: cannot start a child process"))
+        return;
+    int status = 0;
+    waitpid(pid, &status, 0);
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
+    tu_check(code == 0 || code == 4, "worker error message: %s (child exit %d)",
+             code == 5 ? "a packing failure reached the caller without its message" : "the check could not run", code);
+    if (code == 0 || code == 4)
+        printf("worker error message: %s\n", code == 0 ? "every failure carried its message" : "the cap did not bite; not checked");
+#endif
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], WORKER_ERROR_CHILD) == 0)
+        return worker_error_child();
     tu_init(argc, argv, 17);
+    if (tu_selected("pack_threads"))
+        check_pack_threads();
+    if (tu_selected("worker_error"))
+        check_worker_error_message();
     tu_rng r;
     tu_rng_seed(&r, tu_seed());
     char path[256];

@@ -95,6 +95,8 @@ _ctx_destroy = _fn("dsops_context_destroy", None, ctypes.c_void_p)
 _ctx_set_threads = _fn("dsops_context_set_threads", ctypes.c_int, ctypes.c_void_p, ctypes.c_int)
 _ctx_threads = _fn("dsops_context_threads", ctypes.c_int, ctypes.c_void_p)
 _ctx_set_isa = _fn("dsops_context_set_isa", ctypes.c_int, ctypes.c_void_p, ctypes.c_int)
+_ctx_set_scratch_limit = _fn("dsops_context_set_scratch_limit", ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t)
+_ctx_scratch_limit = _fn("dsops_context_scratch_limit", ctypes.c_size_t, ctypes.c_void_p)
 _isa_from_name = _fn("dsops_isa_from_name", ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int))
 _version = _fn("dsops_version", ctypes.c_char_p)
 _prepared_destroy = _fn("dsops_prepared_destroy", None, ctypes.c_void_p)
@@ -118,10 +120,11 @@ class IndexError(Error): status = "DSOPS_ERR_INDEX"          # noqa: E701,A001
 class AliasError(Error): status = "DSOPS_ERR_ALIAS"          # noqa: E701
 class NoMemError(Error): status = "DSOPS_ERR_NOMEM"          # noqa: E701
 class UnsupportedError(Error): status = "DSOPS_ERR_UNSUPPORTED"  # noqa: E701
+class BusyError(Error): status = "DSOPS_ERR_BUSY"            # noqa: E701
 
 
 _ERRORS = {1: NullError, 2: ShapeError, 3: DtypeError, 4: ParamError, 5: IndexError, 6: AliasError,
-           7: NoMemError, 8: UnsupportedError}
+           7: NoMemError, 8: UnsupportedError, 9: BusyError}
 __all__ += [c.__name__ for c in _ERRORS.values()]
 
 
@@ -134,10 +137,11 @@ def _raise(status, message=None):
 # ---- contexts -----------------------------------------------------------------------------------------------
 
 class Context:
-    """A library context: thread count and instruction-set cap for the calls made with it. One context serves
-    one Python thread at a time; the module keeps one per thread for calls that name none."""
+    """A library context: thread count, instruction-set cap and scratch limit (bytes) for the calls made with
+    it. One context serves one call at a time: a call while another thread's call holds it raises BusyError.
+    The module keeps one per thread for calls that name none."""
 
-    def __init__(self, threads=None, isa=None):
+    def __init__(self, threads=None, isa=None, scratch_limit=None):
         h = ctypes.c_void_p()
         st = _ctx_create(ctypes.byref(h))
         if st:
@@ -147,6 +151,21 @@ class Context:
             self.threads = threads
         if isa is not None:
             self.set_isa(isa)
+        if scratch_limit is not None:
+            self.scratch_limit = scratch_limit
+
+    @property
+    def scratch_limit(self):
+        return _ctx_scratch_limit(self._h)
+
+    @scratch_limit.setter
+    def scratch_limit(self, nbytes):
+        n = int(nbytes)
+        if n < 0:  # c_size_t would wrap it
+            raise ParamError(f"DSOPS_ERR_PARAM: scratch_limit = {n}, expected a byte count >= 1")
+        st = _ctx_set_scratch_limit(self._h, n)
+        if st:
+            _raise(st)
 
     @property
     def threads(self):

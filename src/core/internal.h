@@ -22,6 +22,16 @@ static inline int dsops_thread_num(void)
 #endif
 }
 
+/* The number of threads in the current OpenMP team (1 outside a parallel region or without OpenMP). */
+static inline int dsops_thread_count_here(void)
+{
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
+#endif
+}
+
 /* ---- errors ---------------------------------------------------------------------------------- */
 
 /* Records a formatted message for this thread and returns `status`. */
@@ -162,6 +172,9 @@ static inline void *dsops_at3(const dsops_tensor *t, int64_t i0, int64_t i1, int
 struct dsops_context {
     int threads;
     dsops_isa isa;
+    size_t scratch_limit; /* the most bytes the three areas below may hold together */
+    _Atomic(const void *) owner; /* the calling thread's token while a call runs (see dsops_context_begin) */
+    int depth;                   /* nested calls of that thread (a fused operator calling its stages) */
     void *scratch;        /* 64-byte aligned, grown on demand, reused between calls */
     size_t scratch_bytes;
     void *outer;          /* a fused operator's intermediates, kept apart from its stages' scratch */
@@ -171,10 +184,14 @@ struct dsops_context {
 };
 
 /* A context for one call: `ctx` itself, or a temporary one when ctx is NULL (released by
- * dsops_context_end). */
+ * dsops_context_end). A context that another thread's call holds gives DSOPS_ERR_BUSY; the same
+ * thread may nest calls (a fused operator runs its stages on its own context). */
 dsops_status dsops_context_begin(dsops_context *ctx, dsops_context **use);
 void dsops_context_end(dsops_context *ctx, dsops_context *use);
-/* Returns a 64-byte aligned scratch area of at least `bytes`, or NULL (message set). */
+/* The thread count a call with `ctx` runs on: the context's, or the environment default for NULL. */
+dsops_status dsops_context_thread_count(const dsops_context *ctx, int *threads);
+/* Returns a 64-byte aligned scratch area of at least `bytes`, or NULL (message set; also when the
+ * three areas together would exceed the context's scratch limit, checked before allocating). */
 void *dsops_scratch(dsops_context *ctx, size_t bytes);
 /* The same for a fused operator's intermediates: a second area that its stages' dsops_scratch calls
  * never move. */

@@ -47,6 +47,7 @@ struct dsops_linear {
     dsops_dtype dtype;
     int64_t N, K, stride_n, stride_k;
     int nchunks;
+    int pack_threads;               /* threads that took part in packing */
     linear_chunk *chunks;
     int32_t *wsum128;               /* int8 with stride_k 1: 128 * sum_k W[n][k], for the row-dot path */
     void *rows;                     /* PATH_OWN with stride_k != 1: a row-major copy of W [N, K] */
@@ -253,8 +254,10 @@ static linear_path choose_path(dnnl_engine_t engine, dsops_dtype dtype)
     return PATH_OWN;
 }
 
+int dsops_linear_pack_threads(const dsops_linear *l) { return l->pack_threads; }
+
 dsops_status dsops_linear_create(dsops_linear_engine *e, const void *w, dsops_dtype dtype, int64_t N, int64_t K,
-                                 int64_t stride_n, int64_t stride_k, dsops_linear **out)
+                                 int64_t stride_n, int64_t stride_k, int threads, dsops_linear **out)
 {
     *out = NULL;
     dsops_linear *l = calloc(1, sizeof *l);
@@ -278,12 +281,18 @@ dsops_status dsops_linear_create(dsops_linear_engine *e, const void *w, dsops_dt
     }
     dsops_status status = DSOPS_OK;
     char message[512] = "";
-    /* packing is as costly as a few calls: spread it over the threads */
-#pragma omp parallel for schedule(dynamic, 1)
+    /* packing is as costly as a few calls: spread it over the caller's threads */
+    if (threads > l->nchunks)
+        threads = l->nchunks;
+    if (threads < 1)
+        threads = 1;
+    int took_part = 0;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) reduction(max : took_part)
     for (int i = 0; i < l->nchunks; i++) {
 #ifdef _OPENMP
         omp_set_num_threads(1); /* this task's setting: oneDNN's nested regions stay single-threaded */
 #endif
+        took_part = dsops_thread_count_here();
         linear_chunk *c = &l->chunks[i];
         c->n0 = (int64_t)i * LINEAR_CHUNK;
         c->n = N - c->n0 < LINEAR_CHUNK ? N - c->n0 : LINEAR_CHUNK;
@@ -297,6 +306,7 @@ dsops_status dsops_linear_create(dsops_linear_engine *e, const void *w, dsops_dt
             }
         }
     }
+    l->pack_threads = took_part;
     if (status != DSOPS_OK) {
         dsops_linear_destroy(l);
         return dsops_fail(status, "%s", message);
@@ -355,7 +365,8 @@ void dsops_prepared_destroy(dsops_prepared *p)
     free(p);
 }
 
-dsops_status dsops_prepared_make(const char *op, const dsops_linear_source *src, int count, dsops_prepared **out)
+dsops_status dsops_prepared_make(const char *op, const dsops_linear_source *src, int count, int threads,
+                                 dsops_prepared **out)
 {
     *out = NULL;
     dsops_prepared *p = calloc(1, sizeof *p);
@@ -367,7 +378,7 @@ dsops_status dsops_prepared_make(const char *op, const dsops_linear_source *src,
     dsops_status s = dsops_linear_engine_create(&p->engine);
     for (int k = 0; s == DSOPS_OK && k < count; k++) {
         s = dsops_linear_create(p->engine, src[k].w, src[k].dtype, src[k].N, src[k].K, src[k].stride_n, src[k].stride_k,
-                                &p->maps[k]);
+                                threads, &p->maps[k]);
         p->count = k + 1;
     }
     if (s != DSOPS_OK) {
@@ -379,13 +390,13 @@ dsops_status dsops_prepared_make(const char *op, const dsops_linear_source *src,
 }
 
 dsops_status dsops_prepared_for_call(const dsops_prepared *given, const char *op, const dsops_linear_source *src,
-                                     int count, const dsops_prepared **use, dsops_prepared **own)
+                                     int count, int threads, const dsops_prepared **use, dsops_prepared **own)
 {
     *own = NULL;
     *use = given;
     if (given)
         return DSOPS_OK;
-    DSOPS_TRY(dsops_prepared_make(op, src, count, own));
+    DSOPS_TRY(dsops_prepared_make(op, src, count, threads, own));
     *use = *own;
     return DSOPS_OK;
 }

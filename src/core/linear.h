@@ -20,9 +20,12 @@ dsops_status dsops_linear_engine_create(dsops_linear_engine **out);
 void dsops_linear_engine_destroy(dsops_linear_engine *e);
 
 /* Packs W (dtype bf16, fp32 or int8): element W[n][k] at w + n * stride_n + k * stride_k (elements);
- * checkpoint weights [N, K] have stride_k = 1, a [K, N] matrix (such as w_uk[h]) has stride_n = 1. */
+ * checkpoint weights [N, K] have stride_k = 1, a [K, N] matrix (such as w_uk[h]) has stride_n = 1.
+ * The chunks are packed on up to `threads` threads (the caller's context's count). */
 dsops_status dsops_linear_create(dsops_linear_engine *e, const void *w, dsops_dtype dtype, int64_t N, int64_t K,
-                                 int64_t stride_n, int64_t stride_k, dsops_linear **out);
+                                 int64_t stride_n, int64_t stride_k, int threads, dsops_linear **out);
+/* How many threads packed `l` (for tests of the thread count). */
+int dsops_linear_pack_threads(const dsops_linear *l);
 void dsops_linear_destroy(dsops_linear *l);
 
 /* One product of a batch: y[m][n] = sum_k x[m][k] * W[n][k] for m < M; x has W's dtype; y is fp32
@@ -63,12 +66,14 @@ typedef struct dsops_linear_source {
     int64_t N, K, stride_n, stride_k;
 } dsops_linear_source;
 
-/* A prepared object for operator `op` with one map per source, sharing one engine. */
-dsops_status dsops_prepared_make(const char *op, const dsops_linear_source *src, int count, dsops_prepared **out);
+/* A prepared object for operator `op` with one map per source, sharing one engine, packed on up to
+ * `threads` threads. */
+dsops_status dsops_prepared_make(const char *op, const dsops_linear_source *src, int count, int threads,
+                                 dsops_prepared **out);
 /* The prepared object of one call: `given` when not NULL, else a new one made from src, stored in *own
  * (the caller destroys it after the call; NULL when `given` is used). */
 dsops_status dsops_prepared_for_call(const dsops_prepared *given, const char *op, const dsops_linear_source *src,
-                                     int count, const dsops_prepared **use, dsops_prepared **own);
+                                     int count, int threads, const dsops_prepared **use, dsops_prepared **own);
 /* DSOPS_OK when p is NULL or was made by dsops_prepared_make(op, src, count) from exactly these weights;
  * else DSOPS_ERR_PARAM naming the first weight that differs. */
 dsops_status dsops_prepared_check(const dsops_prepared *p, const char *op, const dsops_linear_source *src, int count);

@@ -20,6 +20,7 @@ const char *dsops_status_name(dsops_status status)
     case DSOPS_ERR_ALIAS: return "DSOPS_ERR_ALIAS";
     case DSOPS_ERR_NOMEM: return "DSOPS_ERR_NOMEM";
     case DSOPS_ERR_UNSUPPORTED: return "DSOPS_ERR_UNSUPPORTED";
+    case DSOPS_ERR_BUSY: return "DSOPS_ERR_BUSY";
     }
     return "DSOPS_UNKNOWN_STATUS";
 }

@@ -274,7 +274,6 @@ static void weight_sources(const cmp_args *a, const cmp_dims *d, dsops_linear_so
 
 dsops_status dsops_compressor_prepare(dsops_context *ctx, const cmp_args *a, dsops_prepared **out)
 {
-    (void)ctx;
     if (!a || !out)
         return dsops_fail(DSOPS_ERR_NULL, "%s is NULL", a ? "prepared" : "args");
     *out = NULL;
@@ -282,7 +281,9 @@ dsops_status dsops_compressor_prepare(dsops_context *ctx, const cmp_args *a, dso
     DSOPS_TRY(check_weights(a, &d));
     dsops_linear_source src[MAP_COUNT];
     weight_sources(a, &d, src);
-    DSOPS_TRY(dsops_prepared_make("compressor", src, MAP_COUNT, out));
+    int threads = 1;
+    DSOPS_TRY(dsops_context_thread_count(ctx, &threads));
+    DSOPS_TRY(dsops_prepared_make("compressor", src, MAP_COUNT, threads, out));
     dsops_clear_error();
     return DSOPS_OK;
 }
@@ -413,7 +414,7 @@ static dsops_status compute_entries(dsops_context *use, const cmp_args *a, const
     int64_t CD = d->CD, D = d->D, T = d->T;
     *c = (cmp_call){a, d, seq, kvp, scp, (float *)(scratch + L->gamma), (float *)(scratch + L->hm),
                     dsops_kernel_table_get(isa)->compressor.pool};
-    dsops_widen_row(a->norm_weight.data, a->norm_weight.dtype, (int)D, (float *)c->gamma);
+    dsops_widen_vector(&a->norm_weight, (int)D, (float *)c->gamma);
     if (d->rotate)
         for (int64_t i = 0; i < D; i++)
             dsops_widen_row(dsops_at2(&a->hadamard, i, 0), a->hadamard.dtype, (int)D, (float *)c->hm + i * D);
@@ -481,7 +482,7 @@ dsops_status dsops_compressor(dsops_context *ctx, const cmp_args *a)
     dsops_linear_source src[MAP_COUNT];
     weight_sources(a, &d, src);
     if (status == DSOPS_OK && d.T > 0)
-        status = dsops_prepared_for_call(a->prepared, "compressor", src, MAP_COUNT, &prep, &own);
+        status = dsops_prepared_for_call(a->prepared, "compressor", src, MAP_COUNT, threads, &prep, &own);
     if (status != DSOPS_OK) {
         dsops_context_end(ctx, use);
         return status;

@@ -194,7 +194,7 @@ static bool map_source(const idxp_args *a, const idxp_dims *d, int k, const void
     return true;
 }
 
-static dsops_status prepare_maps(const idxp_args *a, const idxp_dims *d, dsops_prepared **out)
+static dsops_status prepare_maps(const idxp_args *a, const idxp_dims *d, int threads, dsops_prepared **out)
 {
     *out = NULL;
     dsops_prepared *p = calloc(1, sizeof *p);
@@ -210,7 +210,7 @@ static dsops_status prepare_maps(const idxp_args *a, const idxp_dims *d, dsops_p
         dsops_dtype dt;
         int64_t N, K, sn, sk;
         if (map_source(a, d, k, &w, &dt, &N, &K, &sn, &sk))
-            s = dsops_linear_create(p->engine, w, dt, N, K, sn, sk, &p->maps[k]);
+            s = dsops_linear_create(p->engine, w, dt, N, K, sn, sk, threads, &p->maps[k]);
     }
     if (s != DSOPS_OK) {
         dsops_prepared_destroy(p);
@@ -241,13 +241,14 @@ static dsops_status check_prepared(const idxp_args *a, const idxp_dims *d)
 
 dsops_status dsops_indexer_prolog_v32_prepare(dsops_context *ctx, const idxp_args *a, dsops_prepared **out)
 {
-    (void)ctx;
     if (!a || !out)
         return dsops_fail(DSOPS_ERR_NULL, "%s is NULL", a ? "prepared" : "args");
     *out = NULL;
     idxp_dims d;
     DSOPS_TRY(check_weights(a, &d));
-    DSOPS_TRY(prepare_maps(a, &d, out));
+    int threads = 1;
+    DSOPS_TRY(dsops_context_thread_count(ctx, &threads));
+    DSOPS_TRY(prepare_maps(a, &d, threads, out));
     dsops_clear_error();
     return DSOPS_OK;
 }
@@ -336,7 +337,7 @@ dsops_status dsops_indexer_prolog_v32(dsops_context *ctx, const idxp_args *a)
     const dsops_prepared *prep = a->prepared;
     dsops_prepared *own = NULL;
     if (status == DSOPS_OK && T > 0 && !prep) {
-        status = prepare_maps(a, &d, &own);
+        status = prepare_maps(a, &d, use->threads, &own);
         prep = own;
     }
     if (status != DSOPS_OK || T == 0) {
@@ -349,8 +350,8 @@ dsops_status dsops_indexer_prolog_v32(dsops_context *ctx, const idxp_args *a)
     /* nothing is written above this line */
     int threads = use->threads;
     float *gamma = (float *)(scratch + L.total), *beta = gamma + DI;
-    dsops_widen_row(a->ln_gamma_k.data, a->ln_gamma_k.dtype, (int)DI, gamma);
-    dsops_widen_row(a->ln_beta_k.data, a->ln_beta_k.dtype, (int)DI, beta);
+    dsops_widen_vector(&a->ln_gamma_k, (int)DI, gamma);
+    dsops_widen_vector(&a->ln_beta_k, (int)DI, beta);
     dsops_dtype hq_dt = d.had_q ? a->hadamard_q.dtype : DSOPS_BF16, hk_dt = d.had_k ? a->hadamard_k.dtype : DSOPS_BF16;
     size_t hq_es = dsops_elem_size(hq_dt), hk_es = dsops_elem_size(hk_dt);
 

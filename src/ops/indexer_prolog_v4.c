@@ -120,7 +120,6 @@ static void weight_sources(const idx4_args *a, const idx4_dims *d, dsops_linear_
 
 dsops_status dsops_indexer_prolog_v4_prepare(dsops_context *ctx, const idx4_args *a, dsops_prepared **out)
 {
-    (void)ctx;
     if (!a || !out)
         return dsops_fail(DSOPS_ERR_NULL, "%s is NULL", a ? "prepared" : "args");
     *out = NULL;
@@ -128,7 +127,9 @@ dsops_status dsops_indexer_prolog_v4_prepare(dsops_context *ctx, const idx4_args
     DSOPS_TRY(check_weights(a, &d));
     dsops_linear_source src[MAP_COUNT];
     weight_sources(a, &d, src);
-    DSOPS_TRY(dsops_prepared_make("indexer_prolog_v4", src, MAP_COUNT, out));
+    int threads = 1;
+    DSOPS_TRY(dsops_context_thread_count(ctx, &threads));
+    DSOPS_TRY(dsops_prepared_make("indexer_prolog_v4", src, MAP_COUNT, threads, out));
     dsops_clear_error();
     return DSOPS_OK;
 }
@@ -224,7 +225,7 @@ dsops_status dsops_indexer_prolog_v4(dsops_context *ctx, const idx4_args *a)
     dsops_linear_source src[MAP_COUNT];
     weight_sources(a, &d, src);
     if (status == DSOPS_OK)
-        status = dsops_prepared_for_call(a->prepared, "indexer_prolog_v4", src, MAP_COUNT, &prep, &own);
+        status = dsops_prepared_for_call(a->prepared, "indexer_prolog_v4", src, MAP_COUNT, threads, &prep, &own);
     if (status != DSOPS_OK) {
         dsops_context_end(ctx, use);
         return status;

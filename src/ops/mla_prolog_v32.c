@@ -190,7 +190,7 @@ static dsops_status map_source(const mlap_args *a, const mlap_dims *d, int k, co
     return DSOPS_OK;
 }
 
-static dsops_status prepare_maps(const mlap_args *a, const mlap_dims *d, dsops_prepared **out)
+static dsops_status prepare_maps(const mlap_args *a, const mlap_dims *d, int threads, dsops_prepared **out)
 {
     *out = NULL;
     dsops_prepared *p = calloc(1, sizeof *p);
@@ -211,7 +211,7 @@ static dsops_status prepare_maps(const mlap_args *a, const mlap_dims *d, dsops_p
         dsops_dtype dt;
         int64_t N, K, sn, sk;
         map_source(a, d, k, &w, &dt, &N, &K, &sn, &sk);
-        dsops_status s = dsops_linear_create(p->engine, w, dt, N, K, sn, sk, &p->maps[k]);
+        dsops_status s = dsops_linear_create(p->engine, w, dt, N, K, sn, sk, threads, &p->maps[k]);
         if (s != DSOPS_OK) {
             dsops_prepared_destroy(p);
             return s;
@@ -244,13 +244,14 @@ static dsops_status check_prepared(const mlap_args *a, const mlap_dims *d)
 
 dsops_status dsops_mla_prolog_v32_prepare(dsops_context *ctx, const mlap_args *a, dsops_prepared **out)
 {
-    (void)ctx;
     if (!a || !out)
         return dsops_fail(DSOPS_ERR_NULL, "%s is NULL", a ? "prepared" : "args");
     *out = NULL;
     mlap_dims d;
     DSOPS_TRY(check_weights(a, &d));
-    DSOPS_TRY(prepare_maps(a, &d, out));
+    int threads = 1;
+    DSOPS_TRY(dsops_context_thread_count(ctx, &threads));
+    DSOPS_TRY(prepare_maps(a, &d, threads, out));
     dsops_clear_error();
     return DSOPS_OK;
 }
@@ -392,7 +393,7 @@ dsops_status dsops_mla_prolog_v32(dsops_context *ctx, const mlap_args *a)
     const dsops_prepared *prep = a->prepared;
     dsops_prepared *own = NULL;
     if (status == DSOPS_OK && d.T > 0 && !prep) {
-        status = prepare_maps(a, &d, &own);
+        status = prepare_maps(a, &d, use->threads, &own);
         prep = own;
     }
     if (status != DSOPS_OK || d.T == 0) {
@@ -407,8 +408,8 @@ dsops_status dsops_mla_prolog_v32(dsops_context *ctx, const mlap_args *a)
     int64_t T = d.T, Q = d.Q, Dc = d.Dc, NG = d.N * d.G;
     float *gcq = (float *)(scratch + L.total), *gckv = gcq + Q;
     uint16_t *kv_rows = (uint16_t *)(scratch + L.total + dsops_align64((size_t)(Q + Dc) * 4)); /* [T][Dc+64] */
-    dsops_widen_row(a->gamma_cq.data, a->gamma_cq.dtype, (int)Q, gcq);
-    dsops_widen_row(a->gamma_ckv.data, a->gamma_ckv.dtype, (int)Dc, gckv);
+    dsops_widen_vector(&a->gamma_cq, (int)Q, gcq);
+    dsops_widen_vector(&a->gamma_ckv, (int)Dc, gckv);
 
     /* 1, 7: a and kva, one batch of matmuls over x */
     dsops_linear_job j1[2] = {{prep->maps[0], a->x.data, a->x.stride[0], scratch + L.a, Q},

@@ -137,7 +137,6 @@ static void weight_sources(const mla4_args *a, const mla4_dims *d, dsops_linear_
 
 dsops_status dsops_mla_prolog_v4_prepare(dsops_context *ctx, const mla4_args *a, dsops_prepared **out)
 {
-    (void)ctx;
     if (!a || !out)
         return dsops_fail(DSOPS_ERR_NULL, "%s is NULL", a ? "prepared" : "args");
     *out = NULL;
@@ -145,7 +144,9 @@ dsops_status dsops_mla_prolog_v4_prepare(dsops_context *ctx, const mla4_args *a,
     DSOPS_TRY(check_weights(a, &d));
     dsops_linear_source src[MAP_COUNT];
     weight_sources(a, &d, src);
-    DSOPS_TRY(dsops_prepared_make("mla_prolog_v4", src, MAP_COUNT, out));
+    int threads = 1;
+    DSOPS_TRY(dsops_context_thread_count(ctx, &threads));
+    DSOPS_TRY(dsops_prepared_make("mla_prolog_v4", src, MAP_COUNT, threads, out));
     dsops_clear_error();
     return DSOPS_OK;
 }
@@ -266,7 +267,7 @@ dsops_status dsops_mla_prolog_v4(dsops_context *ctx, const mla4_args *a)
     dsops_linear_source src[MAP_COUNT];
     weight_sources(a, &d, src);
     if (status == DSOPS_OK)
-        status = dsops_prepared_for_call(a->prepared, "mla_prolog_v4", src, MAP_COUNT, &prep, &own);
+        status = dsops_prepared_for_call(a->prepared, "mla_prolog_v4", src, MAP_COUNT, threads, &prep, &own);
     if (status != DSOPS_OK) {
         dsops_context_end(ctx, use);
         return status;
@@ -274,8 +275,8 @@ dsops_status dsops_mla_prolog_v4(dsops_context *ctx, const mla4_args *a)
     /* nothing is written above this line */
     int64_t T = d.T, Q = d.Q, D = d.D, ND = d.N * d.D;
     float *gamma = (float *)(scratch + L.gamma);
-    dsops_widen_row(a->gamma_cq.data, a->gamma_cq.dtype, (int)Q, gamma);
-    dsops_widen_row(a->gamma_ckv.data, a->gamma_ckv.dtype, (int)D, gamma + Q);
+    dsops_widen_vector(&a->gamma_cq, (int)Q, gamma);
+    dsops_widen_vector(&a->gamma_ckv, (int)D, gamma + Q);
     if (d.int8w)
         for (int64_t n = 0; n < ND; n++)
             gamma[Q + D + n] = *(const float *)dsops_at1(&a->wq_b_scale, n);
