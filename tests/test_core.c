@@ -233,8 +233,8 @@ static void test_tensor_and_names(void)
 
     static const char *names[] = {"DSOPS_OK", "DSOPS_ERR_NULL", "DSOPS_ERR_SHAPE", "DSOPS_ERR_DTYPE",
                                   "DSOPS_ERR_PARAM", "DSOPS_ERR_INDEX", "DSOPS_ERR_ALIAS", "DSOPS_ERR_NOMEM",
-                                  "DSOPS_ERR_UNSUPPORTED"};
-    for (int s = 0; s <= 8; s++)
+                                  "DSOPS_ERR_UNSUPPORTED", "DSOPS_ERR_BUSY"};
+    for (int s = 0; s <= 9; s++)
         tu_check(strcmp(dsops_status_name((dsops_status)s), names[s]) == 0, "status_name(%d) = %s", s,
                  dsops_status_name((dsops_status)s));
     tu_check(strcmp(dsops_status_name((dsops_status)99), "DSOPS_UNKNOWN_STATUS") == 0, "status_name(99) = %s",
@@ -326,6 +326,30 @@ static void test_context(void)
     tu_check(strstr(dsops_last_error(), "DSOPS_ISA") != NULL, "DSOPS_ISA=sse9: message \"%s\"", dsops_last_error());
     unsetenv("DSOPS_NUM_THREADS");
     unsetenv("DSOPS_ISA");
+
+    /* DSOPS_SCRATCH_LIMIT: bytes with an optional K / M / G suffix (powers of 1024) */
+    static const struct {
+        const char *text;
+        size_t bytes; /* 0: refused */
+    } limits[] = {{"4096", 4096},          {"64K", 65536}, {"2m", (size_t)2 << 20}, {"3G", (size_t)3 << 30},
+                  {"0", 0},                {"-1", 0},      {"abc", 0},              {"5T", 0},
+                  {"12Kb", 0},             {"K", 0},       {"99999999999999999999", 0},
+                  {"17179869184G", 0}};
+    for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+        setenv("DSOPS_SCRATCH_LIMIT", limits[i].text, 1);
+        dsops_context *c = NULL;
+        st = dsops_context_create(&c);
+        if (limits[i].bytes)
+            tu_check(st == DSOPS_OK && dsops_context_scratch_limit(c) == limits[i].bytes,
+                     "DSOPS_SCRATCH_LIMIT=%s: %s, limit %zu, expected %zu", limits[i].text, dsops_status_name(st),
+                     dsops_context_scratch_limit(c), limits[i].bytes);
+        else
+            tu_check(st == DSOPS_ERR_PARAM && strstr(dsops_last_error(), "DSOPS_SCRATCH_LIMIT") != NULL,
+                     "DSOPS_SCRATCH_LIMIT=%s: %s (\"%s\"), expected DSOPS_ERR_PARAM naming the variable", limits[i].text,
+                     dsops_status_name(st), dsops_last_error());
+        dsops_context_destroy(c);
+    }
+    unsetenv("DSOPS_SCRATCH_LIMIT");
 
     dsops_context *ctx = NULL;
     if (!tu_check(dsops_context_create(&ctx) == DSOPS_OK, "context_create: %s", dsops_last_error()))
