@@ -48,3 +48,19 @@ def test_shared_context_runs_or_refuses():
     for t in threads:
         t.join()
     assert tally["wrong"] == 0 and tally["ran"] >= 1 and tally["ran"] + tally["busy"] == 90, tally
+
+
+def test_topk_scratch_follows_the_keys_not_k():
+    """A top-k far beyond the keys a token sees costs no scratch: K = 2^22 over a few dozen keys runs within a
+    1 MiB scratch limit, with strided outputs (the path that selects into scratch before scattering)."""
+    from test_ops import li_case
+    a = li_case(13, True, kv=(30, 11), T_per=(1, 1))
+    K = 1 << 22
+    idx = np.zeros((2, 2 * K), np.int32)[:, ::2]
+    sc = np.zeros((2, 2 * K), np.float32)[:, ::2]
+    ctx = dsops.Context(threads=2, scratch_limit=1 << 20)
+    kw = {k: v for k, v in a.items() if k not in ("topk_indices", "topk_scores")}
+    dsops.lightning_indexer(context=ctx, topk=K, topk_indices=idx, topk_scores=sc, **kw)
+    small = dsops.lightning_indexer(topk=64, **kw)
+    assert np.array_equal(idx[:, :64], small["topk_indices"])
+    assert np.all(idx[:, 64:] == -1) and np.all(sc[:, 64:] == -np.inf)

@@ -283,14 +283,16 @@ static void write_topk(const li_plan *p, int64_t t, const float *I, int64_t n, v
                    topk_scratch);
         return;
     }
-    /* strided outputs: select into the tail of the scratch, then scatter */
-    int32_t *idx = (int32_t *)((char *)topk_scratch + dsops_topk_scratch_bytes(n, K));
-    float *sc = (float *)(idx + K);
-    dsops_topk(I, n, K, idx, sc, topk_scratch);
+    /* strided outputs: select the min(n, K) entries into the tail of the scratch (sized by the keys, not by
+     * K), then scatter them and the padding */
+    int64_t m = n < K ? n : K;
+    int32_t *idx = (int32_t *)((char *)topk_scratch + dsops_topk_scratch_bytes(n, m));
+    float *sc = (float *)(idx + m);
+    dsops_topk(I, n, m, idx, sc, topk_scratch);
     for (int64_t j = 0; j < K; j++) {
-        *(int32_t *)dsops_at2(&a->topk_indices, t, j) = idx[j];
+        *(int32_t *)dsops_at2(&a->topk_indices, t, j) = j < m ? idx[j] : -1;
         if (dsops_tensor_present(&a->topk_scores))
-            *(float *)dsops_at2(&a->topk_scores, t, j) = sc[j];
+            *(float *)dsops_at2(&a->topk_scores, t, j) = j < m ? sc[j] : -INFINITY;
     }
 }
 
@@ -325,7 +327,8 @@ dsops_status dsops_lightning_indexer(dsops_context *ctx, const li_args *a)
     chunk_tiles = chunk_tiles < 1 ? 1 : chunk_tiles > CHUNK_TILES ? CHUNK_TILES : chunk_tiles;
     p.chunk_keys = (int64_t)chunk_tiles * 16;
     li_scratch_layout L = scratch_layout(&p, nmax);
-    size_t strided_out = dsops_align64((size_t)d.K * 8); /* topk results before a strided scatter */
+    /* topk results before a strided scatter: min(K, keys) entries, so a large K costs no scratch */
+    size_t strided_out = dsops_align64((size_t)(d.K < nmax ? d.K : nmax) * 8);
     size_t per_thread = L.total + strided_out;
     int threads = use->threads;
     bool split_keys = d.T < threads; /* few tokens: spread each token's keys over the threads */
