@@ -33,6 +33,18 @@ void dsops_widen_row(const void *src, dsops_dtype dtype, int n, float *dst)
     }
 }
 
+void dsops_widen_vector(const dsops_tensor *t, int n, float *dst)
+{
+    if (t->stride[0] == 1 || n <= 1) {
+        dsops_widen_row(t->data, t->dtype, n, dst);
+        return;
+    }
+    const unsigned char *p = t->data;
+    const size_t step = (size_t)t->stride[0] * dsops_dtype_size(t->dtype);
+    for (int i = 0; i < n; i++)
+        dsops_widen_row(p + (size_t)i * step, t->dtype, 1, dst + i);
+}
+
 void dsops_rmsnorm_row(const float *v, int n, const float *gamma, float eps, float *y)
 {
     /* the sum in 16 interleaved partial sums and v / r as v * (1 / r): both allowed by spec §1.7, and

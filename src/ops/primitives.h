@@ -12,6 +12,9 @@
 
 /* Widens n norm weights / tables of dtype bf16 or fp32 to fp32 (src may be unaligned). */
 void dsops_widen_row(const void *src, dsops_dtype dtype, int n, float *dst);
+/* The same for the n elements of a rank-1 view, `stride` elements apart: norm vectors take any stride (spec §1.3,
+ * 0 included), so they are not rows. */
+void dsops_widen_vector(const dsops_tensor *t, int n, float *dst);
 
 /* y = RMSNorm(v; gamma, eps) in fp32 (spec §2.3): r = sqrt(sum(v^2) / n + eps), y_i = (v_i / r) * gamma_i
  * (gamma NULL: unweighted). y may alias v. */
