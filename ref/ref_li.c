@@ -172,7 +172,7 @@ static int64_t token_scores(const dsops_lightning_indexer_args *a, int64_t b, in
                     s->acc[h] += s->qT[d * NI + h] * s->kf[d];
             for (int64_t h = 0; h < NI; h++) {
                 float dot = s->acc[h];
-                float r = dot < 0.0f ? 0.0f : dot;           /* max(dot, 0); -0 and +0 alike */
+                float r = dot < 0.0f ? 0.0f : dot;           /* max(dot, 0); -0 and +0 alike, NaN kept */
                 sum += r * s->ws[h];
             }
         }

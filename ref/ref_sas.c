@@ -8,8 +8,8 @@
  *   2. per head: s_e = fp32(dot(q, K_e) * softmax_scale), the dot summed over d = 0, 1, ... D-1;
  *   3. the probability mode of §2.10 (A4 normalised, A5 tiled, A6 fp32) with the sink in the
  *      denominator only; tiled: the window is tile 1, the compressed entries follow in tiles of p_tile;
- *   4. out = bf16(...), lse = m + ln(l) (sink excluded); an empty list (or a row whose maximum is -Inf)
- *      gives out = +0 and lse = +Inf.
+ *   4. out = bf16(...), lse = m + ln(l) (sink excluded); an empty list gives out = +0 and lse = +Inf, and
+ *      logits that poison the row (A3: a NaN, a +Inf maximum, or every logit -Inf) give NaN throughout.
  *
  * Every fp32 sum starts at 0 and adds its terms in ascending order (built with -ffp-contract=off). The
  * only liberty taken is loop order: the score sums of all heads run side by side over d, and the P·V sums
@@ -126,8 +126,8 @@ typedef struct sas_scratch {
     float *Ot;     /* [D] one tile's contribution (tiled) */
 } sas_scratch;
 
-/* A4 / A6 for one head: writes O (the final fp32 values before the output rounding) and returns m and l
- * through the pointers. */
+/* A4 / A6 for one head whose row is not poisoned (its maximum is finite): writes O (the final fp32 values
+ * before the output rounding) and returns m and l through the pointers. */
 static void head_normalised(const dsops_sas_args *a, const float *sh, int64_t n, int64_t D, int has_sink, float sink,
                             sas_scratch *sc, float *m_out, float *l_out)
 {
@@ -135,29 +135,27 @@ static void head_normalised(const dsops_sas_args *a, const float *sh, int64_t n,
     for (int64_t e = 0; e < n; e++)                          /* A3: the sink never enters the max */
         if (sh[e] > m)
             m = sh[e];
-    if (m != -INFINITY) {
-        for (int64_t e = 0; e < n; e++) {
-            sc->w[e] = expf(sh[e] - m);
-            l += sc->w[e];
-        }
-        const float den = l + (has_sink ? expf(sink - m) : 0.0f);
-        for (int64_t e = 0; e < n; e++) {
-            float P = sc->w[e] / den;
-            sc->w[e] = a->p_mode == DSOPS_P_FP32 ? P : ref_round_bf16(P); /* A6 keeps fp32, A4 rounds */
-        }
+    for (int64_t e = 0; e < n; e++) {
+        sc->w[e] = expf(sh[e] - m);
+        l += sc->w[e];
+    }
+    const float den = l + (has_sink ? expf(sink - m) : 0.0f);
+    for (int64_t e = 0; e < n; e++) {
+        float P = sc->w[e] / den;
+        sc->w[e] = a->p_mode == DSOPS_P_FP32 ? P : ref_round_bf16(P); /* A6 keeps fp32, A4 rounds */
+    }
+    for (int64_t d = 0; d < D; d++)
+        sc->O[d] = 0.0f;
+    for (int64_t e = 0; e < n; e++) {
+        const float P = sc->w[e], *v = sc->kv + e * D;
         for (int64_t d = 0; d < D; d++)
-            sc->O[d] = 0.0f;
-        for (int64_t e = 0; e < n; e++) {
-            const float P = sc->w[e], *v = sc->kv + e * D;
-            for (int64_t d = 0; d < D; d++)
-                sc->O[d] += P * v[d];
-        }
+            sc->O[d] += P * v[d];
     }
     *m_out = m;
     *l_out = l;
 }
 
-/* A5 for one head. Tile boundaries: [0, w) is tile 1 when w > 0, then p_tile entries at a time. A tile met
+/* A5 for one head whose row is not poisoned. Tile boundaries: [0, w) is tile 1 when w > 0, then p_tile entries at a time. A tile met
  * while the running maximum is still -Inf contributes nothing (all its weights would be exp(-Inf) = 0). */
 static void head_tiled(const dsops_sas_args *a, const float *sh, int64_t n, int64_t w, int64_t D, int has_sink,
                        float sink, sas_scratch *sc, float *m_out, float *l_out)
@@ -199,11 +197,9 @@ static void head_tiled(const dsops_sas_args *a, const float *sh, int64_t n, int6
         }
         e0 = e1;
     }
-    if (m != -INFINITY) {
-        const float den = l + (has_sink ? expf(sink - m) : 0.0f);
-        for (int64_t d = 0; d < D; d++)
-            sc->O[d] = sc->O[d] / den;
-    }
+    const float den = l + (has_sink ? expf(sink - m) : 0.0f);
+    for (int64_t d = 0; d < D; d++)
+        sc->O[d] = sc->O[d] / den;
     *m_out = m;
     *l_out = l;
 }
@@ -238,20 +234,25 @@ static void sas_token(const dsops_sas_args *a, int64_t b, int64_t t, int64_t L, 
 
     for (int64_t h = 0; h < N; h++) {
         const float sink = has_sinks ? ref_get_f(&a->sinks, h, 0, 0) : 0.0f;
-        float m = -INFINITY, l = 0.0f;
-        if (n > 0) {
-            if (a->p_mode == DSOPS_P_TILED)
-                head_tiled(a, sc->s + h * n, n, w, D, has_sinks, sink, sc, &m, &l);
-            else
-                head_normalised(a, sc->s + h * n, n, D, has_sinks, sink, sc, &m, &l);
-        }
-        if (m == -INFINITY) {                                /* A2 / A3: lonely */
+        if (n == 0) {                                        /* A2: lonely, the sink plays no part */
             for (int64_t d = 0; d < D; d++)
                 ref_put_bf16(&a->out, t, h, d, 0.0f);
             if (has_lse)
                 ref_put_f32(&a->lse, t, h, 0, INFINITY);
             continue;
         }
+        if (ref_attn_row_is_nan(sc->s + h * n, n)) {         /* A3: poisoned, NaN whatever the sink */
+            for (int64_t d = 0; d < D; d++)
+                ref_put_bf16(&a->out, t, h, d, NAN);
+            if (has_lse)
+                ref_put_f32(&a->lse, t, h, 0, NAN);
+            continue;
+        }
+        float m, l;
+        if (a->p_mode == DSOPS_P_TILED)
+            head_tiled(a, sc->s + h * n, n, w, D, has_sinks, sink, sc, &m, &l);
+        else
+            head_normalised(a, sc->s + h * n, n, D, has_sinks, sink, sc, &m, &l);
         for (int64_t d = 0; d < D; d++)                      /* out [T, N, D] bf16 */
             ref_put_bf16(&a->out, t, h, d, sc->O[d]);
         if (has_lse)

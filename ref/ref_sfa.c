@@ -3,7 +3,8 @@
  * Plain loops, one token at a time:
  *   1. find the used entries of the token's top-k row (spec §4.4 steps 1-2),
  *   2. gather and dequantise their keys into fp32 copies of bf16 values (step 3),
- *   3. per head, run the attention core (A1-A7) in the requested probability mode.
+ *   3. per head, run the attention core (A1-A7) in the requested probability mode: no used entry gives the
+ *      lonely row (out +0, lse +Inf), logits that poison the row (A3) give NaN throughout.
  *
  * Every tensor is read through its strides (in elements), so strided views are handled. The only
  * liberty taken with loop order is in the score and P·V loops, which run several independent sums side
@@ -158,9 +159,26 @@ void dsops_ref_sparse_flash_attention_v32(const dsops_sparse_flash_attention_v32
 
             for (int64_t h = 0; h < N; h++) {
                 const float *sh = s + h * K;
+
+                /* out [T, N, Dc] bf16; lse [T, N] fp32 */
+                if (n == 0) {                            /* A2: lonely query */
+                    for (int64_t d = 0; d < Dc; d++)
+                        ref_put_bf16(&a->out, t, h, d, 0.0f);
+                    if (has_lse)
+                        ref_put_f32(&a->lse, t, h, 0, INFINITY);
+                    continue;
+                }
+                if (ref_attn_row_is_nan(sh, n)) {        /* A3: a poisoned row is NaN throughout */
+                    for (int64_t d = 0; d < Dc; d++)
+                        ref_put_bf16(&a->out, t, h, d, NAN);
+                    if (has_lse)
+                        ref_put_f32(&a->lse, t, h, 0, NAN);
+                    continue;
+                }
+
+                /* from here every logit is a number or -Inf and the maximum is finite */
                 float m = -INFINITY;
                 float l = 0.0f;
-
                 if (a->p_mode == DSOPS_P_TILED) {
                     /* A5: tiles are consecutive groups of `tile` used entries in row order. A tile met
                      * while the running max is still -Inf contributes nothing. */
@@ -197,36 +215,26 @@ void dsops_ref_sparse_flash_attention_v32(const dsops_sparse_flash_attention_v32
                         m = mp;
                     }
                 } else {
-                    /* A3: the maximum over all entries (NaN scores never win the comparison) */
+                    /* A3: the maximum over all entries */
                     for (int64_t e = 0; e < n; e++)
                         if (sh[e] > m)
                             m = sh[e];
-                    if (m != -INFINITY) {
-                        /* A4 / A6: full softmax of the row, then P·V */
-                        for (int64_t e = 0; e < n; e++) {
-                            w[e] = expf(sh[e] - m);
-                            l += w[e];
-                        }
-                        for (int64_t e = 0; e < n; e++)
-                            P[e] = a->p_mode == DSOPS_P_FP32 ? w[e] / l : ref_round_bf16(w[e] / l);
+                    /* A4 / A6: full softmax of the row, then P·V */
+                    for (int64_t e = 0; e < n; e++) {
+                        w[e] = expf(sh[e] - m);
+                        l += w[e];
+                    }
+                    for (int64_t e = 0; e < n; e++)
+                        P[e] = a->p_mode == DSOPS_P_FP32 ? w[e] / l : ref_round_bf16(w[e] / l);
+                    for (int64_t d = 0; d < Dc; d++)
+                        O[d] = 0.0f;
+                    for (int64_t e = 0; e < n; e++) {
+                        const float *v = keys + e * Dqk;
                         for (int64_t d = 0; d < Dc; d++)
-                            O[d] = 0.0f;
-                        for (int64_t e = 0; e < n; e++) {
-                            const float *v = keys + e * Dqk;
-                            for (int64_t d = 0; d < Dc; d++)
-                                O[d] += P[e] * v[d];
-                        }
+                            O[d] += P[e] * v[d];
                     }
                 }
 
-                /* out [T, N, Dc] bf16; lse [T, N] fp32 */
-                if (n == 0 || m == -INFINITY) {          /* A2: lonely query */
-                    for (int64_t d = 0; d < Dc; d++)
-                        ref_put_bf16(&a->out, t, h, d, 0.0f);
-                    if (has_lse)
-                        ref_put_f32(&a->lse, t, h, 0, INFINITY);
-                    continue;
-                }
                 for (int64_t d = 0; d < Dc; d++) {
                     float o = a->p_mode == DSOPS_P_TILED ? O[d] / l : O[d];
                     ref_put_bf16(&a->out, t, h, d, o);

@@ -2,6 +2,7 @@
  * every oracle. */
 #include "ref_util.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,6 +148,22 @@ void ref_put_u8(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2, uint8
 void ref_put_i32(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2, int32_t v)
 {
     memcpy(ref_at(t, i0, i1, i2), &v, sizeof v);
+}
+
+/* ---- attention rows (spec §2.10) ------------------------------------------------------------------ */
+
+int ref_attn_row_is_nan(const float *s, int64_t n)
+{
+    int some_nan = 0, some_pos_inf = 0, all_neg_inf = 1;
+    for (int64_t e = 0; e < n; e++) {
+        if (isnan(s[e]))
+            some_nan = 1;
+        if (s[e] == INFINITY)
+            some_pos_inf = 1;
+        if (s[e] != -INFINITY)
+            all_neg_inf = 0;
+    }
+    return some_nan || some_pos_inf || all_neg_inf;
 }
 
 /* ---- row steps with their output rounding ---------------------------------------------------------- */

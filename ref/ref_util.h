@@ -48,6 +48,10 @@ void ref_put_i8(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2, int8_
 void ref_put_u8(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2, uint8_t v);
 void ref_put_i32(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2, int32_t v);
 
+/* The poisoned-row rule of spec §2.10 (A3) for an attention row with n >= 1 keys and logits s[0 .. n-1]:
+ * 1 when some logit is NaN, the largest is +Inf, or every one is -Inf (out and lse are then NaN), else 0. */
+int ref_attn_row_is_nan(const float *s, int64_t n);
+
 /* v[0:64] (bf16 values) -> bf16(rot(v[0:64], c, s)) in place (spec §2.5.1; c, s: [64] table rows). */
 void ref_rope_bf16(float *v, const float *c, const float *s, dsops_rope_mode mode, int inverse);
 

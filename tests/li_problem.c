@@ -215,6 +215,20 @@ lp_problem *lp_make(const lp_spec *spec, uint64_t seed)
         }
     }
 
+    if (sp->q_nonfinite)
+        for (int64_t t = 0; t < T; t++) {
+            const int kind = (int)(t % 4), h = NI / 2;
+            if (kind == 0)
+                continue;
+            const float v = kind == 1 ? NAN : INFINITY;
+            if (i8)
+                put_u16(&a->q_idx_scale, t, h, 0, h16(v));
+            else
+                put_u16(&a->q_idx, t, h, 0, tu_bf16(v));
+            if (kind > 1)
+                put_u16(&a->weights, t, h, 0, i8 ? h16(kind == 2 ? 1.0f : -1.0f) : tu_bf16(kind == 2 ? 1.0f : -1.0f));
+        }
+
     /* cache rows: drawn for every physical row (so the data do not depend on nan_fill), stored only
      * where a token can see them when nan_fill is set */
     int npat = sp->data == LP_DATA_EQUAL ? 1 : 5;
@@ -239,7 +253,7 @@ lp_problem *lp_make(const lp_spec *spec, uint64_t seed)
             } else {
                 float v = exact ? (float)small_value(pat, d) : tu_rng_uniform(&rng, -1.0f, 1.0f);
                 if (store)
-                    put_u16(&a->key_cache, blk, off, d, tu_bf16(v));
+                    put_u16(&a->key_cache, blk, off, d, sp->key_nan && row % 5 == 1 && d == 0 ? TU_BF16_NAN : tu_bf16(v));
             }
         }
         if (i8) {
@@ -247,7 +261,7 @@ lp_problem *lp_make(const lp_spec *spec, uint64_t seed)
             if (sp->neg_scales && row % 3 == 1)
                 ks = -ks;
             uint16_t ksh = h16(ks);
-            if (sp->nan_key_scales && row % 7 == 2)
+            if ((sp->nan_key_scales && row % 7 == 2) || (sp->key_nan && row % 5 == 1))
                 ksh = FP16_NAN;
             if (store)
                 put_u16(&a->key_scale_cache, blk, off, 0, ksh);

@@ -39,6 +39,10 @@ typedef struct lp_spec {
     int nan_weights;             /* one NaN weight in every fourth token: the whole row is NaN */
     int nan_key_scales;          /* int8: every seventh key scale NaN */
     int nan_fill;                /* cache rows no token can see hold NaN (bf16) / -128 with NaN scales */
+    int q_nonfinite;             /* head NI/2 of token t: t % 4 == 1 a NaN query element (bf16) or query scale
+                                  * (int8): every score NaN; t % 4 == 2 +Inf there with weight 1, t % 4 == 3
+                                  * +Inf with weight -1: scores +Inf / -Inf, NaN or finite by key */
+    int key_nan;                 /* every fifth cache row: a NaN element (bf16) or key scale (int8) */
     int strided_q;               /* q_idx, q_idx_scale, weights: padded views */
     int strided_kv;              /* key_cache, key_scale_cache: padded views */
     int strided_out;             /* topk_indices, topk_scores: padded rows */

@@ -348,16 +348,26 @@ tp_problem *tp_make(const tp_spec *spec, uint64_t seed)
             }
         }
     }
-    row_data *rd = tu_calloc(1, sizeof *rd);
+    row_data *rd = tu_calloc(1, sizeof *rd), *inf_row = tu_calloc(1, sizeof *inf_row);
+    for (int c = 0; c < 4096; c++) {
+        inf_row->nope_bf16[c] = inf_row->rope[c] = 0x7f80; /* bf16 +Inf */
+        inf_row->nope_i8[c] = 1;
+    }
+    for (int g = 0; g < 32; g++)
+        inf_row->scale[g] = INFINITY;
     for (int64_t row = 0; row < rows; row++) {
         int64_t blk = row / BS;
         int dead = sp->neg_inf && (owner[blk] == 0 || row % 3 == 0);
-        gen_row(sp, &rng, dead, rd); /* drawn for every row so the data does not depend on nan_fill */
-        if (sp->nan_fill && !row_used[row])
+        gen_row(sp, &rng, dead, rd); /* drawn for every row so the data do not depend on nan_fill / inf_fill */
+        if ((sp->nan_fill || sp->inf_fill) && !row_used[row]) {
+            if (sp->inf_fill)
+                store_row(p, blk, row % BS, inf_row);
             continue;
+        }
         store_row(p, blk, row % BS, rd);
     }
     free(rd);
+    free(inf_row);
     free(row_used);
     free(perm);
     free(owner);
@@ -396,6 +406,51 @@ tp_problem *tp_make(const tp_spec *spec, uint64_t seed)
     a->p_tile = sp->p_tile;
     a->kv_layout = sp->layout;
     return p;
+}
+
+void tp_set_q(tp_problem *p, int64_t t, int64_t h, int64_t c, float v)
+{
+    const dsops_sparse_flash_attention_v32_args *a = &p->args;
+    if (c < p->sp.Dc)
+        put_u16(&a->q_nope, t, h, c, tu_bf16(v));
+    else
+        put_u16(&a->q_rope, t, h, c - p->sp.Dc, tu_bf16(v));
+}
+
+void tp_set_key_rope(tp_problem *p, int64_t b, int64_t idx, int64_t c, float v)
+{
+    const dsops_sparse_flash_attention_v32_args *a = &p->args;
+    int64_t blk = p->table[b * p->MB + idx / p->sp.BS], off = idx % p->sp.BS;
+    uint16_t h = tu_bf16(v);
+    if (p->sp.layout == DSOPS_KV_PACKED656) {
+        uint8_t *row = at3(&a->kv_packed, blk, off, 0);
+        row[512 + 2 * c] = (uint8_t)(h & 0xff);
+        row[512 + 2 * c + 1] = (uint8_t)(h >> 8);
+    } else {
+        put_u16(&a->key_rope, blk, off, c, h);
+    }
+}
+
+int64_t tp_used_entries(const tp_problem *p, int64_t t, int64_t *first)
+{
+    int b = 0;
+    while (p->cu[b + 1] <= t)
+        b++;
+    const int K = p->sp.K;
+    int64_t L = (int64_t)p->used[b] - (p->cu[b + 1] - 1 - t);
+    int64_t cnt = L < 0 ? 0 : (L > K ? K : L);
+    if (p->len && p->len[t] < cnt)
+        cnt = p->len[t];
+    int64_t n = 0;
+    *first = -1;
+    for (int64_t j = 0; j < cnt; j++) {
+        int64_t id = p->idx[t * K + j];
+        if (id < 0 || id >= p->used[b])
+            continue;
+        if (n++ == 0)
+            *first = id;
+    }
+    return n;
 }
 
 void tp_free(tp_problem *p)
@@ -532,6 +587,35 @@ int tp_compare(const char *label, const dsops_sparse_flash_attention_v32_args *a
     if (lonely)
         ok &= tu_check(bad_t < 0, "%s: lonely row t=%lld h=%lld is not exactly out = +0, lse = +Inf (%lld lonely rows)",
                        label, (long long)bad_t, (long long)bad_h, (long long)lonely);
+    /* poisoned rows (ref lse NaN, spec §2.10 A3): NaN in every element; a row whose reference holds no NaN
+     * holds none either */
+    int64_t poisoned = 0;
+    bad_t = bad_h = -1;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < N; h++) {
+            const uint16_t *o = ob + (t * N + h) * Dc, *r = ref_out + (t * N + h) * Dc;
+            int ref_nan = isnan(ref_lse[t * N + h]), row_ok = 1, ref_any_nan = 0, any_nan = 0;
+            for (int64_t d = 0; d < Dc; d++) {
+                ref_any_nan |= isnan(tu_f32(r[d]));
+                any_nan |= isnan(tu_f32(o[d]));
+                if (ref_nan)
+                    row_ok &= isnan(tu_f32(o[d]));
+            }
+            if (!ref_any_nan)
+                row_ok &= !any_nan;
+            if (a->lse.data) {
+                float l;
+                memcpy(&l, &lb[t * N + h], 4);
+                row_ok &= isnan(l) == ref_nan;
+            }
+            poisoned += ref_nan;
+            if (!row_ok && bad_t < 0)
+                bad_t = t, bad_h = h;
+        }
+    if (tu_verbose())
+        printf("  %s: %lld poisoned rows of %lld\n", label, (long long)poisoned, (long long)(T * N));
+    ok &= tu_check(bad_t < 0, "%s: row t=%lld h=%lld breaks the NaN rule: %s", label, (long long)bad_t,
+                   (long long)bad_h, "NaN throughout where the reference is NaN (lse NaN), no NaN where it has none");
     free(ob);
     free(lb);
     free(of);

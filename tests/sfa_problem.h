@@ -30,6 +30,7 @@ typedef struct tp_spec {
     int with_topk_length;         /* random lengths: 0, in [0, K], K + 3, INT32_MAX */
     tp_index_mode index_mode;
     int nan_fill;                 /* every cache row no token uses holds NaN (int8: -1 with NaN scales) */
+    int inf_fill;                 /* every cache row no token uses holds +Inf (int8: 1 with +Inf scales) */
     float q_amp;                  /* q ~ U(-q_amp, q_amp); 0 means 1 */
     int int8_extreme;             /* int8 latents only -128 / 127 */
     int strided_q;                /* q_nope / q_rope: views into one [T, N, Dc+Dr+pad] buffer */
@@ -76,13 +77,22 @@ int tp_check(tp_problem *p, const char *label);
 
 /* Compares the outputs held in a->out / a->lse with dense reference outputs (out [T, N, Dc] bf16 bits,
  * lse [T, N]): compare_close with the tolerances of spec §4.4 (tiled mode: atol 5e-4), lonely rows
- * (ref lse = +Inf) exactly +0 / +Inf. Counts checks. */
+ * (ref lse = +Inf) exactly +0 / +Inf, poisoned rows (ref lse NaN) NaN in every element and in lse, and no
+ * NaN in a row whose reference has none. Counts checks. */
 int tp_compare(const char *label, const dsops_sparse_flash_attention_v32_args *a, const uint16_t *ref_out,
                const float *ref_lse);
 
 /* Runs the oracle on `a` with its outputs redirected to freshly allocated dense buffers (returned;
  * caller frees). ref_lse is always produced. */
 void tp_reference_of(const dsops_sparse_flash_attention_v32_args *a, uint16_t **ref_out, float **ref_lse);
+
+/* Element c of the query of token t, head h (c < Dc: q_nope, else q_rope[c - Dc]) becomes bf16(v). */
+void tp_set_q(tp_problem *p, int64_t t, int64_t h, int64_t c, float v);
+/* Rope element c of the cached key at logical position idx of sequence b becomes bf16(v) (every layout). */
+void tp_set_key_rope(tp_problem *p, int64_t b, int64_t idx, int64_t c, float v);
+/* The used entries of token t's top-k row (spec §4.4 steps 1-2): their count, the first one's position
+ * in *first (-1 when there is none). */
+int64_t tp_used_entries(const tp_problem *p, int64_t t, int64_t *first);
 
 /* Writes a NaN pattern into every element of the out view and the lse view (if present), so that an
  * element the library forgets to write cannot keep an earlier run's value. */

@@ -1,5 +1,6 @@
 /* Micro-kernels of every tier against the scalar tier on random inputs: packed keys bit-exact (and read
- * back through the tier's own QK / PV), dequantisation and bf16 rounding bit-exact, exp
+ * back through the tier's own QK / PV), the row maximum with its NaN contract, dequantisation and bf16
+ * rounding bit-exact, exp
  * within 2 ulp of a correctly rounded exp, QK, PV, the row dots and the compressor's pooling within fp32
  * reassociation error, the int8 row dots exact. */
 #include <math.h>
@@ -56,6 +57,49 @@ static void test_exp(const dsops_kernel_table *t, tu_rng *r)
              (double)worst_x);
     free(s);
     free(w);
+}
+
+/* row_max: the largest element, -Inf for n == 0, and NaN whenever some element is NaN, wherever it sits
+ * (vector body, lane reduction, scalar tail); +Inf and all -Inf rows are returned as they are. */
+static void test_row_max(const dsops_kernel_table *t, tu_rng *r)
+{
+    enum { MAXN = 70 };
+    float s[MAXN];
+    int bad_n = -1, bad_at = -1;
+    for (int n = 0; n <= MAXN && bad_n < 0; n++) {
+        for (int i = 0; i < n; i++)
+            s[i] = tu_rng_uniform(r, -50.0f, 50.0f);
+        float want = -INFINITY;
+        for (int i = 0; i < n; i++)
+            want = s[i] > want ? s[i] : want;
+        float got = t->attn.row_max(s, n);
+        if (got != want)
+            bad_n = n;
+        for (int at = 0; at < n && bad_n < 0; at++) { /* one NaN, at each position */
+            float keep = s[at];
+            s[at] = NAN;
+            if (!isnan(t->attn.row_max(s, n)))
+                bad_n = n, bad_at = at;
+            s[at] = INFINITY;
+            if (t->attn.row_max(s, n) != INFINITY)
+                bad_n = n, bad_at = at;
+            s[at] = keep;
+        }
+    }
+    tu_check(bad_n < 0, "%s row_max: n %d, NaN / +Inf at %d not returned (or wrong maximum)", dsops_isa_name(t->isa),
+             bad_n, bad_at);
+    for (int i = 0; i < MAXN; i++)
+        s[i] = -INFINITY;
+    int all_neg_inf = 1;
+    for (int n = 0; n <= MAXN; n++)
+        all_neg_inf &= t->attn.row_max(s, n) == -INFINITY;
+    tu_check(all_neg_inf, "%s row_max: a row of -Inf does not give -Inf", dsops_isa_name(t->isa));
+    for (int i = 0; i < MAXN; i++)
+        s[i] = NAN;
+    int all_nan = 1;
+    for (int n = 1; n <= MAXN; n++)
+        all_nan &= isnan(t->attn.row_max(s, n));
+    tu_check(all_nan, "%s row_max: a row of NaN does not give NaN", dsops_isa_name(t->isa));
 }
 
 static void test_rounding(const dsops_kernel_table *t, const dsops_kernel_table *ref, tu_rng *r)
@@ -379,6 +423,7 @@ int main(int argc, char **argv)
     for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
         const dsops_kernel_table *t = dsops_kernel_table_get((dsops_isa)isa);
         test_exp(t, &r);
+        test_row_max(t, &r);
         test_rounding(t, scalar, &r);
         int shapes[][2] = {{576, 512}, {512, 512}, {96, 64}, {33, 20}, {2, 1}, {40, 40}};
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)

@@ -8,7 +8,9 @@
  *     permuted tables and garbage in unneeded entries, int8 at -128 / 127 including fp16 overflow of
  *     d_hj, fp16 overflow and underflow of ws_h, negative weights and key scales, NaN weights and key
  *     scales, NaN in unused cache rows, many shapes (NI, DI, K), MTP and multi-sequence calls with
- *     empty sequences, topk_scores on / off, strided views, empty calls.
+ *     empty sequences, topk_scores on / off, strided views, empty calls;
+ *   - non-finite scores (spec §2.9): NaN, +Inf and -Inf query elements or scales and NaN keys, so that rows
+ *     are all NaN (exactly indices 0, 1, ...), or mix NaN, +Inf, -Inf and finite scores, compared exactly.
  * Usage: test_li [label filter]. */
 #include <math.h>
 #include <stdio.h>
@@ -297,6 +299,56 @@ static void test_numeric_edges(void)
     }
 }
 
+/* Scores NaN, +Inf and -Inf among exact finite ones: rows must equal the oracle's exactly (the order of
+ * spec §2.9: +Inf first, then numbers, -Inf, NaN last, ties by index), and a token whose scores are all NaN
+ * must get indices 0, 1, ... min(n, K) - 1 with NaN scores. */
+static void test_nonfinite_scores(void)
+{
+    static const int Ks[] = {5, 2048};
+    for (int v = 0; v < 2; v++)
+        for (int ratio = 1; ratio <= 4; ratio += 3)
+            for (int ki = 0; ki < 2; ki++) {
+                char label[100];
+                snprintf(label, sizeof label, "nan_rule_scores_%s_ratio%d_k%d", vname(v), ratio, Ks[ki]);
+                if (!tu_selected(label))
+                    continue;
+                lp_spec s = base_spec(v);
+                s.data = LP_DATA_TIES;
+                s.q_nonfinite = 1;
+                s.key_nan = 1;
+                s.cmp_ratio = ratio;
+                s.K = Ks[ki];
+                s.S[0] = 4, s.S[1] = 4, s.S[2] = 4;
+                lp_problem *p = lp_make(&s, tu_label_seed(label));
+                lp_compute_ref(p);
+                for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
+                    if (!tu_set_tier(ctx, isa))
+                        continue;
+                    char l[300];
+                    snprintf(l, sizeof l, "%s [%s]", label, dsops_isa_name((dsops_isa)isa));
+                    lp_reset_outputs(p);
+                    dsops_status st = dsops_lightning_indexer(ctx, &p->args);
+                    if (!tu_check(st == DSOPS_OK, "%s: status %s (%s)", l, dsops_status_name(st), dsops_last_error()))
+                        continue;
+                    lp_check(p, l);
+                    const dsops_lightning_indexer_args *a = &p->args;
+                    int64_t bad_t = -1;
+                    for (int64_t t = 1; t < p->T; t += 4) { /* every score NaN */
+                        const int64_t n = lp_visible(a, t), m = n < s.K ? n : s.K;
+                        const int32_t *idx = (const int32_t *)a->topk_indices.data + t * a->topk_indices.stride[0];
+                        const float *sc = (const float *)a->topk_scores.data + t * a->topk_scores.stride[0];
+                        for (int64_t j = 0; j < s.K && bad_t < 0; j++)
+                            if (idx[j] != (j < m ? j : -1) || (j < m ? !isnan(sc[j]) : !(isinf(sc[j]) && sc[j] < 0)))
+                                bad_t = t;
+                    }
+                    tu_check(bad_t < 0, "%s: token %lld scores only NaN but its row is not 0, 1, ... with NaN scores", l,
+                             (long long)bad_t);
+                }
+                lp_free(p);
+            }
+    dsops_context_set_isa(ctx, dsops_isa_detected());
+}
+
 static void test_shapes(void)
 {
     static const int NIs[] = {1, 3, 64};
@@ -429,6 +481,7 @@ int main(int argc, char **argv)
     test_block_sizes_and_ratios();
     test_ties();
     test_numeric_edges();
+    test_nonfinite_scores();
     test_shapes();
     test_sequences();
     test_views_and_outputs();

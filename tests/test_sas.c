@@ -13,6 +13,12 @@
  *  - the docs/CASES.md edges: v4_scfa_edge_kv5_s2 (the vendor count makes token 0 window-only),
  *    v4_sas_edge_lonely (out +0, lse +Inf), v4_sas_edge_sink_inf (out 0, lse bitwise as without sinks),
  *    v4_sas_edge_n1_bs1; lse never depends on the sink;
+ *  - the poisoned-row rule (spec §2.10 A3) on every tier: by hand (NaN, +Inf and all -Inf logits give NaN
+ *    out and lse; -Inf logits among finite ones weigh 0; a NaN sink makes out NaN and keeps lse, +Inf gives
+ *    out 0, -Inf changes nothing), and in swa / cfa / scfa problems of every p_mode (NaN, +Inf, -Inf query
+ *    elements, a NaN key, a token without keys whose query is NaN, the other rows unaffected) with NaN,
+ *    +Inf or -Inf in every pool row nobody reads, against the oracle on the same problem with ordinary values
+ *    there;
  *  - determinism: bitwise equal outputs for 1, 2 and 3 threads (scalar and best tier);
  *  - the CI cases of the sas family (harness/cases_sas.c): small ones on every tier, the others on the best
  *    tier; DSOPS_TEST_QUICK=1 keeps only the small ones.
@@ -432,33 +438,47 @@ static void check_outputs(const char *label, const dsops_sas_args *a, const guar
     }
 
     /* lonely rows (oracle lse +Inf with an all-zero row): out exactly +0, lse exactly +Inf; rows of a +Inf
-     * sink: out == 0 */
-    int64_t bad_lonely = -1, bad_sink = -1;
+     * sink that are not poisoned: out == 0; poisoned rows (oracle lse NaN): NaN in every element and in lse;
+     * rows whose oracle out holds no NaN hold none */
+    int64_t bad_lonely = -1, bad_sink = -1, bad_nan = -1;
     for (int64_t t = 0; t < T; t++)
         for (int64_t h = 0; h < N; h++) {
             int ref_zero = 1;
             for (int64_t d = 0; d < D; d++)
                 ref_zero &= ref_out[(t * N + h) * D + d] == 0;
             const int lonely = isinf(ref_lse[t * N + h]) && ref_lse[t * N + h] > 0 && ref_zero;
-            const int inf_sink = a->sinks.data && isinf(((const float *)a->sinks.data)[h]) &&
-                                 ((const float *)a->sinks.data)[h] > 0;
+            const int poisoned = isnan(ref_lse[t * N + h]);
+            const float *sk = a->sinks.data;
+            const int inf_sink = sk && isinf(sk[h]) && sk[h] > 0 && !poisoned;
+            int ref_any_nan = 0, any_nan = 0;
             for (int64_t d = 0; d < D; d++) {
                 uint16_t v = ov[(t * N + h) * Dp + d];
                 if (lonely && v != 0 && bad_lonely < 0)
                     bad_lonely = t * N + h;
                 if (inf_sink && (v & 0x7fffu) != 0 && bad_sink < 0)
                     bad_sink = t * N + h;
+                if (poisoned && !isnan(tu_f32(v)) && bad_nan < 0)
+                    bad_nan = t * N + h;
+                ref_any_nan |= isnan(tu_f32(ref_out[(t * N + h) * D + d]));
+                any_nan |= isnan(tu_f32(v));
             }
-            if (lonely && a->lse.data) {
+            if (!ref_any_nan && any_nan && bad_nan < 0)
+                bad_nan = t * N + h;
+            if (a->lse.data) {
                 float v = ((const float *)guarded_view(lse))[t * N + h];
-                if (!(isinf(v) && v > 0) && bad_lonely < 0)
+                if (lonely && !(isinf(v) && v > 0) && bad_lonely < 0)
                     bad_lonely = t * N + h;
+                if (isnan(v) != poisoned && bad_nan < 0)
+                    bad_nan = t * N + h;
             }
         }
     tu_check(bad_lonely < 0, "%s: lonely row (t %lld, h %lld) is not out +0 / lse +Inf", label,
              (long long)(bad_lonely / (N ? N : 1)), (long long)(bad_lonely % (N ? N : 1)));
     tu_check(bad_sink < 0, "%s: row (t %lld, h %lld) of a +Inf sink is not 0", label,
              (long long)(bad_sink / (N ? N : 1)), (long long)(bad_sink % (N ? N : 1)));
+    tu_check(bad_nan < 0, "%s: row (t %lld, h %lld) breaks the NaN rule (NaN throughout where the oracle's lse is NaN, "
+             "no NaN where the oracle has none)", label, (long long)(bad_nan / (N ? N : 1)),
+             (long long)(bad_nan % (N ? N : 1)));
 
     /* untouched: guards, padding, an absent lse */
     size_t bad = 0;
@@ -888,6 +908,186 @@ static void test_edges(void)
     }
 }
 
+/* ---- the poisoned-row rule (spec §2.10 A3) ------------------------------------------------------------------- */
+
+/* One token, a window of three keys (1, 0.5), (0.5, 1), (2, -1), softmax_scale 1, eight heads:
+ *   h0 q (1, 0): an ordinary row;          h1 q (NaN, 0): every logit NaN;
+ *   h2 q (+Inf, 0): every logit +Inf;      h3 q (-Inf, 0): every logit -Inf;
+ *   h4-h6 q (0, 1) with sinks NaN, +Inf, -Inf: logits 0.5, 1, -1;
+ *   h7 q (-2^127, 0): logits -2^127, -2^126 and -Inf (overflow), so the row is exactly key 1: out (0.5, 1),
+ *      lse -2^126, in any summation order and with any exp.
+ * Checked on the oracle and on every tier, in every p_mode. */
+static void nan_rule_by_hand_check(const char *l, const uint16_t *out, const float *lse, const uint16_t *out_nosink)
+{
+    int nan_rows = 1;
+    for (int h = 1; h <= 3; h++)
+        nan_rows &= isnan(tu_f32(out[2 * h])) && isnan(tu_f32(out[2 * h + 1])) && isnan(lse[h]);
+    tu_check(nan_rows, "%s: NaN, +Inf and all -Inf logits do not give NaN out and lse", l);
+    tu_check(isfinite(tu_f32(out[0])) && isfinite(tu_f32(out[1])) && isfinite(lse[0]), "%s: an ordinary row is not finite",
+             l);
+    const float lse_q01 = 1.0f + logf(expf(-0.5f) + 1.0f + expf(-2.0f));
+    int lse_ok = 1;
+    for (int h = 4; h <= 6; h++)
+        lse_ok &= isfinite(lse[h]) && fabsf(lse[h] - lse_q01) <= 1e-6f;
+    tu_check(lse_ok, "%s: lse of the sink rows %.9g %.9g %.9g, expected %.9g (the sink never enters lse)", l,
+             (double)lse[4], (double)lse[5], (double)lse[6], (double)lse_q01);
+    tu_check(isnan(tu_f32(out[8])) && isnan(tu_f32(out[9])), "%s: a NaN sink does not make out NaN", l);
+    tu_check(out[10] == 0 && out[11] == 0, "%s: a +Inf sink gives out %#x %#x, expected +0", l, out[10], out[11]);
+    tu_check(!out_nosink || (out[12] == out_nosink[12] && out[13] == out_nosink[13]),
+             "%s: a -Inf sink changes out", l);
+    tu_check(out[14] == tu_bf16(0.5f) && out[15] == tu_bf16(1.0f) && lse[7] == -0x1p126f,
+             "%s: -Inf logits among finite ones: out (%g, %g) lse %.9g, expected (0.5, 1) %.9g", l,
+             (double)tu_f32(out[14]), (double)tu_f32(out[15]), (double)lse[7], (double)-0x1p126f);
+}
+
+static void test_nan_rule_by_hand(void)
+{
+    if (!tu_selected("nan_rule by hand"))
+        return;
+    enum { H = 8 };
+    const float qv[H][2] = {{1, 0}, {NAN, 0}, {INFINITY, 0}, {-INFINITY, 0}, {0, 1}, {0, 1}, {0, 1}, {-0x1p127f, 0}};
+    uint16_t q[2 * H], pool[6] = {tu_bf16(1), tu_bf16(0.5f), tu_bf16(0.5f), tu_bf16(1), tu_bf16(2), tu_bf16(-1)};
+    for (int h = 0; h < H; h++)
+        q[2 * h] = tu_bf16(qv[h][0]), q[2 * h + 1] = tu_bf16(qv[h][1]);
+    float sinks[H] = {0, 0, 0, 0, NAN, INFINITY, -INFINITY, -INFINITY};
+    int32_t cu[2] = {0, 1}, used[1] = {3}, bt[1] = {0};
+    uint16_t out[2 * H], out_nosink[2 * H];
+    float lse[H];
+    dsops_sas_args a;
+    memset(&a, 0, sizeof a);
+    a.q = dsops_tensor_make(q, DSOPS_BF16, 3, (int64_t[]){1, H, 2});
+    a.cu_seqlens_q = dsops_tensor_make(cu, DSOPS_INT32, 1, (int64_t[]){2});
+    a.seqused_kv = dsops_tensor_make(used, DSOPS_INT32, 1, (int64_t[]){1});
+    a.ori_kv = dsops_tensor_make(pool, DSOPS_BF16, 3, (int64_t[]){1, 3, 2});
+    a.ori_block_table = dsops_tensor_make(bt, DSOPS_INT32, 2, (int64_t[]){1, 1});
+    a.out = dsops_tensor_make(out, DSOPS_BF16, 3, (int64_t[]){1, H, 2});
+    a.lse = dsops_tensor_make(lse, DSOPS_FP32, 2, (int64_t[]){1, H});
+    a.softmax_scale = 1.0f, a.win_size = 3, a.cmp_mode = DSOPS_CMP_NONE, a.cmp_ratio = 1;
+    for (int mode = 0; mode < 3; mode++) {
+        a.p_mode = (dsops_p_mode)mode, a.p_tile = 1;
+        char l[120];
+        /* the oracle first, without and with sinks */
+        a.sinks = (dsops_tensor){0};
+        dsops_ref_sas(&a);
+        memcpy(out_nosink, out, sizeof out);
+        a.sinks = dsops_tensor_make(sinks, DSOPS_FP32, 1, (int64_t[]){H});
+        dsops_ref_sas(&a);
+        snprintf(l, sizeof l, "nan_rule by hand p_mode %d [oracle]", mode);
+        nan_rule_by_hand_check(l, out, lse, out_nosink);
+        for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
+            if (!tu_set_tier(ctx, isa))
+                continue;
+            snprintf(l, sizeof l, "nan_rule by hand p_mode %d [%s]", mode, dsops_isa_name((dsops_isa)isa));
+            a.sinks = (dsops_tensor){0};
+            dsops_status st = dsops_sas(ctx, &a);
+            memcpy(out_nosink, out, sizeof out);
+            a.sinks = dsops_tensor_make(sinks, DSOPS_FP32, 1, (int64_t[]){H});
+            dsops_status st2 = dsops_sas(ctx, &a);
+            if (!tu_check(st == DSOPS_OK && st2 == DSOPS_OK, "%s: status %s / %s", l, dsops_status_name(st),
+                          dsops_status_name(st2)))
+                continue;
+            nan_rule_by_hand_check(l, out, lse, out_nosink);
+        }
+    }
+    dsops_context_set_isa(ctx, dsops_isa_detected());
+}
+
+/* Every pool element holding the bits `from` (the NaN of the rows nobody reads) becomes `to`. */
+static void pool_replace(sp_problem *p, uint16_t from, uint16_t to)
+{
+    uint16_t *pools[2] = {p->ori, p->cmp};
+    const int64_t n[2] = {p->NBW * p->s.BSW * p->Dp, p->NBC * p->s.BSC * p->Dp};
+    for (int k = 0; k < 2; k++)
+        for (int64_t i = 0; pools[k] && i < n[k]; i++)
+            if (pools[k][i] == from)
+                pools[k][i] = to;
+}
+
+/* 1 if row (t, h) of p's output is NaN throughout (want 1), finite (0) or lonely (2). */
+static int sas_row_is(const sp_problem *p, int64_t t, int64_t h, int want)
+{
+    const uint16_t *o = (const uint16_t *)guarded_view(&p->out) + (t * p->s.N + h) * p->Dp;
+    const float l = ((const float *)guarded_view(&p->lse))[t * p->s.N + h];
+    int ok = want == 1 ? isnan(l) : (want == 2 ? isinf(l) && l > 0 : isfinite(l));
+    for (int64_t d = 0; d < p->s.D; d++)
+        ok &= want == 1 ? isnan(tu_f32(o[d])) : (want == 2 ? o[d] == 0 : isfinite(tu_f32(o[d])));
+    return ok;
+}
+
+/* swa / cfa / scfa problems plus one sequence whose first token sees no key (L 0). Token 0: head 0 a NaN
+ * query element, head 1 +Inf, head 2 -Inf (NaN rows whatever the keys), head 3 untouched; the token without
+ * keys has NaN queries; the newest window row of the last sequence gets a NaN value, so every head of that
+ * sequence's last token (the only one whose window holds it) is NaN. The oracle runs with ordinary values in the
+ * rows nobody reads; the operator with NaN, +Inf and -Inf there. */
+static void test_nan_rule(void)
+{
+    static const struct {
+        dsops_p_mode m;
+        int tile;
+    } modes[] = {{DSOPS_P_NORMALISED, 0}, {DSOPS_P_FP32, 0}, {DSOPS_P_TILED, 1}, {DSOPS_P_TILED, 5}};
+    static const char *variants[3] = {"swa", "cfa", "scfa"};
+    for (int v = 0; v < 3; v++)
+        for (int m = 0; m < 4; m++) {
+            char label[120];
+            snprintf(label, sizeof label, "nan_rule %s p_mode %d tile %d", variants[v], (int)modes[m].m, modes[m].tile);
+            if (!tu_selected(label))
+                continue;
+            sp_spec s = v == 0 ? swa_spec() : (v == 1 ? cfa_spec() : scfa_spec());
+            s.N = 4;
+            s.p_mode = modes[m].m;
+            s.p_tile = modes[m].tile ? modes[m].tile : 128;
+            if (v == 1)
+                s.cmp_ratio = 4; /* several dense entries per token */
+            const int lonely_b = s.B++;
+            s.S[lonely_b] = 2, s.seqused[lonely_b] = 1; /* its token 0 has L = 0 */
+            sp_problem *p = sp_make(&s, tu_label_seed(label));
+            const int64_t lonely_t = p->cu[lonely_b], key_b = lonely_b - 1, key_t = p->cu[key_b + 1] - 1;
+            const int64_t Dp = p->Dp;
+            p->q[(0 * s.N + 0) * Dp + 1] = tu_bf16(NAN);
+            p->q[(0 * s.N + 1) * Dp + 0] = tu_bf16(INFINITY);
+            p->q[(0 * s.N + 2) * Dp + s.D - 1] = tu_bf16(-INFINITY);
+            for (int h = 0; h < s.N; h++)
+                p->q[(lonely_t * s.N + h) * Dp] = tu_bf16(NAN);
+            const int64_t pos = token_L(p, key_b, key_t) - 1;
+            const int64_t key_row = (int64_t)p->ori_bt[key_b * p->MBW + pos / s.BSW] * s.BSW + pos % s.BSW;
+            p->ori[key_row * Dp] = 0xffc1; /* a NaN whose bits differ from the unread rows' */
+            const uint16_t clean = 0x4040; /* 3.0: no read row holds it (they hold U(-1, 1)) */
+            pool_replace(p, NAN_BF16, clean);
+            sp_reference(p);
+            const uint16_t fills[3] = {NAN_BF16, 0x7f80, 0xff80}; /* NaN, +Inf, -Inf */
+            const char *fill_names[3] = {"NaN", "+Inf", "-Inf"};
+            uint16_t current = clean;
+            for (int f = 0; f < 3; f++) {
+                pool_replace(p, current, fills[f]);
+                current = fills[f];
+                for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
+                    if (!tu_set_tier(ctx, isa))
+                        continue;
+                    char l[300];
+                    snprintf(l, sizeof l, "%s, unread rows %s [%s]", label, fill_names[f], dsops_isa_name((dsops_isa)isa));
+                    guarded_poison(&p->out), guarded_poison(&p->lse);
+                    dsops_status st = dsops_sas(ctx, &p->args);
+                    if (!tu_check(st == DSOPS_OK, "%s: status %s (%s)", l, dsops_status_name(st), dsops_last_error()))
+                        continue;
+                    check_outputs(l, &p->args, &p->out, &p->lse, Dp, p->ref_out, p->ref_lse);
+                    /* the same, stated without the oracle */
+                    int lonely_ok = 1, key_ok = 1;
+                    for (int h = 0; h < s.N; h++) {
+                        lonely_ok &= sas_row_is(p, lonely_t, h, 2);
+                        key_ok &= sas_row_is(p, key_t, h, 1);
+                    }
+                    tu_check(sas_row_is(p, 0, 0, 1) && sas_row_is(p, 0, 1, 1) && sas_row_is(p, 0, 2, 1) &&
+                                 sas_row_is(p, 0, 3, 0),
+                             "%s: token 0: NaN / +Inf / -Inf query rows not NaN, or the clean head not finite", l);
+                    tu_check(lonely_ok, "%s: token %lld without keys is not out +0 / lse +Inf", l, (long long)lonely_t);
+                    tu_check(key_ok, "%s: token %lld attends to a NaN key but is not NaN", l, (long long)key_t);
+                }
+            }
+            sp_free(p);
+        }
+    dsops_context_set_isa(ctx, dsops_isa_detected());
+}
+
 /* ---- determinism ---------------------------------------------------------------------------------------- */
 
 static void test_determinism(void)
@@ -1024,6 +1224,8 @@ int main(int argc, char **argv)
     test_oracle_by_hand();
     test_adversarial();
     test_edges();
+    test_nan_rule_by_hand();
+    test_nan_rule();
     test_determinism();
     test_named_cases();
     dsops_context_destroy(ctx);

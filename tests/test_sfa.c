@@ -3,7 +3,12 @@
  *   - adversarial problems: odd block sizes, permuted tables with garbage in unused entries, the
  *     invalid-index zoo, all-invalid rows, zero-length sequences, topk_length, NaN in every unused cache
  *     row, int8 at -128/127, extreme logits, -Inf scores, odd shapes, strided views, lse on/off, all
- *     probability modes, empty calls.
+ *     probability modes, empty calls;
+ *   - the poisoned-row rule (spec §2.10 A3) in every layout and probability mode: NaN, +Inf and -Inf query
+ *     elements and a NaN key make their rows NaN (out and lse), a token without used entries stays out +0 /
+ *     lse +Inf whatever its query holds, the other rows of the call are unaffected, and NaN or +Inf in
+ *     every cache row no token uses changes nothing (compared with the oracle on the same problem without
+ *     them).
  * Usage: test_sfa [label filter]. */
 #include <math.h>
 #include <stdio.h>
@@ -208,7 +213,7 @@ static void test_extreme_logits(void)
             run_problem(label, &s);
         }
     /* -Inf scores (finite inputs whose products overflow): some keys of every token, and every key of
-     * sequence 0 (lonely through max = -Inf); tiles of -Inf before finite ones */
+     * sequence 0 (NaN rows: every logit -Inf, A3); tiles of -Inf before finite ones */
     for (int m = 0; m < 3; m++) {
         static const int tiles[] = {1, 3, 128};
         for (int ti = 0; ti < (modes[m] == DSOPS_P_TILED ? 3 : 1); ti++) {
@@ -329,6 +334,124 @@ static void test_strided_and_modes(void)
         }
 }
 
+/* ---- the poisoned-row rule (spec §2.10 A3) --------------------------------------------------------------- */
+
+enum { NR_TOKEN = 0, NR_LONELY = 3, NR_KEY_TOKEN = 5 }; /* see nan_rule_spec */
+
+/* Seq 0 (tokens 0-2) sees 38-40 keys; seq 1 (tokens 3-4) has seqused 1, so token 3 sees nothing; seq 2
+ * (tokens 5-6) sees 24-25. The zoo of skipped indices is in every row. */
+static tp_spec nan_rule_spec(dsops_kv_layout layout)
+{
+    tp_spec s = base_spec(layout);
+    s.S[0] = 3, s.S[1] = 2, s.S[2] = 2;
+    s.seqused[0] = 40, s.seqused[1] = 1, s.seqused[2] = 25;
+    s.N = 4;
+    s.K = 12;
+    s.BS = 5;
+    s.garbage_table = 1;
+    s.extra_blocks = 2;
+    return s;
+}
+
+/* The non-finite inputs, the same in a problem and its clean twin: token NR_TOKEN has a NaN query element
+ * in head 0 (every logit NaN), +Inf in head 1 (logits +Inf or NaN), -Inf in head 2 (logits -Inf, +Inf or
+ * NaN: NaN whichever), head 3 untouched; token NR_LONELY (no used entry) NaN in every head; the first
+ * used key of token NR_KEY_TOKEN gets a NaN rope value (one NaN logit in each row that attends to it). */
+static void nan_rule_inject(tp_problem *p)
+{
+    const int Dc = p->sp.Dc;
+    tp_set_q(p, NR_TOKEN, 0, 5, NAN);
+    tp_set_q(p, NR_TOKEN, 1, Dc + 2, INFINITY);
+    tp_set_q(p, NR_TOKEN, 2, 0, -INFINITY);
+    for (int h = 0; h < p->sp.N; h++)
+        tp_set_q(p, NR_LONELY, h, h, NAN);
+    int64_t first;
+    if (tp_used_entries(p, NR_KEY_TOKEN, &first) > 0)
+        tp_set_key_rope(p, 2, first, 0, NAN);
+}
+
+typedef enum row_kind { ROW_FINITE, ROW_NAN, ROW_LONELY } row_kind;
+
+/* 1 if row (t, h) of the library's output is of the kind: every out element and lse finite, every one NaN,
+ * or out +0 with lse +Inf. */
+static int row_is(const dsops_sparse_flash_attention_v32_args *a, int64_t t, int64_t h, row_kind kind)
+{
+    const uint16_t *o = (const uint16_t *)a->out.data + t * a->out.stride[0] + h * a->out.stride[1];
+    int ok = 1;
+    for (int64_t d = 0; d < a->out.shape[2]; d++) {
+        float v = tu_f32(o[d]);
+        ok &= kind == ROW_NAN ? isnan(v) : (kind == ROW_LONELY ? o[d] == 0 : isfinite(v));
+    }
+    if (a->lse.data) {
+        float l = ((const float *)a->lse.data)[t * a->lse.stride[0] + h * a->lse.stride[1]];
+        ok &= kind == ROW_NAN ? isnan(l) : (kind == ROW_LONELY ? isinf(l) && l > 0 : isfinite(l));
+    }
+    return ok;
+}
+
+static void test_nan_rule(void)
+{
+    static const struct {
+        dsops_p_mode m;
+        int tile;
+    } modes[] = {{DSOPS_P_NORMALISED, 0}, {DSOPS_P_FP32, 0}, {DSOPS_P_TILED, 1}, {DSOPS_P_TILED, 5}};
+    for (int l = 0; l < 3; l++)
+        for (int m = 0; m < 4; m++)
+            for (int inf = 0; inf < 2; inf++) {
+                char label[100];
+                snprintf(label, sizeof label, "nan_rule_%s_p%d_tile%d_unused_%s", layout_name((dsops_kv_layout)l),
+                         (int)modes[m].m, modes[m].tile, inf ? "inf" : "nan");
+                if (!tu_selected(label))
+                    continue;
+                tp_spec s = nan_rule_spec((dsops_kv_layout)l);
+                s.p_mode = modes[m].m;
+                s.p_tile = modes[m].tile;
+                tp_spec clean_spec = s;
+                s.nan_fill = !inf;
+                s.inf_fill = inf;
+                tp_problem *p = tp_make(&s, tu_label_seed(label)), *clean = tp_make(&clean_spec, tu_label_seed(label));
+                nan_rule_inject(p);
+                nan_rule_inject(clean);
+                int64_t first;
+                tu_check(tp_used_entries(p, NR_TOKEN, &first) > 0 && tp_used_entries(p, NR_LONELY, &first) == 0 &&
+                             tp_used_entries(p, NR_KEY_TOKEN, &first) > 0,
+                         "%s: the problem does not have the rows the test needs", label);
+                /* the oracle on the twin whose unused rows hold ordinary data */
+                tp_compute_ref(clean);
+                free(p->ref_out);
+                free(p->ref_lse);
+                p->ref_out = clean->ref_out, p->ref_lse = clean->ref_lse;
+                clean->ref_out = NULL, clean->ref_lse = NULL;
+                for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
+                    if (!tu_set_tier(ctx, isa))
+                        continue;
+                    char lt[300];
+                    snprintf(lt, sizeof lt, "%s [%s]", label, dsops_isa_name((dsops_isa)isa));
+                    tp_reset_outputs(p);
+                    dsops_status st = dsops_sparse_flash_attention_v32(ctx, &p->args);
+                    if (!tu_check(st == DSOPS_OK, "%s: status %s (%s)", lt, dsops_status_name(st), dsops_last_error()))
+                        continue;
+                    tp_check(p, lt);
+                    /* the same, stated without the oracle */
+                    const dsops_sparse_flash_attention_v32_args *a = &p->args;
+                    tu_check(row_is(a, NR_TOKEN, 0, ROW_NAN) && row_is(a, NR_TOKEN, 1, ROW_NAN) &&
+                                 row_is(a, NR_TOKEN, 2, ROW_NAN) && row_is(a, NR_TOKEN, 3, ROW_FINITE),
+                             "%s: token %d: NaN / +Inf / -Inf query rows not NaN, or the clean head not finite", lt,
+                             NR_TOKEN);
+                    int lonely_ok = 1, key_ok = 1;
+                    for (int h = 0; h < s.N; h++) {
+                        lonely_ok &= row_is(a, NR_LONELY, h, ROW_LONELY);
+                        key_ok &= row_is(a, NR_KEY_TOKEN, h, ROW_NAN);
+                    }
+                    tu_check(lonely_ok, "%s: token %d without keys is not out +0 / lse +Inf", lt, NR_LONELY);
+                    tu_check(key_ok, "%s: token %d attends to a key with a NaN logit but is not NaN", lt, NR_KEY_TOKEN);
+                }
+                tp_free(p);
+                tp_free(clean);
+            }
+    dsops_context_set_isa(ctx, dsops_isa_detected());
+}
+
 static void test_empty(void)
 {
     for (int l = 0; l < 3; l++) {
@@ -360,6 +483,7 @@ int main(int argc, char **argv)
     test_shapes();
     test_strided_and_modes();
     test_empty();
+    test_nan_rule();
     test_named_cases();
     dsops_context_destroy(ctx);
     return tu_finish();

@@ -1,7 +1,8 @@
 """The Python package against independent vectorised NumPy formulations of docs/OPERATORS.md, on small random
-cases: rmsnorm (§2.3), sparse_flash_attention_v32 (§4.4, split_int8 and split_bf16, strided query views),
-lightning_indexer (§4.3 / §3.6, int8 and bf16, the top-k compared as sets of scores); in-place caches
-(cache_store, §2.8); errors; the same bytes through Python and through `dsops run`; torch tensors."""
+cases: rmsnorm (§2.3), sparse_flash_attention_v32 (§4.4, split_int8 and split_bf16, strided query views, the
+NaN rows of §2.10 A3), lightning_indexer (§4.3 / §3.6, int8 and bf16, the top-k compared as sets of scores);
+in-place caches (cache_store, §2.8); errors; the same bytes through Python and through `dsops run`; torch
+tensors."""
 import json
 import os
 import struct
@@ -149,6 +150,33 @@ def test_threads_give_the_same_bytes():
     one = dsops.sparse_flash_attention_v32(threads=1, **a)["out"].view(np.uint16)
     two = dsops.sparse_flash_attention_v32(threads=2, **a)["out"].view(np.uint16)
     assert np.array_equal(one, two)
+
+
+def test_sfa_poisoned_rows_are_nan_not_empty():
+    """§2.10 A3: NaN or +Inf in a query makes that row NaN (out and lse) instead of the empty-row marker; a token
+    without keys keeps out +0, lse +Inf whatever its query holds; NaN in cache rows no used entry addresses
+    changes nothing, and every other row keeps its bytes."""
+    a = sfa_case(7, False)
+    a["topk_indices"][2] = -1  # token 2 (sequence 1) has no used entry
+    base = dsops.sparse_flash_attention_v32(**a)
+    q = a["q_nope"].copy()
+    q[0, 0, 3], q[0, 1, 5], q[2, :, 0] = np.nan, np.inf, np.nan
+    NB, BS = a["key_rope"].shape[:2]
+    used = np.zeros(NB * BS, bool)
+    for b, (t0, t1) in enumerate(zip(a["cu_seqlens_q"][:-1], a["cu_seqlens_q"][1:])):
+        ids = a["topk_indices"][t0:t1].ravel()
+        ids = ids[(ids >= 0) & (ids < a["seqused_kv"][b])]
+        used[a["block_table"][b, ids // BS] * BS + ids % BS] = True
+    kn, kr = a["key_nope"].copy(), a["key_rope"].copy()
+    kn.reshape(NB * BS, -1)[~used] = np.nan
+    kr.reshape(NB * BS, -1)[~used] = np.inf
+    r = dsops.sparse_flash_attention_v32(**dict(a, q_nope=q, key_nope=kn, key_rope=kr))
+    out, lse = f32(r["out"]), r["lse"]
+    assert np.isnan(out[0, :2]).all() and np.isnan(lse[0, :2]).all()
+    assert (r["out"][2].view(np.uint16) == 0).all() and np.all(lse[2] == np.inf)
+    keep = r["out"].view(np.uint16).copy(), base["out"].view(np.uint16)
+    assert np.array_equal(keep[0][0, 2:], keep[1][0, 2:]) and np.array_equal(keep[0][1], keep[1][1])
+    assert np.array_equal(lse[0, 2:], base["lse"][0, 2:]) and np.array_equal(lse[1], base["lse"][1])
 
 
 # ---- lightning_indexer --------------------------------------------------------------------------------------

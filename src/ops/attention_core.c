@@ -129,6 +129,17 @@ static void write_lonely(const dsops_attn_shape *sh, const dsops_attn_call *c, i
         c->lse[(size_t)h * c->lse_stride] = INFINITY;
 }
 
+/* A3: a row with keys whose logits hold a NaN, reach +Inf or are all -Inf is NaN throughout, so that a
+ * poisoned input can never pass for a token without keys. */
+static void write_poisoned(const dsops_attn_shape *sh, const dsops_attn_call *c, int h)
+{
+    uint16_t *o = c->out + (size_t)h * c->out_stride;
+    for (int d = 0; d < sh->dv; d++)
+        o[d] = 0x7fc0; /* bf16 quiet NaN */
+    if (c->lse)
+        c->lse[(size_t)h * c->lse_stride] = NAN;
+}
+
 static float sink_term(const dsops_attn_call *c, int h, float m)
 {
     return c->sinks ? expf(c->sinks[h] - m) : 0.0f;
@@ -140,14 +151,16 @@ static void attend_whole_rows(const dsops_attention_kernels *k, const dsops_attn
 {
     float *s = (float *)(scratch + L->s);       /* [nh][s_stride] scores, then weights */
     float *o = (float *)(scratch + L->o);       /* [nh][o_stride] */
-    uint8_t *lonely = (uint8_t *)(scratch + L->head_state); /* [nh] */
+    uint8_t *poisoned = (uint8_t *)(scratch + L->head_state); /* [nh] */
     bool fp32 = sh->p_mode == DSOPS_P_FP32;
     int npairs = (n + 1) / 2;
     for (int h = 0; h < sh->nh; h++) {
         float *sr = s + (size_t)h * L->s_stride;
         float m = k->row_max(sr, n);
-        lonely[h] = m == -INFINITY;
-        if (lonely[h]) {
+        /* n >= 1: a maximum that is not finite means a NaN logit (row_max returns NaN), a +Inf one, or
+         * nothing but -Inf (A3); exp_sum then never sees NaN or +Inf */
+        poisoned[h] = !isfinite(m);
+        if (poisoned[h]) {
             if (fp32)
                 memset((float *)(scratch + L->p) + (size_t)h * L->p_stride, 0, (size_t)npairs * 2 * 4);
             else
@@ -178,15 +191,16 @@ static void attend_whole_rows(const dsops_attention_kernels *k, const dsops_attn
         k->pv_bf16((const uint16_t *)(scratch + L->p), L->p_stride, sh->nh, vp, L->vp_block_stride, npairs,
                    L->dv_blocks, o, L->o_stride);
     for (int h = 0; h < sh->nh; h++) {
-        if (lonely[h])
-            write_lonely(sh, c, h);
+        if (poisoned[h])
+            write_poisoned(sh, c, h);
         else
             k->store_bf16(o + (size_t)h * L->o_stride, sh->dv, 1.0f, c->out + (size_t)h * c->out_stride);
     }
 }
 
 /* Mode tiled (A5): per tile of p_tile list entries (the first tile may have its own length, p_first), un-normalised bf16 weights and a rescaled
- * running sum. A tile reached while the running max is still -Inf contributes nothing. */
+ * running sum. A tile reached while the running max is still -Inf contributes nothing. A tile whose
+ * maximum is NaN or +Inf poisons the row (A3): its running max becomes NaN and later tiles skip it. */
 static void attend_tiled(const dsops_attention_kernels *k, const dsops_attn_shape *sh, const core_layout *L,
                          const dsops_attn_call *c, int n, char *scratch)
 {
@@ -195,7 +209,7 @@ static void attend_tiled(const dsops_attention_kernels *k, const dsops_attn_shap
     uint16_t *pt = (uint16_t *)(scratch + L->p);           /* [nh][pt_stride] weights of one tile */
     float *o = (float *)(scratch + L->o);                  /* [nh][o_stride] running output */
     float *ot = (float *)(scratch + L->o_tile);            /* [nh][o_stride] this tile's PV */
-    float *m = (float *)(scratch + L->head_state);         /* [nh] running max */
+    float *m = (float *)(scratch + L->head_state);         /* [nh] running max, NaN once poisoned */
     float *l = m + nh, *alpha = m + 2 * nh;                /* [nh] running sum, this tile's rescale */
     uint8_t *active = (uint8_t *)(m + 3 * nh);             /* [nh] head has a finite max so far */
     const uint16_t *vp = (const uint16_t *)(scratch + L->vp);
@@ -212,7 +226,14 @@ static void attend_tiled(const dsops_attention_kernels *k, const dsops_attn_shap
             float *sr = s + (size_t)h * L->s_stride + t0;
             uint16_t *ph = pt + (size_t)h * L->pt_stride;
             memset(ph, 0, (size_t)(p1 - p0) * 4);
+            active[h] = 0;
+            if (isnan(m[h]))
+                continue;
             float mi = k->row_max(sr, t1 - t0);
+            if (!(mi < INFINITY)) { /* NaN or +Inf */
+                m[h] = NAN;
+                continue;
+            }
             float mn = mi > m[h] ? mi : m[h];
             active[h] = mn != -INFINITY;
             if (!active[h])
@@ -243,8 +264,8 @@ static void attend_tiled(const dsops_attention_kernels *k, const dsops_attn_shap
         }
     }
     for (int h = 0; h < nh; h++) {
-        if (m[h] == -INFINITY) {
-            write_lonely(sh, c, h);
+        if (!(m[h] > -INFINITY)) { /* poisoned (NaN), or n >= 1 logits all -Inf */
+            write_poisoned(sh, c, h);
             continue;
         }
         float r = 1.0f / (l[h] + sink_term(c, h, m[h]));

@@ -169,23 +169,31 @@ static void pv_fp32__avx2(const float *p, size_t p_stride, int nh, const uint16_
 
 /* ---- softmax helpers ------------------------------------------------------------------------------ */
 
-/* max_ps(x, m) keeps m when x is NaN, as the scalar loop does; the lanes are combined the same way. */
+/* max_ps(x, m) keeps m when x is NaN, so NaN is tracked apart: one unordered compare of the two vectors
+ * of a step flags a NaN in either of them. */
 static float row_max__avx2(const float *s, int n)
 {
-    __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0;
+    __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0, nan = _mm256_setzero_ps();
     int e = 0;
     for (; e + 16 <= n; e += 16) {
-        m0 = _mm256_max_ps(_mm256_loadu_ps(s + e), m0);
-        m1 = _mm256_max_ps(_mm256_loadu_ps(s + e + 8), m1);
+        __m256 x0 = _mm256_loadu_ps(s + e), x1 = _mm256_loadu_ps(s + e + 8);
+        m0 = _mm256_max_ps(x0, m0);
+        m1 = _mm256_max_ps(x1, m1);
+        nan = _mm256_or_ps(nan, _mm256_cmp_ps(x0, x1, _CMP_UNORD_Q));
     }
+    if (_mm256_movemask_ps(nan))
+        return NAN;
     m0 = _mm256_max_ps(m1, m0);
     float lanes[8];
     _mm256_storeu_ps(lanes, m0);
     float m = -INFINITY;
     for (int i = 0; i < 8; i++)
         m = lanes[i] > m ? lanes[i] : m;
-    for (; e < n; e++)
+    for (; e < n; e++) {
+        if (isnan(s[e]))
+            return NAN;
         m = s[e] > m ? s[e] : m;
+    }
     return m;
 }
 

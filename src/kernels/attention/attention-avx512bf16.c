@@ -131,15 +131,23 @@ static void pv_fp32__avx512bf16(const float *p, size_t p_stride, int nh, const u
 
 INLINE __mmask16 tail_mask(int left) { return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u); }
 
+/* max_ps does not keep a NaN it has met (a later max replaces it), so NaN lanes are collected in a mask. */
 static float row_max__avx512bf16(const float *s, int n)
 {
     __m512 m = _mm512_set1_ps(-INFINITY);
+    __mmask16 nan = 0;
     int e = 0;
-    for (; e + 16 <= n; e += 16)
-        m = _mm512_max_ps(m, _mm512_loadu_ps(s + e));
-    if (e < n)
-        m = _mm512_max_ps(m, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail_mask(n - e), s + e));
-    return _mm512_reduce_max_ps(m);
+    for (; e + 16 <= n; e += 16) {
+        __m512 x = _mm512_loadu_ps(s + e);
+        m = _mm512_max_ps(m, x);
+        nan |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    }
+    if (e < n) {
+        __m512 x = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail_mask(n - e), s + e);
+        m = _mm512_max_ps(m, x);
+        nan |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    }
+    return nan ? NAN : _mm512_reduce_max_ps(m);
 }
 
 static float exp_sum__avx512bf16(const float *s, int n, float m, float *w)

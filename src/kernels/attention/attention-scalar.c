@@ -59,8 +59,11 @@ static void pv_fp32__scalar(const float *p, size_t p_stride, int nh, const uint1
 static float row_max__scalar(const float *s, int n)
 {
     float m = -INFINITY;
-    for (int e = 0; e < n; e++)
+    for (int e = 0; e < n; e++) {
+        if (isnan(s[e]))
+            return NAN;
         m = s[e] > m ? s[e] : m;
+    }
     return m;
 }
 

@@ -26,9 +26,11 @@ typedef struct dsops_attention_kernels {
                     int npairs, int dv_blocks, float *o, size_t o_stride);
     void (*pv_fp32)(const float *p, size_t p_stride, int nh, const uint16_t *vp, size_t vp_block_stride,
                     int npairs, int dv_blocks, float *o, size_t o_stride);
-    /* max of s[0..n-1] (-Inf for n == 0). */
+    /* max of s[0..n-1] (-Inf for n == 0); NaN if any element is NaN (the core's poisoned-row rule needs it,
+     * spec §2.10 A3: a maximum that skipped a NaN would pass a poisoned row off as an ordinary one). */
     float (*row_max)(const float *s, int n);
-    /* w[e] = exp(s[e] - m) (w may alias s); returns the sum of w. */
+    /* w[e] = exp(s[e] - m) (w may alias s); returns the sum of w. The core calls it only with a finite m
+     * and no NaN or +Inf in s, so the SIMD exp may clamp its input. */
     float (*exp_sum)(const float *s, int n, float m, float *w);
     /* p[e] = bf16(w[e] * r) / fp32 w[e] * r. */
     void (*scale_to_bf16)(const float *w, int n, float r, uint16_t *p);

@@ -211,7 +211,8 @@ static void score_int8__avx2(const void *qv, size_t q_stride, const int32_t *qbi
 /* ---- bf16 scores -------------------------------------------------------------------------------- */
 
 /* I[0..15] += max(dot, 0) * w[r] for R heads (ascending) of one tile; q: fp32 rows qs floats apart,
- * tile: [dims][16] fp32. */
+ * tile: [dims][16] fp32. max_ps(0, dot) returns dot when it is NaN (its second operand), as spec §3.6
+ * wants; max_ps(dot, 0) would turn a NaN score into 0. */
 INLINE void bf16_heads(const float *q, size_t qs, const float *w, const int R, const float *tile, int dims, float *I)
 {
     __m256 acc[LI_ROWS_BF16][2];
@@ -233,8 +234,8 @@ INLINE void bf16_heads(const float *q, size_t qs, const float *w, const int R, c
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++) {
         __m256 wv = _mm256_set1_ps(w[r]);
-        s0 = _mm256_fmadd_ps(_mm256_max_ps(acc[r][0], _mm256_setzero_ps()), wv, s0);
-        s1 = _mm256_fmadd_ps(_mm256_max_ps(acc[r][1], _mm256_setzero_ps()), wv, s1);
+        s0 = _mm256_fmadd_ps(_mm256_max_ps(_mm256_setzero_ps(), acc[r][0]), wv, s0);
+        s1 = _mm256_fmadd_ps(_mm256_max_ps(_mm256_setzero_ps(), acc[r][1]), wv, s1);
     }
     _mm256_storeu_ps(I, s0);
     _mm256_storeu_ps(I + 8, s1);

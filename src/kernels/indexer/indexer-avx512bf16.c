@@ -179,7 +179,8 @@ INLINE void bf16_tile(const uint16_t *q, size_t q_stride, const float *w, const 
         __m512 wv = _mm512_set1_ps(w[r]);
 #pragma GCC unroll 16
         for (int j = 0; j < JT; j++)
-            sum[j] = _mm512_fmadd_ps(_mm512_max_ps(acc[r][j], _mm512_setzero_ps()), wv, sum[j]);
+            /* max_ps(0, dot): a NaN dot is kept (the second operand wins), as spec §3.6 wants */
+            sum[j] = _mm512_fmadd_ps(_mm512_max_ps(_mm512_setzero_ps(), acc[r][j]), wv, sum[j]);
     }
 }
 

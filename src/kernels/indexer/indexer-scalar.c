@@ -104,7 +104,7 @@ static void score_bf16__scalar(const void *qv, size_t q_stride, const float *w, 
                     dot += dsops_bf16_value(qh[2 * k]) * dsops_bf16_value(tb[k * 32 + e * 2]);
                     dot += dsops_bf16_value(qh[2 * k + 1]) * dsops_bf16_value(tb[k * 32 + e * 2 + 1]);
                 }
-                sum[e] += (dot > 0.0f ? dot : 0.0f) * w[h];
+                sum[e] += (dot < 0.0f ? 0.0f : dot) * w[h]; /* max(dot, 0) keeps a NaN dot (spec §3.6) */
             }
         }
         memcpy(I + (size_t)tile * 16, sum, sizeof sum);
