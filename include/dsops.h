@@ -283,7 +283,8 @@ DSOPS_API dsops_status dsops_cache_store(dsops_context *ctx, const dsops_cache_s
  *     latent is dequantised as bf16(int8 * scale[group of 128]).
  * Per head h: s_e = fp32(dot(q_h, K_e) * softmax_scale); softmax in the chosen p_mode;
  * out[t,h] = bf16(sum_e P_e V_e); lse[t,h] = max_e s_e + ln(sum_e exp(s_e - max)).
- * A token with no used index is "lonely": out = 0, lse = +Inf.
+ * A token with no used index is "lonely": out = 0, lse = +Inf. A row (token, head) with keys whose logits
+ * hold a NaN, reach +Inf or are all -Inf is "poisoned": out and lse are NaN (spec §2.10 A3).
  *
  * Errors: DSOPS_ERR_NULL (required tensor absent), _SHAPE (rank/extent; Dc % 128 for int8 layouts;
  * packed656 needs Dc = 512, Dr = 64), _DTYPE, _PARAM (non-finite softmax_scale, bad enum, p_tile < 1),
@@ -723,7 +724,8 @@ DSOPS_API dsops_status dsops_indexer_prolog_v4(dsops_context *ctx, const dsops_i
  *               each used iff 0 <= idx < floor(seqused_kv[b] / cmp_ratio) (duplicates count each time).
  * Per head: the attention core of spec §2.10 with softmax_scale, the sink sinks[h] (if given) and p_mode
  * (tiled: the window entries are the first tile, the compressed entries follow in tiles of p_tile).
- * A token with an empty list is lonely: out = 0, lse = +Inf.
+ * A token with an empty list is lonely: out = 0, lse = +Inf; a poisoned row (a NaN logit, a +Inf one, or all
+ * -Inf) is NaN in out and lse (§2.10 A3).
  * Errors: _NULL (a required tensor, including the pool the mode needs), _SHAPE (extents; D shared by q and
  * the pools), _DTYPE, _PARAM (non-finite scale, win_size < 0, cmp_ratio < 1, p_tile < 1, enums), _INDEX (sequence
  * descriptors, cmp_topk_length < 0, a needed block-table entry out of range), _ALIAS, _NOMEM.

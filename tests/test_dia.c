@@ -168,6 +168,54 @@ static void test_threads(void)
     }
 }
 
+/* ---- a poisoned token ------------------------------------------------------------------------------ */
+
+/* §2.10 A3 through the whole layer: a NaN in the hidden state of the last sequence's only token (it sees
+ * nothing but its own cache row) makes that token's out and lse NaN throughout, on every tier, and leaves
+ * every other token's out and lse bytes as a clean run gives them. */
+static void test_poisoned_token(void)
+{
+    if (!tu_selected("dia_poisoned_token"))
+        return;
+    dsops_dia_case c = small_case("dia_poisoned_token", 1, DSOPS_KV_SPLIT_INT8, 16);
+    dsops_dia_problem *p = dsops_dia_problem_make(&c, tu_seed() + 7);
+    if (!tu_check(p != NULL, "dia_poisoned_token: problem generation failed"))
+        return;
+    const int64_t T = p->args.x.shape[0], H = p->args.x.shape[1];
+    uint16_t *x_last = (uint16_t *)p->args.x.data + (size_t)((T - 1) * p->args.x.stride[0]); /* [H] bf16 */
+    dc_state *s = dc_state_make(&p->args);
+    for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
+        if (!tu_set_tier(ctx, isa))
+            continue;
+        char l[120];
+        snprintf(l, sizeof l, "dia_poisoned_token [%s]", dsops_isa_name((dsops_isa)isa));
+        uint16_t keep = x_last[H / 2];
+        dc_result *clean = dc_run_fused(s, ctx, NULL, l);
+        x_last[H / 2] = 0x7fc0; /* bf16 quiet NaN */
+        dc_result *dirty = dc_run_fused(s, ctx, NULL, l);
+        x_last[H / 2] = keep;
+        if (clean && dirty && tu_check(clean->lse_bytes > 0, "%s: the problem has no lse", l)) {
+            const size_t out_row = clean->out_bytes / (size_t)T, lse_row = clean->lse_bytes / (size_t)T;
+            tu_check(memcmp(clean->out, dirty->out, out_row * (size_t)(T - 1)) == 0 &&
+                         memcmp(clean->lse, dirty->lse, lse_row * (size_t)(T - 1)) == 0,
+                     "%s: the clean tokens' out or lse changed", l);
+            const uint16_t *o = (const uint16_t *)(dirty->out + out_row * (size_t)(T - 1));
+            const float *ls = (const float *)(dirty->lse + lse_row * (size_t)(T - 1));
+            int nan_out = 1, nan_lse = 1;
+            for (size_t i = 0; i < out_row / 2; i++)
+                nan_out &= (o[i] & 0x7fff) > 0x7f80;
+            for (int64_t h = 0; h < s->N; h++)
+                nan_lse &= isnan(ls[h]);
+            tu_check(nan_out && nan_lse, "%s: the poisoned token's out (%s) or lse (%s) is not NaN throughout", l,
+                     nan_out ? "NaN" : "not NaN", nan_lse ? "NaN" : "not NaN");
+        }
+        dc_result_free(clean);
+        dc_result_free(dirty);
+    }
+    dc_state_free(s);
+    dsops_dia_problem_free(p);
+}
+
 /* ---- named cases ----------------------------------------------------------------------------------- */
 
 static void run_named_case(const dsops_dia_case *c)
@@ -242,6 +290,7 @@ int main(int argc, char **argv)
     printf("tiers: scalar ... %s, threads %d\n", dsops_isa_name(dsops_isa_detected()), dsops_context_threads(ctx));
     test_small();
     test_threads();
+    test_poisoned_token();
     test_named_cases();
     dsops_context_destroy(ctx);
     return tu_finish();
