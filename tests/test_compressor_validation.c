@@ -461,6 +461,17 @@ static void v_explicit(fixture *f) { f->a.dim = FD, f->a.ratio = FR, f->a.overla
 static void v_no_count(fixture *f) { f->a.out_count.data = NULL; }
 static void v_rowmode(fixture *f) { f->a.out_layout = DSOPS_COMPRESSOR_ROW_PER_SEQ; }
 static void v_eps0(fixture *f) { f->a.norm_eps = 0.0f; }
+/* norm vectors take any stride (spec §1.3): norm_weight broadcast from its first element (once read as a row) */
+static void v_norm_stride0(fixture *f) { f->a.norm_weight.stride[0] = 0; }
+/* every other element of the Hadamard buffer's first 2 D values (a padded vector) */
+static void v_norm_stride2(fixture *f)
+{
+    for (int i = 0; i < FD; i++)
+        f->had[2 * i] = f->norm[i], f->had[2 * i + 1] = 0x7fc0; /* NaN between the values */
+    f->a.norm_weight.data = f->had;
+    f->a.norm_weight.stride[0] = 2;
+    f->a.hadamard.data = NULL, f->a.rotate = 0;
+}
 /* T = 0: both sequences empty; every out row becomes +0, out_count 0, states unchanged */
 static void v_t0(fixture *f)
 {
@@ -487,6 +498,8 @@ static void test_valid(void)
     run_valid("out_count absent", v_no_count);
     run_valid("row_per_seq", v_rowmode);
     run_valid("norm_eps 0", v_eps0);
+    run_valid("norm_weight stride 0", v_norm_stride0);
+    run_valid("norm_weight stride 2", v_norm_stride2);
     run_valid("T 0", v_t0);
     run_valid("B 0", v_b0);
     if (!tu_selected("valid empty"))

@@ -300,6 +300,34 @@ static void test_table(void)
     a.idx_wk.shape[0] = 32; /* DI < 64 */
     a.idx_wk.stride[0] = A.idx_wk.stride[0];
     expect_fail(s, &a, DSOPS_ERR_SHAPE, NULL, "DI 32");
+    /* extents and strides that overflow int64 offsets in tensors the fused call checks for aliasing before the
+     * stages validate their shapes: refused with DSOPS_ERR_SHAPE, no overflow on the way (UndefinedBehaviorSanitizer) */
+    a = A;
+    a.idx_wk.shape[1] = INT64_MIN;
+    expect_fail(s, &a, DSOPS_ERR_SHAPE, "idx_wk", "idx_wk with extent INT64_MIN");
+    a = A;
+    a.ln_gamma_k.stride[0] = INT64_MAX;
+    expect_fail(s, &a, DSOPS_ERR_SHAPE, "ln_gamma_k", "ln_gamma_k with stride INT64_MAX");
+    a = A;
+    a.w_uk.ndim = DSOPS_MAX_DIMS + 1;
+    expect_fail(s, &a, DSOPS_ERR_SHAPE, "w_uk", "w_uk with rank 7");
+    /* extents whose intermediates overflow the address space, over stride-0 memory: refused before the scratch is
+     * sized (the sizes were once computed in int64 first) */
+    a = A;
+    a.w_uk.shape[0] = (int64_t)1 << 60;
+    a.w_uk.stride[0] = 0;
+    expect_fail(s, &a, DSOPS_ERR_SHAPE, NULL, "w_uk broadcast over 2^60 heads");
+    if (tu_selected("prepare with w_uk broadcast over 2^60 heads")) {
+        dsops_prepared *prep = NULL;
+        tu_check_rejected("prepare with w_uk broadcast over 2^60 heads",
+                          dsops_sparse_attention_v32_prepare(ctx, &a, &prep), DSOPS_ERR_SHAPE, "");
+        tu_check(prep == NULL, "prepare with w_uk broadcast over 2^60 heads: an object was made");
+    }
+    a = A;
+    a.x.shape[0] = (int64_t)1 << 62;
+    a.x.stride[0] = 0;
+    a.topk_indices.data = NULL;
+    expect_fail(s, &a, DSOPS_ERR_SHAPE, NULL, "x broadcast over 2^62 tokens");
     a = A;
     a.out.shape[1] = A.out.shape[1] - 1;
     expect_fail(s, &a, DSOPS_ERR_SHAPE, "out", "out with N - 1 heads");

@@ -363,6 +363,9 @@ static void no_hadamard(ip_problem *p)
 }
 static void no_hadamard_q(ip_problem *p) { p->args.hadamard_q.data = NULL; }
 static void no_hadamard_k(ip_problem *p) { p->args.hadamard_k.data = NULL; }
+/* norm vectors take any stride (spec §1.3): the LayerNorm weights broadcast from their first element (once read
+ * as rows) */
+static void ln_stride0(ip_problem *p) { p->args.ln_gamma_k.stride[0] = 0, p->args.ln_beta_k.stride[0] = 0; }
 
 static const ok_case ok_cases[] = {
     {"ok_all_indices_negative", I8, all_negative},
@@ -379,6 +382,8 @@ static const ok_case ok_cases[] = {
     {"ok_bf16_without_hadamard", BF, no_hadamard},
     {"ok_bf16_without_hadamard_q", BF, no_hadamard_q},
     {"ok_bf16_without_hadamard_k", BF, no_hadamard_k},
+    {"ok_ln_weights_stride0", BF, ln_stride0},
+    {"ok_ln_weights_stride0_int8", I8, ln_stride0},
 };
 
 static void run_bad(const bad_case *c)

@@ -339,6 +339,8 @@ static void last_row(mp_problem *p) { p->cache_index[3] = 63; p->cache_index[0] 
 static void eps_zero(mp_problem *p) { p->args.eps_cq = 0.0f, p->args.eps_ckv = 0.0f; }
 static void inverse(mp_problem *p) { p->args.rope_inverse = 1; }
 static void same_tables(mp_problem *p) { p->args.rope_sin = p->args.rope_cos; } /* inputs may share memory */
+/* norm vectors take any stride (spec §1.3): both broadcast from their first element (once read as rows) */
+static void norms_stride0(mp_problem *p) { p->args.gamma_cq.stride[0] = 0, p->args.gamma_ckv.stride[0] = 0; }
 
 static const ok_case ok_cases[] = {
     {"ok_all_indices_negative", I8, all_negative},
@@ -348,6 +350,8 @@ static const ok_case ok_cases[] = {
     {"ok_eps_zero", BF, eps_zero},
     {"ok_rope_inverse", I8, inverse},
     {"ok_cos_and_sin_one_tensor", BP, same_tables},
+    {"ok_norm_vectors_stride0", BF, norms_stride0},
+    {"ok_norm_vectors_stride0_int8", I8, norms_stride0},
 };
 
 static void run_bad(const bad_case *c)

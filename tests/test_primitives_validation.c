@@ -579,11 +579,40 @@ static void test_init(void)
     free(f);
 }
 
+/* dsops_tensor_make on a shape whose dense offsets overflow int64: no signed overflow (undefined behaviour) while
+ * the strides are made; the outer strides saturate, and an operator refuses the view (V3). */
+static void test_make_overflowing_shape(void)
+{
+    if (!tu_selected("make_overflowing_shape"))
+        return;
+    uint16_t x[8], y[8]; /* never read: the views are refused */
+    const int64_t huge[3] = {4, (int64_t)1 << 62, 64};
+    dsops_tensor t = dsops_tensor_make(x, DSOPS_BF16, 3, huge);
+    tu_check(t.stride[2] == 1 && t.stride[1] == 64 && t.stride[0] == INT64_MAX,
+             "make_overflowing_shape: strides %lld %lld %lld, expected INT64_MAX 64 1", (long long)t.stride[0],
+             (long long)t.stride[1], (long long)t.stride[2]);
+    const int64_t two[2] = {2, (int64_t)1 << 62}; /* the product of all extents overflows, the strides do not */
+    dsops_tensor u = dsops_tensor_make(x, DSOPS_BF16, 2, two);
+    tu_check(u.stride[0] == (int64_t)1 << 62 && u.stride[1] == 1, "make_overflowing_shape: rank-2 strides %lld %lld",
+             (long long)u.stride[0], (long long)u.stride[1]);
+    dsops_rope_apply_args a;
+    memset(&a, 0, sizeof a);
+    float table[64] = {0};
+    const int64_t ts[2] = {4, 64};
+    a.x = t;
+    a.y = dsops_tensor_make(y, DSOPS_BF16, 3, huge);
+    a.rope_cos = dsops_tensor_make(table, DSOPS_FP32, 2, ts);
+    a.rope_cos.stride[0] = 0;
+    a.rope_sin = a.rope_cos;
+    tu_check_rejected("make_overflowing_shape rope_apply", dsops_rope_apply(ctx, &a), DSOPS_ERR_SHAPE, "");
+}
+
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 7);
     ctx = tu_context();
     test_init();
+    test_make_overflowing_shape();
     for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++)
         run_bad(&bad_cases[i]);
     for (size_t i = 0; i < sizeof ok_cases / sizeof ok_cases[0]; i++)

@@ -639,6 +639,8 @@ static void ok_weights_scale_zero(fixture *f) { f->ix.weights_scale = 0.0f; }
 static void ok_weights_scale_negative(fixture *f) { f->ix.weights_scale = -2.0f; }
 static void ok_d65(fixture *f) { m_set_d(f, 65); }
 static void ok_x_shared(fixture *f) { f->ix.x = f->m.x; } /* inputs may share memory with other inputs */
+/* norm vectors take any stride (spec §1.3): both broadcast from their first element (once read as rows) */
+static void ok_norms_stride0(fixture *f) { f->m.gamma_cq.stride[0] = 0, f->m.gamma_ckv.stride[0] = 0; }
 /* T = 0 in every token extent: valid, nothing written (V10) */
 static void ok_t0(fixture *f)
 {
@@ -679,6 +681,8 @@ static const ok_case ok_cases[] = {
     {"ok_weights_scale_zero", IDX, 0, ok_weights_scale_zero},
     {"ok_weights_scale_negative", IDX, 0, ok_weights_scale_negative},
     {"ok_x_shared_between_operators", IDX, 0, ok_x_shared},
+    {"ok_norm_vectors_stride0_mla_bf16", MLA, 0, ok_norms_stride0},
+    {"ok_norm_vectors_stride0_mla_int8", MLA, 1, ok_norms_stride0},
 };
 
 static float elem_f(const dsops_tensor *t, int64_t e)

@@ -39,7 +39,9 @@ dsops_tensor dsops_tensor_make(void *data, dsops_dtype dtype, int ndim, const in
     for (int d = t.ndim - 1; d >= 0; d--) {
         t.shape[d] = shape[d];
         t.stride[d] = stride;
-        stride *= shape[d] > 0 ? shape[d] : 1;
+        /* a shape too large for dense int64 offsets gets the largest stride, which validation refuses (V3) */
+        const int64_t extent = shape[d] > 0 ? shape[d] : 1;
+        stride = stride > INT64_MAX / extent ? INT64_MAX : stride * extent;
     }
     return t;
 }
@@ -232,8 +234,33 @@ static bool disjoint_by_sweep(const dsops_tensor *a, const dsops_tensor *b)
     return disjoint;
 }
 
+/* A view whose byte offsets the alias checks can compute without overflow: the rules dsops_check_tensor applies
+ * (V3) to its rank, extents and strides, and the offset of its last byte within int64. An operator may check
+ * aliasing before it has validated every shape (the fused layer checks its outputs against every tensor first);
+ * a view that breaks these rules takes no part in the alias checks, and its own validation refuses it. */
+static bool measurable(const dsops_tensor *t)
+{
+    if (!t->data || t->ndim < 0 || t->ndim > DSOPS_MAX_DIMS || dsops_dtype_size(t->dtype) == 0)
+        return false;
+    int64_t count = 1, last = 0;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->shape[d] < 0 || t->stride[d] < 0)
+            return false;
+        if (t->shape[d] > 0 && count > INT64_MAX / 8 / t->shape[d])
+            return false;
+        count *= t->shape[d];
+        if (t->shape[d] > 1 && t->stride[d] > (INT64_MAX / 8) / t->shape[d])
+            return false;
+        if (t->shape[d] > 0)
+            last += (t->shape[d] - 1) * t->stride[d]; /* each term < INT64_MAX / 8: no overflow in 6 terms */
+    }
+    return last < INT64_MAX / 8;
+}
+
 dsops_status dsops_check_no_overlap(const dsops_tensor *a, const char *an, const dsops_tensor *b, const char *bn)
 {
+    if (!measurable(a) || !measurable(b))
+        return DSOPS_OK;
     uintptr_t alo, ahi, blo, bhi;
     dsops_tensor_byte_range(a, &alo, &ahi);
     dsops_tensor_byte_range(b, &blo, &bhi);
@@ -246,7 +273,7 @@ dsops_status dsops_check_no_overlap(const dsops_tensor *a, const char *an, const
 
 dsops_status dsops_check_no_self_overlap(const dsops_tensor *t, const char *name)
 {
-    if (!t || !t->data)
+    if (!t || !measurable(t))
         return DSOPS_OK;
     /* dims of extent > 1 by increasing stride: each stride must pass every offset the smaller ones reach, so
      * that no two index tuples meet (a stride 0, or views whose dimensions interleave, are refused) */

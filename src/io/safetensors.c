@@ -111,102 +111,136 @@ static bool st_count(int ndim, const int64_t *shape, size_t elem_size, int64_t *
     return true;
 }
 
-/* A JSON number that is a non-negative integer not above 2^53. */
-static bool st_json_uint(const cJSON *item, uint64_t *value)
-{
-    if (!cJSON_IsNumber(item))
-        return false;
-    double d = item->valuedouble;
-    if (!(d >= 0.0 && d <= ST_MAX_JSON_INT) || d != (double)(uint64_t)d)
-        return false;
-    *value = (uint64_t)d;
-    return true;
-}
-
-/* For messages: a short rendering of a JSON value. */
-static const char *st_json_kind(const cJSON *item)
-{
-    if (item == NULL)
-        return "missing";
-    if (cJSON_IsObject(item))
-        return "an object";
-    if (cJSON_IsArray(item))
-        return "an array";
-    if (cJSON_IsString(item))
-        return "a string";
-    if (cJSON_IsNumber(item))
-        return "a number";
-    if (cJSON_IsBool(item))
-        return "a boolean";
-    if (cJSON_IsNull(item))
-        return "null";
-    return "an invalid value";
-}
-
 /* ---- reader ---------------------------------------------------------------------------------- */
 
+/* The header is read without building a JSON tree, in two passes over its text. The first checks the syntax
+ * of the whole header and counts what the reader keeps: the top-level members and the bytes of the strings it
+ * holds on to (member names and the strings of __metadata__). The second fills arrays of exactly those sizes
+ * and judges every entry. What the reader holds is therefore a small multiple of the file, whatever the
+ * header: the file itself, one record per tensor (its view and the offset of its name), one block with every
+ * name and metadata string, and arrays of 32-bit indices for the sorts. 32 bits suffice because the header,
+ * and so every count and offset in it, is at most DSOPS_ST_MAX_HEADER bytes. */
+_Static_assert(DSOPS_ST_MAX_HEADER < UINT32_MAX, "offsets into the header are kept in 32 bits");
+
 typedef struct st_entry {
-    char *name;
-    dsops_tensor view;
-    uint64_t begin, end; /* offsets inside the data section */
-    void *copy;          /* owned aligned copy when the bytes in the file are misaligned */
+    dsops_tensor view; /* data: inside the file, st_empty (no bytes), or an aligned copy listed in `copies` */
+    uint32_t name;     /* offset of the name in `strings` */
 } st_entry;
 
 struct dsops_st_file {
-    unsigned char *buf; /* the whole file, ST_ALIGN-aligned */
+    unsigned char *buf;  /* the whole file, ST_ALIGN-aligned */
     size_t size;
-    st_entry *entries;
+    unsigned char *data; /* the data section, inside buf */
+    char *strings;       /* every tensor name, metadata key and metadata value, each NUL-terminated */
+    st_entry *entries;   /* in the order of the header */
     size_t count;
-    st_entry **by_name; /* entries sorted by name */
-    char **meta_keys;
-    char **meta_values;
+    uint32_t *by_name;   /* entry indices sorted by name */
+    uint32_t *meta_keys, *meta_values; /* offsets in `strings`, in the order of the header */
     size_t meta_count;
+    void **copies;       /* aligned copies of tensors whose bytes are misaligned in the file */
+    size_t n_copies;
 };
 
 /* A valid data pointer for tensors without elements. */
 static _Alignas(ST_ALIGN) unsigned char st_empty[ST_ALIGN];
 
-static int st_cmp_string(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static int st_cmp_name(const void *a, const void *b)
-{
-    return strcmp((*(const st_entry *const *)a)->name, (*(const st_entry *const *)b)->name);
-}
-
-static int st_cmp_begin(const void *a, const void *b)
-{
-    const st_entry *x = *(const st_entry *const *)a, *y = *(const st_entry *const *)b;
-    if (x->begin != y->begin)
-        return x->begin < y->begin ? -1 : 1;
-    return 0;
-}
-
 void dsops_st_close(dsops_st_file *f)
 {
     if (f == NULL)
         return;
-    for (size_t i = 0; i < f->count; i++) {
-        free(f->entries[i].name);
-        free(f->entries[i].copy);
-    }
-    for (size_t i = 0; i < f->meta_count; i++) {
-        free(f->meta_keys[i]);
-        free(f->meta_values[i]);
-    }
+    for (size_t i = 0; i < f->n_copies; i++)
+        free(f->copies[i]);
+    free(f->copies);
     free(f->entries);
     free(f->by_name);
     free(f->meta_keys);
     free(f->meta_values);
+    free(f->strings);
     free(f->buf);
     free(f);
 }
 
-/* Parses one tensor entry into e (name already set). */
-/* What other readers would read differently is refused before parsing: a UTF-8 byte-order mark (cJSON skips it), a
- * \u0000 escape (it would cut a C string short), a number with a fraction or an exponent (3.0 is no extent). */
+/* Stable merge sort of n indices: n log n comparisons whatever the input, sequential passes over the arrays, and
+ * n more indices of memory. False when that memory is not available. */
+typedef int (*st_index_cmp)(const void *ctx, uint32_t a, uint32_t b);
+
+static bool st_sort_indices(uint32_t *v, size_t n, st_index_cmp cmp, const void *ctx)
+{
+    enum { RUN = 8 }; /* runs sorted by insertion first: fewer passes */
+    if (n < 2)
+        return true;
+    for (size_t lo = 0; lo < n; lo += RUN) {
+        size_t hi = lo + RUN < n ? lo + RUN : n;
+        for (size_t i = lo + 1; i < hi; i++) {
+            uint32_t x = v[i];
+            size_t k = i;
+            for (; k > lo && cmp(ctx, v[k - 1], x) > 0; k--)
+                v[k] = v[k - 1];
+            v[k] = x;
+        }
+    }
+    if (n <= RUN)
+        return true;
+    uint32_t *tmp = malloc(n * sizeof *tmp), *src = v, *dst = tmp;
+    if (tmp == NULL)
+        return false;
+    for (size_t width = RUN; width < n; width *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * width) {
+            size_t mid = lo + width < n ? lo + width : n, hi = lo + 2 * width < n ? lo + 2 * width : n;
+            size_t a = lo, b = mid, o = lo;
+            while (a < mid && b < hi)
+                dst[o++] = cmp(ctx, src[b], src[a]) < 0 ? src[b++] : src[a++];
+            while (a < mid)
+                dst[o++] = src[a++];
+            while (b < hi)
+                dst[o++] = src[b++];
+        }
+        uint32_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != v)
+        memcpy(v, src, n * sizeof *v);
+    free(tmp);
+    return true;
+}
+
+/* Bytes of a view the reader made (its shape passed st_count). */
+static uint64_t st_view_bytes(const dsops_tensor *v)
+{
+    uint64_t n = dsops_dtype_size(v->dtype);
+    for (int d = 0; d < v->ndim; d++)
+        n *= (uint64_t)v->shape[d];
+    return n;
+}
+
+static int st_cmp_entry_name(const void *ctx, uint32_t a, uint32_t b)
+{
+    const dsops_st_file *f = ctx;
+    return strcmp(f->strings + f->entries[a].name, f->strings + f->entries[b].name);
+}
+
+static int st_cmp_entry_begin(const void *ctx, uint32_t a, uint32_t b)
+{
+    const dsops_st_file *f = ctx;
+    const unsigned char *x = f->entries[a].view.data, *y = f->entries[b].view.data;
+    return x < y ? -1 : x > y;
+}
+
+static int st_cmp_meta_key(const void *ctx, uint32_t a, uint32_t b)
+{
+    const dsops_st_file *f = ctx;
+    return strcmp(f->strings + f->meta_keys[a], f->strings + f->meta_keys[b]);
+}
+
+static int st_cmp_block_string(const void *ctx, uint32_t a, uint32_t b)
+{
+    const char *block = ctx;
+    return strcmp(block + a, block + b);
+}
+
+/* What other readers would read differently is refused before parsing: a UTF-8 byte-order mark, a \u0000 escape
+ * (it would cut a C string short), a number with a fraction or an exponent (3.0 is no extent). */
 static int st_check_text(const char *label, const char *text, size_t n, char *err, size_t errlen)
 {
     if (n >= 3 && (unsigned char)text[0] == 0xef && (unsigned char)text[1] == 0xbb && (unsigned char)text[2] == 0xbf) {
@@ -237,83 +271,622 @@ static int st_check_text(const char *label, const char *text, size_t n, char *er
     return 0;
 }
 
-static int st_parse_entry(const char *label, const cJSON *item, uint64_t data_size, st_entry *e, char *err,
-                          size_t errlen)
+/* ---- JSON text (RFC 8259, strings in strict UTF-8) ---- */
+
+/* Nesting accepted inside the header (the entries need 3 levels; deeper values are only skipped). */
+#define ST_JSON_MAX_DEPTH 128
+
+typedef struct st_json {
+    const char *text, *p, *end;
+    const char *label;
+    char *err;
+    size_t errlen;
+} st_json;
+
+static bool st_json_fail(st_json *j, const char *what)
 {
-    const char *name = e->name;
-    if (!cJSON_IsObject(item)) {
-        st_err(err, errlen, "%s: entry '%s' is %s, expected an object with dtype, shape and data_offsets", label,
-               name, st_json_kind(item));
-        return -1;
+    st_err(j->err, j->errlen, "%s: header is not valid JSON (%s at byte %zu of %zu)", j->label, what,
+           (size_t)(j->p - j->text), (size_t)(j->end - j->text));
+    return false;
+}
+
+static void st_json_ws(st_json *j)
+{
+    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
+        j->p++;
+}
+
+static bool st_json_at(const st_json *j, char c) { return j->p < j->end && *j->p == c; }
+
+/* For messages: what kind of value starts at `at`. */
+static const char *st_json_kind(const st_json *j, const char *at)
+{
+    if (at >= j->end)
+        return "missing";
+    switch (*at) {
+    case '{': return "an object";
+    case '[': return "an array";
+    case '"': return "a string";
+    case 't':
+    case 'f': return "a boolean";
+    case 'n': return "null";
+    default: return "a number";
     }
-    /* a repeated key: readers disagree on which value counts (first, last) */
-    for (const cJSON *a = item->child; a; a = a->next)
-        for (const cJSON *b = a->next; b; b = b->next)
-            if (a->string && b->string && !strcmp(a->string, b->string)) {
-                st_err(err, errlen, "%s: tensor '%s': key \"%.32s\" appears twice", label, name, a->string);
-                return -1;
+}
+
+/* Bytes of the well-formed UTF-8 sequence at s (n available), 0 when malformed: overlong forms, surrogates and
+ * values above U+10FFFF are malformed too. */
+static size_t st_utf8_length(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0], lo = 0x80, hi = 0xbf;
+    size_t len;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf) {
+        len = 2;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        len = 3;
+        if (c == 0xe0)
+            lo = 0xa0;
+        else if (c == 0xed)
+            hi = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        len = 4;
+        if (c == 0xf0)
+            lo = 0x90;
+        else if (c == 0xf4)
+            hi = 0x8f;
+    } else {
+        return 0;
+    }
+    if (n < len || s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t k = 2; k < len; k++)
+        if (s[k] < 0x80 || s[k] > 0xbf)
+            return 0;
+    return len;
+}
+
+/* The value of the four hex digits at s, or -1. */
+static long st_hex4(const char *s)
+{
+    long v = 0;
+    for (int k = 0; k < 4; k++) {
+        char c = s[k];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0)
+            return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* The string whose opening quote is at j->p: checked, and its decoded bytes written to out[0, cap) when out is
+ * not NULL (what does not fit is only counted). *len receives the decoded length, which never exceeds the
+ * length of the text (quotes excluded). */
+static bool st_json_string(st_json *j, char *out, size_t cap, size_t *len)
+{
+    if (!st_json_at(j, '"'))
+        return st_json_fail(j, "expected a string");
+    const char *s = j->p + 1;
+    size_t n = 0;
+    for (;;) {
+        if (s >= j->end) {
+            j->p = s;
+            return st_json_fail(j, "unterminated string");
+        }
+        unsigned char c = (unsigned char)*s;
+        if (c == '"')
+            break;
+        if (c < 0x20) {
+            j->p = s;
+            return st_json_fail(j, "control character inside a string");
+        }
+        unsigned char bytes[4];
+        size_t k;
+        if (c != '\\') {
+            k = st_utf8_length((const unsigned char *)s, (size_t)(j->end - s));
+            if (k == 0) {
+                j->p = s;
+                return st_json_fail(j, "malformed UTF-8 inside a string");
             }
-    const cJSON *jd = cJSON_GetObjectItemCaseSensitive(item, "dtype");
-    const cJSON *js = cJSON_GetObjectItemCaseSensitive(item, "shape");
-    const cJSON *jo = cJSON_GetObjectItemCaseSensitive(item, "data_offsets");
+            memcpy(bytes, s, k);
+            s += k;
+        } else {
+            if (j->end - s < 2) {
+                j->p = s;
+                return st_json_fail(j, "unterminated string");
+            }
+            const char *simple = strchr("\"\\/bfnrt", s[1]);
+            if (simple != NULL && s[1] != '\0') {
+                static const char decoded[] = "\"\\/\b\f\n\r\t";
+                bytes[0] = (unsigned char)decoded[simple - "\"\\/bfnrt"];
+                k = 1;
+                s += 2;
+            } else if (s[1] == 'u') {
+                long code = j->end - s >= 6 ? st_hex4(s + 2) : -1;
+                if (code < 0) {
+                    j->p = s;
+                    return st_json_fail(j, "malformed \\u escape");
+                }
+                const char *next = s + 6;
+                if (code >= 0xd800 && code <= 0xdbff) {
+                    long low = j->end - next >= 6 && next[0] == '\\' && next[1] == 'u' ? st_hex4(next + 2) : -1;
+                    if (low < 0xdc00 || low > 0xdfff) {
+                        j->p = s;
+                        return st_json_fail(j, "unpaired surrogate in a \\u escape");
+                    }
+                    code = 0x10000 + ((code - 0xd800) << 10) + (low - 0xdc00);
+                    next += 6;
+                } else if (code >= 0xdc00 && code <= 0xdfff) {
+                    j->p = s;
+                    return st_json_fail(j, "unpaired surrogate in a \\u escape");
+                }
+                if (code == 0) {
+                    j->p = s;
+                    return st_json_fail(j, "\\u0000 escape");
+                }
+                if (code < 0x80) {
+                    bytes[0] = (unsigned char)code;
+                    k = 1;
+                } else if (code < 0x800) {
+                    bytes[0] = (unsigned char)(0xc0 | (code >> 6));
+                    bytes[1] = (unsigned char)(0x80 | (code & 0x3f));
+                    k = 2;
+                } else if (code < 0x10000) {
+                    bytes[0] = (unsigned char)(0xe0 | (code >> 12));
+                    bytes[1] = (unsigned char)(0x80 | ((code >> 6) & 0x3f));
+                    bytes[2] = (unsigned char)(0x80 | (code & 0x3f));
+                    k = 3;
+                } else {
+                    bytes[0] = (unsigned char)(0xf0 | (code >> 18));
+                    bytes[1] = (unsigned char)(0x80 | ((code >> 12) & 0x3f));
+                    bytes[2] = (unsigned char)(0x80 | ((code >> 6) & 0x3f));
+                    bytes[3] = (unsigned char)(0x80 | (code & 0x3f));
+                    k = 4;
+                }
+                s = next;
+            } else {
+                j->p = s;
+                return st_json_fail(j, "unknown escape");
+            }
+        }
+        for (size_t i = 0; i < k; i++, n++)
+            if (out != NULL && n < cap)
+                out[n] = (char)bytes[i];
+    }
+    j->p = s + 1;
+    *len = n;
+    return true;
+}
 
-    if (!cJSON_IsString(jd) || jd->valuestring == NULL) {
-        st_err(err, errlen, "%s: tensor '%s': dtype is %s, expected a string", label, name, st_json_kind(jd));
-        return -1;
+/* The number at j->p, checked against JSON's grammar. *is_uint tells whether it is an integer in [0, 2^53]
+ * (written without a sign, a fraction or an exponent), and *value is then its value. */
+static bool st_json_number(st_json *j, bool *is_uint, uint64_t *value)
+{
+    const char *s = j->p, *e = j->end;
+    bool negative = false, integral = true, too_big = false;
+    uint64_t v = 0;
+    if (s < e && *s == '-') {
+        negative = true;
+        s++;
     }
-    dsops_dtype dtype = dsops_st_dtype_from_tag(jd->valuestring);
-    if (dtype == DSOPS_DTYPE_INVALID) {
-        st_err(err, errlen, "%s: tensor '%s': dtype \"%.32s\" is not supported (BF16, F16, F32, I8, U8, I32, I64)",
-               label, name, jd->valuestring);
-        return -1;
-    }
-
-    if (!cJSON_IsArray(js)) {
-        st_err(err, errlen, "%s: tensor '%s': shape is %s, expected an array of integers", label, name,
-               st_json_kind(js));
-        return -1;
-    }
-    int ndim = cJSON_GetArraySize(js);
-    if (ndim > DSOPS_MAX_DIMS) {
-        st_err(err, errlen, "%s: tensor '%s': rank %d exceeds the %d dimensions of a dsops tensor", label, name, ndim,
-               DSOPS_MAX_DIMS);
-        return -1;
-    }
-    int64_t shape[DSOPS_MAX_DIMS] = {0};
-    int d = 0;
-    const cJSON *dim;
-    cJSON_ArrayForEach(dim, js)
-    {
-        uint64_t v;
-        if (!st_json_uint(dim, &v)) {
-            if (cJSON_IsNumber(dim))
-                st_err(err, errlen, "%s: tensor '%s': shape[%d] = %g is not a non-negative integer", label, name, d,
-                       dim->valuedouble);
+    if (s >= e || *s < '0' || *s > '9')
+        return st_json_fail(j, "expected a value");
+    if (*s == '0') {
+        s++;
+    } else {
+        for (; s < e && *s >= '0' && *s <= '9'; s++) {
+            uint64_t d = (uint64_t)(*s - '0');
+            if (too_big || v > ((uint64_t)ST_MAX_JSON_INT - d) / 10)
+                too_big = true;
             else
-                st_err(err, errlen, "%s: tensor '%s': shape[%d] is %s, expected a non-negative integer", label, name,
-                       d, st_json_kind(dim));
+                v = v * 10 + d;
+        }
+    }
+    if (s < e && *s == '.') {
+        integral = false;
+        if (++s >= e || *s < '0' || *s > '9') {
+            j->p = s;
+            return st_json_fail(j, "malformed number");
+        }
+        while (s < e && *s >= '0' && *s <= '9')
+            s++;
+    }
+    if (s < e && (*s == 'e' || *s == 'E')) {
+        integral = false;
+        s++;
+        if (s < e && (*s == '+' || *s == '-'))
+            s++;
+        if (s >= e || *s < '0' || *s > '9') {
+            j->p = s;
+            return st_json_fail(j, "malformed number");
+        }
+        while (s < e && *s >= '0' && *s <= '9')
+            s++;
+    }
+    j->p = s;
+    *is_uint = !negative && integral && !too_big;
+    *value = v;
+    return true;
+}
+
+static bool st_json_literal(st_json *j, const char *word)
+{
+    size_t n = strlen(word);
+    if ((size_t)(j->end - j->p) < n || memcmp(j->p, word, n) != 0)
+        return st_json_fail(j, "expected a value");
+    j->p += n;
+    return true;
+}
+
+/* Checks the value at j->p (nesting level `depth`) and moves past it. With `strings`, adds the decoded length + 1
+ * of every string inside; with `members`, counts the members (elements) of the value itself. */
+static bool st_json_skip(st_json *j, int depth, size_t *strings, size_t *members)
+{
+    if (depth > ST_JSON_MAX_DEPTH)
+        return st_json_fail(j, "nesting deeper than 128 levels");
+    st_json_ws(j);
+    if (j->p >= j->end)
+        return st_json_fail(j, "expected a value");
+    size_t n;
+    bool is_uint;
+    uint64_t v;
+    switch (*j->p) {
+    case '{':
+    case '[': {
+        const bool object = *j->p == '{';
+        const char close = object ? '}' : ']';
+        j->p++;
+        st_json_ws(j);
+        if (st_json_at(j, close)) {
+            j->p++;
+            return true;
+        }
+        for (;;) {
+            st_json_ws(j);
+            if (object) {
+                if (!st_json_string(j, NULL, 0, &n))
+                    return false;
+                if (strings != NULL)
+                    *strings += n + 1;
+                st_json_ws(j);
+                if (!st_json_at(j, ':'))
+                    return st_json_fail(j, "expected ':'");
+                j->p++;
+            }
+            if (!st_json_skip(j, depth + 1, strings, NULL))
+                return false;
+            if (members != NULL)
+                (*members)++;
+            st_json_ws(j);
+            if (st_json_at(j, ',')) {
+                j->p++;
+                continue;
+            }
+            if (st_json_at(j, close)) {
+                j->p++;
+                return true;
+            }
+            return st_json_fail(j, object ? "expected ',' or '}'" : "expected ',' or ']'");
+        }
+    }
+    case '"':
+        if (!st_json_string(j, NULL, 0, &n))
+            return false;
+        if (strings != NULL)
+            *strings += n + 1;
+        return true;
+    case 't': return st_json_literal(j, "true");
+    case 'f': return st_json_literal(j, "false");
+    case 'n': return st_json_literal(j, "null");
+    default: return st_json_number(j, &is_uint, &v);
+    }
+}
+
+/* Pass 1: the header is one JSON value followed by whitespace only, and that value is an object. Counts its
+ * members and the bytes of the strings pass 2 keeps (every member name, and every string of __metadata__). */
+static int st_scan_header(st_json *j, size_t *members, size_t *strings)
+{
+    st_json_ws(j);
+    const char *value_at = j->p;
+    bool ok = true;
+    if (st_json_at(j, '{')) {
+        j->p++;
+        st_json_ws(j);
+        if (st_json_at(j, '}'))
+            j->p++;
+        else
+            for (;;) {
+                st_json_ws(j);
+                char key[16];
+                size_t n;
+                if (!(ok = st_json_string(j, key, sizeof key, &n)))
+                    break;
+                (*members)++;
+                *strings += n + 1;
+                const bool meta = n == 12 && memcmp(key, "__metadata__", 12) == 0;
+                st_json_ws(j);
+                if (!(ok = st_json_at(j, ':') || st_json_fail(j, "expected ':'")))
+                    break;
+                j->p++;
+                if (!(ok = st_json_skip(j, 2, meta ? strings : NULL, NULL)))
+                    break;
+                st_json_ws(j);
+                if (st_json_at(j, ',')) {
+                    j->p++;
+                    continue;
+                }
+                if (st_json_at(j, '}')) {
+                    j->p++;
+                    break;
+                }
+                ok = st_json_fail(j, "expected ',' or '}'");
+                break;
+            }
+    } else {
+        ok = st_json_skip(j, 1, NULL, NULL);
+    }
+    if (!ok)
+        return -1;
+    st_json_ws(j);
+    if (j->p < j->end) {
+        st_err(j->err, j->errlen, "%s: header has byte 0x%02x after its JSON value (offset %zu)", j->label,
+               (unsigned)(unsigned char)*j->p, (size_t)(j->p - j->text));
+        return -1;
+    }
+    if (*value_at != '{') {
+        st_err(j->err, j->errlen, "%s: header is %s, expected a JSON object", j->label, st_json_kind(j, value_at));
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- pass 2 ---- */
+
+/* The keys of one entry other than dtype, shape and data_offsets, decoded, to find one that appears twice. */
+typedef struct st_scratch {
+    char *text;        /* the keys, NUL-terminated one after the other */
+    size_t used, cap;
+    uint32_t *keys;    /* their offsets in text */
+    size_t n_keys, keys_cap;
+} st_scratch;
+
+static bool st_grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return true;
+    size_t cap2 = *cap ? *cap : 64;
+    while (cap2 < need)
+        cap2 *= 2;
+    void *q = realloc(*p, cap2 * elem);
+    if (q == NULL)
+        return false;
+    *p = q;
+    *cap = cap2;
+    return true;
+}
+
+/* Decodes the key at j->p into the scratch block (the header passed pass 1: only memory can fail). */
+static bool st_scratch_key(st_json *j, st_scratch *s)
+{
+    const char *at = j->p;
+    size_t n;
+    if (!st_json_string(j, NULL, 0, &n))
+        return false;
+    if (!st_grow((void **)&s->text, &s->cap, s->used + n + 1, 1) ||
+        !st_grow((void **)&s->keys, &s->keys_cap, s->n_keys + 1, sizeof *s->keys)) {
+        st_err(j->err, j->errlen, "%s: out of memory", j->label);
+        return false;
+    }
+    j->p = at;
+    (void)st_json_string(j, s->text + s->used, n, &n);
+    s->text[s->used + n] = '\0';
+    s->keys[s->n_keys++] = (uint32_t)s->used;
+    s->used += n + 1;
+    return true;
+}
+
+/* What pass 2 gathers from one tensor entry before judging it. */
+typedef struct st_fields {
+    const char *dtype_at, *shape_at, *offsets_at; /* where each value starts; NULL when the key is absent */
+    char dtype[40];                               /* the dtype string (cut at 39 bytes) */
+    size_t dtype_len;
+    int64_t shape[DSOPS_MAX_DIMS];
+    size_t rank;
+    size_t bad_dim;                               /* first element that is no integer in [0, 2^53], or rank */
+    const char *bad_at, *bad_end;                 /* its text */
+    size_t n_offsets;
+    uint64_t offsets[2];
+    bool offsets_ok;                              /* both of the first two are integers in [0, 2^53] */
+    const char *repeated;                         /* a key that appears twice */
+} st_fields;
+
+/* The elements of the array at j->p: up to `keep` integers in [0, 2^53] stored to values, *count receives the
+ * number of elements, *bad the index of the first that is not such an integer (else *count). */
+static bool st_read_uints(st_json *j, uint64_t *values, size_t keep, size_t *count, size_t *bad, const char **bad_at,
+                          const char **bad_end)
+{
+    *count = 0;
+    *bad = SIZE_MAX;
+    j->p++; /* '[' */
+    st_json_ws(j);
+    if (st_json_at(j, ']')) {
+        j->p++;
+    } else {
+        for (;;) {
+            st_json_ws(j);
+            const char *at = j->p;
+            bool is_uint = false;
+            uint64_t v = 0;
+            if (at < j->end && (*at == '-' || (*at >= '0' && *at <= '9'))) {
+                if (!st_json_number(j, &is_uint, &v))
+                    return false;
+            } else if (!st_json_skip(j, 4, NULL, NULL)) {
+                return false;
+            }
+            if (!is_uint && *bad == SIZE_MAX) {
+                *bad = *count;
+                *bad_at = at;
+                *bad_end = j->p;
+            }
+            if (is_uint && *count < keep)
+                values[*count] = v;
+            (*count)++;
+            st_json_ws(j);
+            if (st_json_at(j, ',')) {
+                j->p++;
+                continue;
+            }
+            j->p++; /* ']' */
+            break;
+        }
+    }
+    if (*bad == SIZE_MAX)
+        *bad = *count;
+    return true;
+}
+
+/* Pass 2 over the value of tensor entry e (its name already set); judges it as the header comment says. */
+static int st_build_entry(dsops_st_file *f, st_json *j, st_entry *e, uint64_t data_size, st_scratch *scratch)
+{
+    const char *label = j->label, *name = f->strings + e->name;
+    char *err = j->err;
+    size_t errlen = j->errlen;
+    if (!st_json_at(j, '{')) {
+        st_err(err, errlen, "%s: entry '%s' is %s, expected an object with dtype, shape and data_offsets", label, name,
+               st_json_kind(j, j->p));
+        return -1;
+    }
+    st_fields fl;
+    memset(&fl, 0, sizeof fl);
+    scratch->used = scratch->n_keys = 0;
+    j->p++;
+    st_json_ws(j);
+    if (st_json_at(j, '}')) {
+        j->p++;
+    } else {
+        for (;;) {
+            st_json_ws(j);
+            char key[16];
+            size_t n;
+            const char *key_at = j->p;
+            if (!st_json_string(j, key, sizeof key, &n))
+                return -1;
+            const char **slot = n == 5 && !memcmp(key, "dtype", 5)           ? &fl.dtype_at
+                                : n == 5 && !memcmp(key, "shape", 5)         ? &fl.shape_at
+                                : n == 12 && !memcmp(key, "data_offsets", 12) ? &fl.offsets_at
+                                                                              : NULL;
+            if (slot == NULL) {
+                j->p = key_at;
+                if (!st_scratch_key(j, scratch))
+                    return -1;
+            } else if (*slot != NULL && fl.repeated == NULL) {
+                fl.repeated = slot == &fl.dtype_at ? "dtype" : slot == &fl.shape_at ? "shape" : "data_offsets";
+            }
+            st_json_ws(j);
+            j->p++; /* ':' */
+            st_json_ws(j);
+            const char *at = j->p;
+            const bool first = slot != NULL && *slot == NULL;
+            bool ok;
+            if (first && slot == &fl.dtype_at && *at == '"') {
+                ok = st_json_string(j, fl.dtype, sizeof fl.dtype - 1, &fl.dtype_len);
+            } else if (first && slot == &fl.shape_at && *at == '[') {
+                uint64_t dims[DSOPS_MAX_DIMS];
+                ok = st_read_uints(j, dims, DSOPS_MAX_DIMS, &fl.rank, &fl.bad_dim, &fl.bad_at, &fl.bad_end);
+                for (size_t d = 0; d < DSOPS_MAX_DIMS && d < fl.bad_dim; d++)
+                    fl.shape[d] = (int64_t)dims[d];
+            } else if (first && slot == &fl.offsets_at && *at == '[') {
+                size_t bad;
+                const char *bad_at, *bad_end;
+                ok = st_read_uints(j, fl.offsets, 2, &fl.n_offsets, &bad, &bad_at, &bad_end);
+                fl.offsets_ok = bad >= 2 && fl.n_offsets >= 2;
+            } else {
+                ok = st_json_skip(j, 3, NULL, NULL);
+            }
+            if (!ok)
+                return -1;
+            if (first)
+                *slot = at;
+            st_json_ws(j);
+            if (st_json_at(j, ',')) {
+                j->p++;
+                continue;
+            }
+            j->p++; /* '}' */
+            break;
+        }
+    }
+
+    /* a repeated key: readers disagree on which value counts (first, last) */
+    if (fl.repeated == NULL && scratch->n_keys > 1) {
+        if (!st_sort_indices(scratch->keys, scratch->n_keys, st_cmp_block_string, scratch->text)) {
+            st_err(err, errlen, "%s: out of memory", label);
             return -1;
         }
-        shape[d++] = (int64_t)v;
+        for (size_t i = 1; i < scratch->n_keys && fl.repeated == NULL; i++)
+            if (strcmp(scratch->text + scratch->keys[i - 1], scratch->text + scratch->keys[i]) == 0)
+                fl.repeated = scratch->text + scratch->keys[i];
     }
+    if (fl.repeated != NULL) {
+        st_err(err, errlen, "%s: tensor '%s': key \"%.32s\" appears twice", label, name, fl.repeated);
+        return -1;
+    }
+
+    if (fl.dtype_at == NULL || *fl.dtype_at != '"') {
+        st_err(err, errlen, "%s: tensor '%s': dtype is %s, expected a string", label, name,
+               fl.dtype_at ? st_json_kind(j, fl.dtype_at) : "missing");
+        return -1;
+    }
+    fl.dtype[fl.dtype_len < sizeof fl.dtype - 1 ? fl.dtype_len : sizeof fl.dtype - 1] = '\0';
+    dsops_dtype dtype = fl.dtype_len < sizeof fl.dtype - 1 ? dsops_st_dtype_from_tag(fl.dtype) : DSOPS_DTYPE_INVALID;
+    if (dtype == DSOPS_DTYPE_INVALID) {
+        st_err(err, errlen, "%s: tensor '%s': dtype \"%.32s\" is not supported (BF16, F16, F32, I8, U8, I32, I64)",
+               label, name, fl.dtype);
+        return -1;
+    }
+
+    if (fl.shape_at == NULL || *fl.shape_at != '[') {
+        st_err(err, errlen, "%s: tensor '%s': shape is %s, expected an array of integers", label, name,
+               fl.shape_at ? st_json_kind(j, fl.shape_at) : "missing");
+        return -1;
+    }
+    if (fl.rank > DSOPS_MAX_DIMS) {
+        st_err(err, errlen, "%s: tensor '%s': rank %zu exceeds the %d dimensions of a dsops tensor", label, name,
+               fl.rank, DSOPS_MAX_DIMS);
+        return -1;
+    }
+    if (fl.bad_dim < fl.rank) {
+        const char *at = fl.bad_at;
+        if (*at == '-' || (*at >= '0' && *at <= '9'))
+            st_err(err, errlen, "%s: tensor '%s': shape[%zu] = %.*s is not a non-negative integer", label, name,
+                   fl.bad_dim, (int)(fl.bad_end - at < 40 ? fl.bad_end - at : 40), at);
+        else
+            st_err(err, errlen, "%s: tensor '%s': shape[%zu] is %s, expected a non-negative integer", label, name,
+                   fl.bad_dim, st_json_kind(j, at));
+        return -1;
+    }
+    const int ndim = (int)fl.rank;
     int64_t numel;
     uint64_t nbytes;
-    size_t esize = dsops_dtype_size(dtype);
-    if (!st_count(ndim, shape, esize, &numel, &nbytes)) {
+    if (!st_count(ndim, fl.shape, dsops_dtype_size(dtype), &numel, &nbytes)) {
         st_err(err, errlen, "%s: tensor '%s': the element count of its shape overflows", label, name);
         return -1;
     }
 
-    if (!cJSON_IsArray(jo) || cJSON_GetArraySize(jo) != 2) {
+    if (fl.offsets_at == NULL || *fl.offsets_at != '[' || fl.n_offsets != 2) {
         st_err(err, errlen, "%s: tensor '%s': data_offsets is %s, expected [begin, end]", label, name,
-               cJSON_IsArray(jo) ? "an array whose length is not 2" : st_json_kind(jo));
+               fl.offsets_at == NULL         ? "missing"
+               : *fl.offsets_at == '['       ? "an array whose length is not 2"
+                                             : st_json_kind(j, fl.offsets_at));
         return -1;
     }
-    uint64_t begin, end;
-    if (!st_json_uint(cJSON_GetArrayItem(jo, 0), &begin) || !st_json_uint(cJSON_GetArrayItem(jo, 1), &end)) {
+    if (!fl.offsets_ok) {
         st_err(err, errlen, "%s: tensor '%s': data_offsets must hold two non-negative integers", label, name);
         return -1;
     }
+    const uint64_t begin = fl.offsets[0], end = fl.offsets[1];
     if (begin > end) {
         st_err(err, errlen, "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] has begin > end", label, name,
                begin, end);
@@ -328,13 +901,96 @@ static int st_parse_entry(const char *label, const cJSON *item, uint64_t data_si
     if (end - begin != nbytes) {
         st_err(err, errlen,
                "%s: tensor '%s': data_offsets span %" PRIu64 " bytes but %" PRId64 " %s elements need %" PRIu64,
-               label, name, end - begin, numel, jd->valuestring, nbytes);
+               label, name, end - begin, numel, fl.dtype, nbytes);
         return -1;
     }
+    /* bytes in place for now (the overlap check compares these pointers); misaligned ones are copied later */
+    e->view = dsops_tensor_make(nbytes == 0 ? (void *)st_empty : (void *)(f->data + begin), dtype, ndim, fl.shape);
+    return 0;
+}
 
-    e->begin = begin;
-    e->end = end;
-    e->view = dsops_tensor_make(NULL, dtype, ndim, shape);
+/* Pass 2 over the value of __metadata__: an object of strings, no key twice; the strings go to `strings`. */
+static int st_build_metadata(dsops_st_file *f, st_json *j, size_t *used, size_t strings_total)
+{
+    if (!st_json_at(j, '{')) {
+        st_err(j->err, j->errlen, "%s: __metadata__ is %s, expected an object of strings", j->label,
+               st_json_kind(j, j->p));
+        return -1;
+    }
+    const char *start = j->p;
+    size_t n_members = 0;
+    if (!st_json_skip(j, 2, NULL, &n_members))
+        return -1;
+    j->p = start;
+    f->meta_keys = malloc((n_members ? n_members : 1) * sizeof *f->meta_keys);
+    f->meta_values = malloc((n_members ? n_members : 1) * sizeof *f->meta_values);
+    if (f->meta_keys == NULL || f->meta_values == NULL) {
+        st_err(j->err, j->errlen, "%s: out of memory", j->label);
+        return -1;
+    }
+    j->p++;
+    st_json_ws(j);
+    if (st_json_at(j, '}')) {
+        j->p++;
+        return 0;
+    }
+    for (;;) {
+        st_json_ws(j);
+        size_t n;
+        char *key = f->strings + *used;
+        if (!st_json_string(j, key, strings_total - *used, &n) || n >= strings_total - *used) {
+            st_json_fail(j, "string block too small");
+            return -1;
+        }
+        key[n] = '\0';
+        *used += n + 1;
+        st_json_ws(j);
+        j->p++; /* ':' */
+        st_json_ws(j);
+        if (!st_json_at(j, '"')) {
+            st_err(j->err, j->errlen, "%s: __metadata__ value of '%.64s' is %s, expected a string", j->label, key,
+                   st_json_kind(j, j->p));
+            return -1;
+        }
+        char *value = f->strings + *used;
+        if (!st_json_string(j, value, strings_total - *used, &n) || n >= strings_total - *used) {
+            st_json_fail(j, "string block too small");
+            return -1;
+        }
+        value[n] = '\0';
+        *used += n + 1;
+        f->meta_keys[f->meta_count] = (uint32_t)(key - f->strings);
+        f->meta_values[f->meta_count] = (uint32_t)(value - f->strings);
+        f->meta_count++;
+        st_json_ws(j);
+        if (st_json_at(j, ',')) {
+            j->p++;
+            continue;
+        }
+        j->p++; /* '}' */
+        break;
+    }
+    /* duplicate keys: sorted indices, then neighbours */
+    uint32_t *sorted = malloc(f->meta_count * sizeof *sorted);
+    if (sorted == NULL) {
+        st_err(j->err, j->errlen, "%s: out of memory", j->label);
+        return -1;
+    }
+    for (size_t i = 0; i < f->meta_count; i++)
+        sorted[i] = (uint32_t)i;
+    if (!st_sort_indices(sorted, f->meta_count, st_cmp_meta_key, f)) {
+        st_err(j->err, j->errlen, "%s: out of memory", j->label);
+        free(sorted);
+        return -1;
+    }
+    for (size_t i = 1; i < f->meta_count; i++)
+        if (st_cmp_meta_key(f, sorted[i - 1], sorted[i]) == 0) {
+            st_err(j->err, j->errlen, "%s: duplicate __metadata__ key '%.64s'", j->label,
+                   f->strings + f->meta_keys[sorted[i]]);
+            free(sorted);
+            return -1;
+        }
+    free(sorted);
     return 0;
 }
 
@@ -358,184 +1014,158 @@ static int st_parse(dsops_st_file *f, const char *label, char *err, size_t errle
                hlen, f->size - 8);
         return -1;
     }
-    size_t hsize = (size_t)hlen;
-    uint64_t data_size = (uint64_t)(f->size - 8 - hsize);
-    unsigned char *data = f->buf + 8 + hsize;
+    const size_t hsize = (size_t)hlen;
+    const uint64_t data_size = (uint64_t)(f->size - 8 - hsize);
+    const char *text = (const char *)f->buf + 8;
+    f->data = f->buf + 8 + hsize;
+    if (st_check_text(label, text, hsize, err, errlen) != 0)
+        return -1;
 
-    /* cJSON gets a NUL-terminated copy; a NUL inside the header ends the JSON early and is then caught
-     * by the trailing-bytes check below. */
-    char *text = malloc(hsize + 1);
-    if (text == NULL) {
-        st_err(err, errlen, "%s: out of memory for a %zu-byte header", label, hsize);
+    /* pass 1: syntax, and the sizes of what pass 2 keeps */
+    st_json j = {text, text, text + hsize, label, err, errlen};
+    size_t members = 0, strings_total = 0;
+    if (st_scan_header(&j, &members, &strings_total) != 0)
+        return -1;
+
+    /* pass 2: entries and metadata */
+    f->entries = malloc((members ? members : 1) * sizeof *f->entries);
+    f->strings = malloc(strings_total ? strings_total : 1);
+    if (f->entries == NULL || f->strings == NULL) {
+        st_err(err, errlen, "%s: out of memory for %zu entries", label, members);
         return -1;
     }
-    memcpy(text, f->buf + 8, hsize);
-    text[hsize] = '\0';
-    if (st_check_text(label, text, hsize, err, errlen) != 0) {
-        free(text);
-        return -1;
-    }
-    const char *parse_end = NULL;
-    cJSON *root = cJSON_ParseWithOpts(text, &parse_end, 0);
-    if (root == NULL) {
-        size_t at = parse_end != NULL && parse_end >= text ? (size_t)(parse_end - text) : 0;
-        st_err(err, errlen, "%s: header is not valid JSON (error near byte %zu of %zu)", label, at, hsize);
-        free(text);
-        return -1;
-    }
+    st_scratch scratch;
+    memset(&scratch, 0, sizeof scratch);
     int rc = -1;
-    size_t end_at = (size_t)(parse_end - text);
-    for (size_t i = end_at; i < hsize; i++) {
-        char c = text[i];
-        if (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
-            st_err(err, errlen, "%s: header has byte 0x%02x after its JSON value (offset %zu)", label,
-                   (unsigned)(unsigned char)c, i);
-            goto done;
+    size_t used = 0;
+    bool seen_meta = false;
+    j.p = text;
+    st_json_ws(&j);
+    j.p++; /* '{' */
+    st_json_ws(&j);
+    if (!st_json_at(&j, '}'))
+        for (;;) {
+            st_json_ws(&j);
+            size_t n;
+            char *key = f->strings + used;
+            if (!st_json_string(&j, key, strings_total - used, &n) || n >= strings_total - used) {
+                st_json_fail(&j, "string block too small");
+                goto done;
+            }
+            key[n] = '\0';
+            st_json_ws(&j);
+            j.p++; /* ':' */
+            st_json_ws(&j);
+            if (n == 12 && memcmp(key, "__metadata__", 12) == 0) {
+                if (seen_meta) {
+                    st_err(err, errlen, "%s: duplicate __metadata__ entry", label);
+                    goto done;
+                }
+                seen_meta = true;
+                if (st_build_metadata(f, &j, &used, strings_total) != 0)
+                    goto done;
+            } else {
+                if (n == 0) { /* the writer refuses such a name: what is read can be written again */
+                    st_err(err, errlen, "%s: a tensor has an empty name", label);
+                    goto done;
+                }
+                used += n + 1;
+                st_entry *e = &f->entries[f->count++];
+                e->name = (uint32_t)(key - f->strings);
+                if (st_build_entry(f, &j, e, data_size, &scratch) != 0)
+                    goto done;
+            }
+            st_json_ws(&j);
+            if (!st_json_at(&j, ','))
+                break; /* '}' (pass 1) */
+            j.p++;
         }
-    }
-    if (!cJSON_IsObject(root)) {
-        st_err(err, errlen, "%s: header is %s, expected a JSON object", label, st_json_kind(root));
-        goto done;
-    }
 
-    size_t n_items = 0;
-    const cJSON *item;
-    cJSON_ArrayForEach(item, root) n_items++;
-    f->entries = calloc(n_items ? n_items : 1, sizeof *f->entries);
-    f->by_name = calloc(n_items ? n_items : 1, sizeof *f->by_name);
-    if (f->entries == NULL || f->by_name == NULL) {
+    /* duplicate names */
+    f->by_name = malloc((f->count ? f->count : 1) * sizeof *f->by_name);
+    if (f->by_name == NULL) {
         st_err(err, errlen, "%s: out of memory", label);
         goto done;
     }
-
-    bool seen_meta = false;
-    cJSON_ArrayForEach(item, root)
-    {
-        const char *key = item->string != NULL ? item->string : "";
-        if (strcmp(key, "__metadata__") == 0) {
-            if (seen_meta) {
-                st_err(err, errlen, "%s: duplicate __metadata__ entry", label);
-                goto done;
-            }
-            seen_meta = true;
-            if (!cJSON_IsObject(item)) {
-                st_err(err, errlen, "%s: __metadata__ is %s, expected an object of strings", label,
-                       st_json_kind(item));
-                goto done;
-            }
-            size_t nm = 0;
-            const cJSON *m;
-            cJSON_ArrayForEach(m, item) nm++;
-            f->meta_keys = calloc(nm ? nm : 1, sizeof *f->meta_keys);
-            f->meta_values = calloc(nm ? nm : 1, sizeof *f->meta_values);
-            if (f->meta_keys == NULL || f->meta_values == NULL) {
-                st_err(err, errlen, "%s: out of memory", label);
-                goto done;
-            }
-            cJSON_ArrayForEach(m, item)
-            {
-                const char *mk = m->string != NULL ? m->string : "";
-                if (!cJSON_IsString(m) || m->valuestring == NULL) {
-                    st_err(err, errlen, "%s: __metadata__ value of '%.64s' is %s, expected a string", label, mk,
-                           st_json_kind(m));
-                    goto done;
-                }
-                f->meta_keys[f->meta_count] = st_strdup(mk);
-                f->meta_values[f->meta_count] = st_strdup(m->valuestring);
-                f->meta_count++;
-                if (f->meta_keys[f->meta_count - 1] == NULL || f->meta_values[f->meta_count - 1] == NULL) {
-                    st_err(err, errlen, "%s: out of memory", label);
-                    goto done;
-                }
-            }
-            /* duplicate keys: sorted copies of the key pointers, then neighbours (n log n, as for names) */
-            char **sorted = malloc(sizeof *sorted * (f->meta_count ? f->meta_count : 1));
-            if (sorted == NULL) {
-                st_err(err, errlen, "%s: out of memory", label);
-                goto done;
-            }
-            memcpy(sorted, f->meta_keys, sizeof *sorted * f->meta_count);
-            qsort(sorted, f->meta_count, sizeof *sorted, st_cmp_string);
-            for (size_t j = 1; j < f->meta_count; j++)
-                if (strcmp(sorted[j - 1], sorted[j]) == 0) {
-                    st_err(err, errlen, "%s: duplicate __metadata__ key '%.64s'", label, sorted[j]);
-                    free(sorted);
-                    goto done;
-                }
-            free(sorted);
-            continue;
-        }
-        st_entry *e = &f->entries[f->count];
-        e->name = st_strdup(key);
-        if (e->name == NULL) {
-            st_err(err, errlen, "%s: out of memory", label);
-            goto done;
-        }
-        f->by_name[f->count] = e;
-        f->count++;
-        if (st_parse_entry(label, item, data_size, e, err, errlen) != 0)
-            goto done;
+    for (size_t i = 0; i < f->count; i++)
+        f->by_name[i] = (uint32_t)i;
+    if (!st_sort_indices(f->by_name, f->count, st_cmp_entry_name, f)) {
+        st_err(err, errlen, "%s: out of memory", label);
+        goto done;
     }
-
-    /* duplicate names */
-    qsort(f->by_name, f->count, sizeof *f->by_name, st_cmp_name);
     for (size_t i = 1; i < f->count; i++)
-        if (strcmp(f->by_name[i - 1]->name, f->by_name[i]->name) == 0) {
-            st_err(err, errlen, "%s: duplicate tensor name '%.128s'", label, f->by_name[i]->name);
+        if (st_cmp_entry_name(f, f->by_name[i - 1], f->by_name[i]) == 0) {
+            st_err(err, errlen, "%s: duplicate tensor name '%.128s'", label, f->strings + f->entries[f->by_name[i]].name);
             goto done;
         }
 
     /* overlaps (tensors without bytes occupy nothing) */
     {
-        st_entry **order = malloc((f->count ? f->count : 1) * sizeof *order);
+        size_t m = 0, misaligned = 0;
+        for (size_t i = 0; i < f->count; i++)
+            m += f->entries[i].view.data != st_empty;
+        uint32_t *order = malloc((m ? m : 1) * sizeof *order);
         if (order == NULL) {
             st_err(err, errlen, "%s: out of memory", label);
             goto done;
         }
-        size_t m = 0;
+        m = 0;
         for (size_t i = 0; i < f->count; i++)
-            if (f->entries[i].end > f->entries[i].begin)
-                order[m++] = &f->entries[i];
-        qsort(order, m, sizeof *order, st_cmp_begin);
+            if (f->entries[i].view.data != st_empty) {
+                order[m++] = (uint32_t)i;
+                misaligned += (uintptr_t)f->entries[i].view.data % dsops_dtype_size(f->entries[i].view.dtype) != 0;
+            }
+        if (!st_sort_indices(order, m, st_cmp_entry_begin, f)) {
+            st_err(err, errlen, "%s: out of memory", label);
+            free(order);
+            goto done;
+        }
         for (size_t i = 1; i < m; i++) {
-            const st_entry *a = order[i - 1], *b = order[i];
-            if (b->begin < a->end) {
+            const st_entry *a = &f->entries[order[i - 1]], *b = &f->entries[order[i]];
+            const uint64_t a_begin = (uint64_t)((const unsigned char *)a->view.data - f->data);
+            const uint64_t a_end = a_begin + st_view_bytes(&a->view);
+            const uint64_t b_begin = (uint64_t)((const unsigned char *)b->view.data - f->data);
+            if (b_begin < a_end) {
+                const uint64_t b_bytes = st_view_bytes(&b->view);
                 st_err(err, errlen,
                        "%s: tensors '%.100s' [%" PRIu64 ", %" PRIu64 ") and '%.100s' [%" PRIu64 ", %" PRIu64
                        ") overlap",
-                       label, a->name, a->begin, a->end, b->name, b->begin, b->end);
+                       label, f->strings + a->name, a_begin, a_end, f->strings + b->name, b_begin, b_begin + b_bytes);
                 free(order);
                 goto done;
             }
         }
         free(order);
-    }
 
-    /* data pointers: in place when aligned to the element size, else an aligned copy */
-    for (size_t i = 0; i < f->count; i++) {
-        st_entry *e = &f->entries[i];
-        size_t nbytes = (size_t)(e->end - e->begin);
-        size_t esize = dsops_dtype_size(e->view.dtype);
-        unsigned char *p = data + e->begin;
-        if (nbytes == 0) {
-            e->view.data = st_empty;
-        } else if ((uintptr_t)p % esize == 0) {
-            e->view.data = p;
-        } else {
-            e->copy = st_aligned_alloc(nbytes);
-            if (e->copy == NULL) {
-                st_err(err, errlen, "%s: out of memory copying tensor '%.128s'", label, e->name);
+        /* data pointers: in place when aligned to the element size, else an aligned copy */
+        if (misaligned > 0) {
+            f->copies = malloc(misaligned * sizeof *f->copies);
+            if (f->copies == NULL) {
+                st_err(err, errlen, "%s: out of memory", label);
                 goto done;
             }
-            memcpy(e->copy, p, nbytes);
-            e->view.data = e->copy;
+        }
+        for (size_t i = 0; i < f->count; i++) {
+            st_entry *e = &f->entries[i];
+            const size_t esize = dsops_dtype_size(e->view.dtype);
+            if (e->view.data == st_empty || (uintptr_t)e->view.data % esize == 0)
+                continue;
+            const uint64_t nbytes = st_view_bytes(&e->view);
+            void *copy = st_aligned_alloc((size_t)nbytes);
+            if (copy == NULL) {
+                st_err(err, errlen, "%s: out of memory copying tensor '%.128s'", label, f->strings + e->name);
+                goto done;
+            }
+            memcpy(copy, e->view.data, (size_t)nbytes);
+            f->copies[f->n_copies++] = copy;
+            e->view.data = copy;
         }
     }
     rc = 0;
 
 done:
-    cJSON_Delete(root);
-    free(text);
+    free(scratch.text);
+    free(scratch.keys);
     return rc;
 }
 
@@ -627,7 +1257,7 @@ size_t dsops_st_tensor_count(const dsops_st_file *f) { return f != NULL ? f->cou
 
 const char *dsops_st_tensor_name(const dsops_st_file *f, size_t i)
 {
-    return f != NULL && i < f->count ? f->entries[i].name : NULL;
+    return f != NULL && i < f->count ? f->strings + f->entries[i].name : NULL;
 }
 
 const dsops_tensor *dsops_st_tensor_at(const dsops_st_file *f, size_t i)
@@ -642,8 +1272,8 @@ const dsops_tensor *dsops_st_tensor(const dsops_st_file *f, const char *name)
     size_t lo = 0, hi = f->count;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        const st_entry *e = f->by_name[mid];
-        int c = strcmp(e->name, name);
+        const st_entry *e = &f->entries[f->by_name[mid]];
+        int c = strcmp(f->strings + e->name, name);
         if (c == 0)
             return &e->view;
         if (c < 0)
@@ -658,12 +1288,12 @@ size_t dsops_st_metadata_count(const dsops_st_file *f) { return f != NULL ? f->m
 
 const char *dsops_st_metadata_key(const dsops_st_file *f, size_t i)
 {
-    return f != NULL && i < f->meta_count ? f->meta_keys[i] : NULL;
+    return f != NULL && i < f->meta_count ? f->strings + f->meta_keys[i] : NULL;
 }
 
 const char *dsops_st_metadata_value(const dsops_st_file *f, size_t i)
 {
-    return f != NULL && i < f->meta_count ? f->meta_values[i] : NULL;
+    return f != NULL && i < f->meta_count ? f->strings + f->meta_values[i] : NULL;
 }
 
 const char *dsops_st_metadata(const dsops_st_file *f, const char *key)
@@ -671,8 +1301,8 @@ const char *dsops_st_metadata(const dsops_st_file *f, const char *key)
     if (f == NULL || key == NULL)
         return NULL;
     for (size_t i = 0; i < f->meta_count; i++)
-        if (strcmp(f->meta_keys[i], key) == 0)
-            return f->meta_values[i];
+        if (strcmp(f->strings + f->meta_keys[i], key) == 0)
+            return f->strings + f->meta_values[i];
     return NULL;
 }
 

@@ -14,15 +14,21 @@
  * I32 int32, I64 int64. Other tags of the format (F64, BOOL, F8_*, ...) are rejected by the reader.
  *
  * The reader checks the whole file before giving access to anything: header length inside the file
- * (and at most DSOPS_ST_MAX_HEADER bytes), JSON syntax with nothing but whitespace after the object,
- * every entry an object with a known dtype, a shape of at most DSOPS_MAX_DIMS non-negative integers
- * whose element and byte counts do not overflow, data_offsets of two integers with begin <= end <= size
- * of the data section and end - begin = bytes of the shape, no two tensors overlapping, no duplicate
- * names, __metadata__ an object of strings with no key twice. What other readers could read differently is
- * refused: a UTF-8 byte-order mark, a \u0000 escape in a string, a number with a fraction or an exponent
- * (3.0 is not an extent), a key repeated inside a tensor entry. Only regular files are opened (a FIFO would
- * block). Gaps between tensors and bytes after the last one are accepted (the format's reference writer never
- * produces them, but they do no harm).
+ * (and at most DSOPS_ST_MAX_HEADER bytes), JSON syntax (RFC 8259: strings in well-formed UTF-8 without raw
+ * control characters, no unpaired surrogate escape, numbers without a leading zero or a plus sign) with nothing
+ * but whitespace after the object, every entry an object with a known dtype, a shape of at most DSOPS_MAX_DIMS
+ * non-negative integers whose element and byte counts do not overflow, data_offsets of two integers with
+ * begin <= end <= size of the data section and end - begin = bytes of the shape, no two tensors overlapping,
+ * no duplicate or empty names (the writer could not write them again), __metadata__ an object of strings with
+ * no key twice. What other readers could read differently is refused: a UTF-8 byte-order mark, a \u0000 escape
+ * in a string, a number with a fraction or an exponent (3.0 is not an extent), a key repeated inside a tensor
+ * entry. Only regular files are opened (a FIFO would block). Gaps between tensors and bytes after the last one
+ * are accepted (the format's reference writer never produces them, but they do no harm).
+ *
+ * The reader's memory is bounded by the file, whatever its header: besides the file's bytes it holds one record
+ * per tensor and the decoded names and metadata strings, never a parse tree; about 4 times the file in all at
+ * worst (a header of nothing but empty tensors). Its time grows with the header as n log n at worst (the sorts
+ * that find duplicate names and keys).
  *
  * The writer lays tensors out without gaps, 8-byte types first, so that every tensor starts at an
  * offset aligned to its element size, and pads the header with spaces so that the data section starts

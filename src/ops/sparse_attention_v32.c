@@ -117,21 +117,46 @@ typedef struct dia_layout {
     size_t q_nope, q_rope, qr, qr_scale, q_idx, q_idx_scale, weights, topk, slots, total;
 } dia_layout;
 
-static dia_layout make_layout(const dia_dims *d)
+/* Appends a block of a * b * c elements of `bytes` bytes (extents >= 0) at *off, 64-byte aligned; false when the
+ * sizes overflow. */
+static bool layout_block(size_t *at, size_t *off, int64_t a, int64_t b, int64_t c, size_t bytes)
 {
-    dia_layout L;
-    size_t T = (size_t)d->T, off = 0, act = d->int8 ? 1 : 2;
-    L.q_nope = off;      off += dsops_align64(T * (size_t)(d->N * d->Dc) * 2);
-    L.q_rope = off;      off += dsops_align64(T * (size_t)(d->N * DR) * 2);
-    L.qr = off;          off += dsops_align64(T * (size_t)d->Q * act);
-    L.qr_scale = off;    off += dsops_align64(T * 4);
-    L.q_idx = off;       off += dsops_align64(T * (size_t)(d->NI * d->DI) * act);
-    L.q_idx_scale = off; off += dsops_align64(T * (size_t)d->NI * 2);
-    L.weights = off;     off += dsops_align64(T * (size_t)d->NI * 2);
-    L.topk = off;        off += dsops_align64(T * (size_t)d->K * 4);
-    L.slots = off;       off += dsops_align64(dsops_cache_slots_scratch_bytes(d->T));
-    L.total = off;
-    return L;
+    size_t n;
+    if (a < 0 || b < 0 || c < 0 || __builtin_mul_overflow((size_t)a, (size_t)b, &n) ||
+        __builtin_mul_overflow(n, (size_t)c, &n) || __builtin_mul_overflow(n, bytes, &n) || n > SIZE_MAX / 4 ||
+        *off > SIZE_MAX / 4)
+        return false;
+    *at = *off;
+    *off += dsops_align64(n);
+    return true;
+}
+
+/* The intermediates' layout; false when it does not fit in memory's sizes. The extents come from tensors that the
+ * stages validate only after this (x broadcast over a huge T, say), so every size is checked here. */
+static bool make_layout(const dia_dims *d, dia_layout *L)
+{
+    size_t off = 0, act = d->int8 ? 1 : 2;
+    const int64_t T = d->T;
+    const bool fits =
+        layout_block(&L->q_nope, &off, T, d->N, d->Dc, 2) && layout_block(&L->q_rope, &off, T, d->N, DR, 2) &&
+        layout_block(&L->qr, &off, T, d->Q, 1, act) && layout_block(&L->qr_scale, &off, T, 1, 1, 4) &&
+        layout_block(&L->q_idx, &off, T, d->NI, d->DI, act) && layout_block(&L->q_idx_scale, &off, T, d->NI, 1, 2) &&
+        layout_block(&L->weights, &off, T, d->NI, 1, 2) && layout_block(&L->topk, &off, T, d->K, 1, 4) &&
+        layout_block(&L->slots, &off, T > 0 ? T : 1, 1, 1, dsops_cache_slots_scratch_bytes(1));
+    L->total = off;
+    return fits;
+}
+
+/* make_layout or DSOPS_ERR_SHAPE (an overflowing size, V3). */
+static dsops_status layout_or_fail(const dia_dims *d, dia_layout *L)
+{
+    if (make_layout(d, L))
+        return DSOPS_OK;
+    return dsops_fail(DSOPS_ERR_SHAPE,
+                      "the intermediates of T = %lld tokens, N = %lld, Dc = %lld, Q = %lld, NI = %lld, DI = %lld, "
+                      "topk = %lld overflow the address space",
+                      (long long)d->T, (long long)d->N, (long long)d->Dc, (long long)d->Q, (long long)d->NI,
+                      (long long)d->DI, (long long)d->K);
 }
 
 /* buf NULL (preparing weights): the intermediates stay absent. */
@@ -272,7 +297,8 @@ dsops_status dsops_sparse_attention_v32_prepare(dsops_context *ctx, const dia_ar
     dia_args plain = *a;
     plain.prepared = NULL;
     dia_stages st;
-    dia_layout L = make_layout(&d);
+    dia_layout L;
+    DSOPS_TRY(layout_or_fail(&d, &L));
     build_stages(&plain, &d, &L, NULL, &st);
     dsops_prepared *p = calloc(1, sizeof *p);
     if (!p)
@@ -299,9 +325,10 @@ dsops_status dsops_sparse_attention_v32(dsops_context *ctx, const dia_args *a)
     dia_dims d;
     DSOPS_TRY(derive_dims(a, &d));
     DSOPS_TRY(check_outputs(a));
+    dia_layout L;
+    DSOPS_TRY(layout_or_fail(&d, &L));
     dsops_context *use;
     DSOPS_TRY(dsops_context_begin(ctx, &use));
-    dia_layout L = make_layout(&d);
     char *buf = dsops_scratch_outer(use, L.total);
     if (!buf) {
         dsops_context_end(ctx, use);

@@ -11,10 +11,12 @@
 
 #include <inttypes.h>
 #include <stdint.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -352,6 +354,16 @@ static void test_valid_edge_cases(void)
     dsops_st_close(f);
     free(b);
 
+    /* escapes decode to UTF-8 (a surrogate pair to 4 bytes), other keys of an entry are ignored */
+    h = "{\"caf\\u00e9\\ud83d\\ude00\\/\\n\":{\"dtype\":\"U8\",\"shape\":[1],\"x\":{\"y\":[true,false,null,-1]},"
+        "\"data_offsets\":[0,1]}}";
+    b = make_file(h, strlen(h), -1, 1, &n);
+    rc = dsops_st_open_memory(b, n, "escapes", &f, err, sizeof err);
+    tu_check(rc == 0 && dsops_st_tensor(f, "caf\xc3\xa9\xf0\x9f\x98\x80/\n") != NULL,
+             "escaped name decoded, other keys ignored: %s", err);
+    dsops_st_close(f);
+    free(b);
+
     /* zero-size tensors may share offsets with others */
     h = "{\"a\":{\"dtype\":\"I32\",\"shape\":[1],\"data_offsets\":[0,4]},"
         "\"z\":{\"dtype\":\"I32\",\"shape\":[0,3],\"data_offsets\":[0,0]},"
@@ -450,6 +462,26 @@ static const bad_case bad_cases[] = {
     {"metadata duplicate key", "{\"__metadata__\":{\"k\":\"a\",\"k\":\"b\"}}", -1, 0, "duplicate"},
     {"metadata duplicate key, apart", "{\"__metadata__\":{\"k\":\"a\",\"j\":\"x\",\"i\":\"y\",\"k\":\"b\"}}", -1, 0, "duplicate"},
     {"metadata twice", "{\"__metadata__\":{},\"__metadata__\":{}}", -1, 0, "duplicate"},
+    /* what the writer could not write again, or what other JSON readers refuse */
+    {"empty tensor name", "{\"\":" T32("[0,8]") "}", -1, 8, "empty name"},
+    {"control character in a name", "{\"a\x01\":" T32("[0,8]") "}", -1, 8, "not valid JSON"},
+    {"malformed UTF-8 in a name", "{\"a\xff\":" T32("[0,8]") "}", -1, 8, "not valid JSON"},
+    {"overlong UTF-8 in a name", "{\"a\xc0\xaf\":" T32("[0,8]") "}", -1, 8, "not valid JSON"},
+    {"UTF-8 surrogate in a name", "{\"a\xed\xa0\x80\":" T32("[0,8]") "}", -1, 8, "not valid JSON"},
+    {"unpaired surrogate escape", "{\"a\\ud800\":" T32("[0,8]") "}", -1, 8, "not valid JSON"},
+    {"unknown escape", "{\"a\\x41\":" T32("[0,8]") "}", -1, 8, "not valid JSON"},
+    {"number with a plus sign", "{\"a\":{\"dtype\":\"F32\",\"shape\":[+2],\"data_offsets\":[0,8]}}", -1, 8,
+     "not valid JSON"},
+    {"number with a leading zero", "{\"a\":{\"dtype\":\"F32\",\"shape\":[02],\"data_offsets\":[0,8]}}", -1, 8,
+     "not valid JSON"},
+    {"minus zero extent", "{\"a\":{\"dtype\":\"F32\",\"shape\":[-0],\"data_offsets\":[0,0]}}", -1, 0, "shape[0]"},
+    {"trailing comma", "{\"a\":" T32("[0,8]") ",}", -1, 8, "not valid JSON"},
+    {"control character as whitespace", "{\x01\"a\":" T32("[0,8]") "}", -1, 8, "not valid JSON"},
+    {"other key twice in an entry",
+     "{\"a\":{\"x\":1,\"dtype\":\"F32\",\"shape\":[2],\"y\":[],\"data_offsets\":[0,8],\"x\":{}}}", -1, 8,
+     "appears twice"},
+    {"other key twice, escaped", "{\"a\":{\"x\":1,\"dtype\":\"F32\",\"\\u0078\":2,\"shape\":[2],\"data_offsets\":[0,8]}}",
+     -1, 8, "appears twice"},
 };
 
 static void expect_rejected(const char *label, const unsigned char *bytes, size_t n, const char *fragment)
@@ -621,6 +653,147 @@ static void test_corruptions(void)
     free(orig);
 }
 
+/* ---- headers with many entries ---------------------------------------------------------------- */
+
+/* A file whose header holds n empty tensors ("t0": F32 [0], ...) and, in one more entry, `other_keys` keys besides
+ * dtype, shape and data_offsets; returns its size (0 when it could not be written). Written as a stream, so that
+ * making it costs the test no memory. */
+static size_t write_many_entries(const char *path, size_t n, size_t other_keys)
+{
+    FILE *fp = fopen(path, "wb");
+    if (fp == NULL)
+        return 0;
+    unsigned char len8[8] = {0};
+    fwrite(len8, 1, 8, fp);
+    fputc('{', fp);
+    for (size_t i = 0; i < n; i++)
+        fprintf(fp, "%s\"t%zu\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}", i ? "," : "", i);
+    if (other_keys > 0) {
+        fprintf(fp, "%s\"many_keys\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]", n ? "," : "");
+        for (size_t k = 0; k < other_keys; k++)
+            fprintf(fp, ",\"k%zu\":%zu", k, k);
+        fputc('}', fp);
+    }
+    fputc('}', fp);
+    long hlen = ftell(fp) - 8;
+    fseek(fp, 0, SEEK_SET);
+    for (int i = 0; i < 8; i++)
+        len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+    fwrite(len8, 1, 8, fp);
+    int bad = ferror(fp);
+    fclose(fp);
+    return bad ? 0 : (size_t)hlen + 8;
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Best of three reads of `path` (seconds), -1 when the file is not read with `count` tensors. */
+static double time_read(const char *path, size_t count)
+{
+    double best = -1;
+    for (int rep = 0; rep < 3; rep++) {
+        char err[DSOPS_ST_ERRLEN];
+        dsops_st_file *f = NULL;
+        double t0 = now_seconds();
+        int rc = dsops_st_open(path, &f, err, sizeof err);
+        double t = now_seconds() - t0;
+        size_t got = rc == 0 ? dsops_st_tensor_count(f) : 0;
+        dsops_st_close(f);
+        if (rc != 0 || got != count) {
+            printf("  %s: %s (%zu tensors)\n", path, rc ? err : "wrong count", got);
+            return -1;
+        }
+        if (best < 0 || t < best)
+            best = t;
+    }
+    return best;
+}
+
+/* The reader's memory is a small multiple of the file, whatever the header: a header of many empty tensors costs
+ * a record per tensor, not a parse tree (which took about 17 times the file). Measured as the growth of the peak
+ * resident size of a child process that does nothing but read the file. */
+static void test_many_entries_memory(void)
+{
+    const size_t n = tu_quick() ? 50000 : 200000;
+    char path[512];
+    path_in_tmp(path, sizeof path, "many_entries.safetensors");
+    size_t file_size = write_many_entries(path, n, 0);
+    if (!tu_check(file_size > 0, "write %s", path))
+        return;
+    int fds[2];
+    if (!tu_check(pipe(fds) == 0, "pipe"))
+        return;
+    pid_t child = fork();
+    if (child == 0) {
+        close(fds[0]);
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        long before_kb = ru.ru_maxrss;
+        char err[DSOPS_ST_ERRLEN];
+        dsops_st_file *f = NULL;
+        long result[2] = {-1, 0};
+        if (dsops_st_open(path, &f, err, sizeof err) == 0 && dsops_st_tensor_count(f) == n &&
+            dsops_st_tensor(f, "t12345") != NULL) {
+            getrusage(RUSAGE_SELF, &ru);
+            result[0] = ru.ru_maxrss - before_kb;
+            result[1] = ru.ru_maxrss;
+        }
+        dsops_st_close(f);
+        ssize_t w = write(fds[1], result, sizeof result);
+        _exit(w == (ssize_t)sizeof result ? 0 : 1);
+    }
+    close(fds[1]);
+    long result[2] = {-1, 0};
+    ssize_t got = read(fds[0], result, sizeof result);
+    close(fds[0]);
+    int status = 0;
+    waitpid(child, &status, 0);
+    remove(path);
+    if (!tu_check(got == (ssize_t)sizeof result && result[0] >= 0, "the child read %zu empty tensors", n))
+        return;
+    const double growth = (double)result[0] * 1024.0, bound = 5.0 * (double)file_size + 16.0 * 1024 * 1024;
+    tu_check(growth <= bound, "reading %zu empty tensors (a %zu-byte file) grew the peak resident size by %.1f MB "
+             "(bound %.1f MB: 5 x the file + 16 MB)", n, file_size, growth / 1048576.0, bound / 1048576.0);
+    if (tu_verbose())
+        printf("  %zu empty tensors, %.1f MB file: peak resident size grew by %.1f MB\n", n,
+               (double)file_size / 1048576.0, growth / 1048576.0);
+}
+
+/* Reading takes time linear in the number of tensors, and in the number of keys of one entry (a repeated key is
+ * looked for by sorting, not by comparing every pair). */
+static void test_many_entries_time(void)
+{
+    const size_t n = tu_quick() ? 10000 : 40000;
+    char small[512], large[512];
+    path_in_tmp(small, sizeof small, "entries_small.safetensors");
+    path_in_tmp(large, sizeof large, "entries_large.safetensors");
+    const struct {
+        const char *what;
+        size_t tensors, keys;
+    } shapes[2] = {{"empty tensors", n, 0}, {"keys in one entry", 0, n}};
+    for (int s = 0; s < 2; s++) {
+        size_t a = write_many_entries(small, shapes[s].tensors, shapes[s].keys);
+        size_t b = write_many_entries(large, 4 * shapes[s].tensors, 4 * shapes[s].keys);
+        if (!tu_check(a > 0 && b > 0, "write the files"))
+            continue;
+        const size_t extra = shapes[s].keys > 0;
+        double t1 = time_read(small, shapes[s].tensors + extra), t4 = time_read(large, 4 * shapes[s].tensors + extra);
+        /* linear: about 4 times (a little more: the sorts, the caches); quadratic: 16 times */
+        tu_check(t1 >= 0 && t4 >= 0 && t4 <= 10 * t1 + 0.1,
+                 "%zu %s read in %.4f s, 4 times as many in %.4f s (bound: 10 times + 0.1 s)",
+                 shapes[s].tensors + shapes[s].keys, shapes[s].what, t1, t4);
+        if (tu_verbose())
+            printf("  %zu %s: %.4f s, x4: %.4f s\n", shapes[s].tensors + shapes[s].keys, shapes[s].what, t1, t4);
+        remove(small);
+        remove(large);
+    }
+}
+
 /* Count of entries of tmpdir whose name contains `part`. */
 static int count_in_tmpdir(const char *part)
 {
@@ -722,6 +895,10 @@ int main(int argc, char **argv)
         test_malformed();
     if (tu_selected("corrupt"))
         test_corruptions();
+    if (tu_selected("many_entries_memory"))
+        test_many_entries_memory();
+    if (tu_selected("many_entries_time"))
+        test_many_entries_time();
     if (tu_selected("not_regular"))
         test_not_regular();
     if (tu_selected("output_files"))
