@@ -357,6 +357,14 @@ static void test_table(void)
     a = I;
     a.out.data = I.kv_scale_cache.data;
     expect_fail(si, &a, DSOPS_ERR_ALIAS, "out", "out aliasing kv_scale_cache");
+    /* a cache (written by one stage) on a weight or cache of another stage, which that stage's own checks never
+     * see */
+    a = A;
+    a.idx_k_cache.data = A.wq_a.data;
+    expect_fail(s, &a, DSOPS_ERR_ALIAS, "idx_k_cache", "idx_k_cache aliasing wq_a");
+    a = A;
+    a.kr_cache.data = A.idx_wk.data;
+    expect_fail(s, &a, DSOPS_ERR_ALIAS, "kr_cache", "kr_cache aliasing idx_wk");
 
     /* caches that share the block table with other block counts or sizes: refused before any write (a block the
      * indexer stage accepts could be out of range for the attention stage) */

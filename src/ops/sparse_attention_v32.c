@@ -272,8 +272,12 @@ static void build_stages(const dia_args *a, const dia_dims *d, const dia_layout 
 /* The fused call's own outputs against everything it reads or updates (the stages check the rest). */
 static dsops_status check_outputs(const dia_args *a)
 {
+    /* the caches are written too: apart from each other and from every input of every stage (a stage's own
+     * checks see only its own tensors) */
     const dsops_named_tensor outs[] = {
-        {&a->out, "out"}, {&a->topk_indices, "topk_indices"}, {&a->lse, "lse"}};
+        {&a->out, "out"}, {&a->topk_indices, "topk_indices"}, {&a->lse, "lse"}, {&a->kv_cache, "kv_cache"},
+        {&a->kv_scale_cache, "kv_scale_cache"}, {&a->kr_cache, "kr_cache"}, {&a->kv_packed, "kv_packed"},
+        {&a->idx_k_cache, "idx_k_cache"}, {&a->idx_k_scale_cache, "idx_k_scale_cache"}};
     const dsops_named_tensor ins[] = {
         {&a->x, "x"}, {&a->cu_seqlens_q, "cu_seqlens_q"}, {&a->seqused_kv, "seqused_kv"},
         {&a->block_table, "block_table"}, {&a->cache_index, "cache_index"}, {&a->rope_cos, "rope_cos"},
@@ -281,9 +285,7 @@ static dsops_status check_outputs(const dia_args *a)
         {&a->wq_b_scale, "wq_b_scale"}, {&a->w_uk, "w_uk"}, {&a->wkv_a, "wkv_a"}, {&a->gamma_ckv, "gamma_ckv"},
         {&a->idx_wq_b, "idx_wq_b"}, {&a->idx_wq_b_scale, "idx_wq_b_scale"}, {&a->idx_wk, "idx_wk"},
         {&a->weights_proj, "weights_proj"}, {&a->ln_gamma_k, "ln_gamma_k"}, {&a->ln_beta_k, "ln_beta_k"},
-        {&a->hadamard_q, "hadamard_q"}, {&a->hadamard_k, "hadamard_k"}, {&a->kv_cache, "kv_cache"},
-        {&a->kv_scale_cache, "kv_scale_cache"}, {&a->kr_cache, "kr_cache"}, {&a->kv_packed, "kv_packed"},
-        {&a->idx_k_cache, "idx_k_cache"}, {&a->idx_k_scale_cache, "idx_k_scale_cache"}};
+        {&a->hadamard_q, "hadamard_q"}, {&a->hadamard_k, "hadamard_k"}};
     return dsops_check_outputs_apart(outs, sizeof outs / sizeof outs[0], ins, sizeof ins / sizeof ins[0]);
 }
 
