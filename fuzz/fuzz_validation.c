@@ -807,9 +807,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             plan.n_blocks = st.s[i].value;
     if (plan.n_blocks == INT64_MAX)
         plan.n_blocks = 1;
+    /* the tokens each sequence sees: as many as the block tables cover, but at most 256 (the attention and the
+     * indexer work on every visible key, which no view's size bounds) */
     plan.max_seen = symbol_value(&st, "MB") * symbol_value(&st, "BS");
     if (plan.max_seen <= 0 || plan.max_seen > (1 << 20))
         plan.max_seen = 8;
+    if (plan.max_seen > 256)
+        plan.max_seen = 256;
     plan.slots = symbol_value(&st, "NB") * symbol_value(&st, "BS");
     if (plan.slots <= 0 || plan.slots > (1 << 20))
         plan.slots = 1;

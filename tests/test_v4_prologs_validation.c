@@ -3,7 +3,8 @@
  * the field (alternatives separated by '|'). After every error no byte of any buffer of the fixture (the
  * outputs with their guard zones, and the inputs) may have changed. A second table holds argument sets
  * that are unusual but valid; they must succeed and match the oracle. Also: the preset init functions,
- * NULL args, and prepare's own checks. */
+ * NULL args, and prepare's own checks; and, for hc_pre (the other V4 operator sized by a product of extents), an x
+ * whose HC makes M = (2 + HC) * HC overflow. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -965,11 +966,36 @@ static void test_prepare_checks(void)
     free_fixture(f);
 }
 
+/* hc_pre with x [0, 2^62, 32] over stride 0 (no element, a valid view): M = (2 + HC) * HC and HC * H do not fit in
+ * int64, and the call is refused with DSOPS_ERR_SHAPE before they are computed (they once overflowed). */
+static void test_hc_pre_huge_hc(void)
+{
+    if (!tu_selected("hc_pre_huge_hc"))
+        return;
+    uint16_t x[32] = {0};                    /* [0, HC, 32] bf16: no element */
+    float fn[8 * 64] = {0}, scale[3] = {0};  /* [8, 64], [3] fp32: never read */
+    float base[8] = {0}, post[2], comb[4];   /* [8], [0, HC], [0, HC, HC] fp32 */
+    uint16_t y[32];                          /* [0, 32] bf16 */
+    dsops_hc_pre_args a;
+    dsops_hc_pre_init(&a, DSOPS_PRESET_V4_FLASH);
+    const int64_t HC = (int64_t)1 << 62;
+    a.x = dsops_tensor_make(x, DSOPS_BF16, 3, (int64_t[]){0, HC, 32});
+    a.x.stride[1] = 0;
+    a.hc_fn = dsops_tensor_make(fn, DSOPS_FP32, 2, (int64_t[]){8, 64});
+    a.hc_scale = dsops_tensor_make(scale, DSOPS_FP32, 1, (int64_t[]){3});
+    a.hc_base = dsops_tensor_make(base, DSOPS_FP32, 1, (int64_t[]){8});
+    a.y = dsops_tensor_make(y, DSOPS_BF16, 2, (int64_t[]){0, 32});
+    a.post = dsops_tensor_make(post, DSOPS_FP32, 2, (int64_t[]){0, 2});
+    a.comb = dsops_tensor_make(comb, DSOPS_FP32, 3, (int64_t[]){0, 2, 2});
+    tu_check_rejected("hc_pre_huge_hc", dsops_hc_pre(ctx, &a), DSOPS_ERR_SHAPE, "overflows");
+}
+
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 42);
     ctx = tu_context();
     test_init();
+    test_hc_pre_huge_hc();
     for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++)
         run_bad(&bad_cases[i]);
     for (size_t i = 0; i < sizeof ok_cases / sizeof ok_cases[0]; i++)

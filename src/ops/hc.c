@@ -116,6 +116,10 @@ static dsops_status hc_pre_check(const dsops_hc_pre_args *a, int64_t *T, int64_t
     *H = a->x.shape[2];
     if (*HC < 1 || *H < 1)
         return dsops_fail(DSOPS_ERR_SHAPE, "x has HC = %lld, H = %lld, expected both >= 1", (long long)*HC, (long long)*H);
+    /* x may broadcast a huge HC or H over stride 0 (it holds no element when T = 0): M and W must fit (V3) */
+    if (*HC > INT64_MAX / *HC - 2 || *H > INT64_MAX / *HC)
+        return dsops_fail(DSOPS_ERR_SHAPE, "x has HC = %lld, H = %lld: M = (2 + HC) * HC or HC * H overflows int64",
+                          (long long)*HC, (long long)*H);
     int64_t M = (2 + *HC) * *HC, W = *HC * *H;
     DSOPS_TRY(dsops_check_tensor(&a->hc_fn, "hc_fn", 2, f32, true));
     DSOPS_TRY(dsops_check_dim(&a->hc_fn, "hc_fn", 0, M, "M = (2 + HC) * HC"));
