@@ -965,8 +965,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 om.self = (int)k;
                 for_each_element(w, mark_owner, &om);
                 if (om.overlap)
-                    fuzz_fail("%s accepted '%s' sharing memory with '%s' (V9)", op->name, w->desc->name,
-                              op->tensors[om.other].name);
+                    fuzz_fail("%s accepted '%s' sharing memory with '%s' (V9; data %p and %p)", op->name,
+                              w->desc->name, op->tensors[om.other].name, w->t->data, views[om.other].t->data);
             }
             /* with itself */
             memset(om.owner[w->buffer], 0, (size_t)buffers[w->buffer].size * sizeof(int16_t));
