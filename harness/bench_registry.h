@@ -27,21 +27,21 @@ typedef struct bench_problem {
     const char *vendor;                            /* its label ("PyPTO", "AscendC") */
 } bench_problem;
 
-/* One named case: its name, whether CI runs it, and the case of its family (exactly one member set). */
+/* An operator family: its cases, generator and bench adapter (harness/<family>.c; the members are in
+ * bench_family.h). The tool compares a case's family with these to add what only one family has. */
+typedef struct bench_family bench_family;
+extern const bench_family bench_family_sparse_flash_attention_v32, bench_family_lightning_indexer,
+    bench_family_mla_prolog_v32, bench_family_indexer_prolog_v32, bench_family_sparse_attention_v32,
+    bench_family_hc_pre, bench_family_hc_post, bench_family_mla_prolog_v4, bench_family_indexer_prolog_v4,
+    bench_family_compressor, bench_family_sas;
+
+/* One named case: its name, whether CI runs it, its family and its entry in the family's case table (a
+ * dsops_<fam>_case of cases.h, e.g. dsops_sfa_case for bench_family_sparse_flash_attention_v32). */
 typedef struct bench_case_ref {
     const char *name;
     int ci;
-    const dsops_sfa_case *sfa;
-    const dsops_li_case *li;
-    const dsops_mlap_case *mlap;
-    const dsops_dia_case *dia;
-    const dsops_idxp_case *idxp;
-    const dsops_hcpre_case *hcpre;
-    const dsops_hcpost_case *hcpost;
-    const dsops_mla4_case *mla4;
-    const dsops_idxp4_case *idxp4;
-    const dsops_cmp_case *cmp;
-    const dsops_sas_case *sas;
+    const bench_family *family;
+    const void *entry;
 } bench_case_ref;
 
 /* Every case of every family into out[cap]; returns the count. */

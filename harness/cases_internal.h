@@ -1,9 +1,12 @@
-/* Helpers shared by the case families' generators (harness/cases*.c); not part of the cases API. */
+/* Helpers shared by the case generators of the operator families (harness/<family>.c, defined in
+ * harness/cases_common.c); not part of the cases API. */
 #ifndef DSOPS_BENCH_CASES_INTERNAL_H
 #define DSOPS_BENCH_CASES_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "dsops.h"
 
 /* splitmix64: fast, seedable, good enough for test data */
 typedef struct rng {
@@ -18,6 +21,8 @@ void cases_rng_uniform_pm1(rng *r, float *v, size_t n);
 void cases_rng_normal(rng *r, float *v, size_t n);
 /* One U[0, 1) value. */
 float cases_rng_unit(rng *r);
+/* perm[0 .. n-1] = a random permutation of 0 ... n-1 (Fisher-Yates, n - 1 draws from r). */
+void cases_shuffle(rng *r, int32_t *perm, int64_t n);
 
 /* fp32 -> bf16 / fp16 bits (round to nearest even) and fp16 bits -> fp32. */
 uint16_t cases_bf16_bits(float f);
@@ -25,23 +30,110 @@ uint16_t cases_bf16_bits(float f);
 float cases_bf16_value(uint16_t h);
 uint16_t cases_fp16_bits(float f);
 float cases_fp16_value(uint16_t h);
+/* fp32 -> fp16 bits for finite values below 65504 in magnitude, round to nearest even, written out in
+ * integer arithmetic (the indexer caches of the V3.2 cases). */
+uint16_t cases_fp16_bits_finite(float f);
+/* Round to nearest, ties to even, for |x| < 2^22. */
+float cases_rint_small(float x);
+/* The vendor test quantiser of one group of n values (n a multiple of 8): scale = max(amax, 1e-8) / 127,
+ * q = clamp(round(v / scale), -128, 127); returns the scale. */
+float cases_quant_group(const float *v, int8_t *q, int n);
 
 /* A zeroed allocation recorded in an owner's buffer list (freed with cases_free_owned); NULL when
  * memory or the list runs out. */
 void *cases_alloc_owned(void **buffers, int *nbuffers, int capacity, size_t bytes);
 void cases_free_owned(void **buffers, int nbuffers);
-#define ALLOC_OWNED(owner, bytes)                                                                                 \
-    cases_alloc_owned((owner)->buffers, &(owner)->nbuffers,                                                       \
-                      (int)(sizeof (owner)->buffers / sizeof (owner)->buffers[0]), (bytes))
+/* The buffer list of an owner (a problem or stage set with members buffers[] and nbuffers), as the
+ * first three arguments of cases_alloc_owned and of the helpers below that allocate. */
+#define OWNED_LIST(owner)                                                                                         \
+    (owner)->buffers, &(owner)->nbuffers, (int)(sizeof (owner)->buffers / sizeof (owner)->buffers[0])
+#define ALLOC_OWNED(owner, bytes) cases_alloc_owned(OWNED_LIST(owner), (bytes))
 
 /* A generator for one row of generated data, seeded from (seed, stream, row): data do not depend on the
  * thread count, and rows can be filled in parallel. */
 rng cases_row_rng(uint64_t seed, uint64_t stream, int64_t row);
-/* rows x cols (cols <= 16384) bf16 values amp * U(-1,1), one generator per row. */
+/* The longest row the fills below draw. */
+#define CASES_MAX_ROW 16384
+/* The longest latent-cache row (Dc + Dr) cases_fill_latent_cache draws. */
+#define CASES_MAX_KV_ROW 1024
+/* rows x cols bf16 values amp * U(-1,1), one generator per row. */
 void cases_fill_bf16(uint64_t seed, uint64_t stream, int64_t rows, int64_t cols, float amp, uint16_t *dst);
 /* The same bf16 rows, each quantised by Q8 (spec §2.7): q into dst, the fp32 scale into scale[row]. */
 void cases_fill_q8_bf16(uint64_t seed, uint64_t stream, int64_t rows, int64_t cols, float amp, int8_t *dst,
                         float *scale);
+/* rows x cols int8 values uniform in [-128, 128), eight per generator output, one generator per row. */
+void cases_fill_i8(uint64_t seed, uint64_t stream, int64_t rows, int64_t cols, int8_t *dst);
+/* n fp32 values U(-1,1) from one generator. */
+void cases_fill_f32(uint64_t seed, uint64_t stream, int64_t n, float *dst);
+/* rows x cols values lo + (hi - lo) U[0, 1) (cols <= 32768), stored as bf16 or fp32 (dst [rows, cols] of
+ * dtype dt); the generator of a row is seeded as the hc_pre / hc_post cases have always been. */
+void cases_fill_range(uint64_t seed, uint64_t stream, int64_t rows, int64_t cols, float lo, float hi,
+                      dsops_dtype dt, void *dst);
+#define CASES_MAX_RANGE_ROW 32768
+
+/* A paged latent cache of NB blocks of BS rows in `layout`, every row random: Dc latent and Dr rope values
+ * U(-1,1) drawn from (seed, stream, row); int8 layouts quantise the latent per 128-group with
+ * cases_quant_group (packed656: Dc 512, Dr 64). Tensors absent in the layout stay zero. */
+typedef struct cases_latent_cache {
+    dsops_tensor nope;        /* split layouts: [NB, BS, Dc] bf16 or int8 */
+    dsops_tensor nope_scale;  /* split_int8: [NB, BS, Dc/128] fp32 */
+    dsops_tensor rope;        /* split layouts: [NB, BS, Dr] bf16 */
+    dsops_tensor packed;      /* packed656: [NB, BS, 656] uint8 */
+} cases_latent_cache;
+/* 1, or 0 when memory or the buffer list runs out. */
+int cases_fill_latent_cache(void **buffers, int *nbuffers, int capacity, dsops_kv_layout layout, int64_t NB,
+                            int64_t BS, int Dc, int Dr, uint64_t seed, uint64_t stream, cases_latent_cache *out);
+
+/* The paging of a prolog case: B sequences whose caches hold kv tokens each, ceil(kv / BS) blocks per
+ * sequence taken in order from a random permutation (one shuffle from r) of the NB blocks. */
+typedef struct cases_prolog_paging {
+    int64_t NB, MB;          /* physical blocks, block-table columns */
+    int32_t *block_table;    /* [B, MB] (-1 in unused columns) */
+    int64_t *cache_index;    /* [B*S] the slots of each sequence's positions kv - S ... kv - 1 */
+} cases_prolog_paging;
+/* 1, or 0 when memory or the buffer list runs out. */
+int cases_make_prolog_paging(void **buffers, int *nbuffers, int capacity, rng *r, int64_t B, int64_t S, int64_t kv,
+                             int64_t BS, cases_prolog_paging *out);
+
+/* The inputs of an MLA prolog of V3.2 (mla_prolog_v32, and the first stage of sparse_attention_v32), all
+ * bf16: x U(-1,1); wq_a, wq_b, w_uk, wkv_a U(-0.1,0.1) (int8 wq_b: Q8 per output channel of the bf16 draw,
+ * with wq_b_scale); gamma_cq, gamma_ckv U(-1,1); rope_cos, rope_sin U(-0.1,0.1). Each comes from stream
+ * first_stream + its offset below (the second of a pair from seed ^ 0x5555). */
+enum {
+    CASES_MLA_X, CASES_MLA_WQ_A, CASES_MLA_WQ_B, CASES_MLA_W_UK, CASES_MLA_WKV_A, CASES_MLA_GAMMA, CASES_MLA_ROPE,
+    CASES_MLA_STREAMS
+};
+typedef struct cases_mla_inputs {
+    dsops_tensor x;                    /* [T, H] */
+    dsops_tensor wq_a, gamma_cq;       /* [Q, H], [Q] */
+    dsops_tensor wq_b, wq_b_scale;     /* [N*(Dqn+64), Q] bf16 or int8, [N*(Dqn+64)] fp32 (int8 only) */
+    dsops_tensor w_uk;                 /* [N, Dqn, Dc] */
+    dsops_tensor wkv_a, gamma_ckv;     /* [Dc+64, H], [Dc] */
+    dsops_tensor rope_cos, rope_sin;   /* [T, 64] */
+} cases_mla_inputs;
+/* 1, or 0 when memory or the buffer list runs out. */
+int cases_make_mla_inputs(void **buffers, int *nbuffers, int capacity, int64_t T, int64_t H, int64_t Q, int64_t N,
+                          int64_t Dqn, int64_t Dc, int int8_wq_b, uint64_t seed, uint64_t first_stream,
+                          cases_mla_inputs *out);
+/* Sets the members of args struct *a (mla_prolog_v32 or sparse_attention_v32) that cases_mla_inputs holds. */
+#define CASES_SET_MLA_INPUTS(a, in)                                                                                  ((a)->x = (in).x, (a)->wq_a = (in).wq_a, (a)->gamma_cq = (in).gamma_cq, (a)->wq_b = (in).wq_b,                       (a)->wq_b_scale = (in).wq_b_scale, (a)->w_uk = (in).w_uk, (a)->wkv_a = (in).wkv_a,                                  (a)->gamma_ckv = (in).gamma_ckv, (a)->rope_cos = (in).rope_cos, (a)->rope_sin = (in).rope_sin)
+
+/* The weights of an indexer prolog of V3.2 (indexer_prolog_v32, and the second stage of sparse_attention_v32):
+ * idx_wq_b int8 uniform in [-128, 128) with idx_wq_b_scale U(-1,1) fp32, or U(-1,1) bf16; idx_wk, weights_proj
+ * U(-1,1) bf16; ln_gamma_k 1, ln_beta_k 0 (bf16). Each comes from stream first_stream + its offset below. */
+enum { CASES_INDEXER_WQ_B, CASES_INDEXER_WQ_B_SCALE, CASES_INDEXER_WK, CASES_INDEXER_WPROJ, CASES_INDEXER_STREAMS };
+typedef struct cases_indexer_weights {
+    dsops_tensor idx_wq_b, idx_wq_b_scale;  /* [NI*DI, Q] int8 or bf16, [NI*DI] fp32 (int8 only) */
+    dsops_tensor idx_wk, weights_proj;      /* [DI, H], [NI, H] */
+    dsops_tensor ln_gamma_k, ln_beta_k;     /* [DI] */
+} cases_indexer_weights;
+/* 1, or 0 when memory or the buffer list runs out. */
+int cases_make_indexer_weights(void **buffers, int *nbuffers, int capacity, int64_t H, int64_t Q, int64_t NI,
+                               int64_t DI, int int8, uint64_t seed, uint64_t first_stream, cases_indexer_weights *out);
+/* Sets the members of args struct *a (indexer_prolog_v32 or sparse_attention_v32) that w holds. */
+#define CASES_SET_INDEXER_WEIGHTS(a, w)                                                                          \
+    ((a)->idx_wq_b = (w).idx_wq_b, (a)->idx_wq_b_scale = (w).idx_wq_b_scale, (a)->idx_wk = (w).idx_wk,            \
+     (a)->weights_proj = (w).weights_proj, (a)->ln_gamma_k = (w).ln_gamma_k, (a)->ln_beta_k = (w).ln_beta_k)
 
 /* The case named `name` in a table whose entries start with their name (const char *), or NULL. */
 const void *cases_find_case(const void *table, int count, size_t stride, const char *name);
@@ -57,5 +149,15 @@ void cases_problem_release(void *buffers[], int n, void *p);
 #define CASES_COUNT(table) ((int)(sizeof(table) / sizeof(table)[0]))
 #define CASES_TABLE(table, count) cases_table((table), CASES_COUNT(table), (count))
 #define CASES_FIND(table, name) cases_find_case((table), CASES_COUNT(table), sizeof(table)[0], (name))
+
+/* Repeated entries of a case table's per-sequence arrays. */
+#define REP4(x) x, x, x, x
+#define REP8(x) REP4(x), REP4(x)
+#define REP12(x) REP8(x), REP4(x)
+#define REP16(x) REP8(x), REP8(x)
+#define REP24(x) REP16(x), REP8(x)
+#define REP32(x) REP16(x), REP16(x)
+#define REP48(x) REP32(x), REP16(x)
+#define REP64(x) REP16(x), REP16(x), REP16(x), REP16(x)
 
 #endif

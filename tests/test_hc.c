@@ -15,7 +15,7 @@
  *    3 threads (also on odd shapes: hc_pre T 67 HC 3 H 100, hc_post in place HC 17 H 1001, every tier);
  *  - argument validation (spec §1.6): a table of bad argument sets with the expected status and a
  *    message fragment naming the field; a rejected call leaves every byte of the fixture unchanged;
- *  - every CI case of docs/CASES.md (harness/cases_hc.c: hc_pre and hc_post, the `_ci` variants included) on the
+ *  - every CI case of docs/CASES.md (harness/hc_pre.c and harness/hc_post.c, the `_ci` variants included) on the
  *    best tier: hc_pre y and post always, pre and comb on the well-conditioned (AscendC) cases; hc_post
  *    out; every output element written, the room after each output untouched. Cases of more than 1024
  *    tokens compare three windows of 512 tokens (first, middle, last: the thread split and the odd tail

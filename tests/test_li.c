@@ -1,5 +1,6 @@
 /* lightning_indexer against the reference oracle, on every available ISA tier:
- *   - the CI-sized named cases of docs/CASES.md (harness/cases.c, seed 42 unless DSOPS_TEST_SEED is set),
+ *   - the CI-sized named cases of docs/CASES.md (harness/lightning_indexer.c, seed 42 unless
+ *     DSOPS_TEST_SEED is set),
  *     compared with compare_topk (max_miss 1, near-ties excused) and topk_scores where the rows agree
  *     (lower tiers only on the cases of at most 2.5 G operations unless DSOPS_TEST_ALL_TIERS=1);
  *   - adversarial problems (tests/li_problem.c), compared with max_miss 0, and exactly where the scores

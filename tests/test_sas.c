@@ -20,7 +20,7 @@
  *    +Inf or -Inf in every pool row nobody reads, against the oracle on the same problem with ordinary values
  *    there;
  *  - determinism: bitwise equal outputs for 1, 2 and 3 threads (scalar and best tier);
- *  - the CI cases of the sas family (harness/cases_sas.c): small ones on every tier, the others on the best
+ *  - the CI cases of the sas family (harness/sas.c): small ones on every tier, the others on the best
  *    tier; DSOPS_TEST_QUICK=1 keeps only the small ones.
  * Tolerances (§3.7): out 1e-4 / 2^-7 / 0.005 (normalised, fp32) or 5e-4 / 5e-4 / 0.005 (tiled); lse 1e-6 /
  * 8.01/65536 / 0.005; lonely rows exactly out +0, lse +Inf.

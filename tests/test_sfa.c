@@ -1,5 +1,6 @@
 /* sparse_flash_attention_v32 against the reference oracle, on every available ISA tier:
- *   - the CI-sized named cases of docs/CASES.md (harness/cases.c, seed 42 unless DSOPS_TEST_SEED is set),
+ *   - the CI-sized named cases of docs/CASES.md (harness/sparse_flash_attention_v32.c, seed 42 unless
+ *     DSOPS_TEST_SEED is set),
  *   - adversarial problems: odd block sizes, permuted tables with garbage in unused entries, the
  *     invalid-index zoo, all-invalid rows, zero-length sequences, topk_length, NaN in every unused cache
  *     row, int8 at -128/127, extreme logits, -Inf scores, odd shapes, strided views, lse on/off, all

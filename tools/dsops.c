@@ -287,7 +287,7 @@ static int alt_files_ready(alt_files *f, const bench_case_ref *c, void *problem)
     snprintf(f->in, sizeof f->in, "%s/in.safetensors", f->dir);
     snprintf(f->out, sizeof f->out, "%s/out.safetensors", f->dir);
     progress_phase("writing the inputs for the Python alternatives", 30.0);
-    int bad = c->sfa ? alt_write_sfa_inputs(&((dsops_sfa_problem *)problem)->args, f->in, f->why, sizeof f->why)
+    int bad = c->family == &bench_family_sparse_flash_attention_v32 ? alt_write_sfa_inputs(&((dsops_sfa_problem *)problem)->args, f->in, f->why, sizeof f->why)
                      : alt_write_li_inputs(&((dsops_li_problem *)problem)->args, f->in, f->why, sizeof f->why);
     f->state = bad ? -1 : 1;
     return !bad;
@@ -350,7 +350,8 @@ static void bench_alternatives(const bench_case_ref *c, const bench_problem *op,
     float *scores = NULL; /* lightning_indexer: the operator's selected scores [T, K] */
     int64_t T = 0, K = 0;
     dsops_tensor out = {0};
-    if (c->sfa) {
+    const int sfa = c->family == &bench_family_sparse_flash_attention_v32; /* else lightning_indexer */
+    if (sfa) {
         dsops_sfa_problem *p = op->p;
         if (p->args.kv_layout == DSOPS_KV_PACKED656)
             return; /* the alternatives read split caches */
@@ -378,7 +379,7 @@ static void bench_alternatives(const bench_case_ref *c, const bench_problem *op,
     cp.vendor_us = 0.0;
     cp.check = bench_no_check;
     cp.release = bench_no_release;
-    if (c->sfa) {
+    if (sfa) {
         dsops_sfa_composite *comp = dsops_sfa_composite_make(op->p);
         if (comp) {
             float diff = dsops_sfa_composite_max_diff(comp, threads);
@@ -423,9 +424,9 @@ static void bench_alternatives(const bench_case_ref *c, const bench_problem *op,
         } else {
             snprintf(phase, sizeof phase, "%s at %d thread%s", alt_name(k), threads, threads > 1 ? "s" : "");
             progress_phase(phase, 30.0 + 4.0 * budget);
-            alt_run_python(k, c->sfa ? "sparse_flash_attention_v32" : "lightning_indexer", files->in, files->out,
+            alt_run_python(k, sfa ? "sparse_flash_attention_v32" : "lightning_indexer", files->in, files->out,
                            threads, budget, &r);
-            if (r.ran && c->sfa)
+            if (r.ran && sfa)
                 alt_check_sfa_file(files->out, &out, &r);
             else if (r.ran)
                 alt_check_li_file(files->out, scores, T, K, &r);
@@ -526,7 +527,8 @@ static int bench_case(const bench_case_ref *c, const bench_opts *o, dsops_contex
         if (med < 0 && !res->error[0])
             snprintf(res->error, sizeof res->error, "at %d thread(s): %s", dsops_context_threads(ctx),
                      last_failure);
-        if ((c->sfa || c->li) && med > 0)
+        if ((c->family == &bench_family_sparse_flash_attention_v32 || c->family == &bench_family_lightning_indexer) &&
+            med > 0)
             bench_alternatives(c, &bp, med, o, ctx, peak_core, res, k, &files);
         if (o->compact)
             continue;
@@ -541,9 +543,9 @@ static int bench_case(const bench_case_ref *c, const bench_opts *o, dsops_contex
         } else if (has_gemms == 0) { /* the same matmuls alone: the epilogues cost the difference */
             double g = time_and_print("  matmuls only", &gemms, o, ctx, peak_core, "-");
             if (g > 0)
-                printf("  %-34s %s / matmuls = %.2f\n", "", c->cmp ? "compressor" : "prolog", med / g);
+                printf("  %-34s %s / matmuls = %.2f\n", "", c->family == &bench_family_compressor ? "compressor" : "prolog", med / g);
         }
-        if (c->dia && med > 0)
+        if (c->family == &bench_family_sparse_attention_v32 && med > 0)
             failures += time_dia_stages(&bp, med, o, ctx, peak_core);
     }
     failures += res->alt_bad;
@@ -857,7 +859,8 @@ static int cmd_bench(int argc, char **argv)
     dsops_measure_peak(dsops_isa_detected(), DSOPS_PEAK_INT8_DOT, 0.2, &peak[DSOPS_PEAK_INT8_DOT]);
     int any_hcpre = 0, any_hcpost = 0;
     for (int k = 0; k < norder; k++)
-        any_hcpre |= cases[order[k]].hcpre != NULL, any_hcpost |= cases[order[k]].hcpost != NULL;
+        any_hcpre |= cases[order[k]].family == &bench_family_hc_pre,
+        any_hcpost |= cases[order[k]].family == &bench_family_hc_post;
     if (any_hcpre)
         dsops_measure_peak(dsops_isa_detected(), DSOPS_PEAK_FP32_FMA, 0.2, &peak[DSOPS_PEAK_FP32_FMA]);
     printf("peaks per core (%s): bf16 dot %.1f GFLOP/s, int8 dot %.1f GOP/s", dsops_isa_name(dsops_isa_detected()),

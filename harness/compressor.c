@@ -1,4 +1,5 @@
-/* Named compressor cases of docs/CASES.md ("compressor") and their data generators (docs/OPERATORS.md §3.4).
+/* compressor (docs/OPERATORS.md §3.4; docs/CASES.md "compressor"): the named cases, their data generator and
+ * the bench adapter.
  *
  * Vendor cases (vendor_data = 1; PyPTO test data, seed 42):
  *   x                      rand bf16                                            [T, H]
@@ -34,11 +35,14 @@
  * Every generated row draws from its own generator seeded from (seed, stream, row), so the data do not
  * depend on the thread count and rows fill in parallel. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_family.h"
 #include "cases.h"
 #include "cases_internal.h"
+#include "ref.h"
 
 #define CMP_BSS 128   /* state block size of every case */
 #define CMP_H 4096    /* hidden size of every case (the vendor's) */
@@ -238,14 +242,7 @@ dsops_cmp_problem *dsops_cmp_problem_make(const dsops_cmp_case *c, uint64_t seed
         if (!perm)
             goto fail;
         rng r = cases_row_rng(seed, STREAM_CMP_TABLE, 0);
-        for (int64_t i = 0; i < NBS; i++)
-            perm[i] = (int32_t)i;
-        for (int64_t i = NBS - 1; i > 0; i--) {
-            int64_t j = (int64_t)cases_rng_below(&r, (uint64_t)i + 1);
-            int32_t tmp = perm[i];
-            perm[i] = perm[j];
-            perm[j] = tmp;
-        }
+        cases_shuffle(&r, perm, NBS);
         for (int64_t b = 0, next = 0; b < B; b++) {
             const int64_t nb = (sp + (cu[b + 1] - cu[b]) + CMP_BSS - 1) / CMP_BSS;
             for (int64_t j = 0; j < MBS; j++)
@@ -376,3 +373,143 @@ fail:
     dsops_cmp_problem_free(p);
     return NULL;
 }
+
+/* ---- bench adapter ------------------------------------------------------------------------------- */
+
+/* compressor: timed with prepared weights (repeated calls write the same state rows and entries, so each
+ * call does the same work); --check compares out with the oracle (1e-4 / 2^-7 / 0.005). A second row
+ * times the two projections alone. */
+typedef struct cmp_bench {
+    dsops_cmp_problem *p;
+    dsops_prepared *prep;
+    void *y;                   /* fp32 results of the matmul-only row */
+    bench_linear_run_fn linear_run; /* the matmul-only row's runner (matmuls_prepare) */
+} cmp_bench;
+
+enum { CMP_MAP_WKV, CMP_MAP_WGATE, CMP_MAP_COUNT };
+
+static dsops_status cmp_run(dsops_context *ctx, void *pv)
+{
+    return dsops_compressor(ctx, &((cmp_bench *)pv)->p->args);
+}
+
+static int cmp_check(void *pv, char *why, size_t cap)
+{
+    cmp_bench *b = pv;
+    const dsops_compressor_args *a = &b->p->args;
+    size_t n = (size_t)(a->out.shape[0] * a->out.shape[1]);
+    uint16_t *got = bench_keep_output(a->out.data, n * 2, why, cap);
+    if (!got)
+        return 1;
+    dsops_ref_compressor(a); /* rewrites out and the call's own state rows from the same inputs */
+    size_t bad = 0, total = 0;
+    double max_err = 0;
+    bench_count_outside(got, a->out.data, DSOPS_BF16, n, 1e-4, 1.0 / 128, &bad, &total, &max_err);
+    free(got);
+    snprintf(why, cap, "%zu of %zu out elements outside 1e-4 / 2^-7, max |err| %.3g", bad, n, max_err);
+    return bench_too_many(bad, n);
+}
+
+static void cmp_release(void *pv)
+{
+    cmp_bench *b = pv;
+    dsops_prepared_destroy(b->prep);
+    dsops_cmp_problem_free(b->p);
+    free(b->y);
+    free(b);
+}
+
+/* The compressor's projections alone, on the prepared maps: x by wkv and by wgate. */
+static dsops_status cmp_gemms_run(dsops_context *ctx, void *pv)
+{
+    cmp_bench *b = pv;
+    const dsops_compressor_args *a = &b->p->args;
+    const int64_t T = b->p->T, CD = a->wkv.shape[0], H = a->wkv.shape[1];
+    char *y = b->y;
+    dsops_linear **m = b->prep->maps;
+    dsops_linear_job j[2] = {{m[CMP_MAP_WKV], a->x.data, H, y, CD},
+                             {m[CMP_MAP_WGATE], a->x.data, H, y + (size_t)(T * CD) * 4, CD}};
+    return b->linear_run(ctx, j, 2, T, dsops_context_threads(ctx), dsops_context_isa(ctx));
+}
+
+static int cmp_make_problem(const void *cv, bench_problem *bp, char *why, size_t cap)
+{
+    const dsops_cmp_case *c = cv;
+    cmp_bench *b = calloc(1, sizeof *b);
+    if (!b)
+        return bench_out_of_memory(why, cap);
+    *bp = (bench_problem){.p = b, .run = cmp_run, .check = cmp_check, .release = cmp_release};
+    if (!(b->p = dsops_cmp_problem_make(c, 42)))
+        return bench_cannot_generate(why, cap);
+    if (bench_prepared_or_say(dsops_compressor_prepare(NULL, &b->p->args, &b->prep), "compressor_prepare", why, cap))
+        return 1;
+    const size_t CD = (size_t)b->p->args.wkv.shape[0];
+    b->y = malloc(4 * (size_t)b->p->T * 2 * CD + 64);
+    if (!b->y)
+        return bench_out_of_memory(why, cap);
+    b->p->args.prepared = b->prep;
+    *bp = (bench_problem){b, cmp_run, cmp_check, cmp_release, b->p->flops, b->p->weight_bytes, DSOPS_PEAK_BF16_DOT,
+                          .vendor_us = c->vendor_us, .vendor = c->vendor};
+    return 0;
+}
+
+/* the sp8191 / sp8192 pairs differ only in whether a window closes */
+static void cmp_note(const bench_problem *bp, char *note, size_t cap)
+{
+    const dsops_cmp_problem *cp = ((cmp_bench *)bp->p)->p;
+    snprintf(note, cap, "%lld entries per call (%s)", (long long)cp->entries,
+             cp->entries > 0 ? "windows close" : "no window closes: state writes only");
+}
+
+static const char *cmp_variant_name(dsops_cmp_variant v)
+{
+    return v == DSOPS_CMP_C4A ? "c4a" : v == DSOPS_CMP_C4LI ? "c4li" : v == DSOPS_CMP_C128A ? "c128a" : "?";
+}
+
+static void cmp_words(const void *cv, char *op, size_t oc, char *sh, size_t sc)
+{
+    const dsops_cmp_case *c = cv;
+    snprintf(op, oc, "compressor %s", cmp_variant_name(c->variant));
+    snprintf(sh, sc, "B %d S %d sp %d", c->B, c->S_each[0], c->start_pos);
+}
+
+static void cmp_list_line(const void *cv, const char *not_ci)
+{
+    const dsops_cmp_case *c = cv;
+    char S[16];
+    if (c->B > 1 && c->S_each[1])
+        snprintf(S, sizeof S, "mixed");
+    else
+        snprintf(S, sizeof S, "%d", c->S_each[0]);
+    printf("%-40s compressor                  B %-3d S %-5s %s start_pos %d H %d, %s data%s\n", c->name, c->B, S,
+           cmp_variant_name(c->variant), c->start_pos, c->H, c->vendor_data ? "vendor" : "dsops", not_ci);
+}
+
+static void cmp_vendor(const void *cv, double *us, const char **label)
+{
+    *us = ((const dsops_cmp_case *)cv)->vendor_us, *label = ((const dsops_cmp_case *)cv)->vendor;
+}
+
+static int cmp_matmuls_prepare(void *pv, bench_linear_run_fn linear_run, char *why, size_t cap)
+{
+    cmp_bench *b = pv;
+    b->linear_run = linear_run;
+    return bench_prepared_has_maps(b->prep, CMP_MAP_COUNT, why, cap);
+}
+
+static const void *cmp_table(int *count) { return dsops_cmp_cases(count); }
+
+const bench_family bench_family_compressor = {
+    .op = "compressor",
+    .table_word = "compressor",
+    .cases = cmp_table,
+    .case_size = sizeof(dsops_cmp_case),
+    .ci_offset = offsetof(dsops_cmp_case, ci),
+    .make_problem = cmp_make_problem,
+    .words = cmp_words,
+    .list_line = cmp_list_line,
+    .vendor = cmp_vendor,
+    .matmuls_prepare = cmp_matmuls_prepare,
+    .matmuls_run = cmp_gemms_run,
+    .note = cmp_note,
+};

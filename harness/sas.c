@@ -1,5 +1,5 @@
-/* Named sas cases of docs/CASES.md ("sas: swa, cfa, scfa" and the sas edge cases) and their data generator
- * (docs/OPERATORS.md §3.7).
+/* sas (docs/OPERATORS.md §3.7; docs/CASES.md "sas: swa, cfa, scfa" and the sas edge cases): the named cases,
+ * their data generator and the bench adapter.
  *
  * Data (seed 42, cfa 0 in docs/CASES.md; the caller's seed here):
  *   q                      U(-1,1) bf16                                          [T, N, D]
@@ -25,27 +25,26 @@
  * guard values there. Each generated row draws from its own generator seeded from (seed, stream, row): the
  * data do not depend on the thread count. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_family.h"
 #include "cases.h"
 #include "cases_internal.h"
+#include "ref.h"
 
 /* ---- the case table ------------------------------------------------------------------------------ */
-
-#define SAS_REP4(x) x, x, x, x
-#define SAS_REP16(x) SAS_REP4(x), SAS_REP4(x), SAS_REP4(x), SAS_REP4(x)
-#define SAS_REP64(x) SAS_REP16(x), SAS_REP16(x), SAS_REP16(x), SAS_REP16(x)
 
 /* V4-Flash attention: N 64, D 512, block size 128 in both pools */
 #define SAS_DIMS .N = 64, .D = 512, .BSW = 128, .BSC = 128
 
 static const dsops_sas_case sas_cases[] = {
     /* the vendor's timed decode shape: B 64, S 2 (MTP 1), context 8K */
-    {.name = "v4_swa_b64_s2_kv8k", .variant = DSOPS_SAS_SWA, .B = 64, .S = 2, .seqused = {SAS_REP64(8192)},
+    {.name = "v4_swa_b64_s2_kv8k", .variant = DSOPS_SAS_SWA, .B = 64, .S = 2, .seqused = {REP64(8192)},
      SAS_DIMS, .with_sinks = 1, .seed = 42, .vendor_us = 65, .vendor = "PyPTO", .ci = 1},
     /* tokens see 8191 and 8192 positions: 63 and 64 compressed entries */
-    {.name = "v4_cfa_b64_s2_kv8k", .variant = DSOPS_SAS_CFA, .B = 64, .S = 2, .seqused = {SAS_REP64(8192)},
+    {.name = "v4_cfa_b64_s2_kv8k", .variant = DSOPS_SAS_CFA, .B = 64, .S = 2, .seqused = {REP64(8192)},
      SAS_DIMS, .with_sinks = 1, .seed = 0, .vendor_us = 90, .vendor = "PyPTO", .ci = 1},
     {.name = "v4_scfa_b1_s4_kv64k", .variant = DSOPS_SAS_SCFA, .B = 1, .S = 4, .seqused = {65536}, SAS_DIMS,
      .K = 512, .with_sinks = 1, .with_lse = 1, .vendor_count = 1, .seed = 42, .ci = 1},
@@ -56,17 +55,17 @@ static const dsops_sas_case sas_cases[] = {
      .K = 512, .with_sinks = 1, .with_lse = 1, .vendor_count = 1, .seed = 42, .ci = 1},
     /* cu [0, 16, 32, 48, 49] */
     {.name = "v4_scfa_b4_s16_kv64k", .variant = DSOPS_SAS_SCFA, .B = 4, .S = 16, .S_each = {16, 16, 16, 1},
-     .seqused = {SAS_REP4(65536)}, SAS_DIMS, .K = 512, .with_sinks = 1, .with_lse = 1, .vendor_count = 1,
+     .seqused = {REP4(65536)}, SAS_DIMS, .K = 512, .with_sinks = 1, .with_lse = 1, .vendor_count = 1,
      .seed = 42, .ci = 1},
     /* 32 compressed entries; counts 17 ... 32 with the vendor count, 28 ... 32 causal (clear
      * cmp_topk_length for the latter) */
     {.name = "v4_scfa_b1_s16_kv130", .variant = DSOPS_SAS_SCFA, .B = 1, .S = 16, .seqused = {130}, SAS_DIMS,
      .K = 512, .with_sinks = 1, .with_lse = 1, .vendor_count = 1, .seed = 42, .ci = 1},
-    {.name = "v4_scfa_b64_s2_kv8k", .variant = DSOPS_SAS_SCFA, .B = 64, .S = 2, .seqused = {SAS_REP64(8192)},
+    {.name = "v4_scfa_b64_s2_kv8k", .variant = DSOPS_SAS_SCFA, .B = 64, .S = 2, .seqused = {REP64(8192)},
      SAS_DIMS, .K = 512, .with_sinks = 1, .vendor_count = 1, .seed = 42, .vendor_us = 160, .vendor = "PyPTO",
      .ci = 1},
     /* V4-Pro: N 128, K 1024; indices = the top-k of v4_li_pro_b4_s2_kv64k (sas_special) */
-    {.name = "v4_scfa_pro_b4_s2_kv64k", .variant = DSOPS_SAS_SCFA, .B = 4, .S = 2, .seqused = {SAS_REP4(65536)},
+    {.name = "v4_scfa_pro_b4_s2_kv64k", .variant = DSOPS_SAS_SCFA, .B = 4, .S = 2, .seqused = {REP4(65536)},
      .N = 128, .D = 512, .BSW = 128, .BSC = 128, .K = 1024, .with_sinks = 1, .with_lse = 1, .seed = 42, .ci = 1},
 
     /* edge cases that are valid calls (the error case v4_sas_edge_bad_table is built by the validation
@@ -133,19 +132,6 @@ static int sas_seq_len(const dsops_sas_case *c, int b)
     return any ? c->S_each[b] : c->S;
 }
 
-/* perm[0 .. n-1] = a random permutation of 0 ... n-1 (Fisher-Yates) from r. */
-static void sas_shuffle(rng *r, int32_t *perm, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        perm[i] = (int32_t)i;
-    for (int64_t i = n - 1; i > 0; i--) {
-        int64_t j = (int64_t)cases_rng_below(r, (uint64_t)i + 1);
-        int32_t t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
-}
-
 /* A paged pool of rows [NB, BS, D] bf16 U(-1,1) and its table [B, MB]: sequence b needs logical blocks
  * first[b] ... last[b] (none when last[b] < first[b]), each a distinct physical block drawn from a random
  * permutation; every other column is -1. Returns 0, or 1 when memory runs out. */
@@ -166,7 +152,7 @@ static int sas_make_pool(dsops_sas_problem *p, uint64_t seed, uint64_t stream, i
         return 1;
     }
     rng r = cases_row_rng(seed, STREAM_SAS_TABLE, (int64_t)stream);
-    sas_shuffle(&r, perm, NB);
+    cases_shuffle(&r, perm, NB);
     for (int b = 0, next = 0; b < B; b++)
         for (int64_t j = 0; j < MB; j++)
             bt[b * MB + j] = j >= first[b] && j <= last[b] ? perm[next++] : -1;
@@ -322,7 +308,7 @@ dsops_sas_problem *dsops_sas_problem_make(const dsops_sas_case *c, uint64_t seed
                     }
                     perm = np;
                     rng r = cases_row_rng(seed, STREAM_SAS_IDX, b);
-                    sas_shuffle(&r, perm, cmp);
+                    cases_shuffle(&r, perm, cmp);
                     memcpy(row, perm, sizeof(int32_t) * (size_t)K);
                 }
                 for (int64_t i = 1; i < Sb; i++)
@@ -405,3 +391,159 @@ fail:
     dsops_sas_problem_free(p);
     return NULL;
 }
+
+/* ---- bench adapter ------------------------------------------------------------------------------- */
+
+/* sas (swa, cfa, scfa): --check compares out and lse with the oracle on a sample: every sequence when
+ * B <= 4, else sequences 0, B/2 and B-1; of each, its last 32 tokens at most (a sub-call of a sequence's
+ * last tokens sees the same keys: L and the valid index range depend only on seqused). Tolerance by
+ * p_mode (spec §3.7): normalised / fp32 out 1e-4 / 2^-7, tiled 5e-4 / 5e-4; lse 1e-6 / 8.01/65536; at
+ * most 0.5 % of the elements outside, lonely rows exactly +Inf. */
+static dsops_status sas_run(dsops_context *ctx, void *p)
+{
+    return dsops_sas(ctx, &((dsops_sas_problem *)p)->args);
+}
+
+static int sas_check(void *pv, char *why, size_t cap)
+{
+    const dsops_sas_problem *p = pv;
+    const dsops_sas_args *a = &p->args;
+    const int B = (int)a->seqused_kv.shape[0];
+    const int64_t N = a->q.shape[1], D = a->q.shape[2];
+    const int32_t *cu = a->cu_seqlens_q.data, *su = a->seqused_kv.data;
+    const int tiled = a->p_mode == DSOPS_P_TILED;
+    const double out_atol = tiled ? 5e-4 : 1e-4, out_rtol = tiled ? 5e-4 : 1.0 / 128;
+    int seqs[4], nseq = 0;
+    if (B <= 4) {
+        for (int b = 0; b < B; b++)
+            seqs[nseq++] = b;
+    } else {
+        seqs[0] = 0, seqs[1] = B / 2, seqs[2] = B - 1;
+        nseq = 3;
+    }
+    size_t bad_o = 0, n_o = 0, bad_l = 0, n_l = 0;
+    double max_o = 0, max_l = 0;
+    for (int k = 0; k < nseq; k++) {
+        const int b = seqs[k];
+        const int64_t Sb = cu[b + 1] - cu[b], n = Sb < 32 ? Sb : 32, t0 = cu[b + 1] - n;
+        if (n == 0)
+            continue;
+        uint16_t *ro = malloc((size_t)(n * N * D) * 2);
+        float *rl = malloc((size_t)(n * N) * 4);
+        if (!ro || !rl) {
+            free(ro), free(rl);
+            return bench_out_of_memory(why, cap);
+        }
+        int32_t cu1[2] = {0, (int32_t)n}, su1[1] = {su[b]};
+        dsops_sas_args r = *a; /* the oracle on tokens t0 ... t0+n-1, the last n of sequence b */
+        r.cu_seqlens_q = dsops_tensor_make(cu1, DSOPS_INT32, 1, (int64_t[]){2});
+        r.seqused_kv = dsops_tensor_make(su1, DSOPS_INT32, 1, (int64_t[]){1});
+        r.q.data = (uint16_t *)a->q.data + t0 * N * D, r.q.shape[0] = n;
+        if (a->ori_block_table.data)
+            r.ori_block_table.data = (int32_t *)a->ori_block_table.data + b * a->ori_block_table.shape[1],
+            r.ori_block_table.shape[0] = 1;
+        if (a->cmp_block_table.data)
+            r.cmp_block_table.data = (int32_t *)a->cmp_block_table.data + b * a->cmp_block_table.shape[1],
+            r.cmp_block_table.shape[0] = 1;
+        if (a->cmp_indices.data)
+            r.cmp_indices.data = (int32_t *)a->cmp_indices.data + t0 * a->cmp_indices.shape[1],
+            r.cmp_indices.shape[0] = n;
+        if (a->cmp_topk_length.data)
+            r.cmp_topk_length.data = (int32_t *)a->cmp_topk_length.data + t0, r.cmp_topk_length.shape[0] = n;
+        r.out = dsops_tensor_make(ro, DSOPS_BF16, 3, (int64_t[]){n, N, D});
+        r.lse = a->lse.data ? dsops_tensor_make(rl, DSOPS_FP32, 2, (int64_t[]){n, N}) : (dsops_tensor){0};
+        dsops_ref_sas(&r);
+        bench_count_outside((const uint16_t *)a->out.data + t0 * N * D, ro, DSOPS_BF16, (size_t)(n * N * D), out_atol,
+                      out_rtol, &bad_o, &n_o, &max_o);
+        if (a->lse.data)
+            bench_count_outside((const float *)a->lse.data + t0 * N, rl, DSOPS_FP32, (size_t)(n * N), 1e-6,
+                          8.01 / 65536, &bad_l, &n_l, &max_l);
+        free(ro), free(rl);
+    }
+    snprintf(why, cap, "out: %zu of %zu outside %g / %g (max |err| %.3g); lse: %zu of %zu outside 1e-6 / "
+             "8.01/65536 (max |err| %.3g)", bad_o, n_o, out_atol, out_rtol, max_o, bad_l, n_l, max_l);
+    return bench_too_many(bad_o, n_o) || bench_too_many(bad_l, n_l);
+}
+
+static void sas_release(void *p) { dsops_sas_problem_free(p); }
+
+static const char *sas_variant_name(dsops_sas_variant v)
+{
+    return v == DSOPS_SAS_SWA ? "swa" : v == DSOPS_SAS_CFA ? "cfa" : v == DSOPS_SAS_SCFA ? "scfa" : "sas?";
+}
+
+static int sas_make_problem(const void *cv, bench_problem *bp, char *why, size_t cap)
+{
+    const dsops_sas_case *c = cv;
+    /* the case's own data seed (docs/CASES.md: 42, cfa 0); bf16 FLOP of QK and PV against the bf16 peak */
+    dsops_sas_problem *p = dsops_sas_problem_make(c, c->seed);
+    if (!p)
+        return bench_cannot_generate(why, cap);
+    *bp = (bench_problem){p, sas_run, sas_check, sas_release, p->flops, p->kv_bytes, DSOPS_PEAK_BF16_DOT,
+                          .vendor_us = c->vendor_us, .vendor = c->vendor};
+    return 0;
+}
+
+static void sas_note(const bench_problem *bp, char *note, size_t cap)
+{
+    const dsops_sas_problem *sp = bp->p;
+    snprintf(note, cap, "%lld keys attended over %lld tokens (%.1f per token)", (long long)sp->attended,
+             (long long)sp->T, sp->T > 0 ? (double)sp->attended / (double)sp->T : 0.0);
+}
+
+/* "mixed" when the case has per-sequence token counts, else S. */
+static const char *sas_tokens_word(const dsops_sas_case *c, char S[16])
+{
+    if (c->S_each[0])
+        snprintf(S, 16, "mixed");
+    else
+        snprintf(S, 16, "%d", c->S);
+    return S;
+}
+
+static void sas_words(const void *cv, char *op, size_t oc, char *sh, size_t sc)
+{
+    const dsops_sas_case *k = cv;
+    char S[16];
+    snprintf(op, oc, "%s", sas_variant_name(k->variant));
+    snprintf(sh, sc, "B %d S %s kv %d N %d", k->B, sas_tokens_word(k, S), k->seqused[0], k->N);
+    if (k->K)
+        snprintf(sh + strlen(sh), sc - strlen(sh), " K %d", k->K);
+}
+
+static void sas_list_line(const void *cv, const char *not_ci)
+{
+    const dsops_sas_case *c = cv;
+    char S[16], op[16];
+    snprintf(op, sizeof op, "sas (%s)", sas_variant_name(c->variant));
+    printf("%-40s %-27s B %-3d S %-5s kv %-6d N %d D %d K %d BS %d/%d%s%s\n", c->name, op, c->B,
+           sas_tokens_word(c, S), c->seqused[0], c->N, c->D, c->K, c->BSW, c->BSC,
+           c->vendor_count ? ", vendor count" : "", not_ci);
+}
+
+/* `dsops bench swa` (or cfa, scfa): the cases of one preset */
+static int sas_selects(const char *what, const void *cv)
+{
+    return !strcmp(what, sas_variant_name(((const dsops_sas_case *)cv)->variant));
+}
+
+static void sas_vendor(const void *cv, double *us, const char **label)
+{
+    *us = ((const dsops_sas_case *)cv)->vendor_us, *label = ((const dsops_sas_case *)cv)->vendor;
+}
+
+static const void *sas_table(int *count) { return dsops_sas_cases(count); }
+
+const bench_family bench_family_sas = {
+    .op = "sas",
+    .table_word = "sas (swa/cfa/scfa)",
+    .cases = sas_table,
+    .case_size = sizeof(dsops_sas_case),
+    .ci_offset = offsetof(dsops_sas_case, ci),
+    .make_problem = sas_make_problem,
+    .words = sas_words,
+    .list_line = sas_list_line,
+    .selects = sas_selects,
+    .vendor = sas_vendor,
+    .note = sas_note,
+};

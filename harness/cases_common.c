@@ -1,0 +1,480 @@
+/* Helpers shared by the case generators of every operator family (cases_internal.h): the seeded
+ * generator, bf16 / fp16 rounding, owned buffers, row fills, the vendor quantisers and the paged caches.
+ *
+ * Every generated row draws from its own generator seeded from (seed, stream, row): the data do not
+ * depend on the thread count and rows fill in parallel. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cases_internal.h"
+
+/* ---- owned buffers and case tables ------------------------------------------------------------- */
+
+/* A zeroed allocation recorded in an owner's buffer list (freed with cases_free_owned); NULL when memory or
+ * the list runs out. */
+void *cases_alloc_owned(void **buffers, int *nbuffers, int capacity, size_t bytes)
+{
+    if (*nbuffers >= capacity)
+        return NULL;
+    void *m = calloc(1, bytes ? bytes : 1);
+    if (m)
+        buffers[(*nbuffers)++] = m;
+    return m;
+}
+
+void cases_free_owned(void **buffers, int nbuffers)
+{
+    for (int i = 0; i < nbuffers; i++)
+        free(buffers[i]);
+}
+
+/* Stores n in *count (when count is not NULL) and returns table. */
+const void *cases_table(const void *table, int n, int *count)
+{
+    if (count)
+        *count = n;
+    return table;
+}
+
+/* Frees the n owned buffers, then p. */
+void cases_problem_release(void *buffers[], int n, void *p)
+{
+    cases_free_owned(buffers, n);
+    free(p);
+}
+
+/* The case named `name` in a table whose entries start with their name. */
+const void *cases_find_case(const void *table, int count, size_t stride, const char *name)
+{
+    for (int i = 0; name && i < count; i++) {
+        const char *entry_name = *(const char *const *)((const char *)table + (size_t)i * stride);
+        if (strcmp(entry_name, name) == 0)
+            return (const char *)table + (size_t)i * stride;
+    }
+    return NULL;
+}
+
+/* ---- generator ----------------------------------------------------------------------------------- */
+
+uint64_t cases_rng_next(rng *r)
+{
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Fills v[0 .. n-1] with U(-1, 1) fp32 values, two 24-bit draws per 64-bit output. */
+void cases_rng_uniform_pm1(rng *r, float *v, size_t n)
+{
+    const float k = 1.0f / 16777216.0f;
+    size_t i = 0;
+    for (; i + 1 < n; i += 2) {
+        uint64_t x = cases_rng_next(r);
+        v[i] = (float)(x >> 40) * k * 2.0f - 1.0f;
+        v[i + 1] = (float)((x >> 16) & 0xffffffu) * k * 2.0f - 1.0f;
+    }
+    if (i < n)
+        v[i] = (float)(cases_rng_next(r) >> 40) * k * 2.0f - 1.0f;
+}
+
+uint64_t cases_rng_below(rng *r, uint64_t n) { return cases_rng_next(r) % n; }
+
+float cases_bf16_value(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+uint16_t cases_bf16_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x0040u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* Fills v[0 .. n-1] with N(0,1) values (Box-Muller, two values per 64-bit draw). */
+void cases_rng_normal(rng *r, float *v, size_t n)
+{
+    const float k = 1.0f / 16777216.0f, two_pi = 6.28318530717958647692f;
+    for (size_t i = 0; i < n; i += 2) {
+        uint64_t x = cases_rng_next(r);
+        float u1 = (float)((x >> 40) + 1) * k; /* (0, 1] */
+        float u2 = (float)((x >> 16) & 0xffffffu) * k;
+        float rad = sqrtf(-2.0f * logf(u1));
+        v[i] = rad * cosf(two_pi * u2);
+        if (i + 1 < n)
+            v[i + 1] = rad * sinf(two_pi * u2);
+    }
+}
+
+float cases_rng_unit(rng *r) { return (float)(cases_rng_next(r) >> 40) * (1.0f / 16777216.0f); } /* [0, 1) */
+
+uint16_t cases_fp16_bits(float f)
+{
+    uint16_t h;
+    dsops_fp32_to_fp16(&f, &h, 1);
+    return h;
+}
+
+float cases_fp16_value(uint16_t h)
+{
+    float f;
+    dsops_fp16_to_fp32(&h, &f, 1);
+    return f;
+}
+
+rng cases_row_rng(uint64_t seed, uint64_t stream, int64_t row)
+{
+    rng r = {seed ^ (stream << 56) ^ ((uint64_t)row * 0xd1b54a32d192ed03ull)};
+    cases_rng_next(&r); /* decorrelate neighbouring rows */
+    return r;
+}
+
+/* rows x cols bf16 values amp * U(-1,1), one generator per row (parallel, thread-count independent). */
+void cases_fill_bf16(uint64_t seed, uint64_t stream, int64_t rows, int64_t cols, float amp, uint16_t *dst)
+{
+#pragma omp parallel for schedule(static)
+    for (int64_t row = 0; row < rows; row++) {
+        float v[CASES_MAX_ROW];
+        rng r = cases_row_rng(seed, stream, row);
+        cases_rng_uniform_pm1(&r, v, (size_t)cols);
+        for (int64_t k = 0; k < cols; k++)
+            dst[row * cols + k] = cases_bf16_bits(amp * v[k]);
+    }
+}
+
+/* int8 wq_b: each row is the bf16 row amp * U(-1,1), quantised by Q8 of spec §2.7 (the draws are finite) */
+void cases_fill_q8_bf16(uint64_t seed, uint64_t stream, int64_t rows, int64_t cols, float amp, int8_t *dst,
+                        float *scale)
+{
+#pragma omp parallel for schedule(static)
+    for (int64_t row = 0; row < rows; row++) {
+        float v[CASES_MAX_ROW];
+        rng r = cases_row_rng(seed, stream, row);
+        cases_rng_uniform_pm1(&r, v, (size_t)cols);
+        float amax = 0.0f;
+        for (int64_t k = 0; k < cols; k++) {
+            uint16_t h = cases_bf16_bits(amp * v[k]);
+            uint32_t u = (uint32_t)h << 16;
+            memcpy(&v[k], &u, sizeof u);
+            amax = fabsf(v[k]) > amax ? fabsf(v[k]) : amax;
+        }
+        const float sq = 127.0f / amax;
+        if (amax == 0.0f || isinf(sq)) {
+            memset(dst + row * cols, 0, (size_t)cols);
+            scale[row] = 0.0f;
+            continue;
+        }
+        for (int64_t k = 0; k < cols; k++)
+            dst[row * cols + k] = (int8_t)(int)cases_rint_small(v[k] * sq);
+        scale[row] = 1.0f / sq;
+    }
+}
+
+/* perm[0 .. n-1] = a random permutation of 0 ... n-1 (Fisher-Yates) from r. */
+void cases_shuffle(rng *r, int32_t *perm, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        perm[i] = (int32_t)i;
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)cases_rng_below(r, (uint64_t)i + 1);
+        int32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+}
+
+/* round to nearest, ties to even, for |x| < 2^22 (adding and removing 1.5 * 2^23 in fp32) */
+float cases_rint_small(float x)
+{
+    const float big = 12582912.0f; /* no -ffast-math: the sum is not folded away */
+    float y = x + big;
+    return y - big;
+}
+
+/* Vendor test quantiser of one group: scale = max(amax, 1e-8)/127, q = clamp(round(v/scale), -128, 127). */
+float cases_quant_group(const float *v, int8_t *q, int n)
+{
+    float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0}; /* eight independent maxima (n is a multiple of 8) */
+    for (int i = 0; i < n; i += 8)
+        for (int k = 0; k < 8; k++) {
+            float a = fabsf(v[i + k]);
+            lane[k] = a > lane[k] ? a : lane[k];
+        }
+    float amax = 0.0f;
+    for (int k = 0; k < 8; k++)
+        amax = lane[k] > amax ? lane[k] : amax;
+    float scale = (amax > 1e-8f ? amax : 1e-8f) / 127.0f;
+    for (int i = 0; i < n; i++) {
+        float r = cases_rint_small(v[i] / scale);
+        q[i] = (int8_t)(r > 127.0f ? 127 : (r < -128.0f ? -128 : (int)r));
+    }
+    return scale;
+}
+
+/* rows x cols int8 values uniform in [-128, 128), eight per generator output. */
+void cases_fill_i8(uint64_t seed, uint64_t stream, int64_t rows, int64_t cols, int8_t *dst)
+{
+#pragma omp parallel for schedule(static)
+    for (int64_t row = 0; row < rows; row++) {
+        rng r = cases_row_rng(seed, stream, row);
+        uint64_t bits = 0;
+        for (int64_t k = 0; k < cols; k++) {
+            if (k % 8 == 0)
+                bits = cases_rng_next(&r);
+            dst[row * cols + k] = (int8_t)(uint8_t)(bits >> (8 * (k % 8)));
+        }
+    }
+}
+
+/* n fp32 values U(-1,1) from one generator. */
+void cases_fill_f32(uint64_t seed, uint64_t stream, int64_t n, float *dst)
+{
+    rng r = cases_row_rng(seed, stream, 0);
+    cases_rng_uniform_pm1(&r, dst, (size_t)n);
+}
+
+/* fp32 -> fp16 bits, round to nearest even (the draws here are finite and below 1 in magnitude). */
+uint16_t cases_fp16_bits_finite(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    const uint32_t a = u & 0x7fffffffu;
+    if (a < 0x38800000u) { /* below 2^-14: subnormal; |f| * 2^24 rounded to an integer */
+        const float big = 8388608.0f;
+        float m;
+        uint32_t ua = a;
+        memcpy(&m, &ua, sizeof m);
+        m = (m * 16777216.0f + big) - big;
+        return (uint16_t)(sign | (uint16_t)m);
+    }
+    uint32_t h = (a >> 13) - ((uint32_t)(127 - 15) << 10);
+    const uint32_t rest = a & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
+        h++;
+    return (uint16_t)(sign | h);
+}
+
+
+/* The generator of one row of one stream of cases_fill_range: the seed moved by the stream and row, then
+ * two draws so that neighbouring rows start far apart. */
+static rng range_row_rng(uint64_t seed, uint64_t stream, int64_t row)
+{
+    rng r = {seed + stream * 0x632be59bd9b4e019ull};
+    r.s ^= cases_rng_next(&r) + (uint64_t)row * 0x9e3779b97f4a7c15ull;
+    cases_rng_next(&r);
+    return r;
+}
+
+/* rows x cols values lo + (hi - lo) U[0, 1), stored as bf16 or fp32 (dst is [rows, cols] of dtype dt). */
+void cases_fill_range(uint64_t seed, uint64_t stream, int64_t rows, int64_t cols, float lo, float hi,
+                      dsops_dtype dt, void *dst)
+{
+    const float half = 0.5f * (hi - lo);
+#pragma omp parallel for schedule(static)
+    for (int64_t row = 0; row < rows; row++) {
+        float v[CASES_MAX_RANGE_ROW]; /* 128 KiB on a thread's stack */
+        rng r = range_row_rng(seed, stream, row);
+        cases_rng_uniform_pm1(&r, v, (size_t)cols); /* U[-1, 1) */
+        for (int64_t k = 0; k < cols; k++) {
+            const float u = lo + half * (v[k] + 1.0f);
+            if (dt == DSOPS_FP32)
+                ((float *)dst)[row * cols + k] = u;
+            else
+                ((uint16_t *)dst)[row * cols + k] = cases_bf16_bits(u);
+        }
+    }
+}
+
+/* ---- paged caches ------------------------------------------------------------------------------- */
+
+/* One packed656 row [656] from 576 values: four int8 groups of 128, their fp32 scales, then 64 bf16 rope
+ * values, each little-endian. */
+static void pack656_row(const float *v, uint8_t *dst)
+{
+    for (int g = 0; g < 4; g++) {
+        float s = cases_quant_group(v + g * 128, (int8_t *)dst + g * 128, 128);
+        uint32_t u;
+        memcpy(&u, &s, 4);
+        for (int k = 0; k < 4; k++)
+            dst[640 + 4 * g + k] = (uint8_t)(u >> (8 * k));
+    }
+    for (int k = 0; k < 64; k++) {
+        uint16_t h = cases_bf16_bits(v[512 + k]);
+        dst[512 + 2 * k] = (uint8_t)h;
+        dst[512 + 2 * k + 1] = (uint8_t)(h >> 8);
+    }
+}
+
+int cases_fill_latent_cache(void **buffers, int *nbuffers, int capacity, dsops_kv_layout layout, int64_t NB,
+                            int64_t BS, int Dc, int Dr, uint64_t seed, uint64_t stream, cases_latent_cache *out)
+{
+    const int64_t rows = NB * BS;
+    const int G = Dc / 128;
+    memset(out, 0, sizeof *out);
+    if (Dc + Dr > CASES_MAX_KV_ROW || (layout == DSOPS_KV_PACKED656 && (Dc != 512 || Dr != 64)))
+        return 0;
+    const int packed = layout == DSOPS_KV_PACKED656, int8 = layout == DSOPS_KV_SPLIT_INT8;
+    uint8_t *kv = NULL;     /* packed656: [NB, BS, 656] */
+    uint16_t *rope = NULL;  /* split: [NB, BS, Dr] bf16 */
+    void *nope = NULL;      /* split: [NB, BS, Dc] bf16 or int8 */
+    float *scale = NULL;    /* split_int8: [NB, BS, Dc/128] fp32 */
+    if (packed) {
+        if (!(kv = cases_alloc_owned(buffers, nbuffers, capacity, (size_t)(rows * 656))))
+            return 0;
+    } else {
+        rope = cases_alloc_owned(buffers, nbuffers, capacity, sizeof(uint16_t) * (size_t)(rows * Dr));
+        nope = cases_alloc_owned(buffers, nbuffers, capacity, (int8 ? 1 : 2) * (size_t)(rows * Dc));
+        scale = int8 ? cases_alloc_owned(buffers, nbuffers, capacity, sizeof(float) * (size_t)(rows * G)) : NULL;
+        if (!rope || !nope || (int8 && !scale))
+            return 0;
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t row = 0; row < rows; row++) {
+        float v[CASES_MAX_KV_ROW];
+        rng r = cases_row_rng(seed, stream, row);
+        cases_rng_uniform_pm1(&r, v, (size_t)(Dc + Dr));
+        if (packed) {
+            pack656_row(v, kv + row * 656);
+            continue;
+        }
+        if (int8) {
+            for (int g = 0; g < G; g++)
+                scale[row * G + g] = cases_quant_group(v + g * 128, (int8_t *)nope + row * Dc + g * 128, 128);
+        } else {
+            for (int k = 0; k < Dc; k++)
+                ((uint16_t *)nope)[row * Dc + k] = cases_bf16_bits(v[k]);
+        }
+        for (int k = 0; k < Dr; k++)
+            rope[row * Dr + k] = cases_bf16_bits(v[Dc + k]);
+    }
+    if (packed) {
+        out->packed = dsops_tensor_make(kv, DSOPS_UINT8, 3, (int64_t[]){NB, BS, 656});
+        return 1;
+    }
+    out->rope = dsops_tensor_make(rope, DSOPS_BF16, 3, (int64_t[]){NB, BS, Dr});
+    out->nope = dsops_tensor_make(nope, int8 ? DSOPS_INT8 : DSOPS_BF16, 3, (int64_t[]){NB, BS, Dc});
+    if (int8)
+        out->nope_scale = dsops_tensor_make(scale, DSOPS_FP32, 3, (int64_t[]){NB, BS, G});
+    return 1;
+}
+
+int cases_make_prolog_paging(void **buffers, int *nbuffers, int capacity, rng *r, int64_t B, int64_t S, int64_t kv,
+                             int64_t BS, cases_prolog_paging *out)
+{
+    const int64_t T = B * S, nb = (kv + BS - 1) / BS;
+    int64_t NB = B * nb, MB = nb > 1 ? nb : 1;
+    if (NB < 1)
+        NB = 1;
+    out->NB = NB;
+    out->MB = MB;
+    int32_t *bt = cases_alloc_owned(buffers, nbuffers, capacity, sizeof(int32_t) * (size_t)(B * MB > 0 ? B * MB : 1));
+    int32_t *perm = malloc(sizeof(int32_t) * (size_t)NB);
+    int64_t *ci = cases_alloc_owned(buffers, nbuffers, capacity, sizeof(int64_t) * (size_t)(T > 0 ? T : 1));
+    if (!bt || !perm || !ci) {
+        free(perm);
+        return 0;
+    }
+    cases_shuffle(r, perm, NB);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t j = 0; j < MB; j++)
+            bt[b * MB + j] = j < nb ? perm[b * nb + j] : -1;
+    free(perm);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < S; i++) {
+            int64_t pos = kv - S + i;
+            ci[b * S + i] = (int64_t)bt[b * MB + pos / BS] * BS + pos % BS;
+        }
+    out->block_table = bt;
+    out->cache_index = ci;
+    return 1;
+}
+
+int cases_make_mla_inputs(void **buffers, int *nbuffers, int capacity, int64_t T, int64_t H, int64_t Q, int64_t N,
+                          int64_t Dqn, int64_t Dc, int int8_wq_b, uint64_t seed, uint64_t first_stream,
+                          cases_mla_inputs *out)
+{
+    const int64_t NG = N * (Dqn + 64), KV = Dc + 64;
+    const uint64_t s = first_stream;
+    memset(out, 0, sizeof *out);
+    uint16_t *x = cases_alloc_owned(buffers, nbuffers, capacity, sizeof(uint16_t) * (size_t)(T * H));
+    uint16_t *wq_a = cases_alloc_owned(buffers, nbuffers, capacity, sizeof(uint16_t) * (size_t)(Q * H));
+    uint16_t *g_cq = cases_alloc_owned(buffers, nbuffers, capacity, sizeof(uint16_t) * (size_t)Q);
+    uint16_t *w_uk = cases_alloc_owned(buffers, nbuffers, capacity, sizeof(uint16_t) * (size_t)(N * Dqn * Dc));
+    uint16_t *wkv_a = cases_alloc_owned(buffers, nbuffers, capacity, sizeof(uint16_t) * (size_t)(KV * H));
+    uint16_t *g_ckv = cases_alloc_owned(buffers, nbuffers, capacity, sizeof(uint16_t) * (size_t)Dc);
+    uint16_t *cosb = cases_alloc_owned(buffers, nbuffers, capacity, sizeof(uint16_t) * (size_t)(T * 64));
+    uint16_t *sinb = cases_alloc_owned(buffers, nbuffers, capacity, sizeof(uint16_t) * (size_t)(T * 64));
+    void *wq_b = cases_alloc_owned(buffers, nbuffers, capacity, (int8_wq_b ? 1 : 2) * (size_t)(NG * Q));
+    float *wq_b_scale = int8_wq_b ? cases_alloc_owned(buffers, nbuffers, capacity, sizeof(float) * (size_t)NG) : NULL;
+    if (!x || !wq_a || !g_cq || !w_uk || !wkv_a || !g_ckv || !cosb || !sinb || !wq_b || (int8_wq_b && !wq_b_scale))
+        return 0;
+    cases_fill_bf16(seed, s + CASES_MLA_X, T, H, 1.0f, x);
+    cases_fill_bf16(seed, s + CASES_MLA_WQ_A, Q, H, 0.1f, wq_a);
+    if (int8_wq_b)
+        cases_fill_q8_bf16(seed, s + CASES_MLA_WQ_B, NG, Q, 0.1f, wq_b, wq_b_scale);
+    else
+        cases_fill_bf16(seed, s + CASES_MLA_WQ_B, NG, Q, 0.1f, wq_b);
+    cases_fill_bf16(seed, s + CASES_MLA_W_UK, N * Dqn, Dc, 0.1f, w_uk);
+    cases_fill_bf16(seed, s + CASES_MLA_WKV_A, KV, H, 0.1f, wkv_a);
+    cases_fill_bf16(seed, s + CASES_MLA_GAMMA, 1, Q, 1.0f, g_cq);
+    cases_fill_bf16(seed ^ 0x5555u, s + CASES_MLA_GAMMA, 1, Dc, 1.0f, g_ckv);
+    cases_fill_bf16(seed, s + CASES_MLA_ROPE, T, 64, 0.1f, cosb);
+    cases_fill_bf16(seed ^ 0x5555u, s + CASES_MLA_ROPE, T, 64, 0.1f, sinb);
+    out->x = dsops_tensor_make(x, DSOPS_BF16, 2, (int64_t[]){T, H});
+    out->wq_a = dsops_tensor_make(wq_a, DSOPS_BF16, 2, (int64_t[]){Q, H});
+    out->gamma_cq = dsops_tensor_make(g_cq, DSOPS_BF16, 1, (int64_t[]){Q});
+    out->wq_b = dsops_tensor_make(wq_b, int8_wq_b ? DSOPS_INT8 : DSOPS_BF16, 2, (int64_t[]){NG, Q});
+    if (int8_wq_b)
+        out->wq_b_scale = dsops_tensor_make(wq_b_scale, DSOPS_FP32, 1, (int64_t[]){NG});
+    out->w_uk = dsops_tensor_make(w_uk, DSOPS_BF16, 3, (int64_t[]){N, Dqn, Dc});
+    out->wkv_a = dsops_tensor_make(wkv_a, DSOPS_BF16, 2, (int64_t[]){KV, H});
+    out->gamma_ckv = dsops_tensor_make(g_ckv, DSOPS_BF16, 1, (int64_t[]){Dc});
+    out->rope_cos = dsops_tensor_make(cosb, DSOPS_BF16, 2, (int64_t[]){T, 64});
+    out->rope_sin = dsops_tensor_make(sinb, DSOPS_BF16, 2, (int64_t[]){T, 64});
+    return 1;
+}
+
+int cases_make_indexer_weights(void **buffers, int *nbuffers, int capacity, int64_t H, int64_t Q, int64_t NI,
+                               int64_t DI, int int8, uint64_t seed, uint64_t first_stream, cases_indexer_weights *out)
+{
+    const int64_t NQ = NI * DI;
+    const uint64_t s = first_stream;
+    memset(out, 0, sizeof *out);
+    void *wq_b = cases_alloc_owned(buffers, nbuffers, capacity, (int8 ? 1 : 2) * (size_t)(NQ * Q));
+    float *wq_b_scale = int8 ? cases_alloc_owned(buffers, nbuffers, capacity, sizeof(float) * (size_t)NQ) : NULL;
+    uint16_t *wk = cases_alloc_owned(buffers, nbuffers, capacity, sizeof(uint16_t) * (size_t)(DI * H));
+    uint16_t *wproj = cases_alloc_owned(buffers, nbuffers, capacity, sizeof(uint16_t) * (size_t)(NI * H));
+    uint16_t *gamma = cases_alloc_owned(buffers, nbuffers, capacity, sizeof(uint16_t) * (size_t)DI);
+    uint16_t *beta = cases_alloc_owned(buffers, nbuffers, capacity, sizeof(uint16_t) * (size_t)DI);
+    if (!wq_b || (int8 && !wq_b_scale) || !wk || !wproj || !gamma || !beta)
+        return 0;
+    if (int8) {
+        cases_fill_i8(seed, s + CASES_INDEXER_WQ_B, NQ, Q, wq_b);
+        cases_fill_f32(seed, s + CASES_INDEXER_WQ_B_SCALE, NQ, wq_b_scale);
+    } else {
+        cases_fill_bf16(seed, s + CASES_INDEXER_WQ_B, NQ, Q, 1.0f, wq_b);
+    }
+    cases_fill_bf16(seed, s + CASES_INDEXER_WK, DI, H, 1.0f, wk);
+    cases_fill_bf16(seed, s + CASES_INDEXER_WPROJ, NI, H, 1.0f, wproj);
+    for (int64_t d = 0; d < DI; d++) {
+        gamma[d] = cases_bf16_bits(1.0f);
+        beta[d] = cases_bf16_bits(0.0f);
+    }
+    out->idx_wq_b = dsops_tensor_make(wq_b, int8 ? DSOPS_INT8 : DSOPS_BF16, 2, (int64_t[]){NQ, Q});
+    if (int8)
+        out->idx_wq_b_scale = dsops_tensor_make(wq_b_scale, DSOPS_FP32, 1, (int64_t[]){NQ});
+    out->idx_wk = dsops_tensor_make(wk, DSOPS_BF16, 2, (int64_t[]){DI, H});
+    out->weights_proj = dsops_tensor_make(wproj, DSOPS_BF16, 2, (int64_t[]){NI, H});
+    out->ln_gamma_k = dsops_tensor_make(gamma, DSOPS_BF16, 1, (int64_t[]){DI});
+    out->ln_beta_k = dsops_tensor_make(beta, DSOPS_BF16, 1, (int64_t[]){DI});
+    return 1;
+}

@@ -1,0 +1,369 @@
+/* lightning_indexer (docs/OPERATORS.md §3.6, §4.3; docs/CASES.md "lightning_indexer, V3.2 configuration"
+ * and "lightning_indexer, V4 configuration")
+ * The named cases, their data generator and the bench adapter.
+ *
+ * Data:
+ *   V3.2 int8   q_idx and keys start as int8(N(0,1)) (truncation), get fp16 scales
+ *               max(fp16(amax/127), 1e-3) per head / per key and are requantised
+ *               clip(rint(v/scale), -127, 127); weights fp16(N(0,1))
+ *   V3.2 bf16   q_idx, keys, weights N(0,1) bf16
+ *   V4          q_idx and keys Q8 (spec §2.7) of N(0,1) vectors per head / per key, scales fp16;
+ *               weights fp16(N(0,1) * 0.1)
+ *   AscendC     q_idx, keys int8 U(-128,127); scales U(0,10) fp16; weights U(0,0.01) fp16
+ *   tables      a random permutation of the physical blocks; -1 in unused columns
+ * The key cache of sequence b holds floor(seqused[b] / cmp_ratio) entries (compressed entries for V4,
+ * tokens for V3.2); every physical row gets data, including the rows past the end of a last block. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_family.h"
+#include "cases.h"
+#include "cases_internal.h"
+#include "ref.h"
+
+#define LI_MAX_DI 1024 /* largest head dim the generator handles */
+
+/* NI 64, DI 128, BS 128 for every case */
+#define LI_DIMS .NI = 64, .DI = 128, .BS = 128
+#define LI_MIXED4 {65536, 971, 32869, 16383}
+#define LI_B48_MIXED 131072, 65536, 65536 + 111, 32768 + 11, 16384 + 1, 8192 + 2, 2048 + 7, 1024 + 5, 2048, 256, 127, 32
+#define LI_B48_MIXED_CI 8192, 4096, 4102, 2048, 1024, 512, 128, 64, 128, 16, 7, 2
+
+static const dsops_li_case li_cases[] = {
+    /* V3.2 configuration: cmp_ratio 1, K 2048 */
+    {.name = "v32_li_int8_b4_s2_mixed", .B = 4, .S = 2, .seqused = LI_MIXED4, LI_DIMS, .K = 2048, .cmp_ratio = 1,
+     .int8 = 1, .ci = 1},
+    {.name = "v32_li_int8_b8_s2_mixed", .B = 8, .S = 2,
+     .seqused = {32767, 32656, 384, 2000, 65536, 971, 32869, 129090}, LI_DIMS, .K = 2048, .cmp_ratio = 1,
+     .int8 = 1, .ci = 1},
+    {.name = "v32_li_int8_b4_s2_kv64k", .B = 4, .S = 2, .seqused = {REP4(65536)}, LI_DIMS, .K = 2048,
+     .cmp_ratio = 1, .int8 = 1, .ci = 1},
+    /* seqused uniform in [1, 8192], drawn once (fixed so that the case's work does not depend on the seed) */
+    {.name = "v32_li_bf16_b32_s3_rand8k", .B = 32, .S = 3,
+     .seqused = {4914, 6679, 6817, 6186, 4136, 5288, 2697, 4154, 4475, 1466, 2840, 5571, 1919, 7948, 3342, 6331,
+                 5721, 4049, 4758, 6133, 2837, 5673, 3884, 446, 7989, 4902, 3181, 1935, 5992, 582, 1406, 2346},
+     LI_DIMS, .K = 2048, .cmp_ratio = 1, .int8 = 0, .ci = 1},
+    {.name = "v32_li_bf16_b4_s1_kv64k", .B = 4, .S = 1, .seqused = {REP4(65536)}, LI_DIMS, .K = 2048,
+     .cmp_ratio = 1, .int8 = 0, .ci = 1},
+    {.name = "v32_li_bf16_b48_s4_mixed", .B = 48, .S = 4,
+     .seqused = {LI_B48_MIXED, LI_B48_MIXED, LI_B48_MIXED, LI_B48_MIXED}, LI_DIMS, .K = 2048, .cmp_ratio = 1,
+     .int8 = 0, .ci = 0, .ci_variant = "v32_li_bf16_b48_s4_mixed_ci"},
+    /* every length / 16 (at least 1) */
+    {.name = "v32_li_bf16_b48_s4_mixed_ci", .B = 48, .S = 4,
+     .seqused = {LI_B48_MIXED_CI, LI_B48_MIXED_CI, LI_B48_MIXED_CI, LI_B48_MIXED_CI}, LI_DIMS, .K = 2048,
+     .cmp_ratio = 1, .int8 = 0, .ci = 1},
+    {.name = "v32_li_bf16_b2_s3_kv122", .B = 2, .S = 3, .seqused = {122, 122}, LI_DIMS, .K = 2048, .cmp_ratio = 1,
+     .int8 = 0, .with_scores = 1, .ci = 1},
+    /* V4 configuration: int8, cmp_ratio 4 (Flash K 512, Pro K 1024) */
+    {.name = "v4_li_b64_s2_kv8k", .B = 64, .S = 2, .seqused = {REP64(8192)}, LI_DIMS, .K = 512, .cmp_ratio = 4,
+     .int8 = 1, .ci = 1},
+    {.name = "v4_li_b4_s2_mixed", .B = 4, .S = 2, .seqused = LI_MIXED4, LI_DIMS, .K = 512, .cmp_ratio = 4,
+     .int8 = 1, .ci = 1},
+    {.name = "v4_li_pro_b4_s2_kv64k", .B = 4, .S = 2, .seqused = {REP4(65536)}, LI_DIMS, .K = 1024,
+     .cmp_ratio = 4, .int8 = 1, .ci = 1},
+    /* S 16 tokens see 115 ... 130 tokens: 28 ... 32 compressed keys, rows padded with -1 */
+    {.name = "v4_li_b1_s16_kv130", .B = 1, .S = 16, .seqused = {130}, LI_DIMS, .K = 512, .cmp_ratio = 4,
+     .int8 = 1, .with_scores = 1, .ci = 1},
+    /* the vendor documentation's example (AscendC data) */
+    {.name = "v4_li_ascendc_example", .B = 24, .S = 4, .seqused = {REP16(512), REP8(512)}, LI_DIMS, .K = 512,
+     .cmp_ratio = 1, .int8 = 1, .ci = 1},
+    /* V4: one decode token over 32K compressed keys (131072 tokens, ratio 4): the V4 indexer's performance case */
+    {.name = "v4_li_bench_t1_kv128k", .B = 1, .S = 1, .seqused = {131072}, LI_DIMS, .K = 512, .cmp_ratio = 4,
+     .int8 = 1, .ci = 1},
+    /* one decode token over 64K keys: the performance case of a single query */
+    {.name = "li_bench_int8_t1_kv64k", .B = 1, .S = 1, .seqused = {65536}, LI_DIMS, .K = 2048, .cmp_ratio = 1,
+     .int8 = 1, .ci = 1},
+    {.name = "li_bench_bf16_t1_kv64k", .B = 1, .S = 1, .seqused = {65536}, LI_DIMS, .K = 2048, .cmp_ratio = 1,
+     .int8 = 0, .ci = 1},
+};
+
+const dsops_li_case *dsops_li_cases(int *count) { return CASES_TABLE(li_cases, count); }
+const dsops_li_case *dsops_li_case_find(const char *name) { return CASES_FIND(li_cases, name); }
+void dsops_li_problem_free(dsops_li_problem *p) { if (p) cases_problem_release(p->buffers, p->nbuffers, p); }
+
+typedef enum li_data_kind { LI_DATA_V32 = 0, LI_DATA_V4 = 1, LI_DATA_ASCENDC = 2 } li_data_kind;
+
+static li_data_kind li_kind(const dsops_li_case *c)
+{
+    if (strncmp(c->name, "v4_li_ascendc", 13) == 0)
+        return LI_DATA_ASCENDC;
+    if (strncmp(c->name, "v4_", 3) == 0)
+        return LI_DATA_V4;
+    return LI_DATA_V32;
+}
+
+/* One int8 row of `n` values with its fp16 scale, by the case's recipe. */
+static uint16_t li_int8_row(li_data_kind kind, rng *r, int8_t *q, int n)
+{
+    float v[LI_MAX_DI];
+    if (kind == LI_DATA_ASCENDC) {
+        for (int i = 0; i < n; i++)
+            q[i] = (int8_t)((int)(cases_rng_next(r) & 0xff) - 128);
+        return cases_fp16_bits(10.0f * cases_rng_unit(r));
+    }
+    cases_rng_normal(r, v, (size_t)n);
+    float amax = 0.0f;
+    if (kind == LI_DATA_V32) {
+        for (int i = 0; i < n; i++) {
+            v[i] = (float)(int)v[i]; /* int8(N(0,1)): truncation */
+            amax = fabsf(v[i]) > amax ? fabsf(v[i]) : amax;
+        }
+        float s = cases_fp16_value(cases_fp16_bits(amax / 127.0f));
+        uint16_t sh = cases_fp16_bits(s > 1e-3f ? s : 1e-3f);
+        s = cases_fp16_value(sh);
+        for (int i = 0; i < n; i++) {
+            float x = cases_rint_small(v[i] / s);
+            q[i] = (int8_t)(x > 127.0f ? 127 : (x < -127.0f ? -127 : (int)x));
+        }
+        return sh;
+    }
+    /* V4: Q8 of spec §2.7 (no NaN / Inf can occur in normal draws) */
+    for (int i = 0; i < n; i++)
+        amax = fabsf(v[i]) > amax ? fabsf(v[i]) : amax;
+    float sq = 127.0f / amax;
+    if (amax == 0.0f || isinf(sq)) {
+        memset(q, 0, (size_t)n);
+        return 0;
+    }
+    for (int i = 0; i < n; i++)
+        q[i] = (int8_t)(int)cases_rint_small(v[i] * sq);
+    return cases_fp16_bits(1.0f / sq);
+}
+
+/* One bf16 row of N(0,1) values. */
+static void li_bf16_row(rng *r, uint16_t *q, int n)
+{
+    float v[LI_MAX_DI];
+    cases_rng_normal(r, v, (size_t)n);
+    for (int i = 0; i < n; i++)
+        q[i] = cases_bf16_bits(v[i]);
+}
+
+static void *li_alloc(dsops_li_problem *p, size_t bytes) { return ALLOC_OWNED(p, bytes); }
+
+enum { STREAM_LI_Q = 11, STREAM_LI_W = 12, STREAM_LI_KEY = 13 };
+
+dsops_li_problem *dsops_li_problem_make(const dsops_li_case *c, uint64_t seed)
+{
+    if (!c || c->B < 0 || c->B > 128 || c->S < 0 || c->NI < 1 || c->DI < 1 || c->DI > LI_MAX_DI || c->K < 1 ||
+        c->BS < 1 || c->cmp_ratio < 1)
+        return NULL;
+    dsops_li_problem *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->c = *c;
+    rng r = {seed};
+    const li_data_kind kind = li_kind(c);
+    const int B = c->B, S = c->S, NI = c->NI, DI = c->DI, K = c->K, BS = c->BS, R = c->cmp_ratio;
+    const int64_t T = (int64_t)B * S;
+    p->T = T;
+    dsops_lightning_indexer_init(&p->args, R == 1 ? DSOPS_PRESET_V32 : DSOPS_PRESET_V4_FLASH);
+    p->args.cmp_ratio = R;
+
+    /* block counts: sequence b holds floor(seqused / R) keys */
+    int64_t NB = 0, MB = 1;
+    for (int b = 0; b < B; b++) {
+        int64_t nb = (c->seqused[b] / R + BS - 1) / BS;
+        NB += nb;
+        MB = nb > MB ? nb : MB;
+    }
+    if (NB < 1)
+        NB = 1;
+    p->NB = NB;
+    p->MB = MB;
+
+    int32_t *cu = li_alloc(p, sizeof(int32_t) * (size_t)(B + 1));               /* [B+1] */
+    int32_t *su = li_alloc(p, sizeof(int32_t) * (size_t)(B > 0 ? B : 1));       /* [B] */
+    int32_t *bt = li_alloc(p, sizeof(int32_t) * (size_t)(B * MB));              /* [B, MB] */
+    int32_t *perm = malloc(sizeof(int32_t) * (size_t)NB);
+    if (!cu || !su || !bt || !perm)
+        goto fail;
+    for (int b = 0; b <= B; b++)
+        cu[b] = b * S;
+    for (int b = 0; b < B; b++)
+        su[b] = c->seqused[b];
+    cases_shuffle(&r, perm, NB);
+    for (int b = 0, next = 0; b < B; b++) {
+        int64_t nb = (c->seqused[b] / R + BS - 1) / BS;
+        for (int64_t j = 0; j < MB; j++)
+            bt[b * MB + j] = j < nb ? perm[next + j] : -1;
+        next += (int)nb;
+    }
+    free(perm);
+    perm = NULL;
+
+    /* queries and weights: one generator per (token, head) row and one per token for the weights */
+    const size_t esz = c->int8 ? 1 : 2;
+    void *q = li_alloc(p, esz * (size_t)(T * NI * DI));                         /* [T, NI, DI] */
+    uint16_t *qs = c->int8 ? li_alloc(p, sizeof(uint16_t) * (size_t)(T * NI)) : NULL; /* [T, NI] fp16 */
+    uint16_t *w = li_alloc(p, sizeof(uint16_t) * (size_t)(T * NI));             /* [T, NI] fp16 / bf16 */
+    if (!q || (c->int8 && !qs) || !w)
+        goto fail;
+#pragma omp parallel for schedule(static)
+    for (int64_t th = 0; th < T * NI; th++) {
+        rng rq = cases_row_rng(seed, STREAM_LI_Q, th);
+        if (c->int8)
+            qs[th] = li_int8_row(kind, &rq, (int8_t *)q + th * DI, DI);
+        else
+            li_bf16_row(&rq, (uint16_t *)q + th * DI, DI);
+    }
+    for (int64_t t = 0; t < T; t++) {
+        rng rw = cases_row_rng(seed, STREAM_LI_W, t);
+        float v[2];
+        for (int h = 0; h < NI; h++) {
+            if (kind == LI_DATA_ASCENDC) {
+                w[t * NI + h] = cases_fp16_bits(0.01f * cases_rng_unit(&rw));
+                continue;
+            }
+            if (h % 2 == 0)
+                cases_rng_normal(&rw, v, 2);
+            float x = v[h % 2];
+            w[t * NI + h] = !c->int8 ? cases_bf16_bits(x) : cases_fp16_bits(kind == LI_DATA_V4 ? x * 0.1f : x);
+        }
+    }
+
+    /* key cache [NB, BS, DI] and key scales [NB, BS] fp16: one generator per physical row */
+    const int64_t rows = NB * BS;
+    void *key = li_alloc(p, esz * (size_t)(rows * DI));
+    uint16_t *ks = c->int8 ? li_alloc(p, sizeof(uint16_t) * (size_t)rows) : NULL;
+    if (!key || (c->int8 && !ks))
+        goto fail;
+#pragma omp parallel for schedule(static)
+    for (int64_t row = 0; row < rows; row++) {
+        rng rk = cases_row_rng(seed, STREAM_LI_KEY, row);
+        if (c->int8)
+            ks[row] = li_int8_row(kind, &rk, (int8_t *)key + row * DI, DI);
+        else
+            li_bf16_row(&rk, (uint16_t *)key + row * DI, DI);
+    }
+
+    /* outputs */
+    int32_t *idx = li_alloc(p, sizeof(int32_t) * (size_t)(T * K));             /* [T, K] */
+    float *scores = c->with_scores ? li_alloc(p, sizeof(float) * (size_t)(T * K)) : NULL;
+    if (!idx || (c->with_scores && !scores))
+        goto fail;
+
+    const dsops_dtype qdt = c->int8 ? DSOPS_INT8 : DSOPS_BF16;
+    int64_t s3[3] = {T, NI, DI}, s2[2] = {T, NI}, s1[1];
+    p->args.q_idx = dsops_tensor_make(q, qdt, 3, s3);
+    p->args.weights = dsops_tensor_make(w, c->int8 ? DSOPS_FP16 : DSOPS_BF16, 2, s2);
+    if (c->int8)
+        p->args.q_idx_scale = dsops_tensor_make(qs, DSOPS_FP16, 2, s2);
+    s3[0] = NB, s3[1] = BS, s3[2] = DI;
+    p->args.key_cache = dsops_tensor_make(key, qdt, 3, s3);
+    if (c->int8) {
+        s2[0] = NB, s2[1] = BS;
+        p->args.key_scale_cache = dsops_tensor_make(ks, DSOPS_FP16, 2, s2);
+    }
+    s2[0] = B, s2[1] = MB;
+    p->args.block_table = dsops_tensor_make(bt, DSOPS_INT32, 2, s2);
+    s1[0] = B + 1;
+    p->args.cu_seqlens_q = dsops_tensor_make(cu, DSOPS_INT32, 1, s1);
+    s1[0] = B;
+    p->args.seqused_kv = dsops_tensor_make(su, DSOPS_INT32, 1, s1);
+    s2[0] = T, s2[1] = K;
+    p->args.topk_indices = dsops_tensor_make(idx, DSOPS_INT32, 2, s2);
+    if (scores)
+        p->args.topk_scores = dsops_tensor_make(scores, DSOPS_FP32, 2, s2);
+
+    /* work counters */
+    int64_t scored = 0;
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < S; i++) {
+            int64_t L = (int64_t)c->seqused[b] - (S - 1 - i);
+            scored += (L > 0 ? L : 0) / R;
+        }
+    p->scored = scored;
+    p->ops = 2.0 * NI * (double)DI * (double)scored;
+    p->key_bytes = (double)scored * (double)((int64_t)DI * (int64_t)esz + (c->int8 ? 2 : 0));
+    return p;
+
+fail:
+    free(perm);
+    dsops_li_problem_free(p);
+    return NULL;
+}
+
+/* ---- bench adapter ------------------------------------------------------------------------------- */
+
+/* lightning_indexer: compare_topk (spec §1.8) against the oracle, max_miss 1 per row. */
+static dsops_status li_run(dsops_context *ctx, void *p)
+{
+    return dsops_lightning_indexer(ctx, &((dsops_li_problem *)p)->args);
+}
+
+static int li_check(void *pv, char *why, size_t cap)
+{
+    const dsops_li_problem *p = pv;
+    int64_t T = p->T, K = p->c.K;
+    int32_t *ref = malloc((size_t)(T * K) * 4 + 4);
+    if (!ref)
+        return bench_out_of_memory(why, cap);
+    dsops_lightning_indexer_args r = p->args;
+    int64_t so[2] = {T, K};
+    r.topk_indices = dsops_tensor_make(ref, DSOPS_INT32, 2, so);
+    r.topk_scores = (dsops_tensor){0};
+    dsops_ref_lightning_indexer(&r);
+    const int32_t *got = p->args.topk_indices.data;
+    int64_t bad_rows = 0;
+    for (int64_t t = 0; t < T; t++) {
+        const int32_t *g = got + t * K, *e = ref + t * K;
+        int64_t ng = 0, ne = 0, miss = 0;
+        while (ng < K && g[ng] >= 0)
+            ng++;
+        while (ne < K && e[ne] >= 0)
+            ne++;
+        for (int64_t j = 0; j < ng; j++) {
+            int found = 0;
+            for (int64_t i = 0; i < ne && !found; i++)
+                found = g[j] == e[i];
+            miss += !found;
+        }
+        bad_rows += ng != ne || miss > 1;
+    }
+    free(ref);
+    snprintf(why, cap, "%lld of %lld rows differ beyond one index", (long long)bad_rows, (long long)T);
+    return bad_rows != 0;
+}
+
+static void li_release(void *p) { dsops_li_problem_free(p); }
+
+static int li_make_problem(const void *cv, bench_problem *bp, char *why, size_t cap)
+{
+    const dsops_li_case *c = cv;
+    dsops_li_problem *p = dsops_li_problem_make(c, 42);
+    if (!p)
+        return bench_cannot_generate(why, cap);
+    *bp = (bench_problem){p, li_run, li_check, li_release, p->ops, p->key_bytes,
+                          c->int8 ? DSOPS_PEAK_INT8_DOT : DSOPS_PEAK_BF16_DOT, .unit = NULL};
+    return 0;
+}
+
+static void li_words(const void *cv, char *op, size_t oc, char *sh, size_t sc)
+{
+    const dsops_li_case *c = cv;
+    snprintf(op, oc, "lightning_indexer");
+    snprintf(sh, sc, "B %d S %d kv %d K %d", c->B, c->S, c->seqused[0], c->K);
+}
+
+static void li_list_line(const void *cv, const char *not_ci)
+{
+    const dsops_li_case *c = cv;
+    printf("%-40s lightning_indexer           B %-3d S %-4d NI %-3d DI %-3d K %-5d ratio %d %s%s\n", c->name, c->B,
+           c->S, c->NI, c->DI, c->K, c->cmp_ratio, c->int8 ? "int8" : "bf16", not_ci);
+}
+
+static const void *li_table(int *count) { return dsops_li_cases(count); }
+
+const bench_family bench_family_lightning_indexer = {
+    .op = "lightning_indexer",
+    .table_word = "lightning_indexer",
+    .cases = li_table,
+    .case_size = sizeof(dsops_li_case),
+    .ci_offset = offsetof(dsops_li_case, ci),
+    .make_problem = li_make_problem,
+    .words = li_words,
+    .list_line = li_list_line,
+};

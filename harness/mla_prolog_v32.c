@@ -1,0 +1,264 @@
+/* mla_prolog_v32 (docs/OPERATORS.md §4.1; docs/CASES.md "mla_prolog_v32")
+ * The named cases, their data generator and the bench adapter.
+ *
+ * Data (seed 5):
+ *   x                       U(-1,1) bf16                                          [T, H]
+ *   wq_a, wq_b, w_uk, wkv_a U(-0.1,0.1) bf16; int8 wq_b: Q8 (spec §2.7) of the bf16 matrix per output
+ *                           channel (row), wq_b_scale the per-row scales
+ *   gamma_cq, gamma_ckv     U(-1,1) bf16
+ *   rope_cos, rope_sin      U(-0.1,0.1) bf16                                      [T, 64]
+ *   cache_index[t]          slot(b, kv - S + i) through a random permutation of the physical blocks
+ *   caches                  random in every row: bf16 latent / rope U(-1,1); int8 latent quantised per
+ *                           128-group like the sfa caches
+ * Parameters are the vendor's: eps_cq = eps_ckv = 1e-5, rope interleaved_in_half_out, not inverse. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_family.h"
+#include "cases.h"
+#include "cases_internal.h"
+#include "ref.h"
+
+/* H 7168, Q 1536, N 128, Dqn 128, Dc 512, BS 128 for every V3.2 case */
+#define MLAP_DIMS .H = 7168, .Q = 1536, .N = 128, .Dqn = 128, .Dc = 512, .BS = 128
+
+static const dsops_mlap_case mlap_cases[] = {
+    {.name = "v32_mla_prolog_int8_b128_s1_kv1k", .B = 128, .S = 1, .kv = 1024, MLAP_DIMS, .int8_wq_b = 1,
+     .layout = DSOPS_KV_SPLIT_INT8, .ci = 1},
+    {.name = "v32_mla_prolog_int8_b4_s2_kv1k", .B = 4, .S = 2, .kv = 1024, MLAP_DIMS, .int8_wq_b = 1,
+     .layout = DSOPS_KV_SPLIT_INT8, .ci = 1},
+    {.name = "v32_mla_prolog_int8_b64_s2_kv1k", .B = 64, .S = 2, .kv = 1024, MLAP_DIMS, .int8_wq_b = 1,
+     .layout = DSOPS_KV_SPLIT_INT8, .ci = 1},
+    {.name = "v32_mla_prolog_bf16_b4_s2_kv64k", .B = 4, .S = 2, .kv = 65536, MLAP_DIMS, .int8_wq_b = 0,
+     .layout = DSOPS_KV_SPLIT_BF16, .ci = 1},
+    {.name = "v32_mla_prolog_bf16_b64_s2_kv64k", .B = 64, .S = 2, .kv = 65536, MLAP_DIMS, .int8_wq_b = 0,
+     .layout = DSOPS_KV_SPLIT_BF16, .ci = 0, .ci_variant = "v32_mla_prolog_bf16_b64_s2_kv64k_ci"},
+    {.name = "v32_mla_prolog_bf16_b64_s2_kv64k_ci", .B = 64, .S = 2, .kv = 4096, MLAP_DIMS, .int8_wq_b = 0,
+     .layout = DSOPS_KV_SPLIT_BF16, .ci = 1},
+    /* caches for 1024 tokens per sequence, as the other int8 cases */
+    {.name = "v32_mla_prolog_int8_b4_s2_packed", .B = 4, .S = 2, .kv = 1024, MLAP_DIMS, .int8_wq_b = 1,
+     .layout = DSOPS_KV_PACKED656, .ci = 1},
+};
+
+static void *mlap_alloc(dsops_mlap_problem *p, size_t bytes) { return ALLOC_OWNED(p, bytes); }
+
+enum { STREAM_MLAP_INPUTS = 21 /* ... 27: cases_make_mla_inputs */, STREAM_MLAP_CACHE = 28 };
+
+const dsops_mlap_case *dsops_mlap_cases(int *count) { return CASES_TABLE(mlap_cases, count); }
+const dsops_mlap_case *dsops_mlap_case_find(const char *name) { return CASES_FIND(mlap_cases, name); }
+void dsops_mlap_problem_free(dsops_mlap_problem *p) { if (p) cases_problem_release(p->buffers, p->nbuffers, p); }
+
+dsops_mlap_problem *dsops_mlap_problem_make(const dsops_mlap_case *c, uint64_t seed)
+{
+    if (!c || c->B < 0 || c->S < 0 || c->kv < c->S || c->H < 1 || c->H > CASES_MAX_ROW || c->Q < 1 ||
+        c->Q > CASES_MAX_ROW || c->N < 1 || c->Dqn < 1 || c->Dc < 1 || c->Dc + 64 > CASES_MAX_KV_ROW || c->BS < 1 ||
+        (c->layout != DSOPS_KV_SPLIT_BF16 && c->Dc % 128 != 0) || (c->layout == DSOPS_KV_PACKED656 && c->Dc != 512))
+        return NULL;
+    dsops_mlap_problem *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->c = *c;
+    rng r = {seed};
+    const int64_t B = c->B, S = c->S, H = c->H, Q = c->Q, N = c->N, Dqn = c->Dqn, Dc = c->Dc, BS = c->BS;
+    const int64_t T = B * S, NG = N * (Dqn + 64), KV = Dc + 64;
+    p->T = T;
+    p->wq_b_int8 = c->int8_wq_b;
+
+    /* parameters (vendor): set explicitly, every tensor absent until filled below */
+    memset(&p->args, 0, sizeof p->args);
+    p->args.eps_cq = 1e-5f;
+    p->args.eps_ckv = 1e-5f;
+    p->args.rope_mode = DSOPS_ROPE_INTERLEAVED_IN_HALF_OUT;
+    p->args.rope_inverse = 0;
+    p->args.kv_layout = c->layout;
+    p->args.prepared = NULL;
+
+    /* block table: a random permutation of the blocks, ceil(kv / BS) per sequence; cache_index */
+    cases_prolog_paging paging;
+    if (!cases_make_prolog_paging(OWNED_LIST(p), &r, B, S, c->kv, BS, &paging))
+        goto fail;
+    p->NB = paging.NB;
+    p->MB = paging.MB;
+    p->block_table = paging.block_table;
+
+    /* inputs and caches */
+    cases_mla_inputs in;
+    cases_latent_cache kv;
+    if (!cases_make_mla_inputs(OWNED_LIST(p), T, H, Q, N, Dqn, Dc, c->int8_wq_b, seed, STREAM_MLAP_INPUTS, &in) ||
+        !cases_fill_latent_cache(OWNED_LIST(p), c->layout, paging.NB, BS, (int)Dc, 64, seed, STREAM_MLAP_CACHE, &kv))
+        goto fail;
+    dsops_mla_prolog_v32_args *a = &p->args;
+    CASES_SET_MLA_INPUTS(a, in);
+    a->kv_cache = kv.nope;
+    a->kv_scale_cache = kv.nope_scale;
+    a->kr_cache = kv.rope;
+    a->kv_packed = kv.packed;
+
+    /* outputs */
+    uint16_t *q_nope = mlap_alloc(p, sizeof(uint16_t) * (size_t)(T * N * Dc)); /* [T, N, Dc] bf16 */
+    uint16_t *q_rope = mlap_alloc(p, sizeof(uint16_t) * (size_t)(T * N * 64)); /* [T, N, 64] bf16 */
+    void *qr = mlap_alloc(p, (c->int8_wq_b ? 1 : 2) * (size_t)(T * Q));       /* [T, Q] */
+    float *qr_scale = c->int8_wq_b ? mlap_alloc(p, sizeof(float) * (size_t)(T > 0 ? T : 1)) : NULL; /* [T] */
+    if (!q_nope || !q_rope || !qr || (c->int8_wq_b && !qr_scale))
+        goto fail;
+
+    int64_t s1[1], s2[2], s3[3];
+    s1[0] = T;
+    a->cache_index = dsops_tensor_make(paging.cache_index, DSOPS_INT64, 1, s1);
+    s3[0] = T, s3[1] = N, s3[2] = Dc;
+    a->q_nope = dsops_tensor_make(q_nope, DSOPS_BF16, 3, s3);
+    s3[2] = 64;
+    a->q_rope = dsops_tensor_make(q_rope, DSOPS_BF16, 3, s3);
+    s2[0] = T, s2[1] = Q;
+    a->qr = dsops_tensor_make(qr, c->int8_wq_b ? DSOPS_INT8 : DSOPS_BF16, 2, s2);
+    if (c->int8_wq_b) {
+        s1[0] = T;
+        a->qr_scale = dsops_tensor_make(qr_scale, DSOPS_FP32, 1, s1);
+    }
+
+    p->flops = 2.0 * (double)T * ((double)H * Q + (double)Q * NG + (double)N * Dqn * Dc + (double)H * KV);
+    p->weight_bytes = 2.0 * (double)Q * H + (c->int8_wq_b ? 1.0 + 4.0 / (double)Q : 2.0) * (double)NG * Q +
+                      2.0 * (double)N * Dqn * Dc + 2.0 * (double)KV * H;
+    return p;
+
+fail:
+    dsops_mlap_problem_free(p);
+    return NULL;
+}
+
+/* ---- bench adapter ------------------------------------------------------------------------------- */
+
+
+/* mla_prolog_v32: timed with prepared weights (packed once, outside the timing); --check compares
+ * q_nope with the oracle at the spec's tolerance. A second row times the same matmuls alone. */
+typedef struct mlap_bench {
+    dsops_mlap_problem *p;
+    dsops_prepared *prep;
+    void *x2, *y;              /* stand-in activations and fp32 results for the matmul-only row */
+    bench_linear_run_fn linear_run; /* the matmul-only row's runner (matmuls_prepare) */
+} mlap_bench;
+
+static dsops_status mlap_run(dsops_context *ctx, void *pv)
+{
+    return dsops_mla_prolog_v32(ctx, &((mlap_bench *)pv)->p->args);
+}
+
+static int mlap_check(void *pv, char *why, size_t cap)
+{
+    mlap_bench *b = pv;
+    const dsops_mla_prolog_v32_args *a = &b->p->args;
+    int64_t T = b->p->T, N = b->p->c.N, Dc = b->p->c.Dc;
+    size_t n = (size_t)(T * N * Dc);
+    uint16_t *got = bench_keep_output(a->q_nope.data, n * 2, why, cap);
+    if (!got)
+        return 1;
+    /* the oracle rewrites outputs and caches from the same inputs */
+    dsops_ref_mla_prolog_v32(a);
+    const uint16_t *ref = a->q_nope.data;
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        float x = cases_bf16_value(got[i]), y = cases_bf16_value(ref[i]);
+        if (isnan(x) != isnan(y) || fabs((double)x - (double)y) > 0.005 + fabs((double)y) / 128.0)
+            bad++;
+    }
+    free(got);
+    snprintf(why, cap, "%zu of %zu q_nope elements outside 0.005 / 2^-7", bad, n);
+    return bench_too_many(bad, n);
+}
+
+static void mlap_release(void *pv)
+{
+    mlap_bench *b = pv;
+    dsops_prepared_destroy(b->prep);
+    dsops_mlap_problem_free(b->p);
+    free(b->x2);
+    free(b->y);
+    free(b);
+}
+
+/* The prolog's matmuls alone, on the prepared maps: x by wq_a and wkv_a, a [T, Q] operand by wq_b,
+ * and every head's [T, Dqn] slice of a [T, N*(Dqn+64)] operand by w_uk[h]. */
+static dsops_status mlap_gemms_run(dsops_context *ctx, void *pv)
+{
+    mlap_bench *b = pv;
+    const dsops_mlap_case *c = &b->p->c;
+    int64_t T = b->p->T, G = c->Dqn + 64, NG = c->N * G, Q = c->Q;
+    int threads = dsops_context_threads(ctx);
+    float *y = b->y;
+    dsops_linear **m = b->prep->maps;
+    dsops_linear_job j1[2] = {{m[0], b->p->args.x.data, c->H, y, Q}, {m[1], b->p->args.x.data, c->H, y, c->Dc + 64}};
+    dsops_status s = b->linear_run(ctx, j1, 2, T, threads, dsops_context_isa(ctx));
+    dsops_linear_job j3 = {m[2], b->x2, Q, y, NG};
+    if (s == DSOPS_OK)
+        s = b->linear_run(ctx, &j3, 1, T, threads, dsops_context_isa(ctx));
+    dsops_linear_job *jh = malloc(sizeof *jh * (size_t)c->N);
+    for (int h = 0; s == DSOPS_OK && jh && h < c->N; h++)
+        jh[h] = (dsops_linear_job){m[3 + h], (const uint16_t *)b->x2 + h * G, NG, y + (size_t)h * T * c->Dc, c->Dc};
+    if (s == DSOPS_OK && jh)
+        s = b->linear_run(ctx, jh, c->N, T, threads, dsops_context_isa(ctx));
+    free(jh);
+    return s;
+}
+
+static int mlap_make_problem(const void *cv, bench_problem *bp, char *why, size_t cap)
+{
+    const dsops_mlap_case *mc = cv;
+    mlap_bench *b = calloc(1, sizeof *b);
+    if (!b)
+        return bench_out_of_memory(why, cap);
+    *bp = (bench_problem){.p = b, .release = mlap_release};
+    if (!(b->p = dsops_mlap_problem_make(mc, 5)))
+        return bench_cannot_generate(why, cap);
+    if (bench_prepared_or_say(dsops_mla_prolog_v32_prepare(NULL, &b->p->args, &b->prep), "mla_prolog_v32_prepare",
+                              why, cap))
+        return 1;
+    int64_t G = mc->Dqn + 64;
+    size_t rows = (size_t)b->p->T, wide = (size_t)mc->N * (size_t)G;
+    size_t ybytes = rows * 4 * (wide > (size_t)mc->N * mc->Dc ? wide : (size_t)mc->N * mc->Dc);
+    b->x2 = calloc(rows * (wide > (size_t)mc->Q ? wide : (size_t)mc->Q), 2);
+    b->y = malloc(ybytes + (size_t)mc->Q * 4 * rows + 64);
+    if (!b->x2 || !b->y)
+        return bench_out_of_memory(why, cap);
+    b->p->args.prepared = b->prep;
+    *bp = (bench_problem){b, mlap_run, mlap_check, mlap_release, b->p->flops, b->p->weight_bytes,
+                          mc->int8_wq_b ? DSOPS_PEAK_INT8_DOT : DSOPS_PEAK_BF16_DOT, .unit = NULL};
+    return 0;
+}
+
+static void mlap_words(const void *cv, char *op, size_t oc, char *sh, size_t sc)
+{
+    const dsops_mlap_case *c = cv;
+    snprintf(op, oc, "mla_prolog_v32");
+    snprintf(sh, sc, "B %d S %d", c->B, c->S);
+}
+
+static void mlap_list_line(const void *cv, const char *not_ci)
+{
+    const dsops_mlap_case *c = cv;
+    printf("%-40s mla_prolog_v32              B %-3d S %-4d H %d Q %d N %d %s wq_b, %s%s\n", c->name, c->B, c->S,
+           c->H, c->Q, c->N, c->int8_wq_b ? "int8" : "bf16", bench_layout_name(c->layout), not_ci);
+}
+
+static int mlap_matmuls_prepare(void *pv, bench_linear_run_fn linear_run, char *why, size_t cap)
+{
+    (void)why, (void)cap; /* the maps were checked when the problem was made */
+    ((mlap_bench *)pv)->linear_run = linear_run;
+    return 0;
+}
+
+static const void *mlap_table(int *count) { return dsops_mlap_cases(count); }
+
+const bench_family bench_family_mla_prolog_v32 = {
+    .op = "mla_prolog_v32",
+    .table_word = "mla_prolog_v32",
+    .cases = mlap_table,
+    .case_size = sizeof(dsops_mlap_case),
+    .ci_offset = offsetof(dsops_mlap_case, ci),
+    .make_problem = mlap_make_problem,
+    .words = mlap_words,
+    .list_line = mlap_list_line,
+    .matmuls_prepare = mlap_matmuls_prepare,
+    .matmuls_run = mlap_gemms_run,
+};

@@ -1,0 +1,328 @@
+/* sparse_flash_attention_v32 (spec §4.4; docs/CASES.md): the named cases, their data generator and the bench
+ * adapter.
+ *
+ * Data (docs/CASES.md, "sparse_flash_attention_v32", seed 42):
+ *   q         U(-1,1) bf16, drawn as [b, s, N, Dc+Dr] and split into q_nope / q_rope
+ *   latent    split_bf16: U(-1,1) bf16; int8 layouts: U(-1,1) quantised per 128-group with
+ *             scale = max(amax, 1e-8)/127, q = clamp(round(v/scale), -128, 127)
+ *   key_rope  U(-1,1) bf16
+ *   indices   per sequence: seqused < K: 0 ... seqused-1 then zeros; otherwise the first K of a random
+ *             permutation of 0 ... seqused-1; the same row for every token of the sequence
+ *   tables    a random permutation of the physical blocks; -1 in unused columns
+ * Parameters are the vendor's: softmax_scale = 576^-0.5, p_mode normalised. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_family.h"
+#include "cases.h"
+#include "cases_internal.h"
+#include "ref.h"
+
+/* ---- the case table ------------------------------------------------------------------------------ */
+
+/* N 128, Dc 512, Dr 64, K 2048, BS 128 for every V3.2 case */
+#define V32_DIMS .N = 128, .Dc = 512, .Dr = 64, .K = 2048, .BS = 128
+
+static const dsops_sfa_case sfa_cases[] = {
+    {.name = "v32_sfa_b4_s2_int8_mixed", .B = 4, .S = 2, .seqused = {65536, 16381, 666, 15}, V32_DIMS,
+     .layout = DSOPS_KV_SPLIT_INT8, .ci = 1},
+    {.name = "v32_sfa_b4_s2_int8_kv64k", .B = 4, .S = 2, .seqused = {REP4(65536)}, V32_DIMS,
+     .layout = DSOPS_KV_SPLIT_INT8, .ci = 1},
+    {.name = "v32_sfa_b4_s2_bf16_kv64k", .B = 4, .S = 2, .seqused = {REP4(65536)}, V32_DIMS,
+     .layout = DSOPS_KV_SPLIT_BF16, .ci = 1},
+    {.name = "v32_sfa_b1_s256_int8_kv64k", .B = 1, .S = 256, .seqused = {65536}, V32_DIMS,
+     .layout = DSOPS_KV_SPLIT_INT8, .ci = 0, .ci_variant = "v32_sfa_b1_s256_int8_kv64k_ci"},
+    {.name = "v32_sfa_b1_s256_int8_kv64k_ci", .B = 1, .S = 16, .seqused = {65536}, V32_DIMS,
+     .layout = DSOPS_KV_SPLIT_INT8, .ci = 1},
+    {.name = "v32_sfa_packed_b4_s2_mixed", .B = 4, .S = 2, .seqused = {65536, 16381, 666, 15}, V32_DIMS,
+     .layout = DSOPS_KV_PACKED656, .ci = 1},
+    {.name = "v32_sfa_packed_b4_s2_kv64k", .B = 4, .S = 2, .seqused = {REP4(65536)}, V32_DIMS,
+     .layout = DSOPS_KV_PACKED656, .ci = 1},
+    {.name = "v32_sfa_packed_b1_s256_kv64k", .B = 1, .S = 256, .seqused = {65536}, V32_DIMS,
+     .layout = DSOPS_KV_PACKED656, .ci = 0, .ci_variant = "v32_sfa_packed_b1_s256_kv64k_ci"},
+    {.name = "v32_sfa_packed_b1_s256_kv64k_ci", .B = 1, .S = 16, .seqused = {65536}, V32_DIMS,
+     .layout = DSOPS_KV_PACKED656, .ci = 1},
+    {.name = "v32_sfa_packed_b64_s2_kv64k", .B = 64, .S = 2, .seqused = {REP64(65536)}, V32_DIMS,
+     .layout = DSOPS_KV_PACKED656, .ci = 0, .ci_variant = "v32_sfa_packed_b64_s2_kv64k_ci"},
+    {.name = "v32_sfa_packed_b64_s2_kv64k_ci", .B = 8, .S = 2, .seqused = {REP8(65536)}, V32_DIMS,
+     .layout = DSOPS_KV_PACKED656, .ci = 1},
+    {.name = "v32_sfa_packed_b64_s2_uniform", .B = 64, .S = 2,
+     .seqused = {REP8(16384), REP8(32768), REP8(49152), REP16(65536), REP8(81920), REP8(98304), REP8(114688)},
+     V32_DIMS, .layout = DSOPS_KV_PACKED656, .ci = 0, .ci_variant = "v32_sfa_packed_b64_s2_uniform_ci"},
+    /* one sequence per length class plus a second 65536 */
+    {.name = "v32_sfa_packed_b64_s2_uniform_ci", .B = 8, .S = 2,
+     .seqused = {16384, 32768, 49152, 65536, 65536, 81920, 98304, 114688}, V32_DIMS,
+     .layout = DSOPS_KV_PACKED656, .ci = 1},
+    {.name = "v32_sfa_b4_s2_int8_mixed_lse", .B = 4, .S = 2, .seqused = {65536, 16381, 666, 15}, V32_DIMS,
+     .layout = DSOPS_KV_SPLIT_INT8, .with_lse = 1, .ci = 1},
+    /* Edge and error cases: every index is -1 or >= seqused, so every token is lonely (out 0, lse +Inf) */
+    {.name = "v32_sfa_edge_all_invalid", .B = 2, .S = 2, .seqused = {1000, 3}, V32_DIMS,
+     .layout = DSOPS_KV_SPLIT_BF16, .with_lse = 1, .ci = 1},
+};
+
+#define EDGE_ALL_INVALID "v32_sfa_edge_all_invalid"
+
+const dsops_sfa_case *dsops_sfa_cases(int *count) { return CASES_TABLE(sfa_cases, count); }
+const dsops_sfa_case *dsops_sfa_case_find(const char *name) { return CASES_FIND(sfa_cases, name); }
+void dsops_sfa_problem_free(dsops_sfa_problem *p) { if (p) cases_problem_release(p->buffers, p->nbuffers, p); }
+
+static void *problem_alloc(dsops_sfa_problem *p, size_t bytes) { return ALLOC_OWNED(p, bytes); }
+
+static int64_t row_bytes(const dsops_sfa_case *c)
+{
+    switch (c->layout) {
+    case DSOPS_KV_SPLIT_BF16: return (int64_t)(c->Dc + c->Dr) * 2;
+    case DSOPS_KV_SPLIT_INT8: return (int64_t)c->Dc + (int64_t)(c->Dc / 128) * 4 + (int64_t)c->Dr * 2;
+    case DSOPS_KV_PACKED656: return 656;
+    }
+    return 0;
+}
+
+enum { STREAM_Q = 1, STREAM_CACHE = 2 };
+
+dsops_sfa_problem *dsops_sfa_problem_make(const dsops_sfa_case *c, uint64_t seed)
+{
+    if (!c || c->B < 0 || c->B > 128 || c->S < 0 || c->N < 1 || c->Dc < 1 || c->Dr < 1 || c->Dc + c->Dr > CASES_MAX_KV_ROW ||
+        c->K < 1 || c->BS < 1 || (c->layout != DSOPS_KV_SPLIT_BF16 && c->Dc % 128 != 0) ||
+        (c->layout == DSOPS_KV_PACKED656 && (c->Dc != 512 || c->Dr != 64)))
+        return NULL;
+    dsops_sfa_problem *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->c = *c;
+    rng r = {seed};
+    const int B = c->B, S = c->S, N = c->N, Dc = c->Dc, Dr = c->Dr, K = c->K, BS = c->BS;
+    const int64_t T = (int64_t)B * S;
+    const int edge_invalid = strcmp(c->name, EDGE_ALL_INVALID) == 0;
+    p->T = T;
+
+    dsops_sparse_flash_attention_v32_init(&p->args, DSOPS_PRESET_V32);
+    p->args.softmax_scale = 1.0f / sqrtf(576.0f);
+    p->args.p_mode = DSOPS_P_NORMALISED;
+    p->args.p_tile = 128;
+    p->args.kv_layout = c->layout;
+
+    /* block counts and the block tables */
+    int64_t NB = 0, MB = 1, max_used = 0;
+    for (int b = 0; b < B; b++) {
+        int64_t nb = (c->seqused[b] + BS - 1) / BS;
+        NB += nb;
+        if (nb > MB)
+            MB = nb;
+        if (c->seqused[b] > max_used)
+            max_used = c->seqused[b];
+    }
+    p->NB = NB;
+    p->MB = MB;
+
+    int32_t *cu = problem_alloc(p, sizeof(int32_t) * (size_t)(B + 1));  /* [B+1] */
+    int32_t *su = problem_alloc(p, sizeof(int32_t) * (size_t)(B > 0 ? B : 1)); /* [B] */
+    int32_t *bt = problem_alloc(p, sizeof(int32_t) * (size_t)(B * MB)); /* [B, MB] */
+    int32_t *perm = malloc(sizeof(int32_t) * (size_t)(NB > max_used ? NB : max_used) + 4);
+    if (!cu || !su || !bt || !perm)
+        goto fail;
+    for (int b = 0; b <= B; b++)
+        cu[b] = b * S;
+    for (int b = 0; b < B; b++)
+        su[b] = c->seqused[b];
+    cases_shuffle(&r, perm, NB);
+    for (int b = 0, next = 0; b < B; b++) {
+        int64_t nb = (c->seqused[b] + BS - 1) / BS;
+        for (int64_t j = 0; j < MB; j++)
+            bt[b * MB + j] = j < nb ? perm[next + j] : -1;
+        next += (int)nb;
+    }
+
+    /* queries: [b, s, N, Dc + Dr] drawn row by row, split into q_nope [T, N, Dc] and q_rope [T, N, Dr] */
+    uint16_t *qn = problem_alloc(p, sizeof(uint16_t) * (size_t)(T * N * Dc));
+    uint16_t *qr = problem_alloc(p, sizeof(uint16_t) * (size_t)(T * N * Dr));
+    if (!qn || !qr)
+        goto fail;
+#pragma omp parallel for schedule(static)
+    for (int64_t th = 0; th < T * N; th++) {
+        float qv[CASES_MAX_KV_ROW];
+        rng rq = cases_row_rng(seed, STREAM_Q, th);
+        cases_rng_uniform_pm1(&rq, qv, (size_t)(Dc + Dr));
+        for (int k = 0; k < Dc; k++)
+            qn[th * Dc + k] = cases_bf16_bits(qv[k]);
+        for (int k = 0; k < Dr; k++)
+            qr[th * Dr + k] = cases_bf16_bits(qv[Dc + k]);
+    }
+
+    /* caches: every physical row gets data (rows past seqused in a sequence's last block too) */
+    cases_latent_cache kv;
+    if (!cases_fill_latent_cache(OWNED_LIST(p), c->layout, NB, BS, Dc, Dr, seed, STREAM_CACHE, &kv))
+        goto fail;
+    p->args.key_nope = kv.nope;
+    p->args.key_nope_scale = kv.nope_scale;
+    p->args.key_rope = kv.rope;
+    p->args.kv_packed = kv.packed;
+
+    /* indices [T, K]: one row per sequence, repeated for its tokens */
+    int32_t *idx = problem_alloc(p, sizeof(int32_t) * (size_t)(T * K));
+    if (!idx)
+        goto fail;
+    for (int b = 0; b < B; b++) {
+        int32_t *row = idx + (int64_t)b * S * K;
+        int32_t used = c->seqused[b];
+        if (edge_invalid) {
+            /* the invalid-index zoo: negative, or at / beyond seqused */
+            for (int j = 0; j < K; j++) {
+                switch (j % 6) {
+                case 0: row[j] = -1; break;
+                case 1: row[j] = used; break;
+                case 2: row[j] = used + 7 + j; break;
+                case 3: row[j] = INT32_MIN; break;
+                case 4: row[j] = -5; break;
+                default: row[j] = INT32_MAX; break;
+                }
+            }
+        } else if (used < K) {
+            for (int j = 0; j < K; j++)
+                row[j] = j < used ? j : 0;
+        } else {
+            for (int32_t i = 0; i < used; i++)
+                perm[i] = i;
+            for (int j = 0; j < K; j++) { /* partial Fisher-Yates: the first K of a permutation */
+                int32_t k = j + (int32_t)cases_rng_below(&r, (uint64_t)(used - j));
+                int32_t tmp = perm[j];
+                perm[j] = perm[k];
+                perm[k] = tmp;
+                row[j] = perm[j];
+            }
+        }
+        for (int s = 1; s < S; s++)
+            memcpy(row + (int64_t)s * K, row, sizeof(int32_t) * (size_t)K);
+    }
+    free(perm);
+    perm = NULL;
+
+    /* outputs */
+    uint16_t *out = problem_alloc(p, sizeof(uint16_t) * (size_t)(T * N * Dc)); /* [T, N, Dc] bf16 */
+    float *lse = c->with_lse ? problem_alloc(p, sizeof(float) * (size_t)(T * N)) : NULL; /* [T, N] */
+    if (!out || (c->with_lse && !lse))
+        goto fail;
+
+    int64_t s3[3], s2[2], s1[1];
+    s3[0] = T, s3[1] = N, s3[2] = Dc;
+    p->args.q_nope = dsops_tensor_make(qn, DSOPS_BF16, 3, s3);
+    p->args.out = dsops_tensor_make(out, DSOPS_BF16, 3, s3);
+    s3[2] = Dr;
+    p->args.q_rope = dsops_tensor_make(qr, DSOPS_BF16, 3, s3);
+    s2[0] = T, s2[1] = K;
+    p->args.topk_indices = dsops_tensor_make(idx, DSOPS_INT32, 2, s2);
+    s2[0] = B, s2[1] = MB;
+    p->args.block_table = dsops_tensor_make(bt, DSOPS_INT32, 2, s2);
+    s1[0] = B + 1;
+    p->args.cu_seqlens_q = dsops_tensor_make(cu, DSOPS_INT32, 1, s1);
+    s1[0] = B;
+    p->args.seqused_kv = dsops_tensor_make(su, DSOPS_INT32, 1, s1);
+    if (lse) {
+        s2[0] = T, s2[1] = N;
+        p->args.lse = dsops_tensor_make(lse, DSOPS_FP32, 2, s2);
+    }
+
+    /* work counters: the key-list lengths of spec §4.4 steps 1-2 */
+    int64_t attended = 0;
+    for (int b = 0; b < B; b++) {
+        for (int i = 0; i < S; i++) {
+            int64_t L = (int64_t)c->seqused[b] - (S - 1 - i);
+            int64_t cnt = L < 0 ? 0 : (L > K ? K : L);
+            const int32_t *row = idx + ((int64_t)b * S + i) * K;
+            for (int64_t j = 0; j < cnt; j++)
+                attended += row[j] >= 0 && row[j] < c->seqused[b];
+        }
+    }
+    p->attended = attended;
+    p->flops = 2.0 * N * (double)attended * (double)(Dc + Dr + Dc);
+    p->gathered_bytes = (double)attended * (double)row_bytes(c);
+    return p;
+
+fail:
+    free(perm);
+    dsops_sfa_problem_free(p);
+    return NULL;
+}
+
+/* ---- bench adapter ------------------------------------------------------------------------------- */
+
+/* sparse_flash_attention_v32: out against the oracle with the tolerance of spec §4.4. */
+static dsops_status sfa_run(dsops_context *ctx, void *p)
+{
+    return dsops_sparse_flash_attention_v32(ctx, &((dsops_sfa_problem *)p)->args);
+}
+
+static int sfa_check(void *pv, char *why, size_t cap)
+{
+    const dsops_sfa_problem *p = pv;
+    const dsops_sparse_flash_attention_v32_args *a = &p->args;
+    size_t n_out = (size_t)(p->T * p->c.N * p->c.Dc);
+    uint16_t *ref_out = malloc(n_out * 2 + 2);
+    float *ref_lse = malloc((size_t)(p->T * p->c.N) * 4 + 4);
+    if (!ref_out || !ref_lse) {
+        free(ref_out);
+        free(ref_lse);
+        return bench_out_of_memory(why, cap);
+    }
+    dsops_sparse_flash_attention_v32_args r = *a;
+    int64_t so[3] = {p->T, p->c.N, p->c.Dc}, sl[2] = {p->T, p->c.N};
+    r.out = dsops_tensor_make(ref_out, DSOPS_BF16, 3, so);
+    r.lse = a->lse.data ? dsops_tensor_make(ref_lse, DSOPS_FP32, 2, sl) : (dsops_tensor){0};
+    dsops_ref_sparse_flash_attention_v32(&r);
+    size_t bad = 0;
+    double max_err = 0;
+    const uint16_t *got = a->out.data;
+    for (size_t i = 0; i < n_out; i++) {
+        float x = cases_bf16_value(got[i]), y = cases_bf16_value(ref_out[i]);
+        double err = fabs((double)x - (double)y);
+        if (isnan(x) != isnan(y) || (!isnan(x) && err > 1e-4 + 0.005 * fabs((double)y)))
+            bad++;
+        if (err > max_err)
+            max_err = err;
+    }
+    free(ref_out);
+    free(ref_lse);
+    snprintf(why, cap, "%zu of %zu elements outside 1e-4 / 0.005, max |err| %.3g", bad, n_out, max_err);
+    return bench_too_many(bad, n_out);
+}
+
+static void sfa_release(void *p) { dsops_sfa_problem_free(p); }
+
+static int sfa_make_problem(const void *c, bench_problem *bp, char *why, size_t cap)
+{
+    dsops_sfa_problem *p = dsops_sfa_problem_make(c, 42);
+    if (!p)
+        return bench_cannot_generate(why, cap);
+    *bp = (bench_problem){p, sfa_run, sfa_check, sfa_release, p->flops, p->gathered_bytes, DSOPS_PEAK_BF16_DOT,
+                          .unit = NULL};
+    return 0;
+}
+
+static void sfa_words(const void *cv, char *op, size_t oc, char *sh, size_t sc)
+{
+    const dsops_sfa_case *c = cv;
+    snprintf(op, oc, "sparse_flash_attn_v32");
+    snprintf(sh, sc, "B %d S %d kv %d", c->B, c->S, c->seqused[0]);
+}
+
+static void sfa_list_line(const void *cv, const char *not_ci)
+{
+    const dsops_sfa_case *c = cv;
+    printf("%-40s sparse_flash_attention_v32  B %-3d S %-4d N %-3d K %-5d BS %-4d %s%s\n", c->name, c->B, c->S,
+           c->N, c->K, c->BS, bench_layout_name(c->layout), not_ci);
+}
+
+static const void *sfa_table(int *count) { return dsops_sfa_cases(count); }
+
+const bench_family bench_family_sparse_flash_attention_v32 = {
+    .op = "sparse_flash_attention_v32",
+    .table_word = "sparse_flash_attn_v32",
+    .cases = sfa_table,
+    .case_size = sizeof(dsops_sfa_case),
+    .ci_offset = offsetof(dsops_sfa_case, ci),
+    .make_problem = sfa_make_problem,
+    .words = sfa_words,
+    .list_line = sfa_list_line,
+};
