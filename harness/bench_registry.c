@@ -1,7 +1,5 @@
 /* The benchmark registry (bench_registry.h): one array of the operator families (bench_family.h, one
- * harness/<family>.c each) and the generic functions that loop over it. Only the tool links this file: it
- * hands the library's internal matmul runner (src/core/linear.h, in the static library) to the families'
- * matmul-only rows, so that the tests, which link the shared library, can use the family files. */
+ * harness/<family>.c each) and the generic functions that loop over it, for the tool and the tests. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +42,8 @@ int bench_all_cases(bench_case_ref *out, int cap)
     return n;
 }
 
+const char *bench_case_op(const bench_case_ref *c) { return c->family->op; }
+
 int bench_make_problem(const bench_case_ref *c, bench_problem *bp, char *why, size_t cap)
 {
     memset(bp, 0, sizeof *bp);
@@ -69,20 +69,6 @@ void bench_list_case(const bench_case_ref *c) { c->family->list_line(c->entry, c
 int bench_op_selects(const char *what, const bench_case_ref *c)
 {
     return !strcmp(what, c->family->op) || (c->family->selects && c->family->selects(what, c->entry));
-}
-
-int bench_matmuls(const bench_case_ref *c, const bench_problem *bp, bench_problem *gemms, char *why, size_t cap)
-{
-    if (!c->family->matmuls_run)
-        return -1;
-    if (c->family->matmuls_prepare(bp->p, dsops_linear_run, why, cap))
-        return 1;
-    *gemms = *bp;
-    gemms->run = c->family->matmuls_run;
-    gemms->check = bench_no_check;
-    gemms->release = bench_no_release;
-    gemms->vendor_us = 0.0;
-    return 0;
 }
 
 void bench_case_note(const bench_case_ref *c, const bench_problem *bp, char *note, size_t cap)

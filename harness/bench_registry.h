@@ -25,6 +25,9 @@ typedef struct bench_problem {
     int no_peak;                                   /* 1: %peak not applicable (memory-bound) */
     double vendor_us;                              /* the vendor's published time (0: none) */
     const char *vendor;                            /* its label ("PyPTO", "AscendC") */
+    void *args;                                    /* the call record `run` passes, described by dsops_op_find
+                                                    * of the family's operator: the test driver poisons its
+                                                    * outputs, keeps its in-out tensors and compares runs */
 } bench_problem;
 
 /* An operator family: its cases, generator and bench adapter (harness/<family>.c; the members are in
@@ -49,6 +52,8 @@ int bench_all_cases(bench_case_ref *out, int cap);
 /* The problem of case c (inputs generated, weights prepared); 0, or 1 with the reason in why (then bp->p, when
  * set, is released with bp->release). */
 int bench_make_problem(const bench_case_ref *c, bench_problem *bp, char *why, size_t cap);
+/* The name of the case's operator (its description: dsops_op_find). */
+const char *bench_case_op(const bench_case_ref *c);
 /* check and release that do nothing (timing-only rows). */
 int bench_no_check(void *pv, char *why, size_t cap);
 void bench_no_release(void *pv);
@@ -62,7 +67,8 @@ void bench_list_case(const bench_case_ref *c);
 /* 1 if `what` names the operator of case c (or a sas preset). */
 int bench_op_selects(const char *what, const bench_case_ref *c);
 /* The same problem's matmuls alone (prologs, compressor): 0 and gemms set; 1 with why when the prepared object
- * does not have the expected maps; -1 when the case has no such row. */
+ * does not have the expected maps; -1 when the case has no such row. In bench_matmuls.c, apart: it hands the
+ * library's internal matmul runner to the family, so only programs linking the static library (the tool) use it. */
 int bench_matmuls(const bench_case_ref *c, const bench_problem *bp, bench_problem *gemms, char *why, size_t cap);
 /* A line about what one call of the case does (compressor: entries per call; sas: keys attended), or "". */
 void bench_case_note(const bench_case_ref *c, const bench_problem *bp, char *note, size_t cap);

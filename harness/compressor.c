@@ -449,7 +449,7 @@ static int cmp_make_problem(const void *cv, bench_problem *bp, char *why, size_t
         return bench_out_of_memory(why, cap);
     b->p->args.prepared = b->prep;
     *bp = (bench_problem){b, cmp_run, cmp_check, cmp_release, b->p->flops, b->p->weight_bytes, DSOPS_PEAK_BF16_DOT,
-                          .vendor_us = c->vendor_us, .vendor = c->vendor};
+                          .vendor_us = c->vendor_us, .vendor = c->vendor, .args = &b->p->args};
     return 0;
 }
 

@@ -146,7 +146,7 @@ static int hcpost_make_problem(const void *cv, bench_problem *bp, char *why, siz
         return bench_cannot_generate(why, cap);
     /* memory-bound: GB/s is the figure, against the memory stream (no FLOP rate) */
     *bp = (bench_problem){p, hcpost_run, hcpost_check, hcpost_release, 0.0, p->bytes, DSOPS_PEAK_BF16_DOT,
-                          .unit = "mem", .no_peak = 1, .vendor_us = c->vendor_us, .vendor = c->vendor};
+                          .unit = "mem", .no_peak = 1, .vendor_us = c->vendor_us, .vendor = c->vendor, .args = &p->args};
     return 0;
 }
 

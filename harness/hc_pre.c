@@ -182,7 +182,7 @@ static int hcpre_make_problem(const void *cv, bench_problem *bp, char *why, size
     /* bytes: x read, hc_fn read, y, post, comb and pre written */
     const double bytes = 2.0 * T * K + 4.0 * M * K + 2.0 * T * p->c.H + 4.0 * T * (2.0 + p->c.HC) * p->c.HC;
     *bp = (bench_problem){p, hcpre_run, hcpre_check, hcpre_release, p->flops, bytes, DSOPS_PEAK_FP32_FMA,
-                          .vendor_us = c->vendor_us, .vendor = c->vendor};
+                          .vendor_us = c->vendor_us, .vendor = c->vendor, .args = &p->args};
     return 0;
 }
 

@@ -328,7 +328,7 @@ static int idxp_make_problem(const void *cv, bench_problem *bp, char *why, size_
         return bench_out_of_memory(why, cap);
     b->p->args.prepared = b->prep;
     *bp = (bench_problem){b, idxp_run, idxp_check, idxp_release, b->p->flops, b->p->weight_bytes,
-                          ic->int8 ? DSOPS_PEAK_INT8_DOT : DSOPS_PEAK_BF16_DOT, .unit = NULL};
+                          ic->int8 ? DSOPS_PEAK_INT8_DOT : DSOPS_PEAK_BF16_DOT, .args = &b->p->args};
     return 0;
 }
 

@@ -241,7 +241,7 @@ static int idxp4_make_problem(const void *cv, bench_problem *bp, char *why, size
     b->p->args.prepared = b->prep;
     /* mostly int8 work (qr by idx_wq_b); the Hadamard products and weights_proj are counted with it */
     *bp = (bench_problem){b, idxp4_run, idxp4_check, idxp4_release, b->p->flops, b->p->weight_bytes,
-                          DSOPS_PEAK_INT8_DOT, .vendor_us = ic->vendor_us, .vendor = ic->vendor};
+                          DSOPS_PEAK_INT8_DOT, .vendor_us = ic->vendor_us, .vendor = ic->vendor, .args = &b->p->args};
     return 0;
 }
 

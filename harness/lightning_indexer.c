@@ -337,7 +337,7 @@ static int li_make_problem(const void *cv, bench_problem *bp, char *why, size_t 
     if (!p)
         return bench_cannot_generate(why, cap);
     *bp = (bench_problem){p, li_run, li_check, li_release, p->ops, p->key_bytes,
-                          c->int8 ? DSOPS_PEAK_INT8_DOT : DSOPS_PEAK_BF16_DOT, .unit = NULL};
+                          c->int8 ? DSOPS_PEAK_INT8_DOT : DSOPS_PEAK_BF16_DOT, .args = &p->args};
     return 0;
 }
 

@@ -223,7 +223,7 @@ static int mlap_make_problem(const void *cv, bench_problem *bp, char *why, size_
         return bench_out_of_memory(why, cap);
     b->p->args.prepared = b->prep;
     *bp = (bench_problem){b, mlap_run, mlap_check, mlap_release, b->p->flops, b->p->weight_bytes,
-                          mc->int8_wq_b ? DSOPS_PEAK_INT8_DOT : DSOPS_PEAK_BF16_DOT, .unit = NULL};
+                          mc->int8_wq_b ? DSOPS_PEAK_INT8_DOT : DSOPS_PEAK_BF16_DOT, .args = &b->p->args};
     return 0;
 }
 

@@ -244,7 +244,7 @@ static int mla4_make_problem(const void *cv, bench_problem *bp, char *why, size_
     b->p->args.prepared = b->prep;
     *bp = (bench_problem){b, mla4_run, mla4_check, mla4_release, b->p->flops, b->p->weight_bytes,
                           mc->int8 ? DSOPS_PEAK_INT8_DOT : DSOPS_PEAK_BF16_DOT, .vendor_us = mc->vendor_us,
-                          .vendor = mc->vendor};
+                          .vendor = mc->vendor, .args = &b->p->args};
     return 0;
 }
 

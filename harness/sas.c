@@ -480,7 +480,7 @@ static int sas_make_problem(const void *cv, bench_problem *bp, char *why, size_t
     if (!p)
         return bench_cannot_generate(why, cap);
     *bp = (bench_problem){p, sas_run, sas_check, sas_release, p->flops, p->kv_bytes, DSOPS_PEAK_BF16_DOT,
-                          .vendor_us = c->vendor_us, .vendor = c->vendor};
+                          .vendor_us = c->vendor_us, .vendor = c->vendor, .args = &p->args};
     return 0;
 }
 

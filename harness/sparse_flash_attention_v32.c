@@ -296,7 +296,7 @@ static int sfa_make_problem(const void *c, bench_problem *bp, char *why, size_t 
     if (!p)
         return bench_cannot_generate(why, cap);
     *bp = (bench_problem){p, sfa_run, sfa_check, sfa_release, p->flops, p->gathered_bytes, DSOPS_PEAK_BF16_DOT,
-                          .unit = NULL};
+                          .args = &p->args};
     return 0;
 }
 
