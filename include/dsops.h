@@ -269,6 +269,21 @@ typedef struct dsops_cache_store_args {
 
 DSOPS_API dsops_status dsops_cache_store(dsops_context *ctx, const dsops_cache_store_args *args);
 
+/* FRACTAL_NZ <-> ND (spec §2.11), the blocked layout in which Ascend NPUs keep matmul weights. For the last two
+ * dimensions [R, C] of an ND tensor with e-byte elements, C0 = 32 / e (16 for bf16 / fp16, 32 for int8 / uint8,
+ * 8 for fp32 / int32, 4 for int64): the NZ tensor is [..., ceil(C / C0), ceil(R / 16) * 16, C0] and holds ND
+ * element (..., r, c) at (..., c / C0, r, c % C0). The other NZ elements are padding: nd_to_fractal_nz writes
+ * zeros there, fractal_nz_to_nd ignores them. Leading dimensions are the same in both tensors; any strides. */
+typedef struct dsops_fractal_nz_args {
+    dsops_tensor nd;  /* [..., R, C] */
+    dsops_tensor nz;  /* [..., ceil(C / C0), ceil(R / 16) * 16, C0], the same dtype */
+} dsops_fractal_nz_args;
+
+/* Writes nz from nd. */
+DSOPS_API dsops_status dsops_nd_to_fractal_nz(dsops_context *ctx, const dsops_fractal_nz_args *args);
+/* Writes nd from nz. */
+DSOPS_API dsops_status dsops_fractal_nz_to_nd(dsops_context *ctx, const dsops_fractal_nz_args *args);
+
 /* ---------------------------------------------------------------------------------------------
  * sparse_flash_attention_v32 (spec §4.4)
  *

@@ -82,6 +82,10 @@ void dsops_ref_hadamard_matrix(const dsops_tensor *m);
 void dsops_ref_quant_q8(const dsops_quant_q8_args *a);
 /* cache_store (§2.8): writes the rows of the non-negative slots (group 0 = W); nothing else. */
 void dsops_ref_cache_store(const dsops_cache_store_args *a);
+/* FRACTAL_NZ (§2.11) of dense row-major tensors: nz [B, C1, RP, C0] from nd [B, R, C] (B the product of the
+ * leading dimensions, es bytes per element), padding zero; and the way back. */
+void dsops_ref_nd_to_fractal_nz(const void *nd, int64_t B, int64_t R, int64_t C, size_t es, void *nz);
+void dsops_ref_fractal_nz_to_nd(const void *nz, int64_t B, int64_t R, int64_t C, size_t es, void *nd);
 
 /* ---- DeepSeek-V4 hyper-connections (spec §3.1, §3.2) ---------------------------------------------- */
 

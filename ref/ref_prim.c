@@ -334,3 +334,33 @@ void dsops_ref_cache_store(const dsops_cache_store_args *a)
     free(v);
     free(q);
 }
+
+/* ---- FRACTAL_NZ ------------------------------------------------------------------------------------ */
+
+/* Byte offset of NZ element (b, c / C0, r, c % C0) for ND element (b, r, c): C0 = 32 / es columns of 16-row
+ * fractals, the rows rounded up to RP = 16 * ceil(R / 16), C1 = ceil(C / C0) column blocks per batch. */
+static size_t nz_offset(int64_t b, int64_t r, int64_t c, int64_t R, int64_t C, size_t es)
+{
+    int64_t C0 = 32 / (int64_t)es, C1 = (C + C0 - 1) / C0, RP = (R + 15) / 16 * 16;
+    return (size_t)(((b * C1 + c / C0) * RP + r) * C0 + c % C0) * es;
+}
+
+void dsops_ref_nd_to_fractal_nz(const void *nd, int64_t B, int64_t R, int64_t C, size_t es, void *nz)
+{
+    int64_t C0 = 32 / (int64_t)es, C1 = (C + C0 - 1) / C0, RP = (R + 15) / 16 * 16;
+    memset(nz, 0, (size_t)(B * C1 * RP * C0) * es);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t c = 0; c < C; c++)
+                memcpy((char *)nz + nz_offset(b, r, c, R, C, es), (const char *)nd + (size_t)((b * R + r) * C + c) * es,
+                       es);
+}
+
+void dsops_ref_fractal_nz_to_nd(const void *nz, int64_t B, int64_t R, int64_t C, size_t es, void *nd)
+{
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t c = 0; c < C; c++)
+                memcpy((char *)nd + (size_t)((b * R + r) * C + c) * es, (const char *)nz + nz_offset(b, r, c, R, C, es),
+                       es);
+}

@@ -8,6 +8,7 @@
  *    scales 2.5e-5 / 0.005 / 0, every element not addressed bit-identical;
  *  - the named cases of docs/CASES.md: prim_q8_zero_group, prim_q8_tiny_amax, prim_q8_nonfinite,
  *    prim_rope_modes, prim_cache_store_skip_dup;
+ *  - nd_to_fractal_nz / fractal_nz_to_nd (§2.11) on every dtype against the oracle and back, bytes exact;
  *  - exact aliasing (y == x), strided views with untouched padding, T = 0, and bitwise determinism for
  *    1, 2 and 3 threads.
  * Argument validation is in test_primitives_validation.c. */
@@ -917,6 +918,54 @@ static void test_cache_store(void)
 
 /* ---- T = 0 ------------------------------------------------------------------------------------------ */
 
+/* FRACTAL_NZ (§2.11): every dtype, 0 to 2 leading dimensions, R and C on and off the fractal edges; nd -> nz
+ * against the oracle (padding zero, written over garbage), nz -> nd back to the same bytes (NZ padding holding
+ * garbage is ignored). */
+static void test_fractal_nz(void)
+{
+    if (!tu_selected("fractal_nz"))
+        return;
+    static const dsops_dtype dts[] = {DSOPS_BF16, DSOPS_FP16, DSOPS_FP32, DSOPS_INT8, DSOPS_INT32, DSOPS_INT64,
+                                      DSOPS_UINT8};
+    static const int64_t rows[] = {1, 15, 16, 17, 40};
+    for (size_t k = 0; k < sizeof dts / sizeof dts[0]; k++)
+        for (int lead = 0; lead <= 2; lead++)
+            for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++) {
+                dsops_dtype dt = dts[k];
+                size_t es = dsops_dtype_size(dt);
+                int64_t C0 = 32 / (int64_t)es, R = rows[ri], C = (int64_t)(ri % 3 == 0 ? C0 : 3 * C0 + 5 - (int64_t)ri);
+                int64_t B = lead == 0 ? 1 : (lead == 1 ? 3 : 2 * 2), C1 = (C + C0 - 1) / C0, RP = (R + 15) / 16 * 16;
+                int64_t nds[5], nzs[6];
+                for (int d = 0; d < lead; d++)
+                    nds[d] = nzs[d] = lead == 1 ? 3 : 2;
+                nds[lead] = R, nds[lead + 1] = C;
+                nzs[lead] = C1, nzs[lead + 1] = RP, nzs[lead + 2] = C0;
+                size_t n_nd = (size_t)(B * R * C) * es, n_nz = (size_t)(B * C1 * RP * C0) * es;
+                unsigned char *nd = tu_calloc(n_nd, 1), *nz = tu_calloc(n_nz, 1), *ref = tu_calloc(n_nz, 1),
+                              *back = tu_calloc(n_nd, 1);
+                for (size_t i = 0; i < n_nd; i++)
+                    nd[i] = (unsigned char)tu_rng_u64(&rng);
+                memset(nz, 0xa5, n_nz);
+                memset(back, 0x5a, n_nd);
+                dsops_ref_nd_to_fractal_nz(nd, B, R, C, es, ref);
+                dsops_fractal_nz_args a = {dsops_tensor_make(nd, dt, lead + 2, nds), dsops_tensor_make(nz, dt, lead + 3, nzs)};
+                char label[160];
+                snprintf(label, sizeof label, "fractal_nz %s lead %d R %lld C %lld", dsops_dtype_name(dt), lead,
+                         (long long)R, (long long)C);
+                dsops_status st = dsops_nd_to_fractal_nz(ctx, &a);
+                tu_check(st == DSOPS_OK && memcmp(nz, ref, n_nz) == 0, "%s: to nz %s (%s), or differs from the oracle",
+                         label, dsops_status_name(st), dsops_last_error());
+                for (int64_t b = 0; b < B; b++) /* garbage in the padding rows must not come back */
+                    for (int64_t c1 = 0; c1 < C1; c1++)
+                        memset(nz + (size_t)(((b * C1 + c1) * RP + R) * C0) * es, 0xee, (size_t)((RP - R) * C0) * es);
+                a.nd.data = back;
+                st = dsops_fractal_nz_to_nd(ctx, &a);
+                tu_check(st == DSOPS_OK && memcmp(back, nd, n_nd) == 0, "%s: back to nd %s (%s), or not the same bytes",
+                         label, dsops_status_name(st), dsops_last_error());
+                free(nd), free(nz), free(ref), free(back);
+            }
+}
+
 static void test_empty(void)
 {
     if (!tu_selected("empty"))
@@ -1062,6 +1111,7 @@ int main(int argc, char **argv)
     test_hadamard();
     test_quant_q8();
     test_cache_store();
+    test_fractal_nz();
     test_empty();
     test_determinism();
     dsops_context_destroy(ctx);

@@ -1,5 +1,6 @@
-/* Argument validation of the shared primitives (spec §1.6 V1-V10, §2.3 - §2.8): a table of bad argument
- * sets for rmsnorm, rope_tables, rope_apply, hadamard_matrix, quant_q8 and cache_store, each with its
+/* Argument validation of the shared primitives (spec §1.6 V1-V10, §2.3 - §2.8, §2.11): a table of bad argument
+ * sets for rmsnorm, rope_tables, rope_apply, hadamard_matrix, quant_q8, cache_store and the FRACTAL_NZ
+ * conversions, each with its
  * expected status and a message fragment naming the field and the value. A rejected call must leave
  * every byte of the fixture (inputs, outputs, caches) unchanged. A second table holds argument sets that
  * look suspicious but are valid (exact aliasing, T = 0, skipped slots, eps 0...), checked against the
@@ -14,7 +15,9 @@
 
 static dsops_context *ctx;
 
-typedef enum prim_op { OP_RMSNORM, OP_ROPE_TABLES, OP_ROPE_APPLY, OP_HADAMARD, OP_QUANT, OP_CACHE_STORE } prim_op;
+typedef enum prim_op {
+    OP_RMSNORM, OP_ROPE_TABLES, OP_ROPE_APPLY, OP_HADAMARD, OP_QUANT, OP_CACHE_STORE, OP_TO_NZ, OP_TO_ND
+} prim_op;
 
 /* One valid problem per operator; the buffers have room for the views the cases build. */
 typedef struct fixture {
@@ -49,6 +52,10 @@ typedef struct fixture {
     _Alignas(64) uint16_t cache[3 * 4 * 64];
     _Alignas(64) uint16_t cscale[3 * 4 * 2];
     dsops_cache_store_args cs;
+    /* FRACTAL_NZ: nd [2, 20, 24] bf16, nz [2, 2, 32, 16] bf16 (both buffers have room for wider views) */
+    _Alignas(64) uint16_t nd[2 * 20 * 32];
+    _Alignas(64) uint16_t nz[2 * 2 * 32 * 16 + 64];
+    dsops_fractal_nz_args nza;
 } fixture;
 
 static fixture *make_fixture(void)
@@ -121,6 +128,14 @@ static fixture *make_fixture(void)
     f->cs.cache = dsops_tensor_make(f->cache, DSOPS_INT8, 3, cs3);
     f->cs.cache_scale = dsops_tensor_make(f->cscale, DSOPS_FP16, 3, sc3);
     f->cs.group = 32;
+
+    for (size_t i = 0; i < sizeof f->nd / 2; i++)
+        f->nd[i] = (uint16_t)(tu_rng_u64(&r) >> 48);
+    for (size_t i = 0; i < sizeof f->nz / 2; i++)
+        f->nz[i] = (uint16_t)(tu_rng_u64(&r) >> 48);
+    int64_t nds[3] = {2, 20, 24}, nzs[4] = {2, 2, 32, 16};
+    f->nza.nd = dsops_tensor_make(f->nd, DSOPS_BF16, 3, nds);
+    f->nza.nz = dsops_tensor_make(f->nz, DSOPS_BF16, 4, nzs);
     return f;
 }
 
@@ -133,6 +148,8 @@ static dsops_status run_op(prim_op op, fixture *f)
     case OP_HADAMARD: return dsops_hadamard_matrix(NULL, &f->h);
     case OP_QUANT: return dsops_quant_q8(ctx, &f->qa);
     case OP_CACHE_STORE: return dsops_cache_store(ctx, &f->cs);
+    case OP_TO_NZ: return dsops_nd_to_fractal_nz(ctx, &f->nza);
+    case OP_TO_ND: return dsops_fractal_nz_to_nd(ctx, &f->nza);
     }
     return DSOPS_ERR_PARAM;
 }
@@ -272,12 +289,32 @@ static void cs_alias_idx(fixture *f, char *frag) { f->cs.cache_index.data = f->c
 static void cs_alias_scale(fixture *f, char *frag) { f->cs.cache_scale.data = f->cache + 100; FRAG("cache_scale overlaps cache"); }
 static void cs_alias_scale_src(fixture *f, char *frag) { f->cs.cache_scale.data = f->src + 4; FRAG("cache_scale overlaps src"); }
 
+/* ---- nd_to_fractal_nz / fractal_nz_to_nd ------------------------------------------------------------ */
+static void nz_null_nd(fixture *f, char *frag) { f->nza.nd.data = NULL; FRAG("nd is NULL"); }
+static void nz_null_nz(fixture *f, char *frag) { f->nza.nz.data = NULL; FRAG("nz is NULL"); }
+static void nz_rank_nd(fixture *f, char *frag) { f->nza.nd.ndim = 1; FRAG("nd has rank 1"); }
+static void nz_rank_nz(fixture *f, char *frag) { f->nza.nz.ndim = 3; FRAG("nz has rank 3"); }
+static void nz_dtype(fixture *f, char *frag) { f->nza.nz.dtype = DSOPS_FP16; FRAG("nz has dtype fp16"); }
+static void nz_batch(fixture *f, char *frag) { f->nza.nz.shape[0] = 1; FRAG("nz.shape[0] = 1"); }
+static void nz_c1(fixture *f, char *frag) { f->nza.nz.shape[1] = 1; FRAG("nz.shape[1] = 1"); }
+static void nz_c1_int8(fixture *f, char *frag)
+{
+    f->nza.nd.dtype = f->nza.nz.dtype = DSOPS_INT8; /* C0 32: one column block, 32 wide */
+    FRAG("nz.shape[1] = 2");
+}
+static void nz_rows(fixture *f, char *frag) { f->nza.nz.shape[2] = 20; FRAG("nz.shape[2] = 20"); }
+static void nz_c0(fixture *f, char *frag) { f->nza.nz.shape[3] = 8; FRAG("nz.shape[3] = 8"); }
+static void nz_alias(fixture *f, char *frag) { f->nza.nz.data = f->nd + 64; FRAG("overlaps"); }
+static void nz_self(fixture *f, char *frag) { f->nza.nz.stride[2] = 8; FRAG("nz"); }
+
 #define R OP_RMSNORM
 #define RT OP_ROPE_TABLES
 #define RA OP_ROPE_APPLY
 #define HM OP_HADAMARD
 #define QA OP_QUANT
 #define CS OP_CACHE_STORE
+#define ZN OP_TO_NZ
+#define ZD OP_TO_ND
 
 static const bad_case bad_cases[] = {
     {"rmsnorm_null_x", R, DSOPS_ERR_NULL, rms_null_x},
@@ -384,6 +421,20 @@ static const bad_case bad_cases[] = {
     {"cache_store_alias_cache_index", CS, DSOPS_ERR_ALIAS, cs_alias_idx},
     {"cache_store_alias_scale_cache", CS, DSOPS_ERR_ALIAS, cs_alias_scale},
     {"cache_store_alias_scale_src", CS, DSOPS_ERR_ALIAS, cs_alias_scale_src},
+    {"to_nz_null_nd", ZN, DSOPS_ERR_NULL, nz_null_nd},
+    {"to_nz_null_nz", ZN, DSOPS_ERR_NULL, nz_null_nz},
+    {"to_nd_null_nz", ZD, DSOPS_ERR_NULL, nz_null_nz},
+    {"to_nz_rank_nd", ZN, DSOPS_ERR_SHAPE, nz_rank_nd},
+    {"to_nd_rank_nz", ZD, DSOPS_ERR_SHAPE, nz_rank_nz},
+    {"to_nz_dtype", ZN, DSOPS_ERR_DTYPE, nz_dtype},
+    {"to_nd_batch", ZD, DSOPS_ERR_SHAPE, nz_batch},
+    {"to_nz_column_blocks", ZN, DSOPS_ERR_SHAPE, nz_c1},
+    {"to_nz_column_blocks_int8", ZN, DSOPS_ERR_SHAPE, nz_c1_int8},
+    {"to_nd_rows_not_rounded", ZD, DSOPS_ERR_SHAPE, nz_rows},
+    {"to_nz_c0", ZN, DSOPS_ERR_SHAPE, nz_c0},
+    {"to_nz_alias", ZN, DSOPS_ERR_ALIAS, nz_alias},
+    {"to_nd_alias", ZD, DSOPS_ERR_ALIAS, nz_alias},
+    {"to_nz_self_overlap", ZN, DSOPS_ERR_ALIAS, nz_self},
 };
 
 static void run_bad(const bad_case *c)
@@ -446,6 +497,18 @@ static void ok_cs_group0_rank2(fixture *f)
 static void ok_cs_bf16(fixture *f) { f->cs.cache.dtype = DSOPS_BF16; f->cs.cache_scale.data = NULL; f->cs.group = 0; }
 static void ok_cs_t0(fixture *f) { f->cs.src.shape[0] = f->cs.cache_index.shape[0] = 0; }
 
+static void ok_nz_plain(fixture *f) { (void)f; }
+static void ok_nz_r0(fixture *f) { f->nza.nd.shape[1] = 0; f->nza.nz.shape[2] = 0; }
+static void ok_nz_strided(fixture *f)
+{
+    /* nd rows 32 apart inside its buffer; nz with a gap of 8 elements after each column block and batch */
+    int64_t nds[3] = {2, 20, 24}, nzs[4] = {2, 2, 32, 16};
+    f->nza.nd = dsops_tensor_make(f->nd, DSOPS_BF16, 3, nds);
+    f->nza.nd.stride[0] = 20 * 32, f->nza.nd.stride[1] = 32;
+    f->nza.nz = dsops_tensor_make(f->nz, DSOPS_BF16, 4, nzs);
+    f->nza.nz.stride[1] = 32 * 16 + 8, f->nza.nz.stride[0] = 2 * (32 * 16 + 8) + 8;
+}
+
 static const ok_case ok_cases[] = {
     {"rmsnorm_exact_alias", R, ok_rms_in_place, 0},
     {"rmsnorm_eps_zero_unweighted", R, ok_rms_eps0, 0},
@@ -464,10 +527,56 @@ static const ok_case ok_cases[] = {
     {"cache_store_group0_scale_rank2", CS, ok_cs_group0_rank2, 0},
     {"cache_store_bf16", CS, ok_cs_bf16, 0},
     {"cache_store_t0", CS, ok_cs_t0, 1},
+    {"to_nz", ZN, ok_nz_plain, 0},
+    {"to_nd", ZD, ok_nz_plain, 0},
+    {"to_nz_r0", ZN, ok_nz_r0, 1},
+    {"to_nz_strided", ZN, ok_nz_strided, 0},
+    {"to_nd_strided", ZD, ok_nz_strided, 0},
 };
 
 /* The oracle's result on a copy of the fixture (pointers rebased into the copy). */
 static void *rebase(const fixture *from, fixture *to, const void *p) { return tu_rebase(p, from, sizeof *from, to); }
+
+/* The FRACTAL_NZ oracle works on dense tensors: gather the source view, convert, scatter into the view of r. */
+static void view_bytes(const dsops_tensor *t, void *dense, int gather)
+{
+    size_t es = dsops_dtype_size(t->dtype), e = 0;
+    int64_t idx[DSOPS_MAX_DIMS] = {0}, n = 1;
+    for (int d = 0; d < t->ndim; d++)
+        n *= t->shape[d];
+    for (int64_t k = 0; k < n; k++, e++) {
+        int64_t off = 0;
+        for (int d = 0; d < t->ndim; d++)
+            off += idx[d] * t->stride[d];
+        char *p = (char *)t->data + (size_t)off * es;
+        if (gather)
+            memcpy((char *)dense + e * es, p, es);
+        else
+            memcpy(p, (char *)dense + e * es, es);
+        for (int d = t->ndim - 1; d >= 0 && ++idx[d] == t->shape[d]; d--)
+            idx[d] = 0;
+    }
+}
+
+static void run_nz_oracle(prim_op op, const fixture *orig, fixture *r)
+{
+    dsops_fractal_nz_args a = orig->nza;
+    a.nd.data = rebase(orig, r, a.nd.data), a.nz.data = rebase(orig, r, a.nz.data);
+    int64_t B = a.nd.shape[0], R = a.nd.shape[1], C = a.nd.shape[2];
+    size_t es = dsops_dtype_size(a.nd.dtype);
+    void *nd = tu_calloc((size_t)(B * R * C) + 1, es), *nz = tu_calloc(sizeof orig->nz, 1);
+    if (op == OP_TO_NZ) {
+        view_bytes(&a.nd, nd, 1);
+        dsops_ref_nd_to_fractal_nz(nd, B, R, C, es, nz);
+        view_bytes(&a.nz, nz, 0);
+    } else {
+        view_bytes(&a.nz, nz, 1);
+        dsops_ref_fractal_nz_to_nd(nz, B, R, C, es, nd);
+        view_bytes(&a.nd, nd, 0);
+    }
+    free(nd);
+    free(nz);
+}
 
 static void run_oracle(prim_op op, const fixture *orig, fixture *r)
 {
@@ -513,6 +622,10 @@ static void run_oracle(prim_op op, const fixture *orig, fixture *r)
         dsops_ref_cache_store(&a);
         break;
     }
+    case OP_TO_NZ:
+    case OP_TO_ND:
+        run_nz_oracle(op, orig, r);
+        break;
     }
 }
 

@@ -7,6 +7,8 @@ formulations of docs/OPERATORS.md, on small random cases and a few adversarial o
 - rope_apply (§2.5.3): the three modes, inverse, offsets, arbitrary (not pair-consistent) tables, bf16 and fp32
   tables, NaN / Inf in x, in place; bit-exact;
 - quant_q8 (§2.7): several groups, bf16 and fp32 x, all-zero / tiny / NaN / Inf / rint-tie groups;
+- nd_to_fractal_nz / fractal_nz_to_nd (§2.11): every dtype, leading dimensions, against a NumPy reshape of the
+  layout, round trip byte-exact with garbage in the NZ padding;
 - cache_store (§2.8) into int8 caches with fp32 and fp16 scales, padding -1 and a strided cache_index, rows
   nobody addresses bit-identical, repeated / out-of-range slots (ERR_INDEX, nothing written);
 - mla_prolog_v32 (§4.1): bf16 and int8 wq_b, split_bf16, split_int8 and packed656 caches, a zero token, padding
@@ -384,6 +386,41 @@ def test_quant_q8_bad_group():
         dsops.quant_q8(x=x, group=5)
     with pytest.raises(dsops.ParamError):
         dsops.quant_q8(x=x, group=0)
+
+
+# ---- FRACTAL_NZ (§2.11) ------------------------------------------------------------------------------------
+
+def np_nd_to_nz(nd):
+    """[..., R, C] -> [..., ceil(C / C0), 16 ceil(R / 16), C0], C0 = 32 bytes / element, padding zero."""
+    *lead, R, C = nd.shape
+    C0 = 32 // nd.dtype.itemsize
+    C1, RP = -(-C // C0), -(-R // 16) * 16
+    padded = np.zeros((*lead, RP, C1 * C0), nd.dtype)
+    padded[..., :R, :C] = nd
+    return np.ascontiguousarray(np.moveaxis(padded.reshape(*lead, RP, C1, C0), -2, -3))
+
+
+@pytest.mark.parametrize("dtype", [BF16, np.float16, np.float32, np.int8, np.int32, np.int64, np.uint8])
+@pytest.mark.parametrize("shape", [(100, 30), (3, 16, 32), (2, 2, 17, 5)])
+def test_fractal_nz_round_trip(dtype, shape):
+    r = rng(31)
+    nd = r.integers(-100, 100, shape).astype(np.float32).astype(dtype)
+    nz = dsops.nd_to_fractal_nz(nd=nd)["nz"]
+    want = np_nd_to_nz(nd)
+    assert nz.shape == want.shape and nz.dtype == want.dtype
+    assert nz.tobytes() == want.tobytes()
+    noisy = nz.copy()
+    *lead, R, C = shape
+    noisy[..., R:, :] = 77                                      # padding rows: never read back
+    back = dsops.fractal_nz_to_nd(nz=noisy, rows=R, cols=C)["nd"]
+    assert back.shape == nd.shape and back.tobytes() == nd.tobytes()
+
+
+def test_fractal_nz_example_and_errors():
+    nz = dsops.nd_to_fractal_nz(nd=bf(np.ones((100, 30))))["nz"]
+    assert nz.shape == (2, 112, 16)                             # the layout's worked example
+    with pytest.raises(dsops.ShapeError):
+        dsops.fractal_nz_to_nd(nz=np.zeros((2, 20, 16), np.float16), rows=20, cols=30)  # 20 rows: not 16-aligned
 
 
 # ---- cache_store with an int8 cache (§2.8) ------------------------------------------------------------------

@@ -379,6 +379,109 @@ static dsops_status cst_call(dsops_context *ctx, const void *args)
     return dsops_cache_store(ctx, args);
 }
 
+/* nd_to_fractal_nz / fractal_nz_to_nd (spec §2.11). NZ pads R and C, so the way back takes them as the
+ * required parameters `rows` and `cols` next to the arguments (the first member, as for lightning_indexer). */
+typedef struct nz_run_args {
+    dsops_fractal_nz_args op;
+    int64_t rows, cols; /* fractal_nz_to_nd: R and C of nd; -1 until given */
+} nz_run_args;
+
+#define NZ_TENSOR(field, dir, note) {#field, offsetof(nz_run_args, op.field), dir, NZ_DTYPES, note}
+#define NZ_DTYPES                                                                                                 \
+    (DSOPS_DTYPE_BIT(DSOPS_BF16) | DSOPS_DTYPE_BIT(DSOPS_FP16) | DSOPS_DTYPE_BIT(DSOPS_FP32) |                     \
+     DSOPS_DTYPE_BIT(DSOPS_INT8) | DSOPS_DTYPE_BIT(DSOPS_INT32) | DSOPS_DTYPE_BIT(DSOPS_INT64) |                   \
+     DSOPS_DTYPE_BIT(DSOPS_UINT8))
+#define NZ_SHAPE "[..., ceil(C / C0), ceil(R / 16) * 16, C0], C0 = 32 bytes / element"
+
+static const dsops_tensor_desc to_nz_tensors[] = {
+    NZ_TENSOR(nd, DSOPS_ARG_IN, "[..., R, C]"),
+    NZ_TENSOR(nz, DSOPS_ARG_OUT, NZ_SHAPE),
+};
+
+static const dsops_tensor_desc to_nd_tensors[] = {
+    NZ_TENSOR(nz, DSOPS_ARG_IN, NZ_SHAPE),
+    NZ_TENSOR(nd, DSOPS_ARG_OUT, "[..., rows, cols]"),
+};
+
+static const dsops_param_desc to_nd_params[] = {
+    {"rows", DSOPS_PARAM_INT, offsetof(nz_run_args, rows), sizeof(int64_t), NULL, "R of nd (NZ rounds it up to 16)",
+     true},
+    {"cols", DSOPS_PARAM_INT, offsetof(nz_run_args, cols), sizeof(int64_t), NULL, "C of nd (NZ rounds it up to C0)",
+     true},
+};
+
+static dsops_status nz_init(void *args, dsops_preset preset)
+{
+    (void)preset;
+    nz_run_args *w = args;
+    memset(w, 0, sizeof *w);
+    w->rows = w->cols = -1;
+    return DSOPS_OK;
+}
+
+static dsops_status nz_dtype_known(const dsops_tensor *t, const char *name, char *msg, size_t len)
+{
+    if (dsops_dtype_size(t->dtype) != 0)
+        return DSOPS_OK;
+    snprintf(msg, len, "%s has no dtype", name);
+    return DSOPS_ERR_DTYPE;
+}
+
+static dsops_status to_nz_output_shapes(void *args, char *msg, size_t len)
+{
+    nz_run_args *w = args;
+    const dsops_tensor *nd = &w->op.nd;
+    if (nd->ndim < 2 || nd->ndim > DSOPS_MAX_DIMS - 1) {
+        snprintf(msg, len, "nd has rank %d, expected 2 ... %d", nd->ndim, DSOPS_MAX_DIMS - 1);
+        return DSOPS_ERR_SHAPE;
+    }
+    dsops_status s = nz_dtype_known(nd, "nd", msg, len);
+    if (s != DSOPS_OK)
+        return s;
+    int b = nd->ndim - 2;
+    int64_t shape[DSOPS_MAX_DIMS], C0 = 32 / (int64_t)dsops_dtype_size(nd->dtype);
+    memcpy(shape, nd->shape, sizeof(int64_t) * (size_t)b);
+    shape[b] = (nd->shape[b + 1] + C0 - 1) / C0;
+    shape[b + 1] = (nd->shape[b] + 15) / 16 * 16;
+    shape[b + 2] = C0;
+    w->op.nz = dsops_tensor_make(NULL, nd->dtype, nd->ndim + 1, shape);
+    return DSOPS_OK;
+}
+
+static dsops_status to_nd_output_shapes(void *args, char *msg, size_t len)
+{
+    nz_run_args *w = args;
+    const dsops_tensor *nz = &w->op.nz;
+    if (w->rows < 0 || w->cols < 0) {
+        snprintf(msg, len, "rows = %lld, cols = %lld: both are required (>= 0)", (long long)w->rows,
+                 (long long)w->cols);
+        return DSOPS_ERR_PARAM;
+    }
+    if (nz->ndim < 3 || nz->ndim > DSOPS_MAX_DIMS) {
+        snprintf(msg, len, "nz has rank %d, expected 3 ... %d", nz->ndim, DSOPS_MAX_DIMS);
+        return DSOPS_ERR_SHAPE;
+    }
+    dsops_status s = nz_dtype_known(nz, "nz", msg, len);
+    if (s != DSOPS_OK)
+        return s;
+    int64_t shape[DSOPS_MAX_DIMS];
+    memcpy(shape, nz->shape, sizeof(int64_t) * (size_t)(nz->ndim - 3));
+    shape[nz->ndim - 3] = w->rows;
+    shape[nz->ndim - 2] = w->cols;
+    w->op.nd = dsops_tensor_make(NULL, nz->dtype, nz->ndim - 1, shape);
+    return DSOPS_OK;
+}
+
+static dsops_status to_nz_call(dsops_context *ctx, const void *args)
+{
+    return dsops_nd_to_fractal_nz(ctx, &((const nz_run_args *)args)->op);
+}
+
+static dsops_status to_nd_call(dsops_context *ctx, const void *args)
+{
+    return dsops_fractal_nz_to_nd(ctx, &((const nz_run_args *)args)->op);
+}
+
 /* ---- sparse_attention_v32 (the fused V3.2 layer) ------------------------------------------------- */
 
 /* The caches are in-out: read from IN, updated by the call and written to OUT. The top-k width is the
@@ -1105,6 +1208,10 @@ static const dsops_op_desc ops[] = {
      DSOPS_PRESET_V32, qa_init, qa_infer, qa_output_shapes, qa_call, NULL, NULL, 0},
     {"cache_store", sizeof(cst_args), cst_tensors, RUN_COUNT(cst_tensors), cst_params, RUN_COUNT(cst_params),
      DSOPS_PRESET_V32, cst_init, NULL, cst_output_shapes, cst_call, NULL, NULL, 0},
+    {"nd_to_fractal_nz", sizeof(nz_run_args), to_nz_tensors, RUN_COUNT(to_nz_tensors), NULL, 0, DSOPS_PRESET_V32,
+     nz_init, NULL, to_nz_output_shapes, to_nz_call, NULL, NULL, 0},
+    {"fractal_nz_to_nd", sizeof(nz_run_args), to_nd_tensors, RUN_COUNT(to_nd_tensors), to_nd_params,
+     RUN_COUNT(to_nd_params), DSOPS_PRESET_V32, nz_init, NULL, to_nd_output_shapes, to_nd_call, NULL, NULL, 0},
     {"sparse_attention_v32", sizeof(dia_args), dia_tensors, RUN_COUNT(dia_tensors), dia_params, RUN_COUNT(dia_params),
      DSOPS_PRESET_V32, dia_init, dia_infer, dia_output_shapes, dia_call, NULL, dia_prepare, offsetof(dia_args, prepared)},
     {"mla_prolog_v32", sizeof(mlap_args), mlap_tensors, RUN_COUNT(mlap_tensors), mlap_params, RUN_COUNT(mlap_params),

@@ -778,3 +778,88 @@ dsops_status dsops_cache_store(dsops_context *ctx, const dsops_cache_store_args 
     dsops_context_end(ctx, use);
     return DSOPS_OK;
 }
+
+/* ---- FRACTAL_NZ <-> ND (spec §2.11) ------------------------------------------------------------ */
+
+enum { NZ_ROWS = 16, NZ_BYTES = 32 }; /* a fractal: 16 rows of 32 bytes */
+
+static dsops_status fractal_nz_check(const dsops_fractal_nz_args *a)
+{
+    const dsops_tensor *nd = &a->nd, *nz = &a->nz;
+    if (nd->ndim < 2 || nd->ndim > DSOPS_MAX_DIMS - 1)
+        return dsops_fail(DSOPS_ERR_SHAPE, "nd has rank %d, expected 2 ... %d", nd->ndim, DSOPS_MAX_DIMS - 1);
+    const unsigned any = DSOPS_DT(DSOPS_BF16) | DSOPS_DT(DSOPS_FP16) | DSOPS_DT(DSOPS_FP32) | DSOPS_DT(DSOPS_INT8) |
+                         DSOPS_DT(DSOPS_INT32) | DSOPS_DT(DSOPS_INT64) | DSOPS_DT(DSOPS_UINT8);
+    DSOPS_TRY(dsops_check_tensor(nd, "nd", nd->ndim, any, false));
+    DSOPS_TRY(dsops_check_tensor(nz, "nz", nd->ndim + 1, DSOPS_DT(nd->dtype), false));
+    const int b = nd->ndim - 2; /* leading dimensions */
+    const int64_t R = nd->shape[b], C = nd->shape[b + 1], C0 = NZ_BYTES / (int64_t)dsops_dtype_size(nd->dtype);
+    for (int d = 0; d < b; d++)
+        DSOPS_TRY(dsops_check_dim(nz, "nz", d, nd->shape[d], "the same leading dimension as nd"));
+    DSOPS_TRY(dsops_check_dim(nz, "nz", b, (C + C0 - 1) / C0, "ceil(C / C0), C0 = 32 bytes / element"));
+    DSOPS_TRY(dsops_check_dim(nz, "nz", b + 1, (R + NZ_ROWS - 1) / NZ_ROWS * NZ_ROWS, "R rounded up to 16"));
+    DSOPS_TRY(dsops_check_dim(nz, "nz", b + 2, C0, "C0 = 32 bytes / element"));
+    DSOPS_TRY(dsops_check_no_self_overlap(nd, "nd"));
+    DSOPS_TRY(dsops_check_no_self_overlap(nz, "nz"));
+    return dsops_check_no_overlap(nd, "nd", nz, "nz");
+}
+
+/* Every NZ element in order: to_nz copies ND element (r, c) in, or zero for padding; else copies it out. */
+static void fractal_nz_copy(const dsops_fractal_nz_args *a, bool to_nz)
+{
+    const dsops_tensor *nd = &a->nd, *nz = &a->nz;
+    const int b = nd->ndim - 2;
+    const size_t es = dsops_dtype_size(nd->dtype);
+    int64_t batches = 1;
+    for (int d = 0; d < b; d++)
+        batches *= nd->shape[d];
+    const int64_t R = nd->shape[b], C = nd->shape[b + 1], C1 = nz->shape[b], RP = nz->shape[b + 1],
+                  C0 = nz->shape[b + 2];
+    for (int64_t i = 0; i < batches; i++) {
+        int64_t nd_base = 0, nz_base = 0, rest = i;
+        for (int d = b - 1; d >= 0; d--) { /* the leading index of batch i */
+            int64_t k = rest % nd->shape[d];
+            rest /= nd->shape[d];
+            nd_base += k * nd->stride[d];
+            nz_base += k * nz->stride[d];
+        }
+        for (int64_t c1 = 0; c1 < C1; c1++)
+            for (int64_t r = 0; r < RP; r++)
+                for (int64_t c0 = 0; c0 < C0; c0++) {
+                    int64_t c = c1 * C0 + c0;
+                    char *z = (char *)nz->data +
+                              (size_t)(nz_base + c1 * nz->stride[b] + r * nz->stride[b + 1] + c0 * nz->stride[b + 2]) * es;
+                    bool inside = r < R && c < C;
+                    char *n = inside ? (char *)nd->data +
+                                           (size_t)(nd_base + r * nd->stride[b] + c * nd->stride[b + 1]) * es
+                                     : NULL;
+                    if (to_nz && inside)
+                        memcpy(z, n, es);
+                    else if (to_nz)
+                        memset(z, 0, es);
+                    else if (inside)
+                        memcpy(n, z, es);
+                }
+    }
+}
+
+static dsops_status fractal_nz_run(dsops_context *ctx, const dsops_fractal_nz_args *a, bool to_nz)
+{
+    (void)ctx; /* one pass of copies: no threads, no scratch */
+    if (!a)
+        return dsops_fail(DSOPS_ERR_NULL, "args is NULL");
+    DSOPS_TRY(fractal_nz_check(a));
+    dsops_clear_error();
+    fractal_nz_copy(a, to_nz);
+    return DSOPS_OK;
+}
+
+dsops_status dsops_nd_to_fractal_nz(dsops_context *ctx, const dsops_fractal_nz_args *a)
+{
+    return fractal_nz_run(ctx, a, true);
+}
+
+dsops_status dsops_fractal_nz_to_nd(dsops_context *ctx, const dsops_fractal_nz_args *a)
+{
+    return fractal_nz_run(ctx, a, false);
+}
