@@ -98,10 +98,29 @@ dsops_hcpost_problem *dsops_hcpost_problem_make(const dsops_hcpost_case *c, uint
 
 /* ---- bench adapter ------------------------------------------------------------------------------- */
 
-/* hc_post: out on sampled tokens, bf16 1e-4 / 2^-7 / 0, fp32 1e-4 / 1e-5 / 0 (spec §3.2). */
+/* hc_post: out against the oracle on sampled tokens (bench_check_windows), bf16 1e-4 / 2^-7 / 0, fp32
+ * 1e-4 / 1e-5 / 0 (spec §3.2); every token of out finite (the named cases' data give finite values, so a NaN
+ * is an element the call left unwritten, e.g. the poison of tests/test_cases.c) and the spare token after it
+ * still zero (nothing written past the end). */
 static dsops_status hcpost_run(dsops_context *ctx, void *p)
 {
     return dsops_hc_post(ctx, &((dsops_hcpost_problem *)p)->args);
+}
+
+/* Elements of out that are not finite, plus those of the spare token after it that are not zero. */
+static size_t hcpost_count_unwritten(const dsops_hcpost_problem *p)
+{
+    const int64_t row = (int64_t)p->c.HC * p->c.H, n = p->c.T * row;
+    const int fp32 = p->c.x_dtype == DSOPS_FP32;
+    size_t bad = 0;
+    for (int64_t i = 0; i < n + row; i++) {
+        const uint32_t bits = fp32 ? ((const uint32_t *)p->args.out.data)[i]
+                                   : (uint32_t)((const uint16_t *)p->args.out.data)[i] << 16; /* bf16: upper half */
+        float v;
+        memcpy(&v, &bits, 4);
+        bad += i < n ? !isfinite(v) : bits != 0;
+    }
+    return bad;
 }
 
 static int hcpost_check(void *pv, char *why, size_t cap)
@@ -133,8 +152,10 @@ static int hcpost_check(void *pv, char *why, size_t cap)
                       &bad, &total, &max_err);
         free(ref);
     }
-    snprintf(why, cap, "%zu of %zu out elements outside 1e-4 / %g, max |err| %.3g", bad, total, rtol, max_err);
-    return bad != 0;
+    const size_t unwritten = hcpost_count_unwritten(p);
+    snprintf(why, cap, "%zu of %zu out elements outside 1e-4 / %g, max |err| %.3g; %zu not finite or past the end "
+             "not zero", bad, total, rtol, max_err, unwritten);
+    return bad != 0 || unwritten != 0;
 }
 
 static void hcpost_release(void *p) { dsops_hcpost_problem_free(p); }

@@ -394,14 +394,66 @@ fail:
 
 /* ---- bench adapter ------------------------------------------------------------------------------- */
 
-/* sas (swa, cfa, scfa): --check compares out and lse with the oracle on a sample: every sequence when
- * B <= 4, else sequences 0, B/2 and B-1; of each, its last 32 tokens at most (a sub-call of a sequence's
- * last tokens sees the same keys: L and the valid index range depend only on seqused). Tolerance by
- * p_mode (spec §3.7): normalised / fp32 out 1e-4 / 2^-7, tiled 5e-4 / 5e-4; lse 1e-6 / 8.01/65536; at
- * most 0.5 % of the elements outside, lonely rows exactly +Inf. */
+/* sas (swa, cfa, scfa) against the oracle (docs/OPERATORS.md §3.7, §2.10): out by p_mode (normalised, fp32
+ * 1e-4 / 2^-7, tiled 5e-4 / 5e-4) and lse 1e-6 / 8.01/65536, at most 0.5 % of the elements outside each;
+ * per row exactly: a lonely row (oracle out 0, lse +Inf) is out +0 with lse +Inf, a row of a +Inf sink is
+ * out 0, a poisoned row (oracle lse NaN) is NaN in out and lse, a row without NaN in the oracle has none.
+ * Every token when the call does at most SAS_EVERY_TOKEN_FLOP (all the CI cases); else a sample: every
+ * sequence when B <= 4, else sequences 0, B/2 and B-1, of each its last 32 tokens (a sub-call of a
+ * sequence's last tokens sees the same keys: L and the valid index range depend only on seqused). */
+#define SAS_EVERY_TOKEN_FLOP 16e9
+
 static dsops_status sas_run(dsops_context *ctx, void *p)
 {
     return dsops_sas(ctx, &((dsops_sas_problem *)p)->args);
+}
+
+/* Rows breaking the exact rules: how many of each kind, and the first (t * N + h) of each. */
+typedef struct sas_row_faults {
+    int64_t lonely, sink, nan, first_lonely, first_sink, first_nan;
+} sas_row_faults;
+
+static void sas_note_fault(int64_t *count, int64_t *first, int64_t row)
+{
+    if ((*count)++ == 0)
+        *first = row;
+}
+
+/* " (first t .. h ..)" for row t * N + h, or "" when there is none. */
+static const char *sas_first_row(int64_t row, int64_t N, char words[64])
+{
+    words[0] = 0;
+    if (row >= 0)
+        snprintf(words, 64, " (first t %lld h %lld)", (long long)(row / N), (long long)(row % N));
+    return words;
+}
+
+/* Rows of tokens t0 .. t0+n-1 of the library's out / lse against the oracle's dense ro [n, N, D], rl [n, N]. */
+static void sas_find_row_faults(const dsops_sas_args *a, int64_t t0, int64_t n, const uint16_t *ro, const float *rl,
+                                sas_row_faults *f)
+{
+    const int64_t N = a->q.shape[1], D = a->q.shape[2];
+    const float *sinks = a->sinks.data; /* [N] or absent */
+    for (int64_t i = 0; i < n * N; i++) {
+        const int64_t row = t0 * N + i;
+        const uint16_t *got = (const uint16_t *)a->out.data + row * D, *want = ro + i * D;
+        int want_zero = 1, want_nan = 0, got_zero = 1, got_magnitude = 0, got_nan = 0, got_all_nan = 1;
+        for (int64_t d = 0; d < D; d++) {
+            const int nan_here = isnan(cases_bf16_value(got[d]));
+            want_zero &= want[d] == 0, want_nan |= isnan(cases_bf16_value(want[d]));
+            got_zero &= got[d] == 0, got_magnitude |= (got[d] & 0x7fffu) != 0;
+            got_nan |= nan_here, got_all_nan &= nan_here;
+        }
+        const float *lse = a->lse.data ? (const float *)a->lse.data + row : NULL;
+        const int poisoned = isnan(rl[i]), lonely = isinf(rl[i]) && rl[i] > 0 && want_zero;
+        const int inf_sink = sinks && isinf(sinks[i % N]) && sinks[i % N] > 0 && !poisoned;
+        if (lonely && (!got_zero || (lse && !(isinf(*lse) && *lse > 0))))
+            sas_note_fault(&f->lonely, &f->first_lonely, row);
+        if (inf_sink && got_magnitude)
+            sas_note_fault(&f->sink, &f->first_sink, row);
+        if ((poisoned && !got_all_nan) || (!want_nan && got_nan) || (lse && isnan(*lse) != poisoned))
+            sas_note_fault(&f->nan, &f->first_nan, row);
+    }
 }
 
 static int sas_check(void *pv, char *why, size_t cap)
@@ -411,21 +463,15 @@ static int sas_check(void *pv, char *why, size_t cap)
     const int B = (int)a->seqused_kv.shape[0];
     const int64_t N = a->q.shape[1], D = a->q.shape[2];
     const int32_t *cu = a->cu_seqlens_q.data, *su = a->seqused_kv.data;
-    const int tiled = a->p_mode == DSOPS_P_TILED;
+    const int tiled = a->p_mode == DSOPS_P_TILED, every_token = p->flops <= SAS_EVERY_TOKEN_FLOP;
     const double out_atol = tiled ? 5e-4 : 1e-4, out_rtol = tiled ? 5e-4 : 1.0 / 128;
-    int seqs[4], nseq = 0;
-    if (B <= 4) {
-        for (int b = 0; b < B; b++)
-            seqs[nseq++] = b;
-    } else {
-        seqs[0] = 0, seqs[1] = B / 2, seqs[2] = B - 1;
-        nseq = 3;
-    }
+    const int nseq = every_token || B <= 4 ? B : 3;
     size_t bad_o = 0, n_o = 0, bad_l = 0, n_l = 0;
     double max_o = 0, max_l = 0;
+    sas_row_faults f = {0, 0, 0, -1, -1, -1};
     for (int k = 0; k < nseq; k++) {
-        const int b = seqs[k];
-        const int64_t Sb = cu[b + 1] - cu[b], n = Sb < 32 ? Sb : 32, t0 = cu[b + 1] - n;
+        const int b = nseq == B ? k : k == 0 ? 0 : k == 1 ? B / 2 : B - 1;
+        const int64_t Sb = cu[b + 1] - cu[b], n = every_token || Sb < 32 ? Sb : 32, t0 = cu[b + 1] - n;
         if (n == 0)
             continue;
         uint16_t *ro = malloc((size_t)(n * N * D) * 2);
@@ -451,18 +497,24 @@ static int sas_check(void *pv, char *why, size_t cap)
         if (a->cmp_topk_length.data)
             r.cmp_topk_length.data = (int32_t *)a->cmp_topk_length.data + t0, r.cmp_topk_length.shape[0] = n;
         r.out = dsops_tensor_make(ro, DSOPS_BF16, 3, (int64_t[]){n, N, D});
-        r.lse = a->lse.data ? dsops_tensor_make(rl, DSOPS_FP32, 2, (int64_t[]){n, N}) : (dsops_tensor){0};
+        r.lse = dsops_tensor_make(rl, DSOPS_FP32, 2, (int64_t[]){n, N}); /* always: lonely and poisoned rows */
         dsops_ref_sas(&r);
         bench_count_outside((const uint16_t *)a->out.data + t0 * N * D, ro, DSOPS_BF16, (size_t)(n * N * D), out_atol,
                       out_rtol, &bad_o, &n_o, &max_o);
         if (a->lse.data)
             bench_count_outside((const float *)a->lse.data + t0 * N, rl, DSOPS_FP32, (size_t)(n * N), 1e-6,
                           8.01 / 65536, &bad_l, &n_l, &max_l);
+        sas_find_row_faults(a, t0, n, ro, rl, &f);
         free(ro), free(rl);
     }
-    snprintf(why, cap, "out: %zu of %zu outside %g / %g (max |err| %.3g); lse: %zu of %zu outside 1e-6 / "
-             "8.01/65536 (max |err| %.3g)", bad_o, n_o, out_atol, out_rtol, max_o, bad_l, n_l, max_l);
-    return bench_too_many(bad_o, n_o) || bench_too_many(bad_l, n_l);
+    char w1[64], w2[64], w3[64];
+    snprintf(why, cap, "%s: out: %zu of %zu outside %g / %g (max |err| %.3g); lse: %zu of %zu outside 1e-6 / "
+             "8.01/65536 (max |err| %.3g); rows: %lld lonely not out +0 / lse +Inf%s, %lld of a +Inf sink not 0%s, "
+             "%lld break the NaN rule%s", every_token ? "every token" : "sampled tokens", bad_o, n_o, out_atol,
+             out_rtol, max_o, bad_l, n_l, max_l, (long long)f.lonely, sas_first_row(f.first_lonely, N, w1),
+             (long long)f.sink, sas_first_row(f.first_sink, N, w2), (long long)f.nan,
+             sas_first_row(f.first_nan, N, w3));
+    return bench_too_many(bad_o, n_o) || bench_too_many(bad_l, n_l) || f.lonely || f.sink || f.nan;
 }
 
 static void sas_release(void *p) { dsops_sas_problem_free(p); }

@@ -1,8 +1,5 @@
-/* lightning_indexer against the reference oracle, on every available ISA tier:
- *   - the CI-sized named cases of docs/CASES.md (harness/lightning_indexer.c, seed 42 unless
- *     DSOPS_TEST_SEED is set),
- *     compared with compare_topk (max_miss 1, near-ties excused) and topk_scores where the rows agree
- *     (lower tiers only on the cases of at most 2.5 G operations unless DSOPS_TEST_ALL_TIERS=1);
+/* lightning_indexer against the reference oracle, on every available ISA tier (the named cases of
+ * docs/CASES.md run in tests/test_cases.c, against the family's check in harness/lightning_indexer.c):
  *   - adversarial problems (tests/li_problem.c), compared with max_miss 0, and exactly where the scores
  *     are exact in any summation order: all-equal scores and tie groups (ties by index, -0 == +0), rows
  *     shorter than K, tokens with no visible key, cmp_ratio 1 / 3 / 4 / 128, odd block sizes with
@@ -19,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cases.h"
 #include "li_problem.h"
 #include "ref.h"
 #include "test_util.h"
@@ -31,84 +27,6 @@ static double now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* ---- named cases ------------------------------------------------------------------------------------ */
-
-/* The detected tier runs every CI case; the lower tiers (whose full-size speed the benchmark tool
- * measures, and whose tile edges the adversarial problems cover) run the cases of at most this much
- * work, so that the suite stays fast. DSOPS_TEST_ALL_TIERS=1 runs every tier on every case. */
-#define LOWER_TIER_OPS 2.5e9
-static int all_tiers;
-
-static void run_named_case(const dsops_li_case *c)
-{
-    if (!tu_selected(c->name))
-        return;
-    double t0 = now();
-    dsops_li_problem *p = dsops_li_problem_make(c, tu_seed());
-    double t_gen = now() - t0;
-    if (!tu_check(p != NULL, "%s: problem generation failed", c->name))
-        return;
-    /* scores are always requested here, so that they are compared too */
-    float *own_scores = NULL;
-    if (!p->args.topk_scores.data) {
-        own_scores = calloc((size_t)(p->T * c->K) + 1, sizeof(float));
-        if (!own_scores)
-            abort();
-        int64_t s2[2] = {p->T, c->K};
-        p->args.topk_scores = dsops_tensor_make(own_scores, DSOPS_FP32, 2, s2);
-    }
-    int32_t *ref_idx;
-    float *ref_scores;
-    t0 = now();
-    lp_reference_of(&p->args, &ref_idx, &ref_scores);
-    double t_ref = now() - t0, t_lib = 0.0, t_cmp = 0.0;
-    const int top = (int)dsops_isa_detected();
-    for (int isa = DSOPS_ISA_SCALAR; isa <= top; isa++) {
-        if (isa < top && p->ops > LOWER_TIER_OPS && !all_tiers)
-            continue;
-        if (!tu_set_tier(ctx, isa))
-            continue;
-        char label[200];
-        snprintf(label, sizeof label, "%s [%s]", c->name, dsops_isa_name((dsops_isa)isa));
-        lp_poison_outputs(&p->args);
-        t0 = now();
-        dsops_status st = dsops_lightning_indexer(ctx, &p->args);
-        double dt = now() - t0;
-        t_lib += dt;
-        if (tu_verbose())
-            printf("  %s: %.3f s\n", label, dt);
-        if (!tu_check(st == DSOPS_OK, "%s: status %s (%s)", label, dsops_status_name(st), dsops_last_error()))
-            continue;
-        t0 = now();
-        lp_compare(label, &p->args, ref_idx, ref_scores, 1, 0);
-        t_cmp += now() - t0;
-    }
-    if (tu_verbose())
-        printf("  %s: %.2f G%s; seconds: generation %.2f, reference %.2f, library (all tiers) %.2f, compare %.2f\n",
-               c->name, p->ops * 1e-9, c->int8 ? "OP" : "FLOP", t_gen, t_ref, t_lib, t_cmp);
-    free(ref_idx);
-    free(ref_scores);
-    free(own_scores);
-    dsops_li_problem_free(p);
-}
-
-static int small_case(const dsops_li_case *c)
-{
-    return strcmp(c->name, "v32_li_bf16_b2_s3_kv122") == 0 || strcmp(c->name, "v4_li_b1_s16_kv130") == 0 ||
-           strcmp(c->name, "v4_li_ascendc_example") == 0 || strncmp(c->name, "li_bench_", 9) == 0;
-}
-
-static void test_named_cases(void)
-{
-    int n;
-    const dsops_li_case *cs = dsops_li_cases(&n);
-    for (int i = 0; i < n; i++) {
-        if (!cs[i].ci || (tu_quick() && !small_case(&cs[i])))
-            continue;
-        run_named_case(&cs[i]);
-    }
 }
 
 /* ---- adversarial problems ----------------------------------------------------------------------------- */
@@ -472,8 +390,6 @@ static void test_views_and_outputs(void)
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 42);
-    const char *at = getenv("DSOPS_TEST_ALL_TIERS");
-    all_tiers = at && *at && strcmp(at, "0") != 0;
     if (dsops_context_create(&ctx) != DSOPS_OK) {
         printf("cannot create a context: %s\n", dsops_last_error());
         return 1;
@@ -486,7 +402,6 @@ int main(int argc, char **argv)
     test_shapes();
     test_sequences();
     test_views_and_outputs();
-    test_named_cases();
     dsops_context_destroy(ctx);
     return tu_finish();
 }

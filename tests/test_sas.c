@@ -19,9 +19,8 @@
  *    elements, a NaN key, a token without keys whose query is NaN, the other rows unaffected) with NaN,
  *    +Inf or -Inf in every pool row nobody reads, against the oracle on the same problem with ordinary values
  *    there;
- *  - determinism: bitwise equal outputs for 1, 2 and 3 threads (scalar and best tier);
- *  - the CI cases of the sas family (harness/sas.c): small ones on every tier, the others on the best
- *    tier; DSOPS_TEST_QUICK=1 keeps only the small ones.
+ *  - determinism: bitwise equal outputs for 1, 2 and 3 threads (scalar and best tier).
+ * The named cases of the sas family run in tests/test_cases.c, against the family's check in harness/sas.c.
  * Tolerances (§3.7): out 1e-4 / 2^-7 / 0.005 (normalised, fp32) or 5e-4 / 5e-4 / 0.005 (tiled); lse 1e-6 /
  * 8.01/65536 / 0.005; lonely rows exactly out +0, lse +Inf.
  * Usage: test_sas [label filter]. */
@@ -30,7 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cases.h"
 #include "ref.h"
 #include "test_util.h"
 
@@ -1137,82 +1135,6 @@ static void test_determinism(void)
     dsops_context_set_isa(ctx, dsops_isa_detected());
 }
 
-/* ---- the CI cases of the sas family ------------------------------------------------------------------------ */
-
-/* 2 N D (QK + PV) per attended key, from the case's shape (window 128, causal counts): decides the tiers
- * and the quick subset before anything is allocated. */
-static double case_flops(const dsops_sas_case *c)
-{
-    double keys = 0;
-    int any_each = 0;
-    for (int b = 0; b < 8; b++)
-        any_each |= c->S_each[b] != 0;
-    for (int b = 0; b < c->B; b++) {
-        const int S = any_each && b < 8 ? c->S_each[b] : c->S;
-        for (int i = 0; i < S; i++) {
-            const int64_t L = (int64_t)c->seqused[b] - (S - 1 - i), Lp = L > 0 ? L : 0;
-            keys += (double)imin(Lp, 128);
-            if (c->variant == DSOPS_SAS_CFA)
-                keys += (double)(Lp / 128);
-            else if (c->variant == DSOPS_SAS_SCFA)
-                keys += (double)imin(c->K, Lp / 4);
-        }
-    }
-    return 4.0 * c->N * c->D * keys;
-}
-
-static void run_named_case(const dsops_sas_case *c)
-{
-    if (!tu_selected(c->name))
-        return;
-    dsops_sas_problem *p = dsops_sas_problem_make(c, tu_seed());
-    if (!tu_check(p != NULL, "%s: problem generation failed", c->name))
-        return;
-    dsops_sas_args a = p->args;
-    const int64_t T = a.q.shape[0], N = a.q.shape[1], D = a.q.shape[2];
-    uint16_t *ref_out = tu_calloc((size_t)(T * N * D) + 1, 2);
-    float *ref_lse = tu_calloc((size_t)(T * N) + 1, 4);
-    dsops_sas_args r = a;
-    r.out = dsops_tensor_make(ref_out, DSOPS_BF16, 3, (int64_t[]){T, N, D});
-    r.lse = dsops_tensor_make(ref_lse, DSOPS_FP32, 2, (int64_t[]){T, N});
-    dsops_ref_sas(&r);
-
-    /* the operator writes into guarded dense buffers of the same shapes */
-    guarded out = guarded_make((size_t)(T * N * D), 2), lse = guarded_make((size_t)(T * N), 4);
-    a.out = dsops_tensor_make(guarded_view(&out), DSOPS_BF16, 3, (int64_t[]){T, N, D});
-    if (a.lse.data)
-        a.lse = dsops_tensor_make(guarded_view(&lse), DSOPS_FP32, 2, (int64_t[]){T, N});
-    const int every_tier = case_flops(c) < 0.5e9;
-    for (int isa = every_tier ? DSOPS_ISA_SCALAR : (int)dsops_isa_detected(); isa <= (int)dsops_isa_detected(); isa++) {
-        if (!tu_set_tier(ctx, isa))
-            continue;
-        char l[200];
-        snprintf(l, sizeof l, "%s [%s]", c->name, dsops_isa_name((dsops_isa)isa));
-        guarded_poison(&out), guarded_poison(&lse);
-        dsops_status st = dsops_sas(ctx, &a);
-        if (!tu_check(st == DSOPS_OK, "%s: status %s (%s)", l, dsops_status_name(st), dsops_last_error()))
-            continue;
-        check_outputs(l, &a, &out, &lse, D, ref_out, ref_lse);
-    }
-    dsops_context_set_isa(ctx, dsops_isa_detected());
-    free(out.buf), free(lse.buf), free(ref_out), free(ref_lse);
-    dsops_sas_problem_free(p);
-}
-
-static void test_named_cases(void)
-{
-    int n = 0;
-    const dsops_sas_case *cs = dsops_sas_cases(&n);
-    tu_check(n > 0 && cs != NULL, "the sas case table is empty");
-    for (int i = 0; i < n; i++) {
-        if (!cs[i].ci)
-            continue;
-        if (tu_quick() && case_flops(&cs[i]) >= 0.5e9) /* quick: the small ones only */
-            continue;
-        run_named_case(&cs[i]);
-    }
-}
-
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 42);
@@ -1227,7 +1149,6 @@ int main(int argc, char **argv)
     test_nan_rule_by_hand();
     test_nan_rule();
     test_determinism();
-    test_named_cases();
     dsops_context_destroy(ctx);
     return tu_finish();
 }

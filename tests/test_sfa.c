@@ -1,6 +1,5 @@
-/* sparse_flash_attention_v32 against the reference oracle, on every available ISA tier:
- *   - the CI-sized named cases of docs/CASES.md (harness/sparse_flash_attention_v32.c, seed 42 unless
- *     DSOPS_TEST_SEED is set),
+/* sparse_flash_attention_v32 against the reference oracle, on every available ISA tier (the named cases of
+ * docs/CASES.md run in tests/test_cases.c, against the family's check in harness/sparse_flash_attention_v32.c):
  *   - adversarial problems: odd block sizes, permuted tables with garbage in unused entries, the
  *     invalid-index zoo, all-invalid rows, zero-length sequences, topk_length, NaN in every unused cache
  *     row, int8 at -128/127, extreme logits, -Inf scores, odd shapes, strided views, lse on/off, all
@@ -16,56 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cases.h"
 #include "ref.h"
 #include "sfa_problem.h"
 #include "test_util.h"
 
 static dsops_context *ctx;
-
-/* ---- named cases ------------------------------------------------------------------------------------ */
-
-static void run_named_case(const dsops_sfa_case *c)
-{
-    if (!tu_selected(c->name))
-        return;
-    dsops_sfa_problem *p = dsops_sfa_problem_make(c, tu_seed());
-    if (!tu_check(p != NULL, "%s: problem generation failed", c->name))
-        return;
-    uint16_t *ref_out;
-    float *ref_lse;
-    tp_reference_of(&p->args, &ref_out, &ref_lse);
-    for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
-        if (!tu_set_tier(ctx, isa))
-            continue;
-        char label[200];
-        snprintf(label, sizeof label, "%s [%s]", c->name, dsops_isa_name((dsops_isa)isa));
-        tp_poison_outputs(&p->args);
-        dsops_status st = dsops_sparse_flash_attention_v32(ctx, &p->args);
-        if (!tu_check(st == DSOPS_OK, "%s: status %s (%s)", label, dsops_status_name(st), dsops_last_error()))
-            continue;
-        tp_compare(label, &p->args, ref_out, ref_lse);
-    }
-    free(ref_out);
-    free(ref_lse);
-    dsops_sfa_problem_free(p);
-}
-
-static int small_case(const dsops_sfa_case *c)
-{
-    return strcmp(c->name, "v32_sfa_edge_all_invalid") == 0 || strcmp(c->name, "v32_sfa_b4_s2_int8_mixed_lse") == 0;
-}
-
-static void test_named_cases(void)
-{
-    int n;
-    const dsops_sfa_case *cs = dsops_sfa_cases(&n);
-    for (int i = 0; i < n; i++) {
-        if (!cs[i].ci || (tu_quick() && !small_case(&cs[i])))
-            continue;
-        run_named_case(&cs[i]);
-    }
-}
 
 /* ---- adversarial problems ----------------------------------------------------------------------------- */
 
@@ -485,7 +439,6 @@ int main(int argc, char **argv)
     test_strided_and_modes();
     test_empty();
     test_nan_rule();
-    test_named_cases();
     dsops_context_destroy(ctx);
     return tu_finish();
 }
