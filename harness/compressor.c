@@ -377,11 +377,14 @@ fail:
 /* ---- bench adapter ------------------------------------------------------------------------------- */
 
 /* compressor: timed with prepared weights (repeated calls write the same state rows and entries, so each
- * call does the same work); --check compares out with the oracle (1e-4 / 2^-7 / 0.005). A second row
- * times the two projections alone. */
+ * call does the same work). --check runs the oracle from the states as generated and compares
+ * (docs/OPERATORS.md §3.4): out_count exactly, out rows that receive no entry +0 exactly, out 1e-4 / 2^-7 /
+ * 0.005, and each state 1e-3 / 1e-3 / 0 over the whole tensor with every row the call does not write
+ * bitwise unchanged. A second row times the two projections alone. */
 typedef struct cmp_bench {
     dsops_cmp_problem *p;
     dsops_prepared *prep;
+    float *kv_state0, *score_state0; /* the states as generated, before any call */
     void *y;                   /* fp32 results of the matmul-only row */
     bench_linear_run_fn linear_run; /* the matmul-only row's runner (matmuls_prepare) */
 } cmp_bench;
@@ -393,21 +396,97 @@ static dsops_status cmp_run(dsops_context *ctx, void *pv)
     return dsops_compressor(ctx, &((cmp_bench *)pv)->p->args);
 }
 
+static size_t cmp_state_elements(const dsops_tensor *state)
+{
+    return (size_t)(state->shape[0] * state->shape[1] * state->shape[2]);
+}
+
+/* Whether the call writes state row `row` ([NB * BS] rows) through block table `tab`: one of its tokens'
+ * positions maps there. */
+static int cmp_row_written(const dsops_compressor_args *a, const dsops_tensor *tab, int64_t BS, int64_t row)
+{
+    const int32_t *cu = a->cu_seqlens_q.data, *start = a->start_pos.data, *bt = tab->data;
+    for (int64_t b = 0; b < a->start_pos.shape[0]; b++)
+        for (int64_t pos = start[b]; pos < start[b] + cu[b + 1] - cu[b]; pos++)
+            if (pos / BS < tab->shape[1] && bt[b * tab->shape[1] + pos / BS] * BS + pos % BS == row)
+                return 1;
+    return 0;
+}
+
+/* The library's state `got` against the oracle's (in the call's tensor) and, in every row the call does not
+ * write, bitwise against `before`. 0, or 1 with why. */
+static int cmp_state_differs(const dsops_compressor_args *a, int score, const float *got, const float *before,
+                             char *why, size_t cap)
+{
+    const dsops_tensor *st = score ? &a->score_state : &a->kv_state;
+    const dsops_tensor *tab = score ? &a->score_state_block_table : &a->kv_state_block_table;
+    const int64_t rows = st->shape[0] * st->shape[1], W = st->shape[2];
+    size_t bad = 0, n = 0;
+    double max_err = 0;
+    bench_count_outside(got, st->data, DSOPS_FP32, cmp_state_elements(st), 1e-3, 1e-3, &bad, &n, &max_err);
+    int64_t changed = 0, first = -1;
+    for (int64_t r = 0; r < rows; r++)
+        if (memcmp(got + r * W, before + r * W, (size_t)W * 4) != 0 && !cmp_row_written(a, tab, st->shape[1], r))
+            first = changed++ == 0 ? r : first;
+    if (bad)
+        snprintf(why, cap, "%zu of %zu %s elements outside 1e-3 / 1e-3, max |err| %.3g", bad, n,
+                 score ? "score_state" : "kv_state", max_err);
+    else if (changed)
+        snprintf(why, cap, "%lld %s rows the call does not write changed (first: row %lld)", (long long)changed,
+                 score ? "score_state" : "kv_state", (long long)first);
+    return bad != 0 || changed != 0;
+}
+
 static int cmp_check(void *pv, char *why, size_t cap)
 {
     cmp_bench *b = pv;
     const dsops_compressor_args *a = &b->p->args;
-    size_t n = (size_t)(a->out.shape[0] * a->out.shape[1]);
+    const int64_t B = a->start_pos.shape[0], NO = a->out.shape[0], D = a->out.shape[1];
+    const size_t n = (size_t)(NO * D), nkv = cmp_state_elements(&a->kv_state),
+                 nsc = cmp_state_elements(&a->score_state);
     uint16_t *got = bench_keep_output(a->out.data, n * 2, why, cap);
-    if (!got)
-        return 1;
-    dsops_ref_compressor(a); /* rewrites out and the call's own state rows from the same inputs */
+    int32_t *got_count = bench_keep_output(a->out_count.data, (size_t)B * 4, why, cap);
+    float *got_kv = bench_keep_output(a->kv_state.data, nkv * 4, why, cap);
+    float *got_score = bench_keep_output(a->score_state.data, nsc * 4, why, cap);
+    int fail = 1;
+    if (!got || !got_count || !got_kv || !got_score)
+        goto done;
+    /* the oracle from the states before the call */
+    memcpy(a->kv_state.data, b->kv_state0, nkv * 4);
+    memcpy(a->score_state.data, b->score_state0, nsc * 4);
+    dsops_ref_compressor(a);
+    const int32_t *count = a->out_count.data;
+    int64_t entries = 0, first = -1;
+    for (int64_t s = 0; s < B; s++) {
+        entries += count[s];
+        first = first < 0 && got_count[s] != count[s] ? s : first;
+    }
+    if (first >= 0 || entries != b->p->entries) {
+        snprintf(why, cap, "out_count[%lld] = %d, expected %d; the oracle makes %lld entries, the generator %lld",
+                 (long long)(first < 0 ? 0 : first), got_count[first < 0 ? 0 : first], count[first < 0 ? 0 : first],
+                 (long long)entries, (long long)b->p->entries);
+        goto done;
+    }
+    /* rows that receive no entry: packed, rows from the number of entries on; row_per_seq, rows of sequences
+     * without an entry and rows >= B */
+    for (int64_t row = 0; row < NO; row++) {
+        const int filled = a->out_layout == DSOPS_COMPRESSOR_ROW_PER_SEQ ? row < B && count[row] > 0 : row < entries;
+        for (int64_t d = 0; d < D && !filled; d++)
+            if (got[row * D + d] != 0) {
+                snprintf(why, cap, "out row %lld receives no entry, yet element %lld is not +0", (long long)row,
+                         (long long)d);
+                goto done;
+            }
+    }
     size_t bad = 0, total = 0;
     double max_err = 0;
     bench_count_outside(got, a->out.data, DSOPS_BF16, n, 1e-4, 1.0 / 128, &bad, &total, &max_err);
-    free(got);
     snprintf(why, cap, "%zu of %zu out elements outside 1e-4 / 2^-7, max |err| %.3g", bad, n, max_err);
-    return bench_too_many(bad, n);
+    fail = bench_too_many(bad, n) || cmp_state_differs(a, 0, got_kv, b->kv_state0, why, cap) ||
+           cmp_state_differs(a, 1, got_score, b->score_state0, why, cap);
+done:
+    free(got), free(got_count), free(got_kv), free(got_score);
+    return fail;
 }
 
 static void cmp_release(void *pv)
@@ -415,6 +494,8 @@ static void cmp_release(void *pv)
     cmp_bench *b = pv;
     dsops_prepared_destroy(b->prep);
     dsops_cmp_problem_free(b->p);
+    free(b->kv_state0);
+    free(b->score_state0);
     free(b->y);
     free(b);
 }
@@ -443,9 +524,12 @@ static int cmp_make_problem(const void *cv, bench_problem *bp, char *why, size_t
         return bench_cannot_generate(why, cap);
     if (bench_prepared_or_say(dsops_compressor_prepare(NULL, &b->p->args, &b->prep), "compressor_prepare", why, cap))
         return 1;
-    const size_t CD = (size_t)b->p->args.wkv.shape[0];
+    const dsops_compressor_args *a = &b->p->args;
+    const size_t CD = (size_t)a->wkv.shape[0];
     b->y = malloc(4 * (size_t)b->p->T * 2 * CD + 64);
-    if (!b->y)
+    b->kv_state0 = bench_keep_output(a->kv_state.data, 4 * cmp_state_elements(&a->kv_state), why, cap);
+    b->score_state0 = bench_keep_output(a->score_state.data, 4 * cmp_state_elements(&a->score_state), why, cap);
+    if (!b->y || !b->kv_state0 || !b->score_state0)
         return bench_out_of_memory(why, cap);
     b->p->args.prepared = b->prep;
     *bp = (bench_problem){b, cmp_run, cmp_check, cmp_release, b->p->flops, b->p->weight_bytes, DSOPS_PEAK_BF16_DOT,

@@ -212,11 +212,14 @@ fail:
 
 /* ---- bench adapter ------------------------------------------------------------------------------- */
 
-/* indexer_prolog_v32: timed with prepared weights (packed once, outside the timing); --check compares
- * q_idx with the oracle at the spec's tolerance. A second row times the same matmuls alone. */
+/* indexer_prolog_v32: timed with prepared weights (packed once, outside the timing). --check repeats the call
+ * without the prepared object (bitwise the same bytes), then compares q_idx, q_idx_scale, weights and the
+ * key cache rows at cache_index with the oracle at the tolerances of docs/OPERATORS.md §4.2. A second row
+ * times the same matmuls alone. */
 typedef struct idxp_bench {
     dsops_idxp_problem *p;
     dsops_prepared *prep;
+    dsops_context *ctx;        /* the context of the last timed call: the check repeats it unprepared there */
     void *hx;                  /* [T*NI, DI] stand-in Hadamard operand, in the matrices' dtype */
     void *y;                   /* fp32 / int32 results of the matmul-only row */
     bench_linear_run_fn linear_run; /* the matmul-only row's runner (matmuls_prepare) */
@@ -227,46 +230,107 @@ enum { IDXP_MAP_WQ_B, IDXP_MAP_WK, IDXP_MAP_WPROJ, IDXP_MAP_HQ, IDXP_MAP_HK, IDX
 
 static dsops_status idxp_run(dsops_context *ctx, void *pv)
 {
-    return dsops_indexer_prolog_v32(ctx, &((idxp_bench *)pv)->p->args);
+    idxp_bench *b = pv;
+    b->ctx = ctx;
+    return dsops_indexer_prolog_v32(ctx, &b->p->args);
+}
+
+/* A call's results as fp32 values (fp16 / bf16 widened), in one buffer: q_idx [T*NI*DI], q_idx_scale [T*NI]
+ * (int8), weights [T*NI], then per token with a non-negative cache_index its key row [DI] and key scale
+ * (int8). */
+typedef struct idxp_values {
+    float *v;
+    size_t n_q, n_scale, n_w, n_key, n_key_scale;
+} idxp_values;
+
+static float idxp_value(const void *base, dsops_dtype dt, int64_t i)
+{
+    switch (dt) {
+    case DSOPS_INT8: return ((const int8_t *)base)[i];
+    case DSOPS_FP32: return ((const float *)base)[i];
+    case DSOPS_FP16: return dsops_ref_f32_from_fp16(((const uint16_t *)base)[i]);
+    default: return dsops_ref_f32_from_bf16(((const uint16_t *)base)[i]);
+    }
+}
+
+static int idxp_values_take(const dsops_idxp_problem *p, idxp_values *out)
+{
+    const dsops_indexer_prolog_v32_args *a = &p->args;
+    const int64_t T = p->T, NI = p->c.NI, DI = p->c.DI, *slot = a->cache_index.data;
+    const int int8 = p->c.int8;
+    int64_t nw = 0;
+    for (int64_t t = 0; t < T; t++)
+        nw += slot[t] >= 0;
+    idxp_values r = {NULL, (size_t)(T * NI * DI), int8 ? (size_t)(T * NI) : 0, (size_t)(T * NI), (size_t)(nw * DI),
+                     int8 ? (size_t)nw : 0};
+    r.v = malloc(sizeof(float) * (r.n_q + r.n_scale + r.n_w + r.n_key + r.n_key_scale + 1));
+    if (!r.v)
+        return 1;
+    float *v = r.v;
+    for (size_t i = 0; i < r.n_q; i++)
+        *v++ = idxp_value(a->q_idx.data, a->q_idx.dtype, (int64_t)i);
+    for (size_t i = 0; i < r.n_scale; i++)
+        *v++ = idxp_value(a->q_idx_scale.data, a->q_idx_scale.dtype, (int64_t)i);
+    for (size_t i = 0; i < r.n_w; i++)
+        *v++ = idxp_value(a->weights.data, a->weights.dtype, (int64_t)i);
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t d = 0; slot[t] >= 0 && d < DI; d++)
+            *v++ = idxp_value(a->idx_k_cache.data, a->idx_k_cache.dtype, slot[t] * DI + d);
+    for (int64_t t = 0; int8 && t < T; t++)
+        if (slot[t] >= 0)
+            *v++ = idxp_value(a->idx_k_scale_cache.data, a->idx_k_scale_cache.dtype, slot[t]);
+    *out = r;
+    return 0;
 }
 
 static int idxp_check(void *pv, char *why, size_t cap)
 {
     idxp_bench *b = pv;
-    const dsops_indexer_prolog_v32_args *a = &b->p->args;
+    dsops_indexer_prolog_v32_args *a = &b->p->args;
     const int int8 = b->p->c.int8;
-    size_t n = (size_t)(b->p->T * b->p->c.NI * b->p->c.DI), es = int8 ? 1 : 2;
-    unsigned char *got = bench_keep_output(a->q_idx.data, n * es, why, cap);
-    if (!got)
-        return 1;
-    /* the oracle rewrites outputs and cache rows from the same inputs */
-    dsops_ref_indexer_prolog_v32(a);
-    size_t bad = 0;
-    double max_err = 0;
-    for (size_t i = 0; i < n; i++) {
-        double x, y;
-        if (int8) {
-            x = ((const int8_t *)got)[i];
-            y = ((const int8_t *)a->q_idx.data)[i];
-        } else {
-            uint16_t gx, gy;
-            memcpy(&gx, got + 2 * i, 2);
-            gy = ((const uint16_t *)a->q_idx.data)[i];
-            x = cases_bf16_value(gx);
-            y = cases_bf16_value(gy);
-        }
-        double err = fabs(x - y);
-        /* int8: 1 / 0 / 0; bf16: 1e-4 / 2^-7 / 0.005 (spec §4.2) */
-        if (isnan(x) != isnan(y) || (!isnan(x) && err > (int8 ? 1.0 : 1e-4 + fabs(y) / 128.0)))
-            bad++;
-        if (err > max_err)
-            max_err = err;
+    idxp_values got = {0}, again = {0}, ref = {0};
+    if (idxp_values_take(b->p, &got))
+        return bench_out_of_memory(why, cap);
+    a->prepared = NULL;
+    dsops_status s = dsops_indexer_prolog_v32(b->ctx, a);
+    a->prepared = b->prep;
+    int fail = 1;
+    const size_t total = got.n_q + got.n_scale + got.n_w + got.n_key + got.n_key_scale;
+    if (bench_prepared_or_say(s, "the unprepared call", why, cap)) {
+        /* why says it */
+    } else if (idxp_values_take(b->p, &again)) {
+        bench_out_of_memory(why, cap);
+    } else if (memcmp(got.v, again.v, sizeof(float) * total) != 0) {
+        snprintf(why, cap, "the unprepared call writes other bytes than the prepared one");
+    } else {
+        /* the oracle rewrites outputs and cache rows from the same inputs */
+        dsops_ref_indexer_prolog_v32(a);
+        fail = idxp_values_take(b->p, &ref) ? bench_out_of_memory(why, cap) : 0;
     }
-    free(got);
-    size_t allowed = int8 ? 0 : (size_t)floor(0.005 * (double)n + 0.5);
-    snprintf(why, cap, "%zu of %zu q_idx elements outside %s (allowed %zu), max |err| %.3g", bad, n,
-             int8 ? "1 / 0" : "1e-4 / 2^-7", allowed, max_err);
-    return bad > allowed;
+    /* (name, elements, atol, rtol, share allowed outside) in the order of idxp_values */
+    const struct {
+        const char *name;
+        size_t n;
+        double atol, rtol, share;
+    } part[5] = {{"q_idx", got.n_q, int8 ? 1.0 : 1e-4, int8 ? 0.0 : 1.0 / 128, int8 ? 0.0 : 0.005},
+                 {"q_idx_scale", got.n_scale, 2.5e-5, 0.0, 0.005},
+                 {"weights", got.n_w, int8 ? 2.5e-5 : 1e-4, int8 ? 1.0 / 1024 : 1.0 / 128, 0.005},
+                 {"cache keys", got.n_key, int8 ? 1.0 : 1e-4, int8 ? 0.0 : 1.0 / 128, 0.005},
+                 {"cache key scales", got.n_key_scale, 2.5e-5, 0.0, 0.005}};
+    size_t at = 0;
+    for (int i = 0; i < 5 && !fail; at += part[i++].n) {
+        size_t bad = 0, n = 0, allowed = (size_t)floor(part[i].share * (double)part[i].n + 0.5);
+        double max_err = 0;
+        bench_count_outside(got.v + at, ref.v + at, DSOPS_FP32, part[i].n, part[i].atol, part[i].rtol, &bad, &n,
+                            &max_err);
+        fail = bad > allowed;
+        snprintf(why, cap, "%zu of %zu %s elements outside %g + %g |ref| (allowed %zu), max |err| %.3g", bad, n,
+                 part[i].name, part[i].atol, part[i].rtol, allowed, max_err);
+    }
+    if (!fail)
+        snprintf(why, cap, "every result within its tolerance");
+    free(got.v), free(again.v), free(ref.v);
+    return fail;
 }
 
 static void idxp_release(void *pv)

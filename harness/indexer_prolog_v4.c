@@ -157,11 +157,14 @@ dsops_idxp4_problem *dsops_idxp4_problem_make(const dsops_idxp4_case *c, uint64_
 
 /* ---- bench adapter ------------------------------------------------------------------------------- */
 
-/* indexer_prolog_v4: timed with prepared weights; --check compares q_idx with the oracle (1 / 0 / 0).
- * A second row times the same matmuls alone (idx_wq_b, weights_proj and the Hadamard map). */
+/* indexer_prolog_v4: timed with prepared weights. --check repeats the call without the prepared object
+ * (bitwise the same bytes), then compares q_idx (1 / 0 / 0), q_idx_scale and weights (1e-4 / 0.007825 /
+ * 0.005; docs/OPERATORS.md §3.5) with the oracle. A second row times the same matmuls alone (idx_wq_b,
+ * weights_proj and the Hadamard map). */
 typedef struct idxp4_bench {
     dsops_idxp4_problem *p;
     dsops_prepared *prep;
+    dsops_context *ctx;        /* the context of the last timed call: the check repeats it unprepared there */
     void *hx;                  /* [T*NI, DI] stand-in Hadamard operand, in the matrix's dtype */
     void *y;                   /* int32 / fp32 results of the matmul-only row */
     bench_linear_run_fn linear_run; /* the matmul-only row's runner (matmuls_prepare) */
@@ -172,24 +175,61 @@ enum { IDXP4_MAP_WQ_B, IDXP4_MAP_WPROJ, IDXP4_MAP_HAD, IDXP4_MAP_COUNT };
 
 static dsops_status idxp4_run(dsops_context *ctx, void *pv)
 {
-    return dsops_indexer_prolog_v4(ctx, &((idxp4_bench *)pv)->p->args);
+    idxp4_bench *b = pv;
+    b->ctx = ctx;
+    return dsops_indexer_prolog_v4(ctx, &b->p->args);
+}
+
+/* The call's outputs: q_idx [T*NI*DI] int8 bytes, then q_idx_scale and weights [T*NI] each widened from
+ * fp16 to fp32 (returned). */
+static float *idxp4_take_outputs(const dsops_indexer_prolog_v4_args *a, size_t nq, size_t nh, int8_t *q)
+{
+    float *f = malloc(sizeof(float) * 2 * nh + 1);
+    const uint16_t *scale = a->q_idx_scale.data, *weights = a->weights.data;
+    memcpy(q, a->q_idx.data, nq);
+    for (size_t i = 0; f && i < nh; i++)
+        f[i] = dsops_ref_f32_from_fp16(scale[i]), f[nh + i] = dsops_ref_f32_from_fp16(weights[i]);
+    return f;
 }
 
 static int idxp4_check(void *pv, char *why, size_t cap)
 {
     idxp4_bench *b = pv;
-    const dsops_indexer_prolog_v4_args *a = &b->p->args;
-    size_t n = (size_t)((int64_t)b->p->c.T * b->p->c.NI * b->p->c.DI);
-    int8_t *got = bench_keep_output(a->q_idx.data, n, why, cap);
-    if (!got)
-        return 1;
-    dsops_ref_indexer_prolog_v4(a); /* rewrites the outputs from the same inputs */
-    size_t bad = 0, total = 0;
-    double max_err = 0;
-    bench_count_outside(got, a->q_idx.data, DSOPS_INT8, n, 1.0, 0.0, &bad, &total, &max_err);
-    free(got);
-    snprintf(why, cap, "%zu of %zu q_idx elements outside 1 / 0, max |err| %.3g", bad, n, max_err);
-    return bad != 0;
+    dsops_indexer_prolog_v4_args *a = &b->p->args;
+    const size_t nh = (size_t)((int64_t)b->p->c.T * b->p->c.NI), n = nh * (size_t)b->p->c.DI;
+    int8_t *q = malloc(3 * n + 1); /* q_idx of the call, the unprepared call and the oracle */
+    float *got = q ? idxp4_take_outputs(a, n, nh, q) : NULL, *again = NULL, *ref = NULL;
+    if (!got) {
+        free(q);
+        return bench_out_of_memory(why, cap);
+    }
+    a->prepared = NULL;
+    const dsops_status s = dsops_indexer_prolog_v4(b->ctx, a);
+    a->prepared = b->prep;
+    int fail = bench_prepared_or_say(s, "the unprepared call", why, cap);
+    if (!fail) {
+        again = idxp4_take_outputs(a, n, nh, q + n);
+        dsops_ref_indexer_prolog_v4(a); /* rewrites the outputs from the same inputs */
+        ref = again ? idxp4_take_outputs(a, n, nh, q + 2 * n) : NULL;
+    }
+    if (!fail && !ref) {
+        fail = bench_out_of_memory(why, cap);
+    } else if (!fail && (memcmp(q, q + n, n) != 0 || memcmp(got, again, sizeof(float) * 2 * nh) != 0)) {
+        snprintf(why, cap, "the unprepared call writes other bytes than the prepared one");
+        fail = 1;
+    } else if (!fail) {
+        size_t bad_q = 0, bad_scale = 0, bad_w = 0, total = 0;
+        double max_q = 0, max_scale = 0, max_w = 0;
+        bench_count_outside(q, q + 2 * n, DSOPS_INT8, n, 1.0, 0.0, &bad_q, &total, &max_q);
+        bench_count_outside(got, ref, DSOPS_FP32, nh, 1e-4, 0.007825, &bad_scale, &total, &max_scale);
+        bench_count_outside(got + nh, ref + nh, DSOPS_FP32, nh, 1e-4, 0.007825, &bad_w, &total, &max_w);
+        snprintf(why, cap, "outside their tolerances: %zu of %zu q_idx elements (1 / 0, max |err| %.3g), %zu of %zu "
+                 "q_idx_scale and %zu of %zu weights elements (1e-4 / 0.007825, max |err| %.3g, %.3g)", bad_q, n,
+                 max_q, bad_scale, nh, bad_w, nh, max_scale, max_w);
+        fail = bad_q != 0 || bench_too_many(bad_scale, nh) || bench_too_many(bad_w, nh);
+    }
+    free(q), free(got), free(again), free(ref);
+    return fail;
 }
 
 static void idxp4_release(void *pv)

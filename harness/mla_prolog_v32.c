@@ -131,41 +131,152 @@ fail:
 /* ---- bench adapter ------------------------------------------------------------------------------- */
 
 
-/* mla_prolog_v32: timed with prepared weights (packed once, outside the timing); --check compares
- * q_nope with the oracle at the spec's tolerance. A second row times the same matmuls alone. */
+/* mla_prolog_v32: timed with prepared weights (packed once, outside the timing). --check compares every
+ * output and the cache rows at cache_index with the oracle at the tolerances of docs/OPERATORS.md §4.1, after
+ * the same call without the prepared object has given bitwise the same bytes. A second row times the same
+ * matmuls alone. */
 typedef struct mlap_bench {
     dsops_mlap_problem *p;
     dsops_prepared *prep;
+    dsops_context *ctx;        /* the context of the last timed call: the check repeats it unprepared there */
     void *x2, *y;              /* stand-in activations and fp32 results for the matmul-only row */
     bench_linear_run_fn linear_run; /* the matmul-only row's runner (matmuls_prepare) */
 } mlap_bench;
 
 static dsops_status mlap_run(dsops_context *ctx, void *pv)
 {
-    return dsops_mla_prolog_v32(ctx, &((mlap_bench *)pv)->p->args);
+    mlap_bench *b = pv;
+    b->ctx = ctx;
+    return dsops_mla_prolog_v32(ctx, &b->p->args);
+}
+
+/* The results of a call, each with its tolerance (§4.1: atol, rtol, share of elements allowed outside):
+ * the outputs, then the cache rows the call addresses, gathered in token order. */
+enum { MLAP_Q_NOPE, MLAP_Q_ROPE, MLAP_QR, MLAP_QR_SCALE, MLAP_LATENT, MLAP_LATENT_SCALE, MLAP_KR, MLAP_RESULTS };
+
+typedef struct mlap_result {
+    const char *name;
+    dsops_dtype dt;
+    size_t n;
+    double atol, rtol, share;
+    unsigned char *bytes;
+} mlap_result;
+
+/* Copies the call's results out of a (they are overwritten next); 0, or 1 when memory runs out. */
+static int mlap_collect(const dsops_mlap_problem *p, mlap_result r[MLAP_RESULTS])
+{
+    const dsops_mla_prolog_v32_args *a = &p->args;
+    const int64_t T = p->T, N = p->c.N, Dc = p->c.Dc, G = Dc / 128, Q = p->c.Q;
+    const int int8_qr = p->wq_b_int8, int8_cache = p->c.layout != DSOPS_KV_SPLIT_BF16;
+    const int64_t *slot = a->cache_index.data;
+    int64_t nw = 0;
+    for (int64_t t = 0; t < T; t++)
+        nw += slot[t] >= 0;
+    const mlap_result init[MLAP_RESULTS] = {
+        {"q_nope", DSOPS_BF16, (size_t)(T * N * Dc), 0.005, 1.0 / 128, 0.005, NULL},
+        {"q_rope", DSOPS_BF16, (size_t)(T * N * 64), 0.005, 1.0 / 128, 0.005, NULL},
+        {"qr", int8_qr ? DSOPS_INT8 : DSOPS_BF16, (size_t)(T * Q), int8_qr ? 1.0 : 1e-4, int8_qr ? 0.0 : 1.0 / 128,
+         0.005, NULL},
+        {"qr_scale", DSOPS_FP32, int8_qr ? (size_t)T : 0, 2.5e-5, 0.005, 0.005, NULL},
+        {"cache latent", int8_cache ? DSOPS_INT8 : DSOPS_BF16, (size_t)(nw * Dc), int8_cache ? 1.0 : 1e-4,
+         int8_cache ? 0.0 : 1.0 / 128, 0.005, NULL},
+        {"cache scales", DSOPS_FP32, int8_cache ? (size_t)(nw * G) : 0, 2.5e-5, 0.005, 0.0, NULL},
+        {"cache rope", DSOPS_BF16, (size_t)(nw * 64), 1e-4, 1.0 / 128, 0.005, NULL},
+    };
+    int ok = 1;
+    for (int i = 0; i < MLAP_RESULTS; i++) {
+        r[i] = init[i];
+        r[i].bytes = malloc(r[i].n * dsops_dtype_size(r[i].dt) + 1);
+        ok &= r[i].bytes != NULL;
+    }
+    if (!ok)
+        return 1;
+    memcpy(r[MLAP_Q_NOPE].bytes, a->q_nope.data, r[MLAP_Q_NOPE].n * 2);
+    memcpy(r[MLAP_Q_ROPE].bytes, a->q_rope.data, r[MLAP_Q_ROPE].n * 2);
+    memcpy(r[MLAP_QR].bytes, a->qr.data, r[MLAP_QR].n * dsops_dtype_size(r[MLAP_QR].dt));
+    if (int8_qr)
+        memcpy(r[MLAP_QR_SCALE].bytes, a->qr_scale.data, (size_t)T * 4);
+    /* cache rows: split layouts [rows, Dc] latent, [rows, G] fp32 scales, [rows, 64] bf16 rope; packed656
+     * rows of Dc int8, 64 bf16 rope, G fp32 scales */
+    const size_t lat_bytes = (size_t)Dc * (int8_cache ? 1 : 2), sc_bytes = (size_t)G * 4;
+    for (int64_t t = 0, w = 0; t < T; t++) {
+        if (slot[t] < 0)
+            continue;
+        unsigned char *lat = r[MLAP_LATENT].bytes + w * lat_bytes, *sc = r[MLAP_LATENT_SCALE].bytes + w * sc_bytes,
+                      *kr = r[MLAP_KR].bytes + w * 128;
+        if (p->c.layout == DSOPS_KV_PACKED656) {
+            const unsigned char *row = (const unsigned char *)a->kv_packed.data + slot[t] * 656;
+            memcpy(lat, row, lat_bytes), memcpy(kr, row + Dc, 128), memcpy(sc, row + Dc + 128, sc_bytes);
+        } else {
+            memcpy(lat, (const unsigned char *)a->kv_cache.data + slot[t] * lat_bytes, lat_bytes);
+            memcpy(kr, (const unsigned char *)a->kr_cache.data + slot[t] * 128, 128);
+            if (int8_cache)
+                memcpy(sc, (const unsigned char *)a->kv_scale_cache.data + slot[t] * sc_bytes, sc_bytes);
+        }
+        w++;
+    }
+    return 0;
+}
+
+static void mlap_results_free(mlap_result r[MLAP_RESULTS])
+{
+    for (int i = 0; i < MLAP_RESULTS; i++)
+        free(r[i].bytes);
+}
+
+/* The first result in which got and want differ (bitwise), or -1. */
+static int mlap_first_difference(const mlap_result got[MLAP_RESULTS], const mlap_result want[MLAP_RESULTS])
+{
+    for (int i = 0; i < MLAP_RESULTS; i++)
+        if (memcmp(got[i].bytes, want[i].bytes, got[i].n * dsops_dtype_size(got[i].dt)) != 0)
+            return i;
+    return -1;
 }
 
 static int mlap_check(void *pv, char *why, size_t cap)
 {
     mlap_bench *b = pv;
-    const dsops_mla_prolog_v32_args *a = &b->p->args;
-    int64_t T = b->p->T, N = b->p->c.N, Dc = b->p->c.Dc;
-    size_t n = (size_t)(T * N * Dc);
-    uint16_t *got = bench_keep_output(a->q_nope.data, n * 2, why, cap);
-    if (!got)
-        return 1;
-    /* the oracle rewrites outputs and caches from the same inputs */
-    dsops_ref_mla_prolog_v32(a);
-    const uint16_t *ref = a->q_nope.data;
-    size_t bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        float x = cases_bf16_value(got[i]), y = cases_bf16_value(ref[i]);
-        if (isnan(x) != isnan(y) || fabs((double)x - (double)y) > 0.005 + fabs((double)y) / 128.0)
-            bad++;
+    dsops_mla_prolog_v32_args *a = &b->p->args;
+    mlap_result got[MLAP_RESULTS] = {0}, again[MLAP_RESULTS] = {0}, ref[MLAP_RESULTS] = {0};
+    int fail = 1;
+    if (mlap_collect(b->p, got))
+        goto out_of_memory;
+    /* the unprepared call (the prepared object only repacks the weights) */
+    a->prepared = NULL;
+    dsops_status s = dsops_mla_prolog_v32(b->ctx, a);
+    a->prepared = b->prep;
+    if (bench_prepared_or_say(s, "the unprepared call", why, cap))
+        goto done;
+    if (mlap_collect(b->p, again))
+        goto out_of_memory;
+    int d = mlap_first_difference(got, again);
+    if (d >= 0) {
+        snprintf(why, cap, "the unprepared call writes other bytes into %s than the prepared one", got[d].name);
+        goto done;
     }
-    free(got);
-    snprintf(why, cap, "%zu of %zu q_nope elements outside 0.005 / 2^-7", bad, n);
-    return bench_too_many(bad, n);
+    /* the oracle rewrites outputs and the addressed cache rows from the same inputs */
+    dsops_ref_mla_prolog_v32(a);
+    if (mlap_collect(b->p, ref))
+        goto out_of_memory;
+    fail = 0;
+    snprintf(why, cap, "every result within its tolerance");
+    for (int i = 0; i < MLAP_RESULTS && !fail; i++) {
+        size_t bad = 0, n = 0;
+        double max_err = 0;
+        bench_count_outside(got[i].bytes, ref[i].bytes, got[i].dt, got[i].n, got[i].atol, got[i].rtol, &bad, &n,
+                            &max_err);
+        size_t allowed = (size_t)floor(got[i].share * (double)n + 0.5);
+        fail = bad > allowed;
+        if (fail)
+            snprintf(why, cap, "%zu of %zu %s elements outside %g + %g |ref| (allowed %zu), max |err| %.3g", bad, n,
+                     got[i].name, got[i].atol, got[i].rtol, allowed, max_err);
+    }
+    goto done;
+out_of_memory:
+    bench_out_of_memory(why, cap);
+done:
+    mlap_results_free(got), mlap_results_free(again), mlap_results_free(ref);
+    return fail;
 }
 
 static void mlap_release(void *pv)

@@ -144,11 +144,14 @@ dsops_mla4_problem *dsops_mla4_problem_make(const dsops_mla4_case *c, uint64_t s
 
 /* ---- bench adapter ------------------------------------------------------------------------------- */
 
-/* mla_prolog_v4: timed with prepared weights; --check compares q with the oracle (1e-4 / 2^-7 / 0.005;
- * int8 variant: see mla4_check). A second row times the same matmuls alone. */
+/* mla_prolog_v4: timed with prepared weights. --check repeats the call without the prepared object (bitwise
+ * the same bytes), then compares every output with the oracle at the tolerances of docs/OPERATORS.md §3.3
+ * (q, kv, bf16 qr 1e-4 / 2^-7 / 0.005; int8 qr 1 / 0 / 0; qr_scale 2.5e-5 / 0.005 / 0.005; int8 variant:
+ * see mla4_check). A second row times the same matmuls alone. */
 typedef struct mla4_bench {
     dsops_mla4_problem *p;
     dsops_prepared *prep;
+    dsops_context *ctx;        /* the context of the last timed call: the check repeats it unprepared there */
     void *y;                   /* fp32 / int32 results of the matmul-only row */
     bench_linear_run_fn linear_run; /* the matmul-only row's runner (matmuls_prepare) */
 } mla4_bench;
@@ -158,7 +161,18 @@ enum { MLA4_MAP_WQ_A, MLA4_MAP_WKV, MLA4_MAP_WQ_B, MLA4_MAP_COUNT };
 
 static dsops_status mla4_run(dsops_context *ctx, void *pv)
 {
-    return dsops_mla_prolog_v4(ctx, &((mla4_bench *)pv)->p->args);
+    mla4_bench *b = pv;
+    b->ctx = ctx;
+    return dsops_mla_prolog_v4(ctx, &b->p->args);
+}
+
+/* q, kv, qr and qr_scale (bytes[i] each, 0 when absent) one after the other into dst. */
+static void mla4_copy_outputs(const dsops_mla_prolog_v4_args *a, const size_t bytes[4], unsigned char *dst)
+{
+    const void *src[4] = {a->q.data, a->kv.data, a->qr.data, a->qr_scale.data};
+    for (int i = 0; i < 4; dst += bytes[i++])
+        if (bytes[i])
+            memcpy(dst, src[i], bytes[i]);
 }
 
 /* int8 wq_b: the library may round a qr element the other way than the oracle (its fp32 sums run in
@@ -167,34 +181,60 @@ static dsops_status mla4_run(dsops_context *ctx, void *pv)
 static int mla4_check(void *pv, char *why, size_t cap)
 {
     mla4_bench *b = pv;
-    const dsops_mla_prolog_v4_args *a = &b->p->args;
-    const int64_t T = b->p->c.T, ND = (int64_t)b->p->c.N * b->p->c.D, Q = b->p->c.Q;
+    dsops_mla_prolog_v4_args *a = &b->p->args;
+    const int64_t T = b->p->c.T, D = b->p->c.D, ND = (int64_t)b->p->c.N * D, Q = b->p->c.Q;
     const int int8 = b->p->c.int8;
-    size_t n = (size_t)(T * ND);
-    uint16_t *got = bench_keep_output(a->q.data, n * 2, why, cap);
-    int8_t *got_qr = got ? bench_keep_output(a->qr.data, (size_t)(T * Q), why, cap) : NULL; /* read if int8 */
-    if (!got_qr) {
+    const size_t bytes[4] = {(size_t)(T * ND) * 2, (size_t)(T * D) * 2, (size_t)(T * Q) * (int8 ? 1 : 2),
+                             int8 ? (size_t)T * 4 : 0};
+    const size_t total = bytes[0] + bytes[1] + bytes[2] + bytes[3];
+    unsigned char *got = malloc(2 * total + 1);
+    if (!got)
+        return bench_out_of_memory(why, cap);
+    mla4_copy_outputs(a, bytes, got);
+    a->prepared = NULL;
+    dsops_status s = dsops_mla_prolog_v4(b->ctx, a);
+    a->prepared = b->prep;
+    if (s == DSOPS_OK)
+        mla4_copy_outputs(a, bytes, got + total);
+    if (s != DSOPS_OK || memcmp(got, got + total, total) != 0) {
+        snprintf(why, cap, "the unprepared call: %s", s != DSOPS_OK ? dsops_last_error() : "other bytes than the prepared one");
         free(got);
         return 1;
     }
     dsops_ref_mla_prolog_v4(a); /* rewrites the outputs from the same inputs */
-    size_t bad = 0, total = 0, bad_qr = 0, qr_total = 0;
-    double max_err = 0, max_qr = 0;
+    const uint16_t *got_q = (const uint16_t *)got, *got_kv = (const uint16_t *)(got + bytes[0]);
+    const unsigned char *got_qr = got + bytes[0] + bytes[1], *got_qr_scale = got_qr + bytes[2];
+    size_t bad = 0, total_q = 0, bad_qr = 0, qr_total = 0, bad_kv = 0, bad_qr_bf16 = 0, bad_scale = 0, n = 0;
+    double max_err = 0, max_qr = 0, max_other = 0;
     int64_t skipped = 0;
     for (int64_t t = 0; t < T; t++) {
         if (int8 && memcmp(got_qr + t * Q, (const int8_t *)a->qr.data + t * Q, (size_t)Q) != 0) {
-            bench_count_outside(got_qr + t * Q, (const int8_t *)a->qr.data + t * Q, DSOPS_INT8, (size_t)Q, 1.0, 0.0, &bad_qr,
-                          &qr_total, &max_qr);
+            bench_count_outside(got_qr + t * Q, (const int8_t *)a->qr.data + t * Q, DSOPS_INT8, (size_t)Q, 1.0, 0.0,
+                                &bad_qr, &qr_total, &max_qr);
             skipped++;
             continue;
         }
-        bench_count_outside(got + t * ND, (const uint16_t *)a->q.data + t * ND, DSOPS_BF16, (size_t)ND, 1e-4, 1.0 / 128,
-                      &bad, &total, &max_err);
+        bench_count_outside(got_q + t * ND, (const uint16_t *)a->q.data + t * ND, DSOPS_BF16, (size_t)ND, 1e-4,
+                            1.0 / 128, &bad, &total_q, &max_err);
     }
-    free(got), free(got_qr);
-    snprintf(why, cap, "%zu of %zu q elements outside 1e-4 / 2^-7, max |err| %.3g; %lld token(s) with qr rows "
-             "other than the oracle's (%zu elements beyond 1)", bad, total, max_err, (long long)skipped, bad_qr);
-    return bench_too_many(bad, total) || bad_qr != 0;
+    bench_count_outside(got_kv, a->kv.data, DSOPS_BF16, (size_t)(T * D), 1e-4, 1.0 / 128, &bad_kv, &n, &max_other);
+    if (int8)
+        bench_count_outside(got_qr_scale, a->qr_scale.data, DSOPS_FP32, (size_t)T, 2.5e-5, 0.005, &bad_scale, &n,
+                            &max_other);
+    else
+        bench_count_outside(got_qr, a->qr.data, DSOPS_BF16, (size_t)(T * Q), 1e-4, 1.0 / 128, &bad_qr_bf16, &n,
+                            &max_other);
+    free(got);
+    const int fail_kv = bench_too_many(bad_kv, (size_t)(T * D)), fail_scale = bench_too_many(bad_scale, (size_t)T),
+              fail_qr = bench_too_many(bad_qr_bf16, (size_t)(T * Q));
+    if (fail_kv || fail_scale || fail_qr)
+        snprintf(why, cap, "outside their tolerances: %zu of %lld kv, %zu of %lld qr_scale, %zu of %lld bf16 qr "
+                 "elements", bad_kv, (long long)(T * D), bad_scale, (long long)(int8 ? T : 0), bad_qr_bf16,
+                 (long long)(int8 ? 0 : T * Q));
+    else
+        snprintf(why, cap, "%zu of %zu q elements outside 1e-4 / 2^-7, max |err| %.3g; %lld token(s) with qr rows "
+                 "other than the oracle's (%zu elements beyond 1)", bad, total_q, max_err, (long long)skipped, bad_qr);
+    return bench_too_many(bad, total_q) || bad_qr != 0 || fail_kv || fail_scale || fail_qr;
 }
 
 static void mla4_release(void *pv)

@@ -411,7 +411,8 @@ dsops_dia_stages *dsops_dia_stages_make(const dsops_sparse_attention_v32_args *a
 
 
 /* sparse_attention_v32 (the fused layer): timed with prepared weights; --check compares the fused result
- * with the four stand-alone operators run in sequence (bitwise). After the fused row, one row per stage
+ * (out, lse, topk_indices and the cache rows at cache_index) with the four stand-alone operators run in
+ * sequence (bitwise). After the fused row, one row per stage
  * times each stand-alone operator on the stage arguments (prepared weights for the prologs). */
 typedef struct dia_bench {
     dsops_dia_problem *p;
@@ -457,25 +458,60 @@ static dsops_status dia_chain_run(dsops_context *ctx, void *pv)
     return s;
 }
 
-/* The fused call has just run (bench_case): the stage chain must give the same out, lse and top-k. */
+/* The rows of every cache of the layer at its cache_index (the rows the call writes), copied one after the
+ * other into rows (NULL: only counted). Returns the number of bytes. */
+static size_t dia_written_rows(const dsops_sparse_attention_v32_args *a, unsigned char *rows)
+{
+    const dsops_tensor *cache[6] = {&a->kv_cache, &a->kv_scale_cache, &a->kr_cache, &a->kv_packed, &a->idx_k_cache,
+                                    &a->idx_k_scale_cache};
+    const int64_t *slot = a->cache_index.data;
+    size_t at = 0;
+    for (int c = 0; c < 6; c++) {
+        if (!cache[c]->data)
+            continue;
+        size_t row_bytes = dsops_dtype_size(cache[c]->dtype);
+        for (int d = 2; d < cache[c]->ndim; d++)
+            row_bytes *= (size_t)cache[c]->shape[d];
+        for (int64_t t = 0; t < a->cache_index.shape[0]; t++) {
+            if (slot[t] < 0)
+                continue;
+            if (rows)
+                memcpy(rows + at, (const unsigned char *)cache[c]->data + (size_t)slot[t] * row_bytes, row_bytes);
+            at += row_bytes;
+        }
+    }
+    return at;
+}
+
+/* The fused call has just run (bench_case): the stage chain must give the same out, lse, top-k and cache
+ * rows. */
 static int dia_check(void *pv, char *why, size_t cap)
 {
     dia_bench *b = pv;
     const dsops_sparse_attention_v32_args *a = &b->p->args;
     size_t no = (size_t)(b->p->T * b->p->c.N * b->p->c.Dc) * 2, nl = (size_t)(b->p->T * b->p->c.N) * 4,
-           nk = (size_t)(b->p->T * b->p->c.K) * 4;
-    unsigned char *keep = malloc(no + nl + nk + 1);
+           nk = (size_t)(b->p->T * b->p->c.K) * 4, nc = dia_written_rows(a, NULL);
+    unsigned char *keep = malloc(no + nl + nk + 2 * nc + 1);
     if (!keep)
         return bench_out_of_memory(why, cap);
+    unsigned char *fused_rows = keep + no + nl + nk, *chain_rows = fused_rows + nc;
     memcpy(keep, a->out.data, no);
     memcpy(keep + no, a->lse.data, nl);
     memcpy(keep + no + nl, a->topk_indices.data, nk);
+    dia_written_rows(a, fused_rows);
     dsops_status s = dia_chain_run(NULL, b);
-    int bad = s != DSOPS_OK || memcmp(keep, a->out.data, no) != 0 || memcmp(keep + no, a->lse.data, nl) != 0 ||
-              memcmp(keep + no + nl, b->st->li.topk_indices.data, nk) != 0;
+    const char *what = s != DSOPS_OK ? dsops_last_error()
+                       : memcmp(keep, a->out.data, no) != 0 ? "out"
+                       : memcmp(keep + no, a->lse.data, nl) != 0 ? "lse"
+                       : memcmp(keep + no + nl, b->st->li.topk_indices.data, nk) != 0 ? "topk_indices"
+                       : (dia_written_rows(a, chain_rows), memcmp(fused_rows, chain_rows, nc) != 0) ? "the cache rows at cache_index"
+                       : NULL;
     free(keep);
-    snprintf(why, cap, "%s", s != DSOPS_OK ? dsops_last_error() : "the stage chain gives other bytes than the fused call");
-    return bad;
+    if (s != DSOPS_OK)
+        snprintf(why, cap, "the stage chain: %s", what);
+    else
+        snprintf(why, cap, "the stage chain gives other bytes than the fused call in %s", what ? what : "nothing");
+    return what != NULL;
 }
 
 static void dia_release(void *pv)

@@ -239,25 +239,6 @@ ip_problem *ip_make(const ip_spec *spec, uint64_t seed)
     return p;
 }
 
-ip_problem *ip_wrap(const dsops_indexer_prolog_v32_args *a)
-{
-    ip_problem *p = tf_xcalloc(sizeof *p);
-    p->args = *a;
-    p->T = a->x.shape[0];
-    p->cache_index = a->cache_index.data;
-    const dsops_tensor *outs[3] = {&a->q_idx, &a->q_idx_scale, &a->weights};
-    const dsops_tensor *caches[2] = {&a->idx_k_cache, &a->idx_k_scale_cache};
-    for (int i = 0; i < 3; i++)
-        if (outs[i]->data)
-            tf_add_region(&p->fx, outs[i]->data, (size_t)tf_span_of(outs[i]) * dsops_dtype_size(outs[i]->dtype),
-                          1, outs[i]->dtype);
-    for (int i = 0; i < 2; i++)
-        if (caches[i]->data)
-            tf_add_region(&p->fx, caches[i]->data,
-                          (size_t)tf_span_of(caches[i]) * dsops_dtype_size(caches[i]->dtype), 0, caches[i]->dtype);
-    return p;
-}
-
 void ip_free(ip_problem *p)
 {
     if (!p)

@@ -66,8 +66,6 @@ typedef struct ip_ref {
 } ip_ref;
 
 ip_problem *ip_make(const ip_spec *sp, uint64_t seed);
-/* Wraps the arguments of a named-case problem (harness/cases.h): regions are the output and cache tensors. */
-ip_problem *ip_wrap(const dsops_indexer_prolog_v32_args *a);
 void ip_free(ip_problem *p);
 
 /* Runs the oracle on the problem's arguments (outputs into dense buffers, cache rows into a compact copy). */

@@ -237,31 +237,6 @@ mp_problem *mp_make(const mp_spec *spec, uint64_t seed)
     return p;
 }
 
-mp_problem *mp_wrap(const dsops_mla_prolog_v32_args *a)
-{
-    mp_problem *p = tf_xcalloc(sizeof *p);
-    p->args = *a;
-    p->T = a->x.shape[0];
-    p->NG = a->wq_b.shape[0];
-    p->KV = a->wkv_a.shape[0];
-    p->cache_index = a->cache_index.data;
-    const dsops_tensor *outs[4] = {&a->q_nope, &a->q_rope, &a->qr, &a->qr_scale};
-    const dsops_tensor *caches[4] = {&a->kv_cache, &a->kv_scale_cache, &a->kr_cache, &a->kv_packed};
-    for (int i = 0; i < 4; i++)
-        if (outs[i]->data)
-            tf_add_region(&p->fx, outs[i]->data, (size_t)tf_span_of(outs[i]) * dsops_dtype_size(outs[i]->dtype),
-                          1, outs[i]->dtype);
-    if (a->kv_layout == DSOPS_KV_PACKED656) {
-        tf_add_region(&p->fx, caches[3]->data, (size_t)tf_span_of(caches[3]), 0, DSOPS_UINT8);
-    } else {
-        for (int i = 0; i < 3; i++)
-            if (caches[i]->data)
-                tf_add_region(&p->fx, caches[i]->data,
-                              (size_t)tf_span_of(caches[i]) * dsops_dtype_size(caches[i]->dtype), 0, caches[i]->dtype);
-    }
-    return p;
-}
-
 void mp_free(mp_problem *p)
 {
     if (!p)

@@ -59,8 +59,6 @@ typedef struct mp_ref {
 } mp_ref;
 
 mp_problem *mp_make(const mp_spec *sp, uint64_t seed);
-/* Wraps the arguments of a named-case problem (harness/cases.h): regions are the output and cache tensors. */
-mp_problem *mp_wrap(const dsops_mla_prolog_v32_args *a);
 void mp_free(mp_problem *p);
 
 /* Runs the oracle on the problem's arguments (outputs into dense buffers, cache rows into a compact copy). */

@@ -1,9 +1,10 @@
 /* compressor (spec §3.4) against its oracle (ref/ref_compressor.c), on every instruction-set tier from
  * scalar up to the detected one:
- *  - every CI case of docs/CASES.md "compressor": the vendor's decode shapes (row_per_seq, and packed on the
- *    detected tier), the dsops prefill, chunk and ring cases; out 1e-4 / 2^-7 / 0.005, states 1e-3 / 1e-3 / 0
- *    over the whole tensors with every row the call does not write bitwise unchanged, out_count exact;
- *    v4_cmp_c4a_prefill_then_decode also as prefill 1023 + decode 1 against the one-call result;
+ *  - the data of CI cases of docs/CASES.md "compressor" in other calls: the vendor's decode shapes with the
+ *    packed layout on the detected tier, v4_cmp_c4a_prefill_then_decode as prefill 1023 + decode 1 against
+ *    the one-call result (the cases themselves run in tests/test_cases.c); out 1e-4 / 2^-7 / 0.005, states
+ *    1e-3 / 1e-3 / 0 over the whole tensors with every row the call does not write bitwise unchanged,
+ *    out_count exact;
  *  - start_pos 0 ... 7 and around block boundaries (126, 127, 128, 255) with S 1 ... 9 for c4a, c4li and
  *    c128a: two sequences per call, block-table columns of blocks without a needed position set to -1, NaN
  *    in every state row the call must not read, a score table of its own with another block size;
@@ -270,7 +271,7 @@ static void check_call(const char *label, const dsops_compressor_args *a, const 
     compare_state(label, a, 1, a->score_state.data, sc_in, r->sc);
 }
 
-/* ---- the named cases of docs/CASES.md ------------------------------------------------------------------- */
+/* ---- calls on the data of named cases of docs/CASES.md --------------------------------------------------- */
 
 /* A call on the tokens [from[b], from[b] + n[b]) of each sequence of `w` (a packed call with start_pos 0
  * for every sequence): x rows and rope rows copied from w (the rope row of entry (b, k) is w's packed row of
@@ -492,11 +493,15 @@ static void prefill_then_decode(const dsops_cmp_problem *p, const float *kv0, co
     dsops_context_set_isa(ctx, dsops_isa_detected());
 }
 
-static void run_named_case(const dsops_cmp_case *c)
+/* The named cases' data in calls of other shapes: v4_cmp_c4a_prefill_then_decode as prefill + decode, and
+ * the vendor cases with the packed layout (with one entry in every sequence or none at all, the packed rows
+ * are the row_per_seq rows). */
+static void run_case_scenarios(const dsops_cmp_case *c)
 {
-    if (!tu_selected(c->name))
+    const int schedule = strcmp(c->name, "v4_cmp_c4a_prefill_then_decode") == 0;
+    if (!(schedule || c->vendor_data) || !tu_selected(c->name))
         return;
-    if (tu_quick()) { /* sanitizer builds: the small cases only (c4li prefill, chunk) */
+    if (tu_quick()) { /* sanitizer builds: the small cases only */
         int64_t T = 0;
         int uniform = 1;
         for (int i = 1; i < 8; i++)
@@ -514,29 +519,11 @@ static void run_named_case(const dsops_cmp_case *c)
     const size_t nkv = numel(&a->kv_state), nsc = numel(&a->score_state), nout = numel(&a->out);
     const int64_t B = c->B;
     float *kv0 = xdup(a->kv_state.data, nkv * 4), *sc0 = xdup(a->score_state.data, nsc * 4);
-    double t1 = now_s();
     cref r;
     ref_run(a, kv0, sc0, &r);
-    double t2 = now_s();
     int64_t entries = 0;
     for (int64_t b = 0; b < B; b++)
         entries += r.cnt[b];
-    tu_check(entries == p->entries, "%s: the generator counts %lld entries, the oracle %lld", c->name,
-             (long long)p->entries, (long long)entries);
-    for (int isa = 0; isa <= (int)dsops_isa_detected(); isa++) {
-        dsops_context_set_isa(ctx, (dsops_isa)isa);
-        char l[200];
-        snprintf(l, sizeof l, "%s [%s]", c->name, tier_name(isa));
-        memcpy(a->kv_state.data, kv0, nkv * 4), memcpy(a->score_state.data, sc0, nsc * 4);
-        fill_u16(a->out.data, nout, GUARD_BF16);
-        fill_i32(a->out_count.data, (size_t)B, GUARD_I32);
-        dsops_status st = dsops_compressor(ctx, a);
-        if (tu_check(st == DSOPS_OK, "%s: %s (%s)", l, dsops_status_name(st), dsops_last_error()))
-            check_call(l, a, kv0, sc0, &r, 0, OUT_TOL, NULL);
-    }
-    dsops_context_set_isa(ctx, dsops_isa_detected());
-    /* the vendor cases with the default (packed) layout: with one entry in every sequence or none at all,
-     * the packed rows are the row_per_seq rows */
     if (c->vendor_data && (entries == 0 || entries == B)) {
         char l[200];
         snprintf(l, sizeof l, "%s packed [%s]", c->name, tier_name((int)dsops_isa_detected()));
@@ -549,23 +536,21 @@ static void run_named_case(const dsops_cmp_case *c)
             check_call(l, a, kv0, sc0, &r, 0, OUT_TOL, NULL);
         a->out_layout = DSOPS_COMPRESSOR_ROW_PER_SEQ;
     }
-    if (strcmp(c->name, "v4_cmp_c4a_prefill_then_decode") == 0)
+    if (schedule)
         prefill_then_decode(p, kv0, sc0, &r);
-    double t3 = now_s();
-    printf("  %s: %.2f GFLOP, %lld entries; generate %.2f s, oracle %.2f s, library + checks %.2f s\n", c->name,
-           p->flops * 1e-9, (long long)entries, t1 - t0, t2 - t1, t3 - t2);
+    printf("  %s: %lld entries; oracle, library + checks %.2f s\n", c->name, (long long)entries, now_s() - t0);
     ref_free(&r);
     free(kv0), free(sc0);
     dsops_cmp_problem_free(p);
 }
 
-static void test_named_cases(void)
+static void test_case_scenarios(void)
 {
     int n;
     const dsops_cmp_case *cs = dsops_cmp_cases(&n);
     for (int i = 0; i < n; i++)
         if (cs[i].ci)
-            run_named_case(&cs[i]);
+            run_case_scenarios(&cs[i]);
 }
 
 /* ---- small problems ---------------------------------------------------------------------------------- */
@@ -1312,9 +1297,9 @@ int main(int argc, char **argv)
     test_layouts_and_params();
     test_determinism();
     double t2 = now_s();
-    test_named_cases();
+    test_case_scenarios();
     double t3 = now_s();
-    printf("small problems %.1f s, schedules / rings / layouts / determinism %.1f s, named cases %.1f s\n", t1 - t0,
+    printf("small problems %.1f s, schedules / rings / layouts / determinism %.1f s, named-case data %.1f s\n", t1 - t0,
            t2 - t1, t3 - t2);
     for (int i = 0; i < DSOPS_ISA_COUNT; i++)
         free(aggs[i].o), free(aggs[i].r);

@@ -8,28 +8,19 @@
  *   - each call also with a prepared object (dsops_indexer_prolog_v32_prepare), which must give bitwise the
  *     same bytes as the unprepared call;
  *   - every byte of the output and cache buffers that the call does not address stays bit-identical;
- *   - determinism: 1, 2 and 3 threads give bitwise identical results;
- *   - the CI-sized named cases of docs/CASES.md at the best tier (skipped with DSOPS_TEST_QUICK=1).
+ *   - determinism: 1, 2 and 3 threads give bitwise identical results.
+ * The CI-sized named cases of docs/CASES.md run in tests/test_cases.c.
  * Usage: test_indexer_prolog [label filter]. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "cases.h"
 #include "idxp_problem.h"
 #include "ref.h"
 #include "test_util.h"
 
 static dsops_context *ctx;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* One library call: sentinels and snapshots first, then the call. */
 static int call(ip_problem *p, dsops_context *c, const char *label)
@@ -427,50 +418,6 @@ static void test_threads(void)
     dsops_context_destroy(c);
 }
 
-/* ---- named cases ------------------------------------------------------------------------------------- */
-
-static void run_named_case(const dsops_idxp_case *c)
-{
-    if (!tu_selected(c->name))
-        return;
-    double t0 = now_s();
-    dsops_idxp_problem *np = dsops_idxp_problem_make(c, tu_seed());
-    if (!tu_check(np != NULL, "%s: problem generation failed", c->name))
-        return;
-    double t1 = now_s();
-    ip_ref *r = ip_reference(&np->args);
-    double t2 = now_s();
-    ip_problem *p = ip_wrap(&np->args);
-    const int isa = (int)dsops_isa_detected();
-    char l[200];
-    snprintf(l, sizeof l, "%s [%s]", c->name, dsops_isa_name((dsops_isa)isa));
-    double t3 = now_s(), t4 = t3;
-    if (tu_set_tier(ctx, isa)) {
-        /* the prepared path on the smallest case of each variant only (the others repeat the weights' sizes) */
-        const int with_prepared = strcmp(c->name, "v32_idx_prolog_int8_b4_s2_kv64k") == 0 ||
-                                  strcmp(c->name, "v32_idx_prolog_bf16_b4_s2_kv64k") == 0;
-        t3 = now_s();
-        run_both(p, r, ctx, l, with_prepared);
-        t4 = now_s();
-    }
-    printf("  %s: %.1f G%s; generate %.2f s, oracle %.2f s, library + checks %.2f s\n", c->name, np->flops * 1e-9,
-           c->int8 ? "OP" : "FLOP", t1 - t0, t2 - t1, t4 - t3);
-    ip_free(p);
-    ip_ref_free(r);
-    dsops_idxp_problem_free(np);
-}
-
-static void test_named_cases(void)
-{
-    if (tu_quick())
-        return; /* every named case is a full-size GEMM; sanitizer builds skip them */
-    int n;
-    const dsops_idxp_case *cs = dsops_idxp_cases(&n);
-    for (int i = 0; i < n; i++)
-        if (cs[i].ci)
-            run_named_case(&cs[i]);
-}
-
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 7);
@@ -485,7 +432,6 @@ int main(int argc, char **argv)
     test_views();
     test_edges();
     test_threads();
-    test_named_cases();
     dsops_context_destroy(ctx);
     return tu_finish();
 }

@@ -6,27 +6,18 @@
  *   - each call also with a prepared object (dsops_mla_prolog_v32_prepare), which must give bitwise the
  *     same bytes as the unprepared call;
  *   - every byte of the output and cache buffers that the call does not address stays bit-identical;
- *   - determinism: 1, 2 and 3 threads give bitwise identical results;
- *   - the CI-sized named cases of docs/CASES.md at the best tier (skipped with DSOPS_TEST_QUICK=1).
+ *   - determinism: 1, 2 and 3 threads give bitwise identical results.
+ * The CI-sized named cases of docs/CASES.md run in tests/test_cases.c.
  * Usage: test_mla_prolog [label filter]. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "cases.h"
 #include "mlap_problem.h"
 #include "ref.h"
 #include "test_util.h"
 
 static dsops_context *ctx;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* One library call on a prepared problem: sentinels and snapshots first, then the call. */
 static int call(mp_problem *p, dsops_context *c, const char *label)
@@ -361,49 +352,6 @@ static void test_threads(void)
     dsops_context_destroy(c);
 }
 
-/* ---- named cases ------------------------------------------------------------------------------------- */
-
-static void run_named_case(const dsops_mlap_case *c)
-{
-    if (!tu_selected(c->name))
-        return;
-    double t0 = now_s();
-    dsops_mlap_problem *np = dsops_mlap_problem_make(c, tu_seed());
-    if (!tu_check(np != NULL, "%s: problem generation failed", c->name))
-        return;
-    double t1 = now_s();
-    mp_ref *r = mp_reference(&np->args);
-    double t2 = now_s();
-    mp_problem *p = mp_wrap(&np->args);
-    const int isa = (int)dsops_isa_detected();
-    char l[200];
-    snprintf(l, sizeof l, "%s [%s]", c->name, dsops_isa_name((dsops_isa)isa));
-    double t3 = now_s(), t4 = t3;
-    if (tu_set_tier(ctx, isa)) {
-        /* the prepared path on the smallest case only (the others repeat the same weights' sizes) */
-        int with_prepared = strcmp(c->name, "v32_mla_prolog_int8_b4_s2_kv1k") == 0;
-        t3 = now_s();
-        run_both(p, r, ctx, l, with_prepared);
-        t4 = now_s();
-    }
-    printf("  %s: %.1f GFLOP; generate %.2f s, oracle %.2f s, library + checks %.2f s\n", c->name, np->flops * 1e-9,
-           t1 - t0, t2 - t1, t4 - t3);
-    mp_free(p);
-    mp_ref_free(r);
-    dsops_mlap_problem_free(np);
-}
-
-static void test_named_cases(void)
-{
-    if (tu_quick())
-        return; /* every named case is a full-size GEMM; sanitizer builds skip them */
-    int n;
-    const dsops_mlap_case *cs = dsops_mlap_cases(&n);
-    for (int i = 0; i < n; i++)
-        if (cs[i].ci)
-            run_named_case(&cs[i]);
-}
-
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 5);
@@ -418,7 +366,6 @@ int main(int argc, char **argv)
     test_views();
     test_edges();
     test_threads();
-    test_named_cases();
     dsops_context_destroy(ctx);
     return tu_finish();
 }

@@ -15,8 +15,8 @@
  *    for the other operator) is rejected with DSOPS_ERR_PARAM before anything is written;
  *  - bitwise determinism for 1, 2 and 3 threads;
  *  - the oracles themselves against an independent fp64 evaluation of the Math on the small problems;
- *  - the CI cases of docs/CASES.md ("mla_prolog_v4", "indexer_prolog_v4") at the best tier (not with
- *    DSOPS_TEST_QUICK=1, which runs only the small problems).
+ *  - the case tables of docs/CASES.md ("mla_prolog_v4", "indexer_prolog_v4") and their generated data; the
+ *    CI cases themselves run in tests/test_cases.c.
  * Usage: test_v4_prologs [label filter]. */
 #include <math.h>
 #include <stdio.h>
@@ -184,16 +184,6 @@ static void ob_make(obuf *o, const char *name, dsops_dtype dt, int ndim, const i
     o->t = dsops_tensor_make(o->buf + LEAD * es, dt, ndim, shape);
     for (int d = 0; d < ndim; d++)
         o->t.stride[d] = stride[d];
-}
-
-/* A dense tensor owned by someone else (a named case): the whole view is the buffer. */
-static void ob_wrap(obuf *o, const char *name, const dsops_tensor *t)
-{
-    memset(o, 0, sizeof *o);
-    o->name = name;
-    o->t = *t;
-    o->buf = t->data;
-    o->bytes = (size_t)numel(t) * dsops_dtype_size(t->dtype);
 }
 
 static void ob_free(obuf *o)
@@ -1409,139 +1399,6 @@ static void test_threads(void)
     tu_set_tier(ctx, dsops_isa_detected());
 }
 
-/* ==================================================================================================
- * the named CI cases of docs/CASES.md, at the best tier
- * ================================================================================================== */
-
-static void named_mla(const dsops_mla4_case *c)
-{
-    if (!tu_selected(c->name))
-        return;
-    double t0 = now_s();
-    dsops_mla4_problem *np = dsops_mla4_problem_make(c, tu_seed()); /* 5 by default (docs/CASES.md) */
-    if (!tu_check(np != NULL, "%s: problem generation failed", c->name))
-        return;
-    double t1 = now_s();
-    obuf outs[4];
-    int nout = c->int8 ? 4 : 3;
-    ob_wrap(&outs[0], "q", &np->args.q);
-    ob_wrap(&outs[1], "kv", &np->args.kv);
-    ob_wrap(&outs[2], "qr", &np->args.qr);
-    if (c->int8)
-        ob_wrap(&outs[3], "qr_scale", &np->args.qr_scale);
-    ref_outs r = ref_outserence(&np->args, outs, nout);
-    double t2 = now_s(), t3 = t2;
-    const int isa = (int)dsops_isa_detected();
-    char l[200];
-    snprintf(l, sizeof l, "%s [%s]", c->name, dsops_isa_name((dsops_isa)isa));
-    if (tu_set_tier(ctx, isa)) {
-        outs_poison(outs, nout);
-        dsops_status st = dsops_mla_prolog_v4(ctx, &np->args);
-        t3 = now_s();
-        if (tu_check(st == DSOPS_OK, "%s: status %s (%s)", l, dsops_status_name(st), dsops_last_error())) {
-            m4_check(l, &np->args, outs, nout, &r, c->int8);
-            /* the prepared path on the smallest case (the others repeat the same weights' sizes) */
-            if (strcmp(c->name, "v4_mla_prolog_int8_t4") == 0) {
-                size_t n1, n2;
-                unsigned char *g1 = gather_all(outs, nout, &n1);
-                dsops_prepared *prep = NULL;
-                st = dsops_mla_prolog_v4_prepare(ctx, &np->args, &prep);
-                if (tu_check(st == DSOPS_OK && prep, "%s: prepare: %s (%s)", l, dsops_status_name(st), dsops_last_error())) {
-                    dsops_mla_prolog_v4_args b = np->args;
-                    b.prepared = prep;
-                    outs_poison(outs, nout);
-                    st = dsops_mla_prolog_v4(ctx, &b);
-                    if (tu_check(st == DSOPS_OK, "%s prepared: %s (%s)", l, dsops_status_name(st), dsops_last_error())) {
-                        unsigned char *g2 = gather_all(outs, nout, &n2);
-                        bytes_equal("v4_mla_prolog_int8_t4: the prepared call differs", g1, n1, g2, n2);
-                        free(g2);
-                    }
-                    dsops_prepared_destroy(prep);
-                }
-                free(g1);
-            }
-        }
-    }
-    printf("  %s: %.1f GFLOP; generate %.2f s, oracle %.2f s, library %.3f s\n", c->name, np->flops * 1e-9, t1 - t0,
-           t2 - t1, t3 - t2);
-    ref_free(r.v, nout);
-    dsops_mla4_problem_free(np);
-}
-
-static void named_idx(const dsops_idxp4_case *c)
-{
-    if (!tu_selected(c->name))
-        return;
-    double t0 = now_s();
-    dsops_idxp4_problem *np = dsops_idxp4_problem_make(c, tu_seed() + 37); /* 42 with the default seed (docs/CASES.md) */
-    if (!tu_check(np != NULL, "%s: problem generation failed", c->name))
-        return;
-    tu_check(np->args.rope_inverse == 1, "%s: the case does not carry the vendor parameter rope_inverse = 1", c->name);
-    double t1 = now_s();
-    obuf outs[3];
-    ob_wrap(&outs[0], "q_idx", &np->args.q_idx);
-    ob_wrap(&outs[1], "q_idx_scale", &np->args.q_idx_scale);
-    ob_wrap(&outs[2], "weights", &np->args.weights);
-    double t2 = t1, t3 = t1;
-    /* vendor parameters (the case's), then the dsops defaults (forward rotation) on the smallest case */
-    for (int pass = 0; pass < (strcmp(c->name, "v4_idx_prolog_t64") == 0 ? 2 : 1); pass++) {
-        if (pass == 1)
-            np->args.rope_inverse = 0;
-        ref_outs r = i4_reference(&np->args, outs);
-        t2 = now_s();
-        const int isa = (int)dsops_isa_detected();
-        char l[200];
-        snprintf(l, sizeof l, "%s%s [%s]", c->name, pass ? " (default parameters)" : "", dsops_isa_name((dsops_isa)isa));
-        if (tu_set_tier(ctx, isa)) {
-            outs_poison(outs, 3);
-            dsops_status st = dsops_indexer_prolog_v4(ctx, &np->args);
-            t3 = now_s();
-            if (tu_check(st == DSOPS_OK, "%s: status %s (%s)", l, dsops_status_name(st), dsops_last_error())) {
-                i4_check(l, outs, &r);
-                if (pass == 0 && strcmp(c->name, "v4_idx_prolog_t64") == 0) {
-                    size_t n1, n2;
-                    unsigned char *g1 = gather_all(outs, 3, &n1);
-                    dsops_prepared *prep = NULL;
-                    st = dsops_indexer_prolog_v4_prepare(ctx, &np->args, &prep);
-                    if (tu_check(st == DSOPS_OK && prep, "%s: prepare: %s (%s)", l, dsops_status_name(st),
-                                 dsops_last_error())) {
-                        dsops_indexer_prolog_v4_args b = np->args;
-                        b.prepared = prep;
-                        outs_poison(outs, 3);
-                        st = dsops_indexer_prolog_v4(ctx, &b);
-                        if (tu_check(st == DSOPS_OK, "%s prepared: %s (%s)", l, dsops_status_name(st), dsops_last_error())) {
-                            unsigned char *g2 = gather_all(outs, 3, &n2);
-                            bytes_equal("v4_idx_prolog_t64: the prepared call differs", g1, n1, g2, n2);
-                            free(g2);
-                        }
-                        dsops_prepared_destroy(prep);
-                    }
-                    free(g1);
-                }
-            }
-        }
-        ref_free(r.v, 3);
-    }
-    printf("  %s: %.1f GOP; generate %.2f s, oracle %.2f s, library %.3f s\n", c->name, np->flops * 1e-9, t1 - t0,
-           t2 - t1, t3 - t2);
-    dsops_idxp4_problem_free(np);
-}
-
-static void test_named_cases(void)
-{
-    if (tu_quick())
-        return; /* Flash-size GEMMs: sanitizer builds run only the small problems */
-    int n;
-    const dsops_mla4_case *mc = dsops_mla4_cases(&n);
-    for (int i = 0; i < n; i++)
-        if (mc[i].ci)
-            named_mla(&mc[i]);
-    const dsops_idxp4_case *ic = dsops_idxp4_cases(&n);
-    for (int i = 0; i < n; i++)
-        if (ic[i].ci)
-            named_idx(&ic[i]);
-}
-
 /* The case tables themselves: names, CI flags and _ci variants as in docs/CASES.md. */
 static void test_case_tables(void)
 {
@@ -1600,6 +1457,8 @@ static void test_case_tables(void)
             tu_check(fabs(q->flops - want) < 1.0, "case_tables: idx flops %.0f, expected %.0f", q->flops, want);
             tu_check(fabsf(q->args.weights_scale - 0.011048543f) < 1e-9f, "case_tables: weights_scale %.9g",
                      (double)q->args.weights_scale);
+            tu_check(q->args.rope_inverse == 1, "case_tables: v4_idx_prolog_t64 does not carry the vendor parameter "
+                     "rope_inverse = 1");
             dsops_idxp4_problem_free(q);
         }
     }
@@ -1621,9 +1480,7 @@ int main(int argc, char **argv)
     double t1 = now_s();
     test_prepared_mismatch();
     test_threads();
-    double t2 = now_s();
-    test_named_cases();
-    printf("small problems %.1f s, prepared / threads %.1f s, named cases %.1f s\n", t1 - t0, t2 - t1, now_s() - t2);
+    printf("small problems %.1f s, prepared / threads %.1f s\n", t1 - t0, now_s() - t1);
     dsops_context_destroy(ctx);
     return tu_finish();
 }
