@@ -171,6 +171,7 @@ int64_t tu_rng_int(tu_rng *r, int64_t lo, int64_t hi)
 
 /* ---- number formats ------------------------------------------------------------------------------ */
 
+/* Written out here rather than taken from the library: test_core checks dsops_fp32_to_bf16 against it. */
 uint16_t tu_bf16(float f)
 {
     uint32_t u;
