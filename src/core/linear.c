@@ -18,6 +18,9 @@
 /* Up to this many rows, maps with row-major weights run on the tier's row-dot kernels (oneDNN's
  * matmuls reach only a fraction of the memory speed there; docs/PERFORMANCE.md). */
 #define ROWDOT_MAX_M 16
+/* From this many rows on, bf16 maps with a lanes copy use it: at 16 rows the lanes kernel was 5-40 % faster
+ * (weights in DRAM / in cache), at 8 rows 4 % slower than the row kernels on weights streaming from DRAM. */
+#define LANES_MIN_M 12
 
 typedef struct linear_chunk {
     int64_t n0, n;              /* first column, columns */
@@ -51,6 +54,8 @@ struct dsops_linear {
     linear_chunk *chunks;
     int32_t *wsum128;               /* int8 with stride_k 1: 128 * sum_k W[n][k], for the row-dot path */
     void *rows;                     /* PATH_OWN with stride_k != 1: a row-major copy of W [N, K] */
+    uint16_t *lanes;                /* bf16 on CPUs whose best tier is AVX2 or below: W in the lanes layout of
+                                     * src/kernels/linear/linear.h, for the row dots of LANES_MIN_M rows and more */
 };
 
 static dsops_status dnnl_failed(dnnl_status_t st, const char *what)
@@ -191,6 +196,7 @@ void dsops_linear_destroy(dsops_linear *l)
     free(l->chunks);
     free(l->wsum128);
     free(l->rows);
+    free(l->lanes);
     free(l);
 }
 
@@ -335,6 +341,16 @@ dsops_status dsops_linear_create(dsops_linear_engine *e, const void *w, dsops_dt
                 sum += (uint32_t)(int32_t)row[k];
             l->wsum128[n] = (int32_t)(sum * 128u);
         }
+    }
+    /* the AVX2 row dots of many rows run at up to 90 % of the FMA peak on weights laid out as lanes, against
+     * about 60 % on rows (docs/PERFORMANCE.md); the AVX-512 tiers keep their own row kernels */
+    if (status == DSOPS_OK && dtype == DSOPS_BF16 && (stride_k == 1 || l->rows) && N > 0 && K > 0 &&
+        dsops_isa_detected() <= DSOPS_ISA_AVX2) {
+        l->lanes = malloc(sizeof *l->lanes * dsops_linear_lanes_elems(N, K));
+        if (!l->lanes)
+            status = dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate %lld weights in lanes", (long long)(N * K));
+        else
+            dsops_linear_pack_lanes((const uint16_t *)base, N, K, ldw, 1, l->lanes);
     }
     if (status != DSOPS_OK) {
         dsops_linear_destroy(l);
@@ -510,7 +526,11 @@ static void run_rowdot(const dsops_linear_kernels *k, const dsops_linear_job *jo
     /* blocks of at most ROWDOT_MAX_M rows (the kernels' decode sizes; PATH_OWN takes any M) */
     for (int64_t m0 = 0; m0 < M; m0 += ROWDOT_MAX_M) {
         int mb = (int)(M - m0 < ROWDOT_MAX_M ? M - m0 : ROWDOT_MAX_M);
-        if (l->dtype == DSOPS_BF16)
+        if (l->dtype == DSOPS_BF16 && l->lanes && mb >= LANES_MIN_M && k->rowdot_bf16_lanes)
+            k->rowdot_bf16_lanes((const uint16_t *)job->x + m0 * job->ldx, (size_t)job->ldx, mb,
+                                 l->lanes + dsops_lanes_at(l->N, l->K, c->n0, 0), (int)c->n, (int)l->K,
+                                 (float *)job->y + m0 * job->ldy + c->n0, (size_t)job->ldy);
+        else if (l->dtype == DSOPS_BF16)
             k->rowdot_bf16((const uint16_t *)job->x + m0 * job->ldx, (size_t)job->ldx, mb, (const uint16_t *)w,
                            (size_t)ldw, (int)c->n, (int)l->K, (float *)job->y + m0 * job->ldy + c->n0, (size_t)job->ldy);
         else

@@ -8,22 +8,12 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "../common/transpose-avx2.h"
+#include "../common/pairs-avx2.h"
 #include "dispatch.h"
 #include "../common/exp-avx2.h"
 #include "internal.h"
 
 #define INLINE static inline __attribute__((always_inline))
-
-INLINE __m256 widen_even(__m256i x) { return _mm256_castsi256_ps(_mm256_slli_epi32(x, 16)); }
-INLINE __m256 widen_odd(__m256i x) { return _mm256_castsi256_ps(_mm256_and_si256(x, _mm256_set1_epi32((int)0xffff0000u))); }
-
-/* 8 bf16 -> 8 fp32 (exact). */
-INLINE __m256 widen8(const uint16_t *p)
-{
-    __m128i h = _mm_loadu_si128((const __m128i *)p);
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
 
 /* fp32 -> bf16 bits in each dword (ties to even, NaN quietened with its sign), as dsops_bf16_round_bits. */
 INLINE __m256i round_bf16(__m256 f)
@@ -44,59 +34,19 @@ INLINE void store16_bf16(uint16_t *dst, __m256 lo, __m256 hi)
 }
 
 /* ---- QK and PV ------------------------------------------------------------------------------------
- * Both are one product on the packed layouts (see attention-avx512bf16.c):
+ * Both are the pair product of common/pairs-avx2.h on the packed layouts (see attention-avx512bf16.c):
  *     c[r][16j + l] = scale * sum over k of  a[r][2k] * b[j][k][l][0] + a[r][2k+1] * b[j][k][l][1]
- * Each 64-byte vector of b is two ymm of 8 pairs, widened to fp32. The a rows (queries or weights) are
- * widened to fp32 once per block of KBLK pairs, so the inner loop broadcasts from memory (a load, no ALU
- * work). Register tile: TILE_H rows x 16 lanes, 2*TILE_H accumulators; for every lane the sum runs over k
- * in ascending order, u*even then w*odd, whatever the tile or block, so a row's result does not depend on
- * which rows share its tile. Blocks of k continue from the unscaled partial sums stored in c. */
-#ifndef TILE_H
-#define TILE_H 4
-#endif
+ * The a rows (queries or weights) are widened to fp32 once per block of KBLK pairs, so the tile broadcasts
+ * them from memory; blocks of k continue from the unscaled partial sums stored in c. */
+#define TILE_H PAIRS_TILE_H
 #define KBLK 512
-
-INLINE void tile_block(const float *a, size_t as, const int H, const uint16_t *bj, int ks, int first, int last,
-                       float scale, float *c, size_t cs)
-{
-    __m256 acc[2 * TILE_H];
-    for (int r = 0; r < H; r++) {
-        if (first) {
-            acc[2 * r] = acc[2 * r + 1] = _mm256_setzero_ps();
-        } else {
-            acc[2 * r] = _mm256_loadu_ps(c + (size_t)r * cs);
-            acc[2 * r + 1] = _mm256_loadu_ps(c + (size_t)r * cs + 8);
-        }
-    }
-    for (int k = 0; k < ks; k++) {
-        __m256i x0 = _mm256_loadu_si256((const __m256i *)(bj + (size_t)k * 32));
-        __m256i x1 = _mm256_loadu_si256((const __m256i *)(bj + (size_t)k * 32 + 16));
-        __m256 e0 = widen_even(x0), o0 = widen_odd(x0), e1 = widen_even(x1), o1 = widen_odd(x1);
-        for (int r = 0; r < H; r++) {
-            __m256 u = _mm256_broadcast_ss(a + (size_t)r * as + 2 * k);
-            __m256 w = _mm256_broadcast_ss(a + (size_t)r * as + 2 * k + 1);
-            acc[2 * r] = _mm256_fmadd_ps(w, o0, _mm256_fmadd_ps(u, e0, acc[2 * r]));
-            acc[2 * r + 1] = _mm256_fmadd_ps(w, o1, _mm256_fmadd_ps(u, e1, acc[2 * r + 1]));
-        }
-    }
-    __m256 sc = _mm256_set1_ps(last ? scale : 1.0f);
-    for (int r = 0; r < H; r++) {
-        float *cr = c + (size_t)r * cs;
-        if (last) {
-            acc[2 * r] = _mm256_mul_ps(acc[2 * r], sc);
-            acc[2 * r + 1] = _mm256_mul_ps(acc[2 * r + 1], sc);
-        }
-        _mm256_storeu_ps(cr, acc[2 * r]);
-        _mm256_storeu_ps(cr + 8, acc[2 * r + 1]);
-    }
-}
 
 /* All nvec column blocks for H rows and pairs [k0, k0 + ks); a points at pair k0 of row 0. */
 INLINE void rows_block(const float *a, size_t as, const int H, const uint16_t *b, size_t b_stride, int nvec, int k0,
                        int ks, int first, int last, float scale, float *c, size_t cs)
 {
     for (int j = 0; j < nvec; j++)
-        tile_block(a, as, H, b + (size_t)j * b_stride + (size_t)k0 * 32, ks, first, last, scale, c + (size_t)j * 16,
+        pairs_tile(a, as, H, b + (size_t)j * b_stride + (size_t)k0 * 32, ks, first, last, scale, c + (size_t)j * 16,
                    cs);
 }
 
@@ -104,12 +54,6 @@ static void rows_block_h(const float *a, size_t as, int h, const uint16_t *b, si
                          int ks, int first, int last, float scale, float *c, size_t cs)
 {
     switch (h) {
-#if TILE_H >= 6
-    case 6: rows_block(a, as, 6, b, b_stride, nvec, k0, ks, first, last, scale, c, cs); break;
-#endif
-#if TILE_H >= 5
-    case 5: rows_block(a, as, 5, b, b_stride, nvec, k0, ks, first, last, scale, c, cs); break;
-#endif
     case 4: rows_block(a, as, 4, b, b_stride, nvec, k0, ks, first, last, scale, c, cs); break;
     case 3: rows_block(a, as, 3, b, b_stride, nvec, k0, ks, first, last, scale, c, cs); break;
     case 2: rows_block(a, as, 2, b, b_stride, nvec, k0, ks, first, last, scale, c, cs); break;
@@ -136,7 +80,7 @@ static void pair_product(const void *a, int a_is_f32, size_t a_stride, int rows,
                     float *dst = buf + (size_t)r * 2 * KBLK;
                     int i = 0;
                     for (; i + 8 <= 2 * ks; i += 8)
-                        _mm256_store_ps(dst + i, widen8(src + i));
+                        _mm256_store_ps(dst + i, pairs_widen8(src + i));
                     for (; i < 2 * ks; i++)
                         dst[i] = dsops_bf16_value(src[i]);
                 }
@@ -283,22 +227,7 @@ static void dequant_int8__avx2(const int8_t *q, const void *scales, int n, uint1
 static void pack_keys__avx2(const uint16_t *rows, size_t row_stride, int dpairs, int dv, uint16_t *kt_tile,
                             uint16_t *vp, size_t vp_block_stride)
 {
-    int dp = 0;
-    for (; dp + 8 <= dpairs; dp += 8)
-        for (int e0 = 0; e0 < DSOPS_KT_LANES; e0 += 8) {
-            __m256i r[8];
-            for (int i = 0; i < 8; i++)
-                r[i] = _mm256_loadu_si256((const __m256i *)(rows + (size_t)(e0 + i) * row_stride + 2 * dp));
-            transpose8x8_epi32(r);
-            for (int i = 0; i < 8; i++)
-                _mm256_storeu_si256((__m256i *)(kt_tile + (size_t)(dp + i) * 32 + 2 * e0), r[i]);
-        }
-    for (; dp < dpairs; dp++)
-        for (int e = 0; e < DSOPS_KT_LANES; e++) {
-            uint32_t v;
-            memcpy(&v, rows + (size_t)e * row_stride + 2 * dp, 4);
-            memcpy(kt_tile + (size_t)dp * 32 + 2 * e, &v, 4);
-        }
+    pairs_pack16(rows, row_stride, dpairs, kt_tile);
     int dv_blocks = (dv + DSOPS_VP_LANES - 1) / DSOPS_VP_LANES;
     for (int blk = 0; blk < dv_blocks; blk++) {
         int d0 = blk * DSOPS_VP_LANES;

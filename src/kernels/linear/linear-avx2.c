@@ -21,7 +21,9 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "../common/pairs-avx2.h"
 #include "dispatch.h"
+#include "internal.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define NT 4                /* weight rows per tile */
@@ -275,7 +277,60 @@ static void rowdot_s8__avx2(const uint8_t *xb, size_t ldx, int M, const int8_t *
         s8_group(xb, ldx, M, w + (size_t)n * ldw, ldw, 1, K, wsum128 + n, y + n, ldy, NULL);
 }
 
+/* ---- bf16 weights in the lanes layout ----------------------------------------------------------------------
+ * With several rows the tile above is short of vector ports: every 16 FMAs need 12 shifts and masks to widen
+ * x and W besides its loads, and it ran at 52-54 % of the FMA peak with W in L2. Weights packed as lanes once
+ * (linear.h) meet the rows of x in the attention kernels' register tile (common/pairs-avx2.h): one broadcast
+ * x value serves 16 outputs and one widened weight vector serves 4 rows. Blocks of 16 weight rows go
+ * in groups of LANE_GROUP, pairs in blocks of LANE_PAIRS, the layout's order: the weights stream in memory order, x
+ * is widened once per group and block of pairs (with whole rows of K per group, x fell out of L2 under the stream
+ * of weights when K was large), and the partial sums wait in y between blocks of pairs. */
+#define LANE_PAIRS DSOPS_LANES_PAIRS /* x 16 rows x 256 values x 4 bytes = 16 KiB, a W piece 8 KiB: in L1 */
+#define LANE_GROUP DSOPS_LANES_GROUP
+
+static void rowdot_bf16_lanes__avx2(const uint16_t *x, size_t ldx, int M, const uint16_t *wl, int N, int K, float *y,
+                                    size_t ldy)
+{
+    _Alignas(32) float xw[MAX_PASSES * MT * 2 * LANE_PAIRS]; /* [M][2 LANE_PAIRS] the block of x, widened */
+    float part[MAX_PASSES * MT * 16];                         /* outputs of a last block of fewer than 16 rows */
+    const int pairs = (K + 1) / 2, blocks = (N + 15) / 16;
+    for (int g0 = 0; g0 < blocks; g0 += LANE_GROUP) {
+        const int g1 = blocks - g0 < LANE_GROUP ? blocks : g0 + LANE_GROUP;
+        for (int p0 = 0; p0 < pairs || p0 == 0; p0 += LANE_PAIRS) {
+            const int np = pairs - p0 < LANE_PAIRS ? pairs - p0 : LANE_PAIRS, k0 = 2 * p0;
+            const int kn = K - k0 < 2 * np ? K - k0 : 2 * np; /* values of this block (odd K: the last is alone) */
+            const int first = p0 == 0, last = p0 + LANE_PAIRS >= pairs;
+            for (int m = 0; m < M; m++) {
+                const uint16_t *src = x + (size_t)m * ldx + k0;
+                float *dst = xw + (size_t)m * 2 * LANE_PAIRS;
+                int i = 0;
+                for (; i + 8 <= kn; i += 8)
+                    _mm256_store_ps(dst + i, pairs_widen8(src + i));
+                for (; i < 2 * np; i++)
+                    dst[i] = i < kn ? dsops_bf16_value(src[i]) : 0.0f;
+            }
+            for (int b = g0; b < g1; b++) {
+                const int n0 = 16 * b, nn = N - n0 < 16 ? N - n0 : 16;
+                const uint16_t *bj = wl + dsops_lanes_at(N, K, n0, p0); /* the next piece in memory order */
+                float *c = nn == 16 ? y + n0 : part; /* the partial sums wait there between blocks of pairs */
+                const size_t cs = nn == 16 ? ldy : 16;
+                int r0 = 0;
+                for (; r0 + PAIRS_TILE_H <= M; r0 += PAIRS_TILE_H)
+                    pairs_tile(xw + (size_t)r0 * 2 * LANE_PAIRS, 2 * LANE_PAIRS, PAIRS_TILE_H, bj, np, first, last,
+                               1.0f, c + (size_t)r0 * cs, cs);
+                for (; r0 < M; r0++)
+                    pairs_tile(xw + (size_t)r0 * 2 * LANE_PAIRS, 2 * LANE_PAIRS, 1, bj, np, first, last, 1.0f,
+                               c + (size_t)r0 * cs, cs);
+                if (nn < 16 && last)
+                    for (int m = 0; m < M; m++)
+                        memcpy(y + (size_t)m * ldy + n0, part + (size_t)m * 16, (size_t)nn * 4);
+            }
+        }
+    }
+}
+
 const dsops_linear_kernels dsops_linear_kernels__avx2 = {
     .rowdot_bf16 = rowdot_bf16__avx2,
     .rowdot_s8 = rowdot_s8__avx2,
+    .rowdot_bf16_lanes = rowdot_bf16_lanes__avx2,
 };

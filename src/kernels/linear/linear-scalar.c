@@ -60,7 +60,50 @@ static void rowdot_s8__scalar(const uint8_t *xb, size_t ldx, int M, const int8_t
                 (int32_t)(dot_u8s8(xb + (size_t)m * ldx, w + (size_t)n * ldw, K) - (uint32_t)wsum128[n]);
 }
 
+/* ---- the lanes layout (linear.h) ---- */
+
+size_t dsops_linear_lanes_elems(int64_t N, int64_t K) { return (size_t)((N + 15) / 16) * (size_t)((K + 1) / 2) * 32; }
+
+/* In the layout's memory order: the writes stream, the reads walk 16 rows of W at a time. */
+void dsops_linear_pack_lanes(const uint16_t *w, int64_t N, int64_t K, int64_t stride_n, int64_t stride_k,
+                             uint16_t *lanes)
+{
+    const int64_t pairs = (K + 1) / 2, blocks = (N + 15) / 16;
+    uint16_t *out = lanes;
+    for (int64_t g0 = 0; g0 < blocks; g0 += DSOPS_LANES_GROUP) {
+        const int64_t g1 = blocks - g0 < DSOPS_LANES_GROUP ? blocks : g0 + DSOPS_LANES_GROUP;
+        for (int64_t p0 = 0; p0 < pairs; p0 += DSOPS_LANES_PAIRS) {
+            const int64_t p1 = pairs - p0 < DSOPS_LANES_PAIRS ? pairs : p0 + DSOPS_LANES_PAIRS;
+            for (int64_t b = g0; b < g1; b++)
+                for (int64_t p = p0; p < p1; p++)
+                    for (int64_t n = 16 * b; n < 16 * b + 16; n++)
+                        for (int64_t k = 2 * p; k < 2 * p + 2; k++)
+                            *out++ = n < N && k < K ? w[n * stride_n + k * stride_k] : 0;
+        }
+    }
+}
+
+/* Output by output, products in the layout's order, added one at a time (no contraction in this file). */
+static void rowdot_bf16_lanes__scalar(const uint16_t *x, size_t ldx, int M, const uint16_t *wl, int N, int K,
+                                      float *y, size_t ldy)
+{
+    const int pairs = (K + 1) / 2;
+    for (int n = 0; n < N; n++)
+        for (int m = 0; m < M; m++) {
+            const uint16_t *xm = x + (size_t)m * ldx;
+            float acc = 0.0f;
+            for (int p = 0; p < pairs; p++) {
+                const uint16_t *v = wl + dsops_lanes_at(N, K, n, p) + 2 * (n % 16);
+                acc += dsops_bf16_value(xm[2 * p]) * dsops_bf16_value(v[0]);
+                if (2 * p + 1 < K)
+                    acc += dsops_bf16_value(xm[2 * p + 1]) * dsops_bf16_value(v[1]);
+            }
+            y[(size_t)m * ldy + n] = acc;
+        }
+}
+
 const dsops_linear_kernels dsops_linear_kernels__scalar = {
     .rowdot_bf16 = rowdot_bf16__scalar,
     .rowdot_s8 = rowdot_s8__scalar,
+    .rowdot_bf16_lanes = rowdot_bf16_lanes__scalar,
 };
