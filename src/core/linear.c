@@ -18,9 +18,9 @@
 /* Up to this many rows, maps with row-major weights run on the tier's row-dot kernels (oneDNN's
  * matmuls reach only a fraction of the memory speed there; docs/PERFORMANCE.md). */
 #define ROWDOT_MAX_M 16
-/* From this many rows on, bf16 maps with a lanes copy use it: at 16 rows the lanes kernel was 5-40 % faster
- * (weights in DRAM / in cache), at 8 rows 4 % slower than the row kernels on weights streaming from DRAM. */
-#define LANES_MIN_M 12
+/* From this many rows on, bf16 maps with a lanes copy use it (it was 18-45 % faster than the row kernels at 4,
+ * 8 and 16 rows, weights in memory or in cache); with fewer rows its register tile waits on FMA latency. */
+#define LANES_MIN_M 4
 
 typedef struct linear_chunk {
     int64_t n0, n;              /* first column, columns */

@@ -31,9 +31,10 @@ PAIRS_INLINE __m256 pairs_widen8(const uint16_t *p)
  * 16-lane block bj ([ks][16][2] bf16), into c[r][0..15] (row stride cs). first: start from zero, else from
  * the partial sums in c; last: multiply by scale. For every lane the sum runs over k in ascending order,
  * even then odd, whatever the tile or block, so a row's result does not depend on which rows share its
- * tile. The a values are broadcast from memory (a load, no ALU work). */
-PAIRS_INLINE void pairs_tile(const float *a, size_t as, const int H, const uint16_t *bj, int ks, int first, int last,
-                             float scale, float *c, size_t cs)
+ * tile. The a values are broadcast from memory (a load, no ALU work). pairs_tile_pf also prefetches one line
+ * of `ahead` per pair (NULL: none). */
+PAIRS_INLINE void pairs_tile_pf(const float *a, size_t as, const int H, const uint16_t *bj, int ks, int first,
+                                int last, float scale, float *c, size_t cs, const char *ahead)
 {
     __m256 acc[2 * PAIRS_TILE_H];
     for (int r = 0; r < H; r++) {
@@ -45,6 +46,8 @@ PAIRS_INLINE void pairs_tile(const float *a, size_t as, const int H, const uint1
         }
     }
     for (int k = 0; k < ks; k++) {
+        if (ahead) /* one line of what comes next per 64 bytes of b: the stream stays ahead of the tile */
+            _mm_prefetch(ahead + (size_t)k * 64, _MM_HINT_T0);
         __m256i x0 = _mm256_loadu_si256((const __m256i *)(bj + (size_t)k * 32));
         __m256i x1 = _mm256_loadu_si256((const __m256i *)(bj + (size_t)k * 32 + 16));
         __m256 e0 = pairs_even(x0), o0 = pairs_odd(x0), e1 = pairs_even(x1), o1 = pairs_odd(x1);
@@ -65,6 +68,12 @@ PAIRS_INLINE void pairs_tile(const float *a, size_t as, const int H, const uint1
         _mm256_storeu_ps(cr, acc[2 * r]);
         _mm256_storeu_ps(cr + 8, acc[2 * r + 1]);
     }
+}
+
+PAIRS_INLINE void pairs_tile(const float *a, size_t as, const int H, const uint16_t *bj, int ks, int first, int last,
+                             float scale, float *c, size_t cs)
+{
+    pairs_tile_pf(a, as, H, bj, ks, first, last, scale, c, cs, NULL);
 }
 
 /* 16 bf16 rows ([16][row_stride], 2 * npairs values each) as one block of lanes: pair p of row e goes to
