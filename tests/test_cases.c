@@ -6,7 +6,8 @@
  * run starts from the same in-out tensors (caches, states) and writes into outputs first filled with a poison
  * pattern (NaN, or an integer no operator produces), and the family's check compares them with the oracle
  * (ref/) at the operator's tolerance. Then the best tier at 1, 2 and 3 threads must give the same bytes in
- * every output and in-out tensor (thread-count determinism).
+ * every output and in-out tensor (thread-count determinism), and so must the call without its prepared object
+ * for operators whose description has one (the call then packs the weights itself).
  *
  * Usage: test_cases [--op NAME] [filter]   (NAME: an operator, e.g. compressor; filter: see test_util.h)
  * DSOPS_TEST_QUICK=1 runs only the small cases. */
@@ -233,6 +234,23 @@ static int run_case(const bench_case_ref *c)
         int same = written_keep(&w, threads > 1, &which);
         if (threads > 1)
             tu_check(same, "%s: %d threads write other bytes than 1 thread into %s", c->name, threads, which);
+    }
+    /* an operator with weights packed once (its description's prepare): the call without the prepared object
+     * packs them itself and must write the same bytes */
+    const dsops_op_desc *d = w.desc;
+    if (d->prepare) {
+        const dsops_prepared **slot = (const dsops_prepared **)((char *)bp.args + d->prepared_offset);
+        const dsops_prepared *given = *slot;
+        if (given) {
+            *slot = NULL;
+            dsops_status st = run_once(&bp, &w);
+            const char *which = "";
+            if (tu_check(st == DSOPS_OK, "%s: unprepared: status %s (%s)", c->name, dsops_status_name(st),
+                         dsops_last_error()))
+                tu_check(written_keep(&w, 1, &which), "%s: the unprepared call writes other bytes into %s", c->name,
+                         which);
+            *slot = given;
+        }
     }
     dsops_context_set_threads(ctx, default_threads);
     written_free(&w);
