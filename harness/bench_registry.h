@@ -25,6 +25,9 @@ typedef struct bench_problem {
     int no_peak;                                   /* 1: %peak not applicable (memory-bound) */
     double vendor_us;                              /* the vendor's published time (0: none) */
     const char *vendor;                            /* its label ("PyPTO", "AscendC") */
+    const char *judge;                             /* what check compares with: NULL the oracle (ref/), else
+                                                    * a word for it ("stages": the fused layer against the
+                                                    * library's four stages, bit for bit) */
     void *args;                                    /* the call record `run` passes, described by dsops_op_find
                                                     * of the family's operator: the test driver poisons its
                                                     * outputs, keeps its in-out tensors and compares runs */

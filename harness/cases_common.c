@@ -480,3 +480,22 @@ int cases_make_indexer_weights(void **buffers, int *nbuffers, int capacity, int6
     out->ln_beta_k = dsops_tensor_make(beta, DSOPS_BF16, 1, (int64_t[]){DI});
     return 1;
 }
+
+void *cases_wrapped_record(void **buffers, int *nbuffers, int capacity, const char *op, const void *args,
+                           size_t size, const char *param, int value)
+{
+    const dsops_op_desc *d = dsops_op_find(op);
+    if (!d || d->args_size < size)
+        return NULL;
+    unsigned char *record = cases_alloc_owned(buffers, nbuffers, capacity, d->args_size);
+    if (!record || d->init(record, d->default_preset) != DSOPS_OK)
+        return NULL;
+    memcpy(record, args, size); /* a wrapping record starts with the args struct */
+    for (size_t i = 0; param && i < d->n_params; i++)
+        if (!strcmp(d->params[i].name, param) &&
+            (d->params[i].type == DSOPS_PARAM_INT || d->params[i].type == DSOPS_PARAM_ENUM)) {
+            memcpy(record + d->params[i].offset, &value, sizeof value);
+            return record;
+        }
+    return param ? NULL : record;
+}

@@ -49,6 +49,14 @@ void cases_free_owned(void **buffers, int nbuffers);
     (owner)->buffers, &(owner)->nbuffers, (int)(sizeof (owner)->buffers / sizeof (owner)->buffers[0])
 #define ALLOC_OWNED(owner, bytes) cases_alloc_owned(OWNED_LIST(owner), (bytes))
 
+/* A call record of operator op's description (dsops_op_find) whose first `size` bytes are the args struct `args`
+ * and whose other members are the description's defaults, with the INT or ENUM parameter `param` (NULL: none)
+ * set to `value`: the record that `dsops run` and the generic test driver reach through the description, for the
+ * descriptions that wrap the args struct with parameters of their own (lightning_indexer's topk, sas's
+ * variant). Owned by the buffer list; NULL when memory runs out or the description lacks `param`. */
+void *cases_wrapped_record(void **buffers, int *nbuffers, int capacity, const char *op, const void *args,
+                           size_t size, const char *param, int value);
+
 /* A generator for one row of generated data, seeded from (seed, stream, row): data do not depend on the
  * thread count, and rows can be filled in parallel. */
 rng cases_row_rng(uint64_t seed, uint64_t stream, int64_t row);

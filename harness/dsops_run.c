@@ -7,6 +7,7 @@
 #define _POSIX_C_SOURCE 200809L
 #endif
 
+#include "call_record.h"
 #include "dsops_run.h"
 
 #include <errno.h>
@@ -59,11 +60,6 @@ static int run_fail_library(dsops_status st, const char *what)
     return run_fail_status(st, "%s%s%s", what, (m != NULL && m[0]) ? ": " : "", m != NULL ? m : "");
 }
 
-
-static dsops_tensor *run_tensor_ptr(void *args, const dsops_tensor_desc *t)
-{
-    return (dsops_tensor *)((char *)args + t->offset);
-}
 
 static const char *run_dir_name(dsops_arg_role d)
 {
@@ -256,56 +252,6 @@ static int run_set_param(void *args, const dsops_param_desc *p, const char *valu
     }
     }
     return run_fail_status(DSOPS_ERR_PARAM, "%s: unknown parameter type", p->name);
-}
-
-/* The text of a parameter's current value (for OUT's metadata). */
-static void run_format_param(const void *args, const dsops_param_desc *p, char *buf, size_t len)
-{
-    const char *src = (const char *)args + p->offset;
-    switch (p->type) {
-    case DSOPS_PARAM_FLOAT: {
-        float f;
-        memcpy(&f, src, sizeof f);
-        snprintf(buf, len, "%.9g", (double)f);
-        return;
-    }
-    case DSOPS_PARAM_DOUBLE: {
-        double d;
-        memcpy(&d, src, sizeof d);
-        snprintf(buf, len, "%.17g", d);
-        return;
-    }
-    case DSOPS_PARAM_INT: {
-        int i;
-        memcpy(&i, src, sizeof i);
-        snprintf(buf, len, "%d", i);
-        return;
-    }
-    case DSOPS_PARAM_BOOL: {
-        int i = 0;
-        if (p->size == sizeof(bool)) {
-            bool b;
-            memcpy(&b, src, sizeof b);
-            i = b;
-        } else {
-            memcpy(&i, src, sizeof i);
-        }
-        snprintf(buf, len, "%s", i ? "true" : "false");
-        return;
-    }
-    case DSOPS_PARAM_ENUM: {
-        int v;
-        memcpy(&v, src, sizeof v);
-        for (const dsops_enum_value *e = p->spellings; e->spelling != NULL; e++)
-            if (e->value == v) {
-                snprintf(buf, len, "%s", e->spelling);
-                return;
-            }
-        snprintf(buf, len, "%d", v);
-        return;
-    }
-    }
-    buf[0] = '\0';
 }
 
 /* `--opt value` or `--opt=value`; advances *i past what it consumed. */
@@ -523,11 +469,11 @@ static int run_main(run_state *s, int argc, char **argv, const dsops_run_overrid
             return run_fail_status(DSOPS_ERR_DTYPE, "%s: tensor '%.64s' is %s; %s takes %s", in_path, name,
                                    dsops_st_dtype_tag(t->dtype), op->name, dts);
         }
-        *run_tensor_ptr(s->args, d) = *t;
+        *record_tensor(s->args, d) = *t;
     }
     for (size_t k = 0; k < op->n_tensors; k++) {
         const dsops_tensor_desc *d = &op->tensors[k];
-        if ((d->role == DSOPS_ARG_IN || d->role == DSOPS_ARG_INOUT) && run_tensor_ptr(s->args, d)->data == NULL)
+        if ((d->role == DSOPS_ARG_IN || d->role == DSOPS_ARG_INOUT) && record_tensor(s->args, d)->data == NULL)
             return run_fail_status(DSOPS_ERR_NULL, "%s: required tensor '%s' of %s is missing", in_path, d->name,
                                    op->name);
     }
@@ -560,7 +506,7 @@ static int run_main(run_state *s, int argc, char **argv, const dsops_run_overrid
         const dsops_tensor_desc *d = &op->tensors[k];
         if (run_is_input(d->role))
             continue;
-        dsops_tensor *t = run_tensor_ptr(s->args, d);
+        dsops_tensor *t = record_tensor(s->args, d);
         if (d->role == DSOPS_ARG_OUT_OPT && t->dtype == DSOPS_DTYPE_INVALID)
             continue; /* an output the call's variant does not have: not produced, not in OUT */
         size_t esize = dsops_dtype_size(t->dtype);
@@ -596,7 +542,7 @@ static int run_main(run_state *s, int argc, char **argv, const dsops_run_overrid
         return run_fail_status(DSOPS_ERR_NOMEM, "out of memory");
     for (size_t k = 0; k < op->n_tensors; k++) {
         const dsops_tensor_desc *d = &op->tensors[k];
-        const dsops_tensor *t = run_tensor_ptr(s->args, d);
+        const dsops_tensor *t = record_tensor(s->args, d);
         if (d->role == DSOPS_ARG_IN || d->role == DSOPS_ARG_IN_OPT || t->data == NULL)
             continue;
         if (dsops_st_writer_add(s->writer, d->name, t, err, sizeof err) != 0)
@@ -605,7 +551,7 @@ static int run_main(run_state *s, int argc, char **argv, const dsops_run_overrid
     char value[64];
     bool ok = dsops_st_writer_set_metadata(s->writer, "operator", op->name, err, sizeof err) == 0;
     for (size_t p = 0; ok && p < op->n_params; p++) {
-        run_format_param(s->args, &op->params[p], value, sizeof value);
+        record_format_param(s->args, &op->params[p], value, sizeof value);
         ok = dsops_st_writer_set_metadata(s->writer, op->params[p].name, value, err, sizeof err) == 0;
     }
     snprintf(value, sizeof value, "%d", dsops_context_threads(s->ctx));

@@ -449,8 +449,15 @@ static int li_make_problem(const void *cv, bench_problem *bp, char *why, size_t 
     dsops_li_problem *p = dsops_li_problem_make(c, 42);
     if (!p)
         return bench_cannot_generate(why, cap);
+    /* the description's record adds the top-k width that sizes the outputs */
+    void *record = cases_wrapped_record(OWNED_LIST(p), "lightning_indexer", &p->args, sizeof p->args, "topk",
+                                        (int)p->args.topk_indices.shape[1]);
+    if (!record) {
+        dsops_li_problem_free(p);
+        return bench_out_of_memory(why, cap);
+    }
     *bp = (bench_problem){p, li_run, li_check, li_release, p->ops, p->key_bytes,
-                          c->int8 ? DSOPS_PEAK_INT8_DOT : DSOPS_PEAK_BF16_DOT, .args = &p->args};
+                          c->int8 ? DSOPS_PEAK_INT8_DOT : DSOPS_PEAK_BF16_DOT, .args = record};
     return 0;
 }
 

@@ -531,8 +531,14 @@ static int sas_make_problem(const void *cv, bench_problem *bp, char *why, size_t
     dsops_sas_problem *p = dsops_sas_problem_make(c, c->seed);
     if (!p)
         return bench_cannot_generate(why, cap);
+    /* the description's record adds the variant, whose defaults `dsops run` applies to parameters not given */
+    void *record = cases_wrapped_record(OWNED_LIST(p), "sas", &p->args, sizeof p->args, "variant", (int)c->variant);
+    if (!record) {
+        dsops_sas_problem_free(p);
+        return bench_out_of_memory(why, cap);
+    }
     *bp = (bench_problem){p, sas_run, sas_check, sas_release, p->flops, p->kv_bytes, DSOPS_PEAK_BF16_DOT,
-                          .vendor_us = c->vendor_us, .vendor = c->vendor, .args = &p->args};
+                          .vendor_us = c->vendor_us, .vendor = c->vendor, .args = record};
     return 0;
 }
 

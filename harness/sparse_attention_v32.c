@@ -545,7 +545,7 @@ static int dia_make_problem(const void *c, bench_problem *bp, char *why, size_t 
     b->st->idx.prepared = b->prep_idx;
     /* mixed units: the indexer prolog and scorer of the int8 variant count int8 operations */
     *bp = (bench_problem){b, dia_run, dia_check, dia_release, b->p->flops, b->p->cache_bytes, DSOPS_PEAK_BF16_DOT,
-                          .args = &b->p->args};
+                          .judge = "stages", .args = &b->p->args};
     return 0;
 }
 

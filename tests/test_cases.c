@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "bench_registry.h"
+#include "call_record.h"
 #include "test_util.h"
 
 /* FLOP (or OP) and bytes per call under which a case runs on every tier: the scalar tier takes about a second
@@ -28,70 +29,6 @@ static dsops_context *ctx;
 static int default_threads;
 
 /* ---- tensors of a call record, through its description ------------------------------------------------ */
-
-static int is_output(dsops_arg_role r) { return r == DSOPS_ARG_OUT || r == DSOPS_ARG_OUT_OPT; }
-static int is_inout(dsops_arg_role r) { return r == DSOPS_ARG_INOUT || r == DSOPS_ARG_INOUT_OPT; }
-
-static dsops_tensor *record_tensor(void *args, const dsops_tensor_desc *d)
-{
-    return (dsops_tensor *)((char *)args + d->offset);
-}
-
-static size_t view_elements(const dsops_tensor *t)
-{
-    size_t n = 1;
-    for (int i = 0; i < t->ndim; i++)
-        n *= (size_t)t->shape[i];
-    return n;
-}
-
-/* 1 if the view's elements are contiguous in row-major order. */
-static int view_is_dense(const dsops_tensor *t)
-{
-    int64_t want = 1;
-    for (int i = t->ndim - 1; i >= 0; i--) {
-        if (t->shape[i] > 1 && t->stride[i] != want)
-            return 0;
-        want *= t->shape[i];
-    }
-    return 1;
-}
-
-/* Visits the elements of a view in row-major order: copy == 1 gathers them into dense, 0 scatters dense into
- * the view, 2 fills every element with the bytes of dense's first element. */
-static void view_copy(dsops_tensor *t, unsigned char *dense, int copy)
-{
-    size_t es = dsops_dtype_size(t->dtype), n = view_elements(t);
-    if (view_is_dense(t) && n > 0) { /* the large outputs of the big cases: whole-buffer copies */
-        unsigned char *data = t->data;
-        if (copy == 1) {
-            memcpy(dense, data, n * es);
-        } else if (copy == 0) {
-            memcpy(data, dense, n * es);
-        } else {
-            memcpy(data, dense, es);
-            for (size_t done = 1; done < n; done *= 2)
-                memcpy(data + done * es, data, (done * 2 <= n ? done : n - done) * es);
-        }
-        return;
-    }
-    int64_t idx[DSOPS_MAX_DIMS] = {0};
-    for (size_t e = 0; e < n; e++) {
-        int64_t off = 0;
-        for (int i = 0; i < t->ndim; i++)
-            off += idx[i] * t->stride[i];
-        unsigned char *elem = (unsigned char *)t->data + (size_t)off * es;
-        if (copy == 1)
-            memcpy(dense + e * es, elem, es);
-        else
-            memcpy(elem, copy == 0 ? dense + e * es : dense, es);
-        for (int i = t->ndim - 1; i >= 0; i--) {
-            if (++idx[i] < t->shape[i])
-                break;
-            idx[i] = 0;
-        }
-    }
-}
 
 /* The bytes that mark an output element as not written: a NaN of the float formats, the most negative value of
  * the integer ones (int8 quantisers are symmetric, indices are >= -1). */
@@ -128,15 +65,15 @@ static int written_init(written *w, const char *op, void *args)
     for (size_t i = 0; i < w->desc->n_tensors && w->count < 32; i++) {
         const dsops_tensor_desc *d = &w->desc->tensors[i];
         dsops_tensor *t = record_tensor(args, d);
-        if (!t->data || !(is_output(d->role) || is_inout(d->role)))
+        if (!t->data || !(record_is_output(d->role) || record_is_inout(d->role)))
             continue;
-        size_t bytes = view_elements(t) * dsops_dtype_size(t->dtype) + 1;
+        size_t bytes = record_view_elements(t) * dsops_dtype_size(t->dtype) + 1;
         w->index[w->count] = (int)i;
         w->first[w->count] = tu_calloc(bytes, 1);
         w->after[w->count] = tu_calloc(bytes, 1);
-        if (is_inout(d->role)) {
+        if (record_is_inout(d->role)) {
             w->before[w->count] = tu_calloc(bytes, 1);
-            view_copy(t, w->before[w->count], 1);
+            record_view_copy(t, w->before[w->count], RECORD_GATHER);
         }
         w->count++;
     }
@@ -155,11 +92,11 @@ static void written_reset(written *w)
     for (int i = 0; i < w->count; i++) {
         dsops_tensor *t = record_tensor(w->args, &w->desc->tensors[w->index[i]]);
         if (w->before[i]) {
-            view_copy(t, w->before[i], 0);
+            record_view_copy(t, w->before[i], RECORD_SCATTER);
         } else {
             unsigned char poison[8];
             poison_element(t->dtype, poison);
-            view_copy(t, poison, 2);
+            record_view_copy(t, poison, RECORD_FILL);
         }
     }
 }
@@ -172,8 +109,8 @@ static int written_keep(written *w, int compare, const char **which)
     for (int i = 0; i < w->count; i++) {
         const dsops_tensor_desc *d = &w->desc->tensors[w->index[i]];
         dsops_tensor *t = record_tensor(w->args, d);
-        size_t bytes = view_elements(t) * dsops_dtype_size(t->dtype);
-        view_copy(t, compare ? w->after[i] : w->first[i], 1);
+        size_t bytes = record_view_elements(t) * dsops_dtype_size(t->dtype);
+        record_view_copy(t, compare ? w->after[i] : w->first[i], RECORD_GATHER);
         if (compare && same && memcmp(w->after[i], w->first[i], bytes) != 0) {
             same = 0;
             *which = d->name;

@@ -1,4 +1,4 @@
-/* dsops — command-line tool: `info`, `bench`, `run`. */
+/* dsops — command-line tool: `info`, `bench`, `run`, `case`. */
 #include <fnmatch.h>
 #include <math.h>
 #include <stddef.h>
@@ -11,6 +11,7 @@
 
 #include "alternatives.h"
 #include "bench_registry.h"
+#include "case_file.h"
 #include "cases.h"
 #include "composite.h"
 #include "dsops.h"
@@ -34,7 +35,15 @@ static void usage(FILE *f)
             "                                      tour = one case per family, the vendor's V4 table and a\n"
             "                                      summary; seed-v4 = the vendor's published V4 cases)\n"
             "  dsops run <op> --in IN.safetensors --out OUT.safetensors [--set name=value]... [--threads N] [--isa T]\n"
-            "                                      run an operator on tensors from a file\n");
+            "                                      run an operator on tensors from a file\n"
+            "  dsops case <case> --inputs IN.safetensors [--max-work W] [--max-bytes B]\n"
+            "                                      write a named case's call (inputs, in-out tensors, parameters)\n"
+            "                                      for `dsops run`; prints `case NAME op OP work W bytes B judge J`\n"
+            "                                      (J: what --check compares with, `oracle` or `stages`), or\n"
+            "                                      `skipped ...` without writing when over W FLOP or B bytes\n"
+            "  dsops case <case> --check OUT.safetensors\n"
+            "                                      judge a run's outputs against the oracle at the case's tolerance\n"
+            "                                      (exit 0: agrees; 1: does not, or the file lacks an output; 2: usage)\n");
 }
 
 static double now_seconds(void)
@@ -913,6 +922,75 @@ static int cmd_bench(int argc, char **argv)
     return failures ? 1 : 0;
 }
 
+/* ---- case ------------------------------------------------------------------------------------ */
+
+/* `dsops case NAME --inputs FILE [--max-work W] [--max-bytes B]` or `dsops case NAME --check FILE`. */
+static int cmd_case(int argc, char **argv)
+{
+    const char *name = argc >= 1 ? argv[0] : NULL, *inputs = NULL, *check = NULL;
+    double max_work = 0, max_bytes = 0;
+    for (int i = 1; i < argc; i += 2) {
+        const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!val) {
+            fprintf(stderr, "dsops case: %s needs a value\n", opt);
+            return 2;
+        }
+        if (!strcmp(opt, "--inputs"))
+            inputs = val;
+        else if (!strcmp(opt, "--check"))
+            check = val;
+        else if (!strcmp(opt, "--max-work"))
+            max_work = atof(val);
+        else if (!strcmp(opt, "--max-bytes"))
+            max_bytes = atof(val);
+        else {
+            fprintf(stderr, "dsops case: unknown option '%s'\n", opt);
+            return 2;
+        }
+    }
+    if (!name || !inputs == !check) {
+        fprintf(stderr, "dsops case: give a case name and one of --inputs FILE, --check FILE\n");
+        return 2;
+    }
+    static bench_case_ref cases[512];
+    int n = bench_all_cases(cases, 512);
+    const bench_case_ref *c = NULL;
+    for (int i = 0; i < n && !c; i++)
+        if (!strcmp(cases[i].name, name))
+            c = &cases[i];
+    if (!c) {
+        fprintf(stderr, "dsops case: no case '%s' (dsops bench --list)\n", name);
+        return 2;
+    }
+    bench_problem bp;
+    char why[512] = "";
+    if (bench_make_problem(c, &bp, why, sizeof why) != 0) {
+        fprintf(stderr, "dsops case: %s: %s\n", name, why);
+        if (bp.p && bp.release)
+            bp.release(bp.p);
+        return 2;
+    }
+    const char *op = bench_case_op(c);
+    int rc;
+    if (inputs && ((max_work > 0 && bp.work > max_work) || (max_bytes > 0 && bp.bytes > max_bytes))) {
+        printf("skipped %s: work %.4g, bytes %.4g\n", name, bp.work, bp.bytes);
+        rc = 0;
+    } else if (inputs) {
+        rc = case_file_write_inputs(&bp, op, name, inputs, why, sizeof why) ? 2 : 0;
+        if (!rc)
+            printf("case %s op %s work %.6g bytes %.6g judge %s\n", name, op, bp.work, bp.bytes,
+                   bp.judge ? bp.judge : "oracle");
+    } else {
+        rc = case_file_check_outputs(&bp, op, check, why, sizeof why);
+        if (!rc)
+            printf("%s: %s agrees with the oracle\n", name, check);
+    }
+    if (rc)
+        fprintf(stderr, "dsops case: %s: %s\n", name, why);
+    bp.release(bp.p);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -925,6 +1003,8 @@ int main(int argc, char **argv)
         return cmd_bench(argc - 2, argv + 2);
     if (!strcmp(argv[1], "run"))
         return dsops_cmd_run(argc - 2, argv + 2, NULL);
+    if (!strcmp(argv[1], "case"))
+        return cmd_case(argc - 2, argv + 2);
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
         return 0;

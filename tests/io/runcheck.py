@@ -426,9 +426,9 @@ def bad_calls(chk, args, work, cases, exit_code=None, existing_out=True, leftove
 # ---- the command line -----------------------------------------------------------------------------
 
 
-def main(doc, name, seed, checks):
-    """Parses the options every check takes, runs checks(chk, args, work, rng) and prints "N passed,
-    N failed" last. The work directory is removed afterwards unless --keep is given or a check failed.
+def main(doc, name, seed, checks, options=()):
+    """Parses the options every check takes (and options: (flag, type, default) of the check's own), runs
+    checks(chk, args, work, rng) and prints "N passed, N failed" last. The work directory is removed afterwards unless --keep is given or a check failed.
     Returns the exit status."""
     ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("--tool", required=True, help="path of the dsops tool")
@@ -437,6 +437,8 @@ def main(doc, name, seed, checks):
     ap.add_argument("--keep", action="store_true", help="keep the files")
     ap.add_argument("--seed", type=int, default=int(os.environ.get("DSOPS_TEST_SEED", str(seed))))
     ap.add_argument("--verbose", action="store_true")
+    for flag, kind, default in options:
+        ap.add_argument(flag, type=kind, default=default)
     args = ap.parse_args()
 
     work = args.workdir or tempfile.mkdtemp(prefix="dsops_%s_check_" % name)
