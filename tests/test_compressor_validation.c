@@ -13,6 +13,7 @@
 #include "cases.h"
 #include "ref.h"
 #include "test_util.h"
+#include "validation.h"
 
 static dsops_context *ctx;
 
@@ -109,94 +110,92 @@ static fixture *make_fixture(void)
     return f;
 }
 
-typedef struct bad_case {
-    const char *name;
-    dsops_status want;
-    void (*mutate)(fixture *f, char *frag);
-} bad_case;
-
-#define FRAG(...) snprintf(frag, 200, __VA_ARGS__)
+#define FRAG(...) snprintf(frag, VAL_FRAG_MAX, __VA_ARGS__)
 #define A (f->a)
 
 /* V2: required tensors */
-static void null_x(fixture *f, char *frag) { A.x.data = NULL; FRAG("x is NULL"); }
-static void null_cu(fixture *f, char *frag) { A.cu_seqlens_q.data = NULL; FRAG("cu_seqlens_q is NULL"); }
-static void null_sp(fixture *f, char *frag) { A.start_pos.data = NULL; FRAG("start_pos is NULL"); }
-static void null_wkv(fixture *f, char *frag) { A.wkv.data = NULL; FRAG("wkv is NULL"); }
-static void null_wgate(fixture *f, char *frag) { A.wgate.data = NULL; FRAG("wgate is NULL"); }
-static void null_ape(fixture *f, char *frag) { A.ape.data = NULL; FRAG("ape is NULL"); }
-static void null_norm(fixture *f, char *frag) { A.norm_weight.data = NULL; FRAG("norm_weight is NULL"); }
-static void null_cos(fixture *f, char *frag) { A.rope_cos.data = NULL; FRAG("rope_cos is NULL"); }
-static void null_sin(fixture *f, char *frag) { A.rope_sin.data = NULL; FRAG("rope_sin is NULL"); }
-static void null_kv(fixture *f, char *frag) { A.kv_state.data = NULL; FRAG("kv_state is NULL"); }
-static void null_sc(fixture *f, char *frag) { A.score_state.data = NULL; FRAG("score_state is NULL"); }
-static void null_bt(fixture *f, char *frag) { A.kv_state_block_table.data = NULL; FRAG("kv_state_block_table is NULL"); }
-static void null_bt2(fixture *f, char *frag)
+static void null_x(void *problem, char *frag) { fixture *f = problem; A.x.data = NULL; FRAG("x is NULL"); }
+static void null_cu(void *problem, char *frag) { fixture *f = problem; A.cu_seqlens_q.data = NULL; FRAG("cu_seqlens_q is NULL"); }
+static void null_sp(void *problem, char *frag) { fixture *f = problem; A.start_pos.data = NULL; FRAG("start_pos is NULL"); }
+static void null_wkv(void *problem, char *frag) { fixture *f = problem; A.wkv.data = NULL; FRAG("wkv is NULL"); }
+static void null_wgate(void *problem, char *frag) { fixture *f = problem; A.wgate.data = NULL; FRAG("wgate is NULL"); }
+static void null_ape(void *problem, char *frag) { fixture *f = problem; A.ape.data = NULL; FRAG("ape is NULL"); }
+static void null_norm(void *problem, char *frag) { fixture *f = problem; A.norm_weight.data = NULL; FRAG("norm_weight is NULL"); }
+static void null_cos(void *problem, char *frag) { fixture *f = problem; A.rope_cos.data = NULL; FRAG("rope_cos is NULL"); }
+static void null_sin(void *problem, char *frag) { fixture *f = problem; A.rope_sin.data = NULL; FRAG("rope_sin is NULL"); }
+static void null_kv(void *problem, char *frag) { fixture *f = problem; A.kv_state.data = NULL; FRAG("kv_state is NULL"); }
+static void null_sc(void *problem, char *frag) { fixture *f = problem; A.score_state.data = NULL; FRAG("score_state is NULL"); }
+static void null_bt(void *problem, char *frag) { fixture *f = problem; A.kv_state_block_table.data = NULL; FRAG("kv_state_block_table is NULL"); }
+static void null_bt2(void *problem, char *frag)
 {
+    fixture *f = problem;
     A.score_state_block_table.data = NULL;
     FRAG("score_state_block_table is NULL");
 }
-static void null_out(fixture *f, char *frag) { A.out.data = NULL; FRAG("out is NULL"); }
+static void null_out(void *problem, char *frag) { fixture *f = problem; A.out.data = NULL; FRAG("out is NULL"); }
 
 /* V3: ranks */
-static void rank_x(fixture *f, char *frag) { A.x.ndim = 3, A.x.shape[2] = 1; FRAG("x has rank 3"); }
-static void rank_cu(fixture *f, char *frag) { A.cu_seqlens_q.ndim = 2, A.cu_seqlens_q.shape[1] = 1; FRAG("cu_seqlens_q has rank 2"); }
-static void rank_sp(fixture *f, char *frag) { A.start_pos.ndim = 0; FRAG("start_pos has rank 0"); }
-static void rank_wkv(fixture *f, char *frag) { A.wkv.ndim = 1; FRAG("wkv has rank 1"); }
-static void rank_wgate(fixture *f, char *frag) { A.wgate.ndim = 3, A.wgate.shape[2] = 1; FRAG("wgate has rank 3"); }
-static void rank_ape(fixture *f, char *frag) { A.ape.ndim = 1; FRAG("ape has rank 1"); }
-static void rank_norm(fixture *f, char *frag) { A.norm_weight.ndim = 2, A.norm_weight.shape[1] = 1; FRAG("norm_weight has rank 2"); }
-static void rank_had(fixture *f, char *frag) { A.hadamard.ndim = 1; FRAG("hadamard has rank 1"); }
-static void rank_cos(fixture *f, char *frag) { A.rope_cos.ndim = 1; FRAG("rope_cos has rank 1"); }
-static void rank_sin(fixture *f, char *frag) { A.rope_sin.ndim = 3, A.rope_sin.shape[2] = 1; FRAG("rope_sin has rank 3"); }
-static void rank_kv(fixture *f, char *frag) { A.kv_state.ndim = 2; FRAG("kv_state has rank 2"); }
-static void rank_sc(fixture *f, char *frag) { A.score_state.ndim = 4, A.score_state.shape[3] = 1; FRAG("score_state has rank 4"); }
-static void rank_bt(fixture *f, char *frag) { A.kv_state_block_table.ndim = 1; FRAG("kv_state_block_table has rank 1"); }
-static void rank_bt2(fixture *f, char *frag) { A.score_state_block_table.ndim = 1; FRAG("score_state_block_table has rank 1"); }
-static void rank_out(fixture *f, char *frag) { A.out.ndim = 1; FRAG("out has rank 1"); }
-static void rank_cnt(fixture *f, char *frag) { A.out_count.ndim = 2, A.out_count.shape[1] = 1; FRAG("out_count has rank 2"); }
+static void rank_x(void *problem, char *frag) { fixture *f = problem; A.x.ndim = 3, A.x.shape[2] = 1; FRAG("x has rank 3"); }
+static void rank_cu(void *problem, char *frag) { fixture *f = problem; A.cu_seqlens_q.ndim = 2, A.cu_seqlens_q.shape[1] = 1; FRAG("cu_seqlens_q has rank 2"); }
+static void rank_sp(void *problem, char *frag) { fixture *f = problem; A.start_pos.ndim = 0; FRAG("start_pos has rank 0"); }
+static void rank_wkv(void *problem, char *frag) { fixture *f = problem; A.wkv.ndim = 1; FRAG("wkv has rank 1"); }
+static void rank_wgate(void *problem, char *frag) { fixture *f = problem; A.wgate.ndim = 3, A.wgate.shape[2] = 1; FRAG("wgate has rank 3"); }
+static void rank_ape(void *problem, char *frag) { fixture *f = problem; A.ape.ndim = 1; FRAG("ape has rank 1"); }
+static void rank_norm(void *problem, char *frag) { fixture *f = problem; A.norm_weight.ndim = 2, A.norm_weight.shape[1] = 1; FRAG("norm_weight has rank 2"); }
+static void rank_had(void *problem, char *frag) { fixture *f = problem; A.hadamard.ndim = 1; FRAG("hadamard has rank 1"); }
+static void rank_cos(void *problem, char *frag) { fixture *f = problem; A.rope_cos.ndim = 1; FRAG("rope_cos has rank 1"); }
+static void rank_sin(void *problem, char *frag) { fixture *f = problem; A.rope_sin.ndim = 3, A.rope_sin.shape[2] = 1; FRAG("rope_sin has rank 3"); }
+static void rank_kv(void *problem, char *frag) { fixture *f = problem; A.kv_state.ndim = 2; FRAG("kv_state has rank 2"); }
+static void rank_sc(void *problem, char *frag) { fixture *f = problem; A.score_state.ndim = 4, A.score_state.shape[3] = 1; FRAG("score_state has rank 4"); }
+static void rank_bt(void *problem, char *frag) { fixture *f = problem; A.kv_state_block_table.ndim = 1; FRAG("kv_state_block_table has rank 1"); }
+static void rank_bt2(void *problem, char *frag) { fixture *f = problem; A.score_state_block_table.ndim = 1; FRAG("score_state_block_table has rank 1"); }
+static void rank_out(void *problem, char *frag) { fixture *f = problem; A.out.ndim = 1; FRAG("out has rank 1"); }
+static void rank_cnt(void *problem, char *frag) { fixture *f = problem; A.out_count.ndim = 2, A.out_count.shape[1] = 1; FRAG("out_count has rank 2"); }
 
 /* V3: extents */
-static void ext_x_h(fixture *f, char *frag) { A.x.shape[1] = FH - 1; FRAG("x.shape[1]"); }
-static void ext_x_inner(fixture *f, char *frag) { A.x.shape[1] = FH / 2, A.wkv.shape[1] = A.wgate.shape[1] = FH / 2, A.x.stride[1] = 2; FRAG("x.stride[1]"); }
-static void ext_x_overflow(fixture *f, char *frag) { A.x.shape[0] = INT64_MAX / 4; FRAG("x"); }
-static void ext_wkv_rows(fixture *f, char *frag) { A.wkv.shape[0] = FCD - 1; FRAG("wkv.shape[0]"); }
-static void ext_wgate_rows(fixture *f, char *frag) { A.wgate.shape[0] = FD; FRAG("wgate.shape[0]"); }
-static void ext_wgate_cols(fixture *f, char *frag) { A.wgate.shape[1] = FH - 2; FRAG("wgate.shape[1]"); }
-static void ext_ape_cols(fixture *f, char *frag) { A.ape.shape[1] = 3 * FD; FRAG("ape.shape[1]"); }
-static void ext_ape_rows0(fixture *f, char *frag) { A.ape.shape[0] = 0; FRAG("ape.shape[0]"); }
-static void ext_norm_small(fixture *f, char *frag) { A.norm_weight.shape[0] = 32, A.ape.shape[1] = 64; FRAG("norm_weight.shape[0]"); }
-static void ext_norm_d(fixture *f, char *frag) { A.norm_weight.shape[0] = FD + 1; FRAG("D = 65"); } /* C D = 128 */
-static void ext_had_rows(fixture *f, char *frag) { A.hadamard.shape[0] = FD / 2; FRAG("hadamard.shape[0]"); }
-static void ext_had_cols(fixture *f, char *frag) { A.hadamard.shape[1] = FD / 2; FRAG("hadamard.shape[1]"); }
-static void ext_cos_rows(fixture *f, char *frag) { A.rope_cos.shape[0] = FNO - 1; FRAG("rope_cos.shape[0]"); }
-static void ext_cos_cols(fixture *f, char *frag) { A.rope_cos.shape[1] = 32; FRAG("rope_cos.shape[1]"); }
-static void ext_sin_rows(fixture *f, char *frag) { A.rope_sin.shape[0] = FNO + 1; FRAG("rope_sin.shape[0]"); }
-static void ext_sin_cols(fixture *f, char *frag) { A.rope_sin.shape[1] = 128; FRAG("rope_sin.shape[1]"); }
-static void ext_kv_w(fixture *f, char *frag) { A.kv_state.shape[2] = FD; FRAG("kv_state.shape[2]"); }
-static void ext_sc_w(fixture *f, char *frag) { A.score_state.shape[2] = FCD + 1; FRAG("score_state.shape[2]"); }
-static void ext_kv_bs0(fixture *f, char *frag) { A.kv_state.shape[1] = 0; FRAG("kv_state.shape[1]"); }
-static void ext_bt_b(fixture *f, char *frag) { A.kv_state_block_table.shape[0] = FB + 1; FRAG("kv_state_block_table.shape[0]"); }
-static void ext_bt2_b(fixture *f, char *frag) { A.score_state_block_table.shape[0] = 1; FRAG("score_state_block_table.shape[0]"); }
-static void ext_out_d(fixture *f, char *frag) { A.out.shape[1] = FD - 1; FRAG("out.shape[1]"); }
-static void ext_cnt_b(fixture *f, char *frag) { A.out_count.shape[0] = FB + 1; FRAG("out_count.shape[0]"); }
-static void ext_sp_b(fixture *f, char *frag) { A.start_pos.shape[0] = FB + 1; FRAG("start_pos.shape[0]"); }
-static void ext_cu_0(fixture *f, char *frag) { A.cu_seqlens_q.shape[0] = 0, A.start_pos.shape[0] = 0; FRAG("cu_seqlens_q.shape[0]"); }
+static void ext_x_h(void *problem, char *frag) { fixture *f = problem; A.x.shape[1] = FH - 1; FRAG("x.shape[1]"); }
+static void ext_x_inner(void *problem, char *frag) { fixture *f = problem; A.x.shape[1] = FH / 2, A.wkv.shape[1] = A.wgate.shape[1] = FH / 2, A.x.stride[1] = 2; FRAG("x.stride[1]"); }
+static void ext_x_overflow(void *problem, char *frag) { fixture *f = problem; A.x.shape[0] = INT64_MAX / 4; FRAG("x"); }
+static void ext_wkv_rows(void *problem, char *frag) { fixture *f = problem; A.wkv.shape[0] = FCD - 1; FRAG("wkv.shape[0]"); }
+static void ext_wgate_rows(void *problem, char *frag) { fixture *f = problem; A.wgate.shape[0] = FD; FRAG("wgate.shape[0]"); }
+static void ext_wgate_cols(void *problem, char *frag) { fixture *f = problem; A.wgate.shape[1] = FH - 2; FRAG("wgate.shape[1]"); }
+static void ext_ape_cols(void *problem, char *frag) { fixture *f = problem; A.ape.shape[1] = 3 * FD; FRAG("ape.shape[1]"); }
+static void ext_ape_rows0(void *problem, char *frag) { fixture *f = problem; A.ape.shape[0] = 0; FRAG("ape.shape[0]"); }
+static void ext_norm_small(void *problem, char *frag) { fixture *f = problem; A.norm_weight.shape[0] = 32, A.ape.shape[1] = 64; FRAG("norm_weight.shape[0]"); }
+static void ext_norm_d(void *problem, char *frag) { fixture *f = problem; A.norm_weight.shape[0] = FD + 1; FRAG("D = 65"); } /* C D = 128 */
+static void ext_had_rows(void *problem, char *frag) { fixture *f = problem; A.hadamard.shape[0] = FD / 2; FRAG("hadamard.shape[0]"); }
+static void ext_had_cols(void *problem, char *frag) { fixture *f = problem; A.hadamard.shape[1] = FD / 2; FRAG("hadamard.shape[1]"); }
+static void ext_cos_rows(void *problem, char *frag) { fixture *f = problem; A.rope_cos.shape[0] = FNO - 1; FRAG("rope_cos.shape[0]"); }
+static void ext_cos_cols(void *problem, char *frag) { fixture *f = problem; A.rope_cos.shape[1] = 32; FRAG("rope_cos.shape[1]"); }
+static void ext_sin_rows(void *problem, char *frag) { fixture *f = problem; A.rope_sin.shape[0] = FNO + 1; FRAG("rope_sin.shape[0]"); }
+static void ext_sin_cols(void *problem, char *frag) { fixture *f = problem; A.rope_sin.shape[1] = 128; FRAG("rope_sin.shape[1]"); }
+static void ext_kv_w(void *problem, char *frag) { fixture *f = problem; A.kv_state.shape[2] = FD; FRAG("kv_state.shape[2]"); }
+static void ext_sc_w(void *problem, char *frag) { fixture *f = problem; A.score_state.shape[2] = FCD + 1; FRAG("score_state.shape[2]"); }
+static void ext_kv_bs0(void *problem, char *frag) { fixture *f = problem; A.kv_state.shape[1] = 0; FRAG("kv_state.shape[1]"); }
+static void ext_bt_b(void *problem, char *frag) { fixture *f = problem; A.kv_state_block_table.shape[0] = FB + 1; FRAG("kv_state_block_table.shape[0]"); }
+static void ext_bt2_b(void *problem, char *frag) { fixture *f = problem; A.score_state_block_table.shape[0] = 1; FRAG("score_state_block_table.shape[0]"); }
+static void ext_out_d(void *problem, char *frag) { fixture *f = problem; A.out.shape[1] = FD - 1; FRAG("out.shape[1]"); }
+static void ext_cnt_b(void *problem, char *frag) { fixture *f = problem; A.out_count.shape[0] = FB + 1; FRAG("out_count.shape[0]"); }
+static void ext_sp_b(void *problem, char *frag) { fixture *f = problem; A.start_pos.shape[0] = FB + 1; FRAG("start_pos.shape[0]"); }
+static void ext_cu_0(void *problem, char *frag) { fixture *f = problem; A.cu_seqlens_q.shape[0] = 0, A.start_pos.shape[0] = 0; FRAG("cu_seqlens_q.shape[0]"); }
 /* NO too small for the entries */
-static void no_packed(fixture *f, char *frag)
+static void no_packed(void *problem, char *frag)
 {
+    fixture *f = problem;
     A.out.shape[0] = A.rope_cos.shape[0] = A.rope_sin.shape[0] = 1; /* 2 entries */
     FRAG("out.shape[0]");
 }
-static void no_rowmode(fixture *f, char *frag)
+static void no_rowmode(void *problem, char *frag)
 {
+    fixture *f = problem;
     A.out_layout = DSOPS_COMPRESSOR_ROW_PER_SEQ;
     A.out.shape[0] = A.rope_cos.shape[0] = A.rope_sin.shape[0] = 1; /* B = 2 */
     FRAG("out.shape[0]");
 }
 /* row_per_seq and a sequence that closes two windows: sequence 1 takes 8 tokens (positions 0 ... 7) */
-static void two_windows_rowmode(fixture *f, char *frag)
+static void two_windows_rowmode(void *problem, char *frag)
 {
+    fixture *f = problem;
     A.out_layout = DSOPS_COMPRESSOR_ROW_PER_SEQ;
     f->cu[0] = 0, f->cu[1] = 0, f->cu[2] = 7; /* sequence 0 empty, sequence 1 positions 0 ... 6 + 1 below */
     f->sp[1] = 1;                             /* positions 1 ... 7: windows 0 and 1 close */
@@ -205,267 +204,260 @@ static void two_windows_rowmode(fixture *f, char *frag)
 }
 
 /* V4: dtypes */
-static void dt_x(fixture *f, char *frag) { A.x.dtype = DSOPS_FP16; FRAG("x has dtype fp16"); }
-static void dt_cu(fixture *f, char *frag) { A.cu_seqlens_q.dtype = DSOPS_INT64; FRAG("cu_seqlens_q has dtype int64"); }
-static void dt_sp(fixture *f, char *frag) { A.start_pos.dtype = DSOPS_FP32; FRAG("start_pos has dtype fp32"); }
-static void dt_wkv(fixture *f, char *frag) { A.wkv.dtype = DSOPS_FP16; FRAG("wkv has dtype fp16"); }
-static void dt_wgate(fixture *f, char *frag) { A.wgate.dtype = DSOPS_INT8; FRAG("wgate has dtype int8"); }
-static void dt_ape(fixture *f, char *frag) { A.ape.dtype = DSOPS_BF16; FRAG("ape has dtype bf16"); }
-static void dt_norm(fixture *f, char *frag) { A.norm_weight.dtype = DSOPS_FP16; FRAG("norm_weight has dtype fp16"); }
-static void dt_had(fixture *f, char *frag) { A.hadamard.dtype = DSOPS_FP16; FRAG("hadamard has dtype fp16"); }
-static void dt_cos(fixture *f, char *frag) { A.rope_cos.dtype = DSOPS_FP16; FRAG("rope_cos has dtype fp16"); }
-static void dt_sin(fixture *f, char *frag) { A.rope_sin.dtype = DSOPS_INT32; FRAG("rope_sin has dtype int32"); }
-static void dt_kv(fixture *f, char *frag) { A.kv_state.dtype = DSOPS_BF16; FRAG("kv_state has dtype bf16"); }
-static void dt_sc(fixture *f, char *frag) { A.score_state.dtype = DSOPS_FP16; FRAG("score_state has dtype fp16"); }
-static void dt_bt(fixture *f, char *frag) { A.kv_state_block_table.dtype = DSOPS_INT64; FRAG("kv_state_block_table has dtype int64"); }
-static void dt_bt2(fixture *f, char *frag) { A.score_state_block_table.dtype = DSOPS_FP32; FRAG("score_state_block_table has dtype fp32"); }
-static void dt_out(fixture *f, char *frag) { A.out.dtype = DSOPS_FP32; FRAG("out has dtype fp32"); }
-static void dt_cnt(fixture *f, char *frag) { A.out_count.dtype = DSOPS_INT64; FRAG("out_count has dtype int64"); }
-static void dt_invalid(fixture *f, char *frag) { A.x.dtype = (dsops_dtype)99; FRAG("x has dtype"); }
+static void dt_x(void *problem, char *frag) { fixture *f = problem; A.x.dtype = DSOPS_FP16; FRAG("x has dtype fp16"); }
+static void dt_cu(void *problem, char *frag) { fixture *f = problem; A.cu_seqlens_q.dtype = DSOPS_INT64; FRAG("cu_seqlens_q has dtype int64"); }
+static void dt_sp(void *problem, char *frag) { fixture *f = problem; A.start_pos.dtype = DSOPS_FP32; FRAG("start_pos has dtype fp32"); }
+static void dt_wkv(void *problem, char *frag) { fixture *f = problem; A.wkv.dtype = DSOPS_FP16; FRAG("wkv has dtype fp16"); }
+static void dt_wgate(void *problem, char *frag) { fixture *f = problem; A.wgate.dtype = DSOPS_INT8; FRAG("wgate has dtype int8"); }
+static void dt_ape(void *problem, char *frag) { fixture *f = problem; A.ape.dtype = DSOPS_BF16; FRAG("ape has dtype bf16"); }
+static void dt_norm(void *problem, char *frag) { fixture *f = problem; A.norm_weight.dtype = DSOPS_FP16; FRAG("norm_weight has dtype fp16"); }
+static void dt_had(void *problem, char *frag) { fixture *f = problem; A.hadamard.dtype = DSOPS_FP16; FRAG("hadamard has dtype fp16"); }
+static void dt_cos(void *problem, char *frag) { fixture *f = problem; A.rope_cos.dtype = DSOPS_FP16; FRAG("rope_cos has dtype fp16"); }
+static void dt_sin(void *problem, char *frag) { fixture *f = problem; A.rope_sin.dtype = DSOPS_INT32; FRAG("rope_sin has dtype int32"); }
+static void dt_kv(void *problem, char *frag) { fixture *f = problem; A.kv_state.dtype = DSOPS_BF16; FRAG("kv_state has dtype bf16"); }
+static void dt_sc(void *problem, char *frag) { fixture *f = problem; A.score_state.dtype = DSOPS_FP16; FRAG("score_state has dtype fp16"); }
+static void dt_bt(void *problem, char *frag) { fixture *f = problem; A.kv_state_block_table.dtype = DSOPS_INT64; FRAG("kv_state_block_table has dtype int64"); }
+static void dt_bt2(void *problem, char *frag) { fixture *f = problem; A.score_state_block_table.dtype = DSOPS_FP32; FRAG("score_state_block_table has dtype fp32"); }
+static void dt_out(void *problem, char *frag) { fixture *f = problem; A.out.dtype = DSOPS_FP32; FRAG("out has dtype fp32"); }
+static void dt_cnt(void *problem, char *frag) { fixture *f = problem; A.out_count.dtype = DSOPS_INT64; FRAG("out_count has dtype int64"); }
+static void dt_invalid(void *problem, char *frag) { fixture *f = problem; A.x.dtype = (dsops_dtype)99; FRAG("x has dtype"); }
 
 /* V5 and the explicit parameters */
-static void p_dim(fixture *f, char *frag) { A.dim = FD * 2; FRAG("dim (D) = 128"); }
-static void p_ratio(fixture *f, char *frag) { A.ratio = 128; FRAG("ratio = 128"); }
-static void p_overlap0(fixture *f, char *frag) { A.overlap = 0; FRAG("overlap = 0"); }
-static void p_overlap2(fixture *f, char *frag) { A.overlap = 2; FRAG("overlap = 2"); }
-static void p_rotate0(fixture *f, char *frag) { A.rotate = 0; FRAG("rotate = 0"); }
-static void p_rotate1(fixture *f, char *frag) { A.hadamard.data = NULL; A.rotate = 1; FRAG("rotate = 1"); }
-static void p_eps_nan(fixture *f, char *frag) { A.norm_eps = NAN; FRAG("norm_eps"); }
-static void p_eps_inf(fixture *f, char *frag) { A.norm_eps = INFINITY; FRAG("norm_eps"); }
-static void p_eps_neg(fixture *f, char *frag) { A.norm_eps = -1e-6f; FRAG("norm_eps"); }
-static void p_mode(fixture *f, char *frag) { A.rope_mode = (dsops_rope_mode)7; FRAG("rope_mode"); }
-static void p_layout(fixture *f, char *frag) { A.out_layout = (dsops_compressor_layout)5; FRAG("out_layout"); }
+static void p_dim(void *problem, char *frag) { fixture *f = problem; A.dim = FD * 2; FRAG("dim (D) = 128"); }
+static void p_ratio(void *problem, char *frag) { fixture *f = problem; A.ratio = 128; FRAG("ratio = 128"); }
+static void p_overlap0(void *problem, char *frag) { fixture *f = problem; A.overlap = 0; FRAG("overlap = 0"); }
+static void p_overlap2(void *problem, char *frag) { fixture *f = problem; A.overlap = 2; FRAG("overlap = 2"); }
+static void p_rotate0(void *problem, char *frag) { fixture *f = problem; A.rotate = 0; FRAG("rotate = 0"); }
+static void p_rotate1(void *problem, char *frag) { fixture *f = problem; A.hadamard.data = NULL; A.rotate = 1; FRAG("rotate = 1"); }
+static void p_eps_nan(void *problem, char *frag) { fixture *f = problem; A.norm_eps = NAN; FRAG("norm_eps"); }
+static void p_eps_inf(void *problem, char *frag) { fixture *f = problem; A.norm_eps = INFINITY; FRAG("norm_eps"); }
+static void p_eps_neg(void *problem, char *frag) { fixture *f = problem; A.norm_eps = -1e-6f; FRAG("norm_eps"); }
+static void p_mode(void *problem, char *frag) { fixture *f = problem; A.rope_mode = (dsops_rope_mode)7; FRAG("rope_mode"); }
+static void p_layout(void *problem, char *frag) { fixture *f = problem; A.out_layout = (dsops_compressor_layout)5; FRAG("out_layout"); }
 
 /* V6: sequence descriptors */
-static void i_cu0(fixture *f, char *frag) { f->cu[0] = 1; FRAG("cu_seqlens_q[0]"); }
-static void i_cu_dec(fixture *f, char *frag) { f->cu[1] = 8; FRAG("cu_seqlens_q[2]"); }
-static void i_cu_t(fixture *f, char *frag) { f->cu[2] = 6; FRAG("cu_seqlens_q[2]"); }
-static void i_sp_neg(fixture *f, char *frag) { f->sp[1] = -1; FRAG("start_pos[1]"); }
-static void i_sp_max(fixture *f, char *frag) { f->sp[1] = 2147483647 - 3; FRAG("start_pos[1]"); } /* + 4 tokens */
+static void i_cu0(void *problem, char *frag) { fixture *f = problem; f->cu[0] = 1; FRAG("cu_seqlens_q[0]"); }
+static void i_cu_dec(void *problem, char *frag) { fixture *f = problem; f->cu[1] = 8; FRAG("cu_seqlens_q[2]"); }
+static void i_cu_t(void *problem, char *frag) { fixture *f = problem; f->cu[2] = 6; FRAG("cu_seqlens_q[2]"); }
+static void i_sp_neg(void *problem, char *frag) { fixture *f = problem; f->sp[1] = -1; FRAG("start_pos[1]"); }
+static void i_sp_max(void *problem, char *frag) { fixture *f = problem; f->sp[1] = 2147483647 - 3; FRAG("start_pos[1]"); } /* + 4 tokens */
 
 /* V7: block tables (needed positions: written, and pre-call candidates of closing windows) */
-static void i_bt_range(fixture *f, char *frag) { f->bt[1] = FNB; FRAG("kv_state_block_table[0][1]"); }
-static void i_bt_written(fixture *f, char *frag) { f->bt[FMB] = -1; FRAG("kv_state_block_table[1][0]"); }
-static void i_bt_candidate(fixture *f, char *frag) { f->bt[0] = -1; FRAG("kv_state_block_table[0][0]"); } /* positions 0 ... 3 */
-static void i_bt2_candidate(fixture *f, char *frag) { f->bt2[0] = 99; FRAG("score_state_block_table[0][0]"); }
-static void i_bt2_range(fixture *f, char *frag) { f->bt2[FMB] = FNB; FRAG("score_state_block_table[1][0]"); }
-static void i_bt_columns(fixture *f, char *frag) { A.kv_state_block_table.shape[1] = 1; FRAG("kv_state_block_table"); }
-static void i_bt2_columns(fixture *f, char *frag) { A.score_state_block_table.shape[1] = 1; FRAG("score_state_block_table"); }
+static void i_bt_range(void *problem, char *frag) { fixture *f = problem; f->bt[1] = FNB; FRAG("kv_state_block_table[0][1]"); }
+static void i_bt_written(void *problem, char *frag) { fixture *f = problem; f->bt[FMB] = -1; FRAG("kv_state_block_table[1][0]"); }
+static void i_bt_candidate(void *problem, char *frag) { fixture *f = problem; f->bt[0] = -1; FRAG("kv_state_block_table[0][0]"); } /* positions 0 ... 3 */
+static void i_bt2_candidate(void *problem, char *frag) { fixture *f = problem; f->bt2[0] = 99; FRAG("score_state_block_table[0][0]"); }
+static void i_bt2_range(void *problem, char *frag) { fixture *f = problem; f->bt2[FMB] = FNB; FRAG("score_state_block_table[1][0]"); }
+static void i_bt_columns(void *problem, char *frag) { fixture *f = problem; A.kv_state_block_table.shape[1] = 1; FRAG("kv_state_block_table"); }
+static void i_bt2_columns(void *problem, char *frag) { fixture *f = problem; A.score_state_block_table.shape[1] = 1; FRAG("score_state_block_table"); }
 /* two sequences write one physical row: sequence 1's block is sequence 0's written block (rows 1 ... 3) */
-static void i_shared_kv(fixture *f, char *frag) { f->bt[FMB] = f->bt[1]; FRAG("kv_state_block_table"); }
-static void i_shared_sc(fixture *f, char *frag) { f->bt2[FMB] = f->bt2[1]; FRAG("score_state_block_table"); }
+static void i_shared_kv(void *problem, char *frag) { fixture *f = problem; f->bt[FMB] = f->bt[1]; FRAG("kv_state_block_table"); }
+static void i_shared_sc(void *problem, char *frag) { fixture *f = problem; f->bt2[FMB] = f->bt2[1]; FRAG("score_state_block_table"); }
 
 /* V9: aliasing */
-static void al_out_x(fixture *f, char *frag) { A.out.data = f->x; FRAG("out overlaps x"); }
-static void al_out_kv(fixture *f, char *frag) { A.out.data = f->kv + 16; FRAG("kv_state"); }
-static void al_out_sc(fixture *f, char *frag) { A.out.data = f->sc; FRAG("score_state"); }
-static void al_kv_sc(fixture *f, char *frag) { A.score_state.data = f->kv + FBS * FCD; FRAG("score_state"); }
+static void al_out_x(void *problem, char *frag) { fixture *f = problem; A.out.data = f->x; FRAG("out overlaps x"); }
+static void al_out_kv(void *problem, char *frag) { fixture *f = problem; A.out.data = f->kv + 16; FRAG("kv_state"); }
+static void al_out_sc(void *problem, char *frag) { fixture *f = problem; A.out.data = f->sc; FRAG("score_state"); }
+static void al_kv_sc(void *problem, char *frag) { fixture *f = problem; A.score_state.data = f->kv + FBS * FCD; FRAG("score_state"); }
 /* the views below reach over several inputs: the message names the output */
-static void al_sc_ape(fixture *f, char *frag) { A.score_state.data = f->ape + 8; FRAG("score_state"); }
-static void al_kv_wkv(fixture *f, char *frag) { A.kv_state.data = f->wkv; FRAG("kv_state"); }
-static void al_cnt_sp(fixture *f, char *frag) { A.out_count.data = f->sp; FRAG("out_count"); }
-static void al_cnt_out(fixture *f, char *frag) { A.out_count.data = f->out + 2; FRAG("out_count"); }
-static void al_out_bt(fixture *f, char *frag) { A.out.data = f->bt; FRAG("out"); }
-static void al_kv_cos(fixture *f, char *frag) { A.kv_state.data = f->rc; FRAG("kv_state"); }
+static void al_sc_ape(void *problem, char *frag) { fixture *f = problem; A.score_state.data = f->ape + 8; FRAG("score_state"); }
+static void al_kv_wkv(void *problem, char *frag) { fixture *f = problem; A.kv_state.data = f->wkv; FRAG("kv_state"); }
+static void al_cnt_sp(void *problem, char *frag) { fixture *f = problem; A.out_count.data = f->sp; FRAG("out_count"); }
+static void al_cnt_out(void *problem, char *frag) { fixture *f = problem; A.out_count.data = f->out + 2; FRAG("out_count"); }
+static void al_out_bt(void *problem, char *frag) { fixture *f = problem; A.out.data = f->bt; FRAG("out"); }
+static void al_kv_cos(void *problem, char *frag) { fixture *f = problem; A.kv_state.data = f->rc; FRAG("kv_state"); }
 
-static const bad_case bad_cases[] = {
-    {"null_x", DSOPS_ERR_NULL, null_x},
-    {"null_cu_seqlens_q", DSOPS_ERR_NULL, null_cu},
-    {"null_start_pos", DSOPS_ERR_NULL, null_sp},
-    {"null_wkv", DSOPS_ERR_NULL, null_wkv},
-    {"null_wgate", DSOPS_ERR_NULL, null_wgate},
-    {"null_ape", DSOPS_ERR_NULL, null_ape},
-    {"null_norm_weight", DSOPS_ERR_NULL, null_norm},
-    {"null_rope_cos", DSOPS_ERR_NULL, null_cos},
-    {"null_rope_sin", DSOPS_ERR_NULL, null_sin},
-    {"null_kv_state", DSOPS_ERR_NULL, null_kv},
-    {"null_score_state", DSOPS_ERR_NULL, null_sc},
-    {"null_kv_state_block_table", DSOPS_ERR_NULL, null_bt},
-    {"null_score_state_block_table", DSOPS_ERR_NULL, null_bt2},
-    {"null_out", DSOPS_ERR_NULL, null_out},
-    {"rank_x", DSOPS_ERR_SHAPE, rank_x},
-    {"rank_cu_seqlens_q", DSOPS_ERR_SHAPE, rank_cu},
-    {"rank_start_pos", DSOPS_ERR_SHAPE, rank_sp},
-    {"rank_wkv", DSOPS_ERR_SHAPE, rank_wkv},
-    {"rank_wgate", DSOPS_ERR_SHAPE, rank_wgate},
-    {"rank_ape", DSOPS_ERR_SHAPE, rank_ape},
-    {"rank_norm_weight", DSOPS_ERR_SHAPE, rank_norm},
-    {"rank_hadamard", DSOPS_ERR_SHAPE, rank_had},
-    {"rank_rope_cos", DSOPS_ERR_SHAPE, rank_cos},
-    {"rank_rope_sin", DSOPS_ERR_SHAPE, rank_sin},
-    {"rank_kv_state", DSOPS_ERR_SHAPE, rank_kv},
-    {"rank_score_state", DSOPS_ERR_SHAPE, rank_sc},
-    {"rank_kv_state_block_table", DSOPS_ERR_SHAPE, rank_bt},
-    {"rank_score_state_block_table", DSOPS_ERR_SHAPE, rank_bt2},
-    {"rank_out", DSOPS_ERR_SHAPE, rank_out},
-    {"rank_out_count", DSOPS_ERR_SHAPE, rank_cnt},
-    {"extent_x_h", DSOPS_ERR_SHAPE, ext_x_h},
-    {"extent_x_inner_stride", DSOPS_ERR_SHAPE, ext_x_inner},
-    {"extent_x_overflow", DSOPS_ERR_SHAPE, ext_x_overflow},
-    {"extent_wkv_rows", DSOPS_ERR_SHAPE, ext_wkv_rows},
-    {"extent_wgate_rows", DSOPS_ERR_SHAPE, ext_wgate_rows},
-    {"extent_wgate_cols", DSOPS_ERR_SHAPE, ext_wgate_cols},
-    {"extent_ape_cols_3d", DSOPS_ERR_SHAPE, ext_ape_cols},
-    {"extent_ape_rows_0", DSOPS_ERR_SHAPE, ext_ape_rows0},
-    {"extent_norm_weight_below_64", DSOPS_ERR_SHAPE, ext_norm_small},
-    {"extent_norm_weight_d", DSOPS_ERR_SHAPE, ext_norm_d},
-    {"extent_hadamard_rows", DSOPS_ERR_SHAPE, ext_had_rows},
-    {"extent_hadamard_cols", DSOPS_ERR_SHAPE, ext_had_cols},
-    {"extent_rope_cos_rows", DSOPS_ERR_SHAPE, ext_cos_rows},
-    {"extent_rope_cos_cols", DSOPS_ERR_SHAPE, ext_cos_cols},
-    {"extent_rope_sin_rows", DSOPS_ERR_SHAPE, ext_sin_rows},
-    {"extent_rope_sin_cols", DSOPS_ERR_SHAPE, ext_sin_cols},
-    {"extent_kv_state_width", DSOPS_ERR_SHAPE, ext_kv_w},
-    {"extent_score_state_width", DSOPS_ERR_SHAPE, ext_sc_w},
-    {"extent_kv_state_block_size_0", DSOPS_ERR_SHAPE, ext_kv_bs0},
-    {"extent_kv_state_block_table_b", DSOPS_ERR_SHAPE, ext_bt_b},
-    {"extent_score_state_block_table_b", DSOPS_ERR_SHAPE, ext_bt2_b},
-    {"extent_out_d", DSOPS_ERR_SHAPE, ext_out_d},
-    {"extent_out_count_b", DSOPS_ERR_SHAPE, ext_cnt_b},
-    {"extent_start_pos_b", DSOPS_ERR_SHAPE, ext_sp_b},
-    {"extent_cu_seqlens_q_0", DSOPS_ERR_SHAPE, ext_cu_0},
-    {"no_too_small_packed", DSOPS_ERR_SHAPE, no_packed},
-    {"no_too_small_row_per_seq", DSOPS_ERR_SHAPE, no_rowmode},
-    {"row_per_seq_two_windows", DSOPS_ERR_SHAPE, two_windows_rowmode},
-    {"dtype_x", DSOPS_ERR_DTYPE, dt_x},
-    {"dtype_cu_seqlens_q", DSOPS_ERR_DTYPE, dt_cu},
-    {"dtype_start_pos", DSOPS_ERR_DTYPE, dt_sp},
-    {"dtype_wkv", DSOPS_ERR_DTYPE, dt_wkv},
-    {"dtype_wgate", DSOPS_ERR_DTYPE, dt_wgate},
-    {"dtype_ape", DSOPS_ERR_DTYPE, dt_ape},
-    {"dtype_norm_weight", DSOPS_ERR_DTYPE, dt_norm},
-    {"dtype_hadamard", DSOPS_ERR_DTYPE, dt_had},
-    {"dtype_rope_cos", DSOPS_ERR_DTYPE, dt_cos},
-    {"dtype_rope_sin", DSOPS_ERR_DTYPE, dt_sin},
-    {"dtype_kv_state", DSOPS_ERR_DTYPE, dt_kv},
-    {"dtype_score_state", DSOPS_ERR_DTYPE, dt_sc},
-    {"dtype_kv_state_block_table", DSOPS_ERR_DTYPE, dt_bt},
-    {"dtype_score_state_block_table", DSOPS_ERR_DTYPE, dt_bt2},
-    {"dtype_out", DSOPS_ERR_DTYPE, dt_out},
-    {"dtype_out_count", DSOPS_ERR_DTYPE, dt_cnt},
-    {"dtype_invalid_value", DSOPS_ERR_DTYPE, dt_invalid},
-    {"param_dim", DSOPS_ERR_PARAM, p_dim},
-    {"param_ratio", DSOPS_ERR_PARAM, p_ratio},
-    {"param_overlap_0", DSOPS_ERR_PARAM, p_overlap0},
-    {"param_overlap_2", DSOPS_ERR_PARAM, p_overlap2},
-    {"param_rotate_0_with_hadamard", DSOPS_ERR_PARAM, p_rotate0},
-    {"param_rotate_1_without_hadamard", DSOPS_ERR_PARAM, p_rotate1},
-    {"param_norm_eps_nan", DSOPS_ERR_PARAM, p_eps_nan},
-    {"param_norm_eps_inf", DSOPS_ERR_PARAM, p_eps_inf},
-    {"param_norm_eps_negative", DSOPS_ERR_PARAM, p_eps_neg},
-    {"param_rope_mode", DSOPS_ERR_PARAM, p_mode},
-    {"param_out_layout", DSOPS_ERR_PARAM, p_layout},
-    {"index_cu_seqlens_q_first", DSOPS_ERR_INDEX, i_cu0},
-    {"index_cu_seqlens_q_decreasing", DSOPS_ERR_INDEX, i_cu_dec},
-    {"index_cu_seqlens_q_last", DSOPS_ERR_INDEX, i_cu_t},
-    {"index_start_pos_negative", DSOPS_ERR_INDEX, i_sp_neg},
-    {"index_start_pos_past_int32", DSOPS_ERR_INDEX, i_sp_max},
-    {"index_kv_table_out_of_range", DSOPS_ERR_INDEX, i_bt_range},
-    {"index_kv_table_written_minus1", DSOPS_ERR_INDEX, i_bt_written},
-    {"index_kv_table_candidate_minus1", DSOPS_ERR_INDEX, i_bt_candidate},
-    {"index_score_table_candidate_out_of_range", DSOPS_ERR_INDEX, i_bt2_candidate},
-    {"index_score_table_out_of_range", DSOPS_ERR_INDEX, i_bt2_range},
-    {"index_kv_table_too_few_columns", DSOPS_ERR_INDEX, i_bt_columns},
-    {"index_score_table_too_few_columns", DSOPS_ERR_INDEX, i_bt2_columns},
-    {"index_kv_row_shared_by_sequences", DSOPS_ERR_INDEX, i_shared_kv},
-    {"index_score_row_shared_by_sequences", DSOPS_ERR_INDEX, i_shared_sc},
-    {"alias_out_x", DSOPS_ERR_ALIAS, al_out_x},
-    {"alias_out_kv_state", DSOPS_ERR_ALIAS, al_out_kv},
-    {"alias_out_score_state", DSOPS_ERR_ALIAS, al_out_sc},
-    {"alias_kv_state_score_state", DSOPS_ERR_ALIAS, al_kv_sc},
-    {"alias_score_state_ape", DSOPS_ERR_ALIAS, al_sc_ape},
-    {"alias_kv_state_wkv", DSOPS_ERR_ALIAS, al_kv_wkv},
-    {"alias_out_count_start_pos", DSOPS_ERR_ALIAS, al_cnt_sp},
-    {"alias_out_count_out", DSOPS_ERR_ALIAS, al_cnt_out},
-    {"alias_out_kv_table", DSOPS_ERR_ALIAS, al_out_bt},
-    {"alias_kv_state_rope_cos", DSOPS_ERR_ALIAS, al_kv_cos},
+/* one fixture: every row has variant 0 */
+static const val_bad_case bad_cases[] = {
+    {"null_x", 0, DSOPS_ERR_NULL, null_x},
+    {"null_cu_seqlens_q", 0, DSOPS_ERR_NULL, null_cu},
+    {"null_start_pos", 0, DSOPS_ERR_NULL, null_sp},
+    {"null_wkv", 0, DSOPS_ERR_NULL, null_wkv},
+    {"null_wgate", 0, DSOPS_ERR_NULL, null_wgate},
+    {"null_ape", 0, DSOPS_ERR_NULL, null_ape},
+    {"null_norm_weight", 0, DSOPS_ERR_NULL, null_norm},
+    {"null_rope_cos", 0, DSOPS_ERR_NULL, null_cos},
+    {"null_rope_sin", 0, DSOPS_ERR_NULL, null_sin},
+    {"null_kv_state", 0, DSOPS_ERR_NULL, null_kv},
+    {"null_score_state", 0, DSOPS_ERR_NULL, null_sc},
+    {"null_kv_state_block_table", 0, DSOPS_ERR_NULL, null_bt},
+    {"null_score_state_block_table", 0, DSOPS_ERR_NULL, null_bt2},
+    {"null_out", 0, DSOPS_ERR_NULL, null_out},
+    {"rank_x", 0, DSOPS_ERR_SHAPE, rank_x},
+    {"rank_cu_seqlens_q", 0, DSOPS_ERR_SHAPE, rank_cu},
+    {"rank_start_pos", 0, DSOPS_ERR_SHAPE, rank_sp},
+    {"rank_wkv", 0, DSOPS_ERR_SHAPE, rank_wkv},
+    {"rank_wgate", 0, DSOPS_ERR_SHAPE, rank_wgate},
+    {"rank_ape", 0, DSOPS_ERR_SHAPE, rank_ape},
+    {"rank_norm_weight", 0, DSOPS_ERR_SHAPE, rank_norm},
+    {"rank_hadamard", 0, DSOPS_ERR_SHAPE, rank_had},
+    {"rank_rope_cos", 0, DSOPS_ERR_SHAPE, rank_cos},
+    {"rank_rope_sin", 0, DSOPS_ERR_SHAPE, rank_sin},
+    {"rank_kv_state", 0, DSOPS_ERR_SHAPE, rank_kv},
+    {"rank_score_state", 0, DSOPS_ERR_SHAPE, rank_sc},
+    {"rank_kv_state_block_table", 0, DSOPS_ERR_SHAPE, rank_bt},
+    {"rank_score_state_block_table", 0, DSOPS_ERR_SHAPE, rank_bt2},
+    {"rank_out", 0, DSOPS_ERR_SHAPE, rank_out},
+    {"rank_out_count", 0, DSOPS_ERR_SHAPE, rank_cnt},
+    {"extent_x_h", 0, DSOPS_ERR_SHAPE, ext_x_h},
+    {"extent_x_inner_stride", 0, DSOPS_ERR_SHAPE, ext_x_inner},
+    {"extent_x_overflow", 0, DSOPS_ERR_SHAPE, ext_x_overflow},
+    {"extent_wkv_rows", 0, DSOPS_ERR_SHAPE, ext_wkv_rows},
+    {"extent_wgate_rows", 0, DSOPS_ERR_SHAPE, ext_wgate_rows},
+    {"extent_wgate_cols", 0, DSOPS_ERR_SHAPE, ext_wgate_cols},
+    {"extent_ape_cols_3d", 0, DSOPS_ERR_SHAPE, ext_ape_cols},
+    {"extent_ape_rows_0", 0, DSOPS_ERR_SHAPE, ext_ape_rows0},
+    {"extent_norm_weight_below_64", 0, DSOPS_ERR_SHAPE, ext_norm_small},
+    {"extent_norm_weight_d", 0, DSOPS_ERR_SHAPE, ext_norm_d},
+    {"extent_hadamard_rows", 0, DSOPS_ERR_SHAPE, ext_had_rows},
+    {"extent_hadamard_cols", 0, DSOPS_ERR_SHAPE, ext_had_cols},
+    {"extent_rope_cos_rows", 0, DSOPS_ERR_SHAPE, ext_cos_rows},
+    {"extent_rope_cos_cols", 0, DSOPS_ERR_SHAPE, ext_cos_cols},
+    {"extent_rope_sin_rows", 0, DSOPS_ERR_SHAPE, ext_sin_rows},
+    {"extent_rope_sin_cols", 0, DSOPS_ERR_SHAPE, ext_sin_cols},
+    {"extent_kv_state_width", 0, DSOPS_ERR_SHAPE, ext_kv_w},
+    {"extent_score_state_width", 0, DSOPS_ERR_SHAPE, ext_sc_w},
+    {"extent_kv_state_block_size_0", 0, DSOPS_ERR_SHAPE, ext_kv_bs0},
+    {"extent_kv_state_block_table_b", 0, DSOPS_ERR_SHAPE, ext_bt_b},
+    {"extent_score_state_block_table_b", 0, DSOPS_ERR_SHAPE, ext_bt2_b},
+    {"extent_out_d", 0, DSOPS_ERR_SHAPE, ext_out_d},
+    {"extent_out_count_b", 0, DSOPS_ERR_SHAPE, ext_cnt_b},
+    {"extent_start_pos_b", 0, DSOPS_ERR_SHAPE, ext_sp_b},
+    {"extent_cu_seqlens_q_0", 0, DSOPS_ERR_SHAPE, ext_cu_0},
+    {"no_too_small_packed", 0, DSOPS_ERR_SHAPE, no_packed},
+    {"no_too_small_row_per_seq", 0, DSOPS_ERR_SHAPE, no_rowmode},
+    {"row_per_seq_two_windows", 0, DSOPS_ERR_SHAPE, two_windows_rowmode},
+    {"dtype_x", 0, DSOPS_ERR_DTYPE, dt_x},
+    {"dtype_cu_seqlens_q", 0, DSOPS_ERR_DTYPE, dt_cu},
+    {"dtype_start_pos", 0, DSOPS_ERR_DTYPE, dt_sp},
+    {"dtype_wkv", 0, DSOPS_ERR_DTYPE, dt_wkv},
+    {"dtype_wgate", 0, DSOPS_ERR_DTYPE, dt_wgate},
+    {"dtype_ape", 0, DSOPS_ERR_DTYPE, dt_ape},
+    {"dtype_norm_weight", 0, DSOPS_ERR_DTYPE, dt_norm},
+    {"dtype_hadamard", 0, DSOPS_ERR_DTYPE, dt_had},
+    {"dtype_rope_cos", 0, DSOPS_ERR_DTYPE, dt_cos},
+    {"dtype_rope_sin", 0, DSOPS_ERR_DTYPE, dt_sin},
+    {"dtype_kv_state", 0, DSOPS_ERR_DTYPE, dt_kv},
+    {"dtype_score_state", 0, DSOPS_ERR_DTYPE, dt_sc},
+    {"dtype_kv_state_block_table", 0, DSOPS_ERR_DTYPE, dt_bt},
+    {"dtype_score_state_block_table", 0, DSOPS_ERR_DTYPE, dt_bt2},
+    {"dtype_out", 0, DSOPS_ERR_DTYPE, dt_out},
+    {"dtype_out_count", 0, DSOPS_ERR_DTYPE, dt_cnt},
+    {"dtype_invalid_value", 0, DSOPS_ERR_DTYPE, dt_invalid},
+    {"param_dim", 0, DSOPS_ERR_PARAM, p_dim},
+    {"param_ratio", 0, DSOPS_ERR_PARAM, p_ratio},
+    {"param_overlap_0", 0, DSOPS_ERR_PARAM, p_overlap0},
+    {"param_overlap_2", 0, DSOPS_ERR_PARAM, p_overlap2},
+    {"param_rotate_0_with_hadamard", 0, DSOPS_ERR_PARAM, p_rotate0},
+    {"param_rotate_1_without_hadamard", 0, DSOPS_ERR_PARAM, p_rotate1},
+    {"param_norm_eps_nan", 0, DSOPS_ERR_PARAM, p_eps_nan},
+    {"param_norm_eps_inf", 0, DSOPS_ERR_PARAM, p_eps_inf},
+    {"param_norm_eps_negative", 0, DSOPS_ERR_PARAM, p_eps_neg},
+    {"param_rope_mode", 0, DSOPS_ERR_PARAM, p_mode},
+    {"param_out_layout", 0, DSOPS_ERR_PARAM, p_layout},
+    {"index_cu_seqlens_q_first", 0, DSOPS_ERR_INDEX, i_cu0},
+    {"index_cu_seqlens_q_decreasing", 0, DSOPS_ERR_INDEX, i_cu_dec},
+    {"index_cu_seqlens_q_last", 0, DSOPS_ERR_INDEX, i_cu_t},
+    {"index_start_pos_negative", 0, DSOPS_ERR_INDEX, i_sp_neg},
+    {"index_start_pos_past_int32", 0, DSOPS_ERR_INDEX, i_sp_max},
+    {"index_kv_table_out_of_range", 0, DSOPS_ERR_INDEX, i_bt_range},
+    {"index_kv_table_written_minus1", 0, DSOPS_ERR_INDEX, i_bt_written},
+    {"index_kv_table_candidate_minus1", 0, DSOPS_ERR_INDEX, i_bt_candidate},
+    {"index_score_table_candidate_out_of_range", 0, DSOPS_ERR_INDEX, i_bt2_candidate},
+    {"index_score_table_out_of_range", 0, DSOPS_ERR_INDEX, i_bt2_range},
+    {"index_kv_table_too_few_columns", 0, DSOPS_ERR_INDEX, i_bt_columns},
+    {"index_score_table_too_few_columns", 0, DSOPS_ERR_INDEX, i_bt2_columns},
+    {"index_kv_row_shared_by_sequences", 0, DSOPS_ERR_INDEX, i_shared_kv},
+    {"index_score_row_shared_by_sequences", 0, DSOPS_ERR_INDEX, i_shared_sc},
+    {"alias_out_x", 0, DSOPS_ERR_ALIAS, al_out_x},
+    {"alias_out_kv_state", 0, DSOPS_ERR_ALIAS, al_out_kv},
+    {"alias_out_score_state", 0, DSOPS_ERR_ALIAS, al_out_sc},
+    {"alias_kv_state_score_state", 0, DSOPS_ERR_ALIAS, al_kv_sc},
+    {"alias_score_state_ape", 0, DSOPS_ERR_ALIAS, al_sc_ape},
+    {"alias_kv_state_wkv", 0, DSOPS_ERR_ALIAS, al_kv_wkv},
+    {"alias_out_count_start_pos", 0, DSOPS_ERR_ALIAS, al_cnt_sp},
+    {"alias_out_count_out", 0, DSOPS_ERR_ALIAS, al_cnt_out},
+    {"alias_out_kv_table", 0, DSOPS_ERR_ALIAS, al_out_bt},
+    {"alias_kv_state_rope_cos", 0, DSOPS_ERR_ALIAS, al_kv_cos},
 };
-
-static void run_bad(const bad_case *c)
-{
-    if (!tu_selected(c->name))
-        return;
-    fixture *f = make_fixture();
-    char frag[200] = "";
-    c->mutate(f, frag);
-    void *before = tu_memdup(f, sizeof *f);
-    tu_check_rejected(c->name, dsops_compressor(ctx, &f->a), c->want, frag);
-    tu_check_unchanged(c->name, f, before, sizeof *f, "although the call failed");
-    free(before);
-    free(f);
-}
 
 /* ---- valid calls on the fixture (against the oracle) ----------------------------------------------- */
 
-/* The library's call on f and the oracle's on a copy g of the same fixture. Entries within the spec
- * tolerance (over all rows: some are zero rows), out_count exact, states within their tolerance. */
-static void run_valid(const char *what, void (*mutate)(fixture *f))
+/* The oracle's run on a copy g of the fixture f (views moved into g). The flat fixtures of sas and compressor
+ * take the same steps, each with its own operator and output that the oracle always reports. */
+static void *oracle(void *problem)
 {
-    char l[160];
-    snprintf(l, sizeof l, "valid %s", what);
-    if (!tu_selected(l))
-        return;
-    fixture *f = make_fixture();
-    if (mutate)
-        mutate(f);
+    const fixture *f = problem;
     fixture *g = tu_memdup(f, sizeof *f);
-    /* redirect g's views into g (same offsets) */
-    dsops_tensor *ts[] = {&g->a.x, &g->a.cu_seqlens_q, &g->a.start_pos, &g->a.wkv, &g->a.wgate, &g->a.ape,
-                          &g->a.norm_weight, &g->a.hadamard, &g->a.rope_cos, &g->a.rope_sin, &g->a.kv_state,
-                          &g->a.score_state, &g->a.kv_state_block_table, &g->a.score_state_block_table, &g->a.out,
-                          &g->a.out_count};
-    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
-        ts[i]->data = tu_rebase(ts[i]->data, f, sizeof *f, g);
+    val_rebase_views("compressor", &g->a, f, sizeof *f, g);
     if (!g->a.out_count.data) /* the oracle always reports the counts */
         g->a.out_count = dsops_tensor_make(g->cnt, DSOPS_INT32, 1, (int64_t[]){f->a.start_pos.shape[0]});
     dsops_ref_compressor(&g->a);
-    dsops_status st = dsops_compressor(ctx, &f->a);
-    if (!tu_check(st == DSOPS_OK, "%s: %s (%s)", l, dsops_status_name(st), dsops_last_error())) {
-        free(f), free(g);
-        return;
-    }
+    return g;
+}
+
+/* The library's result on f against the oracle's on g: entries within the spec tolerance (over all rows:
+ * some are zero rows), out_count exact, states within their tolerance, nothing past the states written. */
+static void compare(void *problem, void *expected, const val_ok_case *c)
+{
+    const fixture *f = problem, *g = expected;
     const int64_t NO = f->a.out.shape[0], B = f->a.start_pos.shape[0];
     float o[FNO * FD], r[FNO * FD];
     for (int64_t i = 0; i < NO * FD; i++)
         o[i] = tu_f32(((uint16_t *)f->a.out.data)[i]), r[i] = tu_f32(((uint16_t *)g->a.out.data)[i]);
     char l2[200];
-    snprintf(l2, sizeof l2, "%s out", l);
+    snprintf(l2, sizeof l2, "%s out", c->name);
     tu_compare_close(l2, o, r, (size_t)(NO * FD), (tu_tol){1e-4, 1.0 / 128, 0.005}, NULL);
     if (f->a.out_count.data)
-        tu_check(memcmp(f->a.out_count.data, g->a.out_count.data, (size_t)B * 4) == 0, "%s: out_count differs", l);
+        tu_check(memcmp(f->a.out_count.data, g->a.out_count.data, (size_t)B * 4) == 0, "%s: out_count differs", c->name);
     else
-        tu_check(f->cnt[0] == -7 && f->cnt[1] == -7, "%s: out_count absent, yet written", l);
-    snprintf(l2, sizeof l2, "%s kv_state", l);
+        tu_check(f->cnt[0] == -7 && f->cnt[1] == -7, "%s: out_count absent, yet written", c->name);
+    snprintf(l2, sizeof l2, "%s kv_state", c->name);
     tu_compare_close(l2, f->kv, g->kv, FNB * FBS * FCD, (tu_tol){1e-3, 1e-3, 0}, NULL);
-    snprintf(l2, sizeof l2, "%s score_state", l);
+    snprintf(l2, sizeof l2, "%s score_state", c->name);
     tu_compare_close(l2, f->sc, g->sc, FNB * FBS * FCD, (tu_tol){1e-3, 1e-3, 0}, NULL);
-    tu_check(memcmp(f->tail, g->tail, sizeof f->tail) == 0, "%s: memory past the states written", l);
-    free(f), free(g);
+    tu_check(memcmp(f->tail, g->tail, sizeof f->tail) == 0, "%s: memory past the states written", c->name);
 }
+
+static void *make_problem(int variant)
+{
+    (void)variant;
+    return make_fixture();
+}
+static dsops_status call(dsops_context *c, void *f) { return dsops_compressor(c, &((fixture *)f)->a); }
+
+/* a rejected call leaves every byte of the fixture as it was */
+static const val_ops compressor_ops = {
+    .make = make_problem, .free = free, .call = call, .flat_bytes = sizeof(fixture), .oracle = oracle,
+    .compare = compare, .free_expected = free,
+};
 
 /* -1 (and garbage) in table entries of positions the call does not need: sequence 0 closes no window
  * (positions 5, 6), so its logical block 0 is not read */
-static void v_unneeded_minus1(fixture *f)
+static void v_unneeded_minus1(void *problem)
 {
+    fixture *f = problem;
     f->cu[1] = 2, f->a.x.shape[0] = 6, f->cu[2] = 6;
     f->bt[0] = -1, f->bt2[0] = 1000, f->bt[2] = 77;
 }
 /* sequence 1 (1 token, position 0) writes row 0 of the block sequence 0 reads its positions 0 ... 3 from;
  * no row is written twice */
-static void v_shared_block(fixture *f)
+static void v_shared_block(void *problem)
 {
+    fixture *f = problem;
     f->cu[2] = 4, f->a.x.shape[0] = 4;
     f->bt[FMB] = f->bt[0], f->bt2[FMB] = f->bt2[0];
 }
-static void v_explicit(fixture *f) { f->a.dim = FD, f->a.ratio = FR, f->a.overlap = 1, f->a.rotate = 1; }
-static void v_no_count(fixture *f) { f->a.out_count.data = NULL; }
-static void v_rowmode(fixture *f) { f->a.out_layout = DSOPS_COMPRESSOR_ROW_PER_SEQ; }
-static void v_eps0(fixture *f) { f->a.norm_eps = 0.0f; }
+static void v_explicit(void *problem) { fixture *f = problem; f->a.dim = FD, f->a.ratio = FR, f->a.overlap = 1, f->a.rotate = 1; }
+static void v_no_count(void *problem) { fixture *f = problem; f->a.out_count.data = NULL; }
+static void v_rowmode(void *problem) { fixture *f = problem; f->a.out_layout = DSOPS_COMPRESSOR_ROW_PER_SEQ; }
+static void v_eps0(void *problem) { fixture *f = problem; f->a.norm_eps = 0.0f; }
 /* norm vectors take any stride (spec §1.3): norm_weight broadcast from its first element (once read as a row) */
-static void v_norm_stride0(fixture *f) { f->a.norm_weight.stride[0] = 0; }
+static void v_norm_stride0(void *problem) { fixture *f = problem; f->a.norm_weight.stride[0] = 0; }
 /* every other element of the Hadamard buffer's first 2 D values (a padded vector) */
-static void v_norm_stride2(fixture *f)
+static void v_norm_stride2(void *problem)
 {
+    fixture *f = problem;
     for (int i = 0; i < FD; i++)
         f->had[2 * i] = f->norm[i], f->had[2 * i + 1] = 0x7fc0; /* NaN between the values */
     f->a.norm_weight.data = f->had;
@@ -473,14 +465,16 @@ static void v_norm_stride2(fixture *f)
     f->a.hadamard.data = NULL, f->a.rotate = 0;
 }
 /* T = 0: both sequences empty; every out row becomes +0, out_count 0, states unchanged */
-static void v_t0(fixture *f)
+static void v_t0(void *problem)
 {
+    fixture *f = problem;
     f->cu[1] = f->cu[2] = 0;
     f->a.x.shape[0] = 0;
 }
 /* B = 0: cu_seqlens_q [1] = {0}, start_pos, tables and out_count with 0 rows */
-static void v_b0(fixture *f)
+static void v_b0(void *problem)
 {
+    fixture *f = problem;
     f->cu[0] = 0;
     f->a.x.shape[0] = 0;
     f->a.cu_seqlens_q.shape[0] = 1;
@@ -489,22 +483,25 @@ static void v_b0(fixture *f)
     f->a.out_count.shape[0] = 0;
 }
 
-static void test_valid(void)
+static const val_ok_case ok_cases[] = {
+    {"valid fixture as built", 0, NULL},
+    {"valid unneeded table entries -1", 0, v_unneeded_minus1},
+    {"valid block shared without a shared row", 0, v_shared_block},
+    {"valid explicit dim ratio overlap rotate", 0, v_explicit},
+    {"valid out_count absent", 0, v_no_count},
+    {"valid row_per_seq", 0, v_rowmode},
+    {"valid norm_eps 0", 0, v_eps0},
+    {"valid norm_weight stride 0", 0, v_norm_stride0},
+    {"valid norm_weight stride 2", 0, v_norm_stride2},
+    {"valid T 0", 0, v_t0},
+    {"valid B 0", 0, v_b0},
+};
+
+/* T = 0 and B = 0 in detail: every out row +0, states bitwise unchanged */
+static void test_valid_empty(void)
 {
-    run_valid("fixture as built", NULL);
-    run_valid("unneeded table entries -1", v_unneeded_minus1);
-    run_valid("block shared without a shared row", v_shared_block);
-    run_valid("explicit dim ratio overlap rotate", v_explicit);
-    run_valid("out_count absent", v_no_count);
-    run_valid("row_per_seq", v_rowmode);
-    run_valid("norm_eps 0", v_eps0);
-    run_valid("norm_weight stride 0", v_norm_stride0);
-    run_valid("norm_weight stride 2", v_norm_stride2);
-    run_valid("T 0", v_t0);
-    run_valid("B 0", v_b0);
     if (!tu_selected("valid empty"))
         return;
-    /* T = 0 and B = 0 in detail: every out row +0, states bitwise unchanged */
     for (int k = 0; k < 2; k++) {
         fixture *f = make_fixture();
         (k ? v_b0 : v_t0)(f);
@@ -587,9 +584,9 @@ int main(int argc, char **argv)
     tu_init(argc, argv, 7);
     ctx = tu_context();
     test_init_and_null();
-    for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++)
-        run_bad(&bad_cases[i]);
-    test_valid();
+    val_run_bad(&compressor_ops, ctx, bad_cases, VAL_COUNT(bad_cases));
+    val_run_ok(&compressor_ops, ctx, ok_cases, VAL_COUNT(ok_cases));
+    test_valid_empty();
     test_edge_case();
     dsops_context_destroy(ctx);
     return tu_finish();

@@ -15,6 +15,7 @@
 #include "cases.h"
 #include "dia_check.h"
 #include "test_util.h"
+#include "validation.h"
 
 static dsops_context *ctx;
 
@@ -56,6 +57,16 @@ static void poison_outputs(const dsops_sparse_attention_v32_args *a)
             memset(o[i]->data, POISON, bytes_of(o[i]));
 }
 
+/* Bytes of t from its start that still hold the poison. */
+static size_t poisoned_prefix(const dsops_tensor *t)
+{
+    const unsigned char *p = t->data;
+    size_t n = bytes_of(t), k = 0;
+    while (k < n && p[k] == POISON)
+        k++;
+    return k;
+}
+
 static int outputs_untouched(const dsops_sparse_attention_v32_args *a, const char *label)
 {
     const dsops_tensor *o[3] = {&a->out, &a->lse, &a->topk_indices};
@@ -64,35 +75,47 @@ static int outputs_untouched(const dsops_sparse_attention_v32_args *a, const cha
     for (int i = 0; i < 3; i++) {
         if (!o[i]->data)
             continue;
-        const unsigned char *p = o[i]->data;
-        size_t n = bytes_of(o[i]), k = 0;
-        while (k < n && p[k] == POISON)
-            k++;
-        ok &= tu_check(k == n, "%s: %s byte %zu written by a rejected call", label, names[i], k);
+        const size_t k = poisoned_prefix(o[i]);
+        ok &= tu_check(k == bytes_of(o[i]), "%s: %s byte %zu written by a rejected call", label, names[i], k);
     }
     return ok;
 }
 
+/* A call for the table runner: the state (caches, and the outputs of its arguments) and the changed arguments
+ * the operator is called with. */
+typedef struct dia_call {
+    dc_state *s;
+    const dsops_sparse_attention_v32_args *a;
+} dia_call;
+
+static dsops_status call(dsops_context *c, void *p) { return dsops_sparse_attention_v32(c, ((dia_call *)p)->a); }
+/* every cache byte back to its value before the first call, the outputs poisoned */
+static void arm(void *p)
+{
+    dc_state *s = ((dia_call *)p)->s;
+    dc_restore(s);
+    poison_outputs(&s->args);
+}
+static void untouched(void *p, const char *name)
+{
+    const dc_state *s = ((dia_call *)p)->s;
+    dc_caches_untouched(s, name);
+    outputs_untouched(&s->args, name);
+}
+
+/* the cases are built in place (below), so only the call and its checks come from the runner */
+static const val_ops dia_ops = {.call = call, .arm = arm, .untouched = untouched};
+
 /* Calls with `a` (the state's arguments changed by the caller) and expects `status` with `frag` in the
- * message; every cache byte (restored first) and every output byte of the state's arguments must stay. */
+ * message (NULL: any message); every cache byte (restored first) and every output byte of the state's
+ * arguments must stay. */
 static void expect_fail(dc_state *s, const dsops_sparse_attention_v32_args *a, dsops_status status, const char *frag,
                         const char *label)
 {
     if (!tu_selected(label))
         return;
-    dc_restore(s);
-    poison_outputs(&s->args);
-    dsops_status st = dsops_sparse_attention_v32(ctx, a);
-    const char *msg = dsops_last_error();
-    if (!tu_check(st == status, "%s: status %s, expected %s (%s)", label, dsops_status_name(st),
-                  dsops_status_name(status), msg))
-        return;
-    tu_check(frag == NULL || strstr(msg, frag) != NULL, "%s: message \"%s\" does not mention \"%s\"", label, msg,
-             frag ? frag : "");
-    if (tu_verbose())
-        printf("  %s: %s: %s\n", label, dsops_status_name(st), msg);
-    dc_caches_untouched(s, label);
-    outputs_untouched(&s->args, label);
+    dia_call p = {s, a};
+    val_expect_rejected(&dia_ops, ctx, &p, label, status, frag ? frag : "");
 }
 
 /* ---- v32_dia_edge_validate_before_write ------------------------------------------------------------ */
@@ -481,11 +504,8 @@ static void test_table(void)
                     same &= memcmp(s->c[i].data, want->cache[i], s->c[i].bytes) == 0;
                 tu_check(same, "%s: caches differ", what);
                 const dsops_tensor *skipped = v == 0 ? &A.topk_indices : &A.lse;
-                const unsigned char *q = skipped->data;
-                size_t k = 0, n = bytes_of(skipped);
-                while (k < n && q[k] == POISON)
-                    k++;
-                tu_check(k == n, "%s: the absent output's buffer was written", what);
+                tu_check(poisoned_prefix(skipped) == bytes_of(skipped), "%s: the absent output's buffer was written",
+                         what);
             }
         }
         dc_result_free(want);

@@ -10,6 +10,7 @@
 #include "idxp_problem.h"
 #include "ref.h"
 #include "test_util.h"
+#include "validation.h"
 
 static dsops_context *ctx;
 
@@ -32,89 +33,85 @@ static ip_problem *base(int int8)
     return p;
 }
 
-typedef struct bad_case {
-    const char *name;
-    int int8;
-    dsops_status want;
-    void (*mutate)(ip_problem *p, char *frag); /* changes the problem and writes the expected fragment(s) */
-} bad_case;
-
-#define FRAG(...) snprintf(frag, 200, __VA_ARGS__)
+#define FRAG(...) snprintf(frag, VAL_FRAG_MAX, __VA_ARGS__)
 #define A (&p->args)
 
 /* ---- V2 NULL ----------------------------------------------------------------------------------------- */
-static void null_x(ip_problem *p, char *frag) { A->x.data = NULL; FRAG("x"); }
-static void null_qr(ip_problem *p, char *frag) { A->qr.data = NULL; FRAG("qr"); }
-static void null_qr_scale(ip_problem *p, char *frag) { A->qr_scale.data = NULL; FRAG("qr_scale"); }
-static void null_wq_b(ip_problem *p, char *frag) { A->idx_wq_b.data = NULL; FRAG("idx_wq_b"); }
-static void null_wq_b_scale(ip_problem *p, char *frag) { A->idx_wq_b_scale.data = NULL; FRAG("idx_wq_b_scale"); }
-static void null_wk(ip_problem *p, char *frag) { A->idx_wk.data = NULL; FRAG("idx_wk"); }
-static void null_wproj(ip_problem *p, char *frag) { A->weights_proj.data = NULL; FRAG("weights_proj"); }
-static void null_gamma(ip_problem *p, char *frag) { A->ln_gamma_k.data = NULL; FRAG("ln_gamma_k"); }
-static void null_beta(ip_problem *p, char *frag) { A->ln_beta_k.data = NULL; FRAG("ln_beta_k"); }
-static void null_cos(ip_problem *p, char *frag) { A->rope_cos.data = NULL; FRAG("rope_cos"); }
-static void null_sin(ip_problem *p, char *frag) { A->rope_sin.data = NULL; FRAG("rope_sin"); }
-static void null_had_q(ip_problem *p, char *frag) { A->hadamard_q.data = NULL; FRAG("hadamard_q"); }
-static void null_had_k(ip_problem *p, char *frag) { A->hadamard_k.data = NULL; FRAG("hadamard_k"); }
-static void null_index(ip_problem *p, char *frag) { A->cache_index.data = NULL; FRAG("cache_index"); }
-static void null_cache(ip_problem *p, char *frag) { A->idx_k_cache.data = NULL; FRAG("idx_k_cache"); }
-static void null_cache_scale(ip_problem *p, char *frag) { A->idx_k_scale_cache.data = NULL; FRAG("idx_k_scale_cache"); }
-static void null_q_idx(ip_problem *p, char *frag) { A->q_idx.data = NULL; FRAG("q_idx"); }
-static void null_q_idx_scale(ip_problem *p, char *frag) { A->q_idx_scale.data = NULL; FRAG("q_idx_scale"); }
-static void null_weights(ip_problem *p, char *frag) { A->weights.data = NULL; FRAG("weights"); }
+static void null_x(void *problem, char *frag) { ip_problem *p = problem; A->x.data = NULL; FRAG("x"); }
+static void null_qr(void *problem, char *frag) { ip_problem *p = problem; A->qr.data = NULL; FRAG("qr"); }
+static void null_qr_scale(void *problem, char *frag) { ip_problem *p = problem; A->qr_scale.data = NULL; FRAG("qr_scale"); }
+static void null_wq_b(void *problem, char *frag) { ip_problem *p = problem; A->idx_wq_b.data = NULL; FRAG("idx_wq_b"); }
+static void null_wq_b_scale(void *problem, char *frag) { ip_problem *p = problem; A->idx_wq_b_scale.data = NULL; FRAG("idx_wq_b_scale"); }
+static void null_wk(void *problem, char *frag) { ip_problem *p = problem; A->idx_wk.data = NULL; FRAG("idx_wk"); }
+static void null_wproj(void *problem, char *frag) { ip_problem *p = problem; A->weights_proj.data = NULL; FRAG("weights_proj"); }
+static void null_gamma(void *problem, char *frag) { ip_problem *p = problem; A->ln_gamma_k.data = NULL; FRAG("ln_gamma_k"); }
+static void null_beta(void *problem, char *frag) { ip_problem *p = problem; A->ln_beta_k.data = NULL; FRAG("ln_beta_k"); }
+static void null_cos(void *problem, char *frag) { ip_problem *p = problem; A->rope_cos.data = NULL; FRAG("rope_cos"); }
+static void null_sin(void *problem, char *frag) { ip_problem *p = problem; A->rope_sin.data = NULL; FRAG("rope_sin"); }
+static void null_had_q(void *problem, char *frag) { ip_problem *p = problem; A->hadamard_q.data = NULL; FRAG("hadamard_q"); }
+static void null_had_k(void *problem, char *frag) { ip_problem *p = problem; A->hadamard_k.data = NULL; FRAG("hadamard_k"); }
+static void null_index(void *problem, char *frag) { ip_problem *p = problem; A->cache_index.data = NULL; FRAG("cache_index"); }
+static void null_cache(void *problem, char *frag) { ip_problem *p = problem; A->idx_k_cache.data = NULL; FRAG("idx_k_cache"); }
+static void null_cache_scale(void *problem, char *frag) { ip_problem *p = problem; A->idx_k_scale_cache.data = NULL; FRAG("idx_k_scale_cache"); }
+static void null_q_idx(void *problem, char *frag) { ip_problem *p = problem; A->q_idx.data = NULL; FRAG("q_idx"); }
+static void null_q_idx_scale(void *problem, char *frag) { ip_problem *p = problem; A->q_idx_scale.data = NULL; FRAG("q_idx_scale"); }
+static void null_weights(void *problem, char *frag) { ip_problem *p = problem; A->weights.data = NULL; FRAG("weights"); }
 
 /* ---- V3 shapes --------------------------------------------------------------------------------------- */
-static void rank_x(ip_problem *p, char *frag) { A->x.ndim = 3; A->x.shape[2] = 1; A->x.stride[2] = 1; FRAG("x has rank 3"); }
-static void rank_wq_b(ip_problem *p, char *frag) { A->idx_wq_b.ndim = 1; FRAG("idx_wq_b has rank 1"); }
-static void rank_index(ip_problem *p, char *frag) { A->cache_index.ndim = 2; A->cache_index.shape[1] = 1; A->cache_index.stride[1] = 1; FRAG("cache_index has rank 2"); }
-static void rank_cache(ip_problem *p, char *frag) { A->idx_k_cache.ndim = 2; FRAG("idx_k_cache has rank 2"); }
-static void rank_cache_scale(ip_problem *p, char *frag) { A->idx_k_scale_cache.ndim = 3; A->idx_k_scale_cache.shape[2] = 1; A->idx_k_scale_cache.stride[2] = 1; FRAG("idx_k_scale_cache has rank 3"); }
-static void rank_had_q(ip_problem *p, char *frag) { A->hadamard_q.ndim = 1; FRAG("hadamard_q has rank 1"); }
-static void rank_q_idx(ip_problem *p, char *frag) { A->q_idx.ndim = 2; FRAG("q_idx has rank 2"); }
-static void rank_weights(ip_problem *p, char *frag) { A->weights.ndim = 1; FRAG("weights has rank 1"); }
-static void shape_x_h(ip_problem *p, char *frag) { A->x.shape[1] -= 1; FRAG("x.shape[1]|idx_wk.shape[1]|weights_proj.shape[1]"); }
-static void shape_wk_h(ip_problem *p, char *frag) { A->idx_wk.shape[1] -= 1; FRAG("idx_wk.shape[1]|x.shape[1]|weights_proj.shape[1]"); }
-static void shape_wproj_h(ip_problem *p, char *frag) { A->weights_proj.shape[1] -= 1; FRAG("weights_proj.shape[1]|x.shape[1]"); }
-static void shape_qr_t(ip_problem *p, char *frag) { A->qr.shape[0] -= 1; FRAG("qr.shape[0] = 4"); }
-static void shape_qr_q(ip_problem *p, char *frag) { A->qr.shape[1] -= 1; FRAG("qr.shape[1]|idx_wq_b.shape[1]"); }
-static void shape_wq_b_q(ip_problem *p, char *frag) { A->idx_wq_b.shape[1] -= 1; FRAG("idx_wq_b.shape[1]|qr.shape[1]"); }
-static void shape_wq_b_rows(ip_problem *p, char *frag) { A->idx_wq_b.shape[0] -= 1; FRAG("idx_wq_b.shape[0]"); }
-static void shape_wq_b_scale(ip_problem *p, char *frag) { A->idx_wq_b_scale.shape[0] -= 1; FRAG("idx_wq_b_scale.shape[0]"); }
-static void shape_qr_scale(ip_problem *p, char *frag) { A->qr_scale.shape[0] -= 1; FRAG("qr_scale.shape[0] = 4"); }
-static void shape_wk_di(ip_problem *p, char *frag) { A->idx_wk.shape[0] -= 1; FRAG("idx_wk.shape[0]|idx_wq_b.shape[0]|ln_gamma_k|hadamard|DI"); }
-static void shape_wproj_ni(ip_problem *p, char *frag) { A->weights_proj.shape[0] -= 1; FRAG("weights_proj.shape[0]|idx_wq_b.shape[0]|NI"); }
-static void shape_gamma(ip_problem *p, char *frag) { A->ln_gamma_k.shape[0] -= 1; FRAG("ln_gamma_k.shape[0]"); }
-static void shape_beta(ip_problem *p, char *frag) { A->ln_beta_k.shape[0] += 1; FRAG("ln_beta_k.shape[0]"); }
-static void shape_cos_w(ip_problem *p, char *frag) { A->rope_cos.shape[1] = 32; FRAG("rope_cos.shape[1] = 32"); }
-static void shape_sin_t(ip_problem *p, char *frag) { A->rope_sin.shape[0] -= 1; FRAG("rope_sin.shape[0] = 4"); }
-static void shape_had_q(ip_problem *p, char *frag) { A->hadamard_q.shape[1] -= 1; FRAG("hadamard_q.shape[1] = 127"); }
-static void shape_had_k(ip_problem *p, char *frag) { A->hadamard_k.shape[0] -= 1; FRAG("hadamard_k.shape[0] = 127"); }
-static void shape_index(ip_problem *p, char *frag) { A->cache_index.shape[0] -= 1; FRAG("cache_index.shape[0] = 4"); }
-static void shape_cache_di(ip_problem *p, char *frag) { A->idx_k_cache.shape[2] -= 1; FRAG("idx_k_cache.shape[2] = 127"); }
-static void shape_cache_scale_nb(ip_problem *p, char *frag) { A->idx_k_scale_cache.shape[0] -= 1; FRAG("idx_k_scale_cache.shape[0] = 3|idx_k_cache.shape[0]"); }
-static void shape_cache_scale_bs(ip_problem *p, char *frag) { A->idx_k_scale_cache.shape[1] -= 1; FRAG("idx_k_scale_cache.shape[1] = 15|idx_k_cache.shape[1]"); }
-static void shape_cache_empty(ip_problem *p, char *frag) { A->idx_k_cache.shape[0] = 0; FRAG("idx_k_cache"); }
-static void shape_q_idx_t(ip_problem *p, char *frag) { A->q_idx.shape[0] -= 1; FRAG("q_idx.shape[0] = 4"); }
-static void shape_q_idx_ni(ip_problem *p, char *frag) { A->q_idx.shape[1] -= 1; FRAG("q_idx.shape[1] = 3"); }
-static void shape_q_idx_di(ip_problem *p, char *frag) { A->q_idx.shape[2] -= 1; FRAG("q_idx.shape[2] = 127"); }
-static void shape_q_idx_scale(ip_problem *p, char *frag) { A->q_idx_scale.shape[1] -= 1; FRAG("q_idx_scale.shape[1] = 3"); }
-static void shape_weights(ip_problem *p, char *frag) { A->weights.shape[0] -= 1; FRAG("weights.shape[0] = 4"); }
-static void stride_x(ip_problem *p, char *frag)
+static void rank_x(void *problem, char *frag) { ip_problem *p = problem; A->x.ndim = 3; A->x.shape[2] = 1; A->x.stride[2] = 1; FRAG("x has rank 3"); }
+static void rank_wq_b(void *problem, char *frag) { ip_problem *p = problem; A->idx_wq_b.ndim = 1; FRAG("idx_wq_b has rank 1"); }
+static void rank_index(void *problem, char *frag) { ip_problem *p = problem; A->cache_index.ndim = 2; A->cache_index.shape[1] = 1; A->cache_index.stride[1] = 1; FRAG("cache_index has rank 2"); }
+static void rank_cache(void *problem, char *frag) { ip_problem *p = problem; A->idx_k_cache.ndim = 2; FRAG("idx_k_cache has rank 2"); }
+static void rank_cache_scale(void *problem, char *frag) { ip_problem *p = problem; A->idx_k_scale_cache.ndim = 3; A->idx_k_scale_cache.shape[2] = 1; A->idx_k_scale_cache.stride[2] = 1; FRAG("idx_k_scale_cache has rank 3"); }
+static void rank_had_q(void *problem, char *frag) { ip_problem *p = problem; A->hadamard_q.ndim = 1; FRAG("hadamard_q has rank 1"); }
+static void rank_q_idx(void *problem, char *frag) { ip_problem *p = problem; A->q_idx.ndim = 2; FRAG("q_idx has rank 2"); }
+static void rank_weights(void *problem, char *frag) { ip_problem *p = problem; A->weights.ndim = 1; FRAG("weights has rank 1"); }
+static void shape_x_h(void *problem, char *frag) { ip_problem *p = problem; A->x.shape[1] -= 1; FRAG("x.shape[1]|idx_wk.shape[1]|weights_proj.shape[1]"); }
+static void shape_wk_h(void *problem, char *frag) { ip_problem *p = problem; A->idx_wk.shape[1] -= 1; FRAG("idx_wk.shape[1]|x.shape[1]|weights_proj.shape[1]"); }
+static void shape_wproj_h(void *problem, char *frag) { ip_problem *p = problem; A->weights_proj.shape[1] -= 1; FRAG("weights_proj.shape[1]|x.shape[1]"); }
+static void shape_qr_t(void *problem, char *frag) { ip_problem *p = problem; A->qr.shape[0] -= 1; FRAG("qr.shape[0] = 4"); }
+static void shape_qr_q(void *problem, char *frag) { ip_problem *p = problem; A->qr.shape[1] -= 1; FRAG("qr.shape[1]|idx_wq_b.shape[1]"); }
+static void shape_wq_b_q(void *problem, char *frag) { ip_problem *p = problem; A->idx_wq_b.shape[1] -= 1; FRAG("idx_wq_b.shape[1]|qr.shape[1]"); }
+static void shape_wq_b_rows(void *problem, char *frag) { ip_problem *p = problem; A->idx_wq_b.shape[0] -= 1; FRAG("idx_wq_b.shape[0]"); }
+static void shape_wq_b_scale(void *problem, char *frag) { ip_problem *p = problem; A->idx_wq_b_scale.shape[0] -= 1; FRAG("idx_wq_b_scale.shape[0]"); }
+static void shape_qr_scale(void *problem, char *frag) { ip_problem *p = problem; A->qr_scale.shape[0] -= 1; FRAG("qr_scale.shape[0] = 4"); }
+static void shape_wk_di(void *problem, char *frag) { ip_problem *p = problem; A->idx_wk.shape[0] -= 1; FRAG("idx_wk.shape[0]|idx_wq_b.shape[0]|ln_gamma_k|hadamard|DI"); }
+static void shape_wproj_ni(void *problem, char *frag) { ip_problem *p = problem; A->weights_proj.shape[0] -= 1; FRAG("weights_proj.shape[0]|idx_wq_b.shape[0]|NI"); }
+static void shape_gamma(void *problem, char *frag) { ip_problem *p = problem; A->ln_gamma_k.shape[0] -= 1; FRAG("ln_gamma_k.shape[0]"); }
+static void shape_beta(void *problem, char *frag) { ip_problem *p = problem; A->ln_beta_k.shape[0] += 1; FRAG("ln_beta_k.shape[0]"); }
+static void shape_cos_w(void *problem, char *frag) { ip_problem *p = problem; A->rope_cos.shape[1] = 32; FRAG("rope_cos.shape[1] = 32"); }
+static void shape_sin_t(void *problem, char *frag) { ip_problem *p = problem; A->rope_sin.shape[0] -= 1; FRAG("rope_sin.shape[0] = 4"); }
+static void shape_had_q(void *problem, char *frag) { ip_problem *p = problem; A->hadamard_q.shape[1] -= 1; FRAG("hadamard_q.shape[1] = 127"); }
+static void shape_had_k(void *problem, char *frag) { ip_problem *p = problem; A->hadamard_k.shape[0] -= 1; FRAG("hadamard_k.shape[0] = 127"); }
+static void shape_index(void *problem, char *frag) { ip_problem *p = problem; A->cache_index.shape[0] -= 1; FRAG("cache_index.shape[0] = 4"); }
+static void shape_cache_di(void *problem, char *frag) { ip_problem *p = problem; A->idx_k_cache.shape[2] -= 1; FRAG("idx_k_cache.shape[2] = 127"); }
+static void shape_cache_scale_nb(void *problem, char *frag) { ip_problem *p = problem; A->idx_k_scale_cache.shape[0] -= 1; FRAG("idx_k_scale_cache.shape[0] = 3|idx_k_cache.shape[0]"); }
+static void shape_cache_scale_bs(void *problem, char *frag) { ip_problem *p = problem; A->idx_k_scale_cache.shape[1] -= 1; FRAG("idx_k_scale_cache.shape[1] = 15|idx_k_cache.shape[1]"); }
+static void shape_cache_empty(void *problem, char *frag) { ip_problem *p = problem; A->idx_k_cache.shape[0] = 0; FRAG("idx_k_cache"); }
+static void shape_q_idx_t(void *problem, char *frag) { ip_problem *p = problem; A->q_idx.shape[0] -= 1; FRAG("q_idx.shape[0] = 4"); }
+static void shape_q_idx_ni(void *problem, char *frag) { ip_problem *p = problem; A->q_idx.shape[1] -= 1; FRAG("q_idx.shape[1] = 3"); }
+static void shape_q_idx_di(void *problem, char *frag) { ip_problem *p = problem; A->q_idx.shape[2] -= 1; FRAG("q_idx.shape[2] = 127"); }
+static void shape_q_idx_scale(void *problem, char *frag) { ip_problem *p = problem; A->q_idx_scale.shape[1] -= 1; FRAG("q_idx_scale.shape[1] = 3"); }
+static void shape_weights(void *problem, char *frag) { ip_problem *p = problem; A->weights.shape[0] -= 1; FRAG("weights.shape[0] = 4"); }
+static void stride_x(void *problem, char *frag)
 {
+    ip_problem *p = problem;
     A->x.shape[1] /= 2, A->idx_wk.shape[1] /= 2, A->weights_proj.shape[1] /= 2;
     A->x.stride[1] = 2;
     FRAG("x.stride[1]");
 }
-static void stride_cache(ip_problem *p, char *frag)
+static void stride_cache(void *problem, char *frag)
 {
+    ip_problem *p = problem;
     A->idx_k_cache.stride[2] = 2; /* the cache holds room for NB * BS * DI elements: half the rows suffice */
     A->idx_k_cache.shape[0] = 2, A->idx_k_scale_cache.shape[0] = 2;
     p->cache_index[3] = 31;
     FRAG("idx_k_cache.stride[2]");
 }
 /* DI >= 64: every DI-sized extent narrowed to 32 (valid memory) */
-static void di_32(ip_problem *p, char *frag)
+static void di_32(void *problem, char *frag)
 {
+    ip_problem *p = problem;
     const int64_t NI = A->weights_proj.shape[0];
     A->idx_wk.shape[0] = 32;
     A->idx_wq_b.shape[0] = NI * 32;
@@ -129,8 +126,9 @@ static void di_32(ip_problem *p, char *frag)
 }
 /* Q <= 131072 for the int8 variant (spec §2.2): Q = 131073 with real, zeroed buffers that a library that
  * validates first never touches */
-static void int8_q_too_large(ip_problem *p, char *frag)
+static void int8_q_too_large(void *problem, char *frag)
 {
+    ip_problem *p = problem;
     const int64_t Q = 131073, NQ = A->idx_wq_b.shape[0], T = A->x.shape[0];
     int64_t s2[2] = {NQ, Q};
     A->idx_wq_b = dsops_tensor_make(calloc((size_t)(NQ * Q), 1), DSOPS_INT8, 2, s2);
@@ -142,12 +140,13 @@ static void int8_q_too_large(ip_problem *p, char *frag)
 }
 
 /* ---- V4 dtypes --------------------------------------------------------------------------------------- */
-static void dtype_x(ip_problem *p, char *frag) { A->x.dtype = DSOPS_FP16; FRAG("x has dtype fp16"); }
-static void dtype_qr_fp16(ip_problem *p, char *frag) { A->qr.dtype = DSOPS_FP16; FRAG("qr has dtype fp16|idx_wq_b"); }
-static void dtype_qr_int8_wq_b_bf16(ip_problem *p, char *frag) { A->qr.dtype = DSOPS_INT8; FRAG("qr|idx_wq_b"); }
+static void dtype_x(void *problem, char *frag) { ip_problem *p = problem; A->x.dtype = DSOPS_FP16; FRAG("x has dtype fp16"); }
+static void dtype_qr_fp16(void *problem, char *frag) { ip_problem *p = problem; A->qr.dtype = DSOPS_FP16; FRAG("qr has dtype fp16|idx_wq_b"); }
+static void dtype_qr_int8_wq_b_bf16(void *problem, char *frag) { ip_problem *p = problem; A->qr.dtype = DSOPS_INT8; FRAG("qr|idx_wq_b"); }
 /* int8 idx_wq_b with a bf16 qr; the int8 variant's scale vectors are given, so only the mismatch is wrong */
-static void dtype_wq_b_int8_qr_bf16(ip_problem *p, char *frag)
+static void dtype_wq_b_int8_qr_bf16(void *problem, char *frag)
 {
+    ip_problem *p = problem;
     const int64_t NQ = A->idx_wq_b.shape[0], T = A->x.shape[0];
     A->idx_wq_b.dtype = DSOPS_INT8;
     int64_t s1[1] = {NQ};
@@ -158,63 +157,66 @@ static void dtype_wq_b_int8_qr_bf16(ip_problem *p, char *frag)
     tf_adopt(&p->fx, A->qr_scale.data);
     FRAG("idx_wq_b|qr");
 }
-static void dtype_wq_b_bf16_qr_int8(ip_problem *p, char *frag) { A->idx_wq_b.dtype = DSOPS_BF16; FRAG("idx_wq_b|qr"); }
-static void dtype_qr_scale(ip_problem *p, char *frag) { A->qr_scale.dtype = DSOPS_BF16; FRAG("qr_scale has dtype bf16"); }
-static void dtype_wq_b_scale(ip_problem *p, char *frag) { A->idx_wq_b_scale.dtype = DSOPS_FP16; FRAG("idx_wq_b_scale has dtype fp16"); }
-static void dtype_wk(ip_problem *p, char *frag) { A->idx_wk.dtype = DSOPS_INT8; FRAG("idx_wk has dtype int8"); }
-static void dtype_wproj(ip_problem *p, char *frag) { A->weights_proj.dtype = DSOPS_FP16; FRAG("weights_proj has dtype fp16"); }
-static void dtype_gamma(ip_problem *p, char *frag) { A->ln_gamma_k.dtype = DSOPS_FP16; FRAG("ln_gamma_k has dtype fp16"); }
-static void dtype_beta(ip_problem *p, char *frag) { A->ln_beta_k.dtype = DSOPS_INT32; FRAG("ln_beta_k has dtype int32"); }
-static void dtype_cos(ip_problem *p, char *frag) { A->rope_cos.dtype = DSOPS_FP16; FRAG("rope_cos has dtype fp16"); }
-static void dtype_sin(ip_problem *p, char *frag) { A->rope_sin.dtype = DSOPS_INT8; FRAG("rope_sin has dtype int8"); }
-static void dtype_had_q(ip_problem *p, char *frag) { A->hadamard_q.dtype = DSOPS_FP16; FRAG("hadamard_q has dtype fp16"); }
-static void dtype_had_k(ip_problem *p, char *frag) { A->hadamard_k.dtype = DSOPS_INT8; FRAG("hadamard_k has dtype int8"); }
-static void dtype_index(ip_problem *p, char *frag) { A->cache_index.dtype = DSOPS_INT32; FRAG("cache_index has dtype int32"); }
-static void dtype_cache_bf16_for_int8(ip_problem *p, char *frag) { A->idx_k_cache.dtype = DSOPS_BF16; FRAG("idx_k_cache has dtype bf16"); }
-static void dtype_cache_int8_for_bf16(ip_problem *p, char *frag) { A->idx_k_cache.dtype = DSOPS_INT8; FRAG("idx_k_cache has dtype int8"); }
-static void dtype_cache_scale(ip_problem *p, char *frag) { A->idx_k_scale_cache.dtype = DSOPS_FP32; FRAG("idx_k_scale_cache has dtype fp32"); }
-static void dtype_q_idx_bf16_for_int8(ip_problem *p, char *frag) { A->q_idx.dtype = DSOPS_BF16; FRAG("q_idx has dtype bf16"); }
-static void dtype_q_idx_int8_for_bf16(ip_problem *p, char *frag) { A->q_idx.dtype = DSOPS_INT8; FRAG("q_idx has dtype int8"); }
-static void dtype_q_idx_scale(ip_problem *p, char *frag) { A->q_idx_scale.dtype = DSOPS_FP32; FRAG("q_idx_scale has dtype fp32"); }
-static void dtype_weights_bf16_for_int8(ip_problem *p, char *frag) { A->weights.dtype = DSOPS_BF16; FRAG("weights has dtype bf16"); }
-static void dtype_weights_fp16_for_bf16(ip_problem *p, char *frag) { A->weights.dtype = DSOPS_FP16; FRAG("weights has dtype fp16"); }
+static void dtype_wq_b_bf16_qr_int8(void *problem, char *frag) { ip_problem *p = problem; A->idx_wq_b.dtype = DSOPS_BF16; FRAG("idx_wq_b|qr"); }
+static void dtype_qr_scale(void *problem, char *frag) { ip_problem *p = problem; A->qr_scale.dtype = DSOPS_BF16; FRAG("qr_scale has dtype bf16"); }
+static void dtype_wq_b_scale(void *problem, char *frag) { ip_problem *p = problem; A->idx_wq_b_scale.dtype = DSOPS_FP16; FRAG("idx_wq_b_scale has dtype fp16"); }
+static void dtype_wk(void *problem, char *frag) { ip_problem *p = problem; A->idx_wk.dtype = DSOPS_INT8; FRAG("idx_wk has dtype int8"); }
+static void dtype_wproj(void *problem, char *frag) { ip_problem *p = problem; A->weights_proj.dtype = DSOPS_FP16; FRAG("weights_proj has dtype fp16"); }
+static void dtype_gamma(void *problem, char *frag) { ip_problem *p = problem; A->ln_gamma_k.dtype = DSOPS_FP16; FRAG("ln_gamma_k has dtype fp16"); }
+static void dtype_beta(void *problem, char *frag) { ip_problem *p = problem; A->ln_beta_k.dtype = DSOPS_INT32; FRAG("ln_beta_k has dtype int32"); }
+static void dtype_cos(void *problem, char *frag) { ip_problem *p = problem; A->rope_cos.dtype = DSOPS_FP16; FRAG("rope_cos has dtype fp16"); }
+static void dtype_sin(void *problem, char *frag) { ip_problem *p = problem; A->rope_sin.dtype = DSOPS_INT8; FRAG("rope_sin has dtype int8"); }
+static void dtype_had_q(void *problem, char *frag) { ip_problem *p = problem; A->hadamard_q.dtype = DSOPS_FP16; FRAG("hadamard_q has dtype fp16"); }
+static void dtype_had_k(void *problem, char *frag) { ip_problem *p = problem; A->hadamard_k.dtype = DSOPS_INT8; FRAG("hadamard_k has dtype int8"); }
+static void dtype_index(void *problem, char *frag) { ip_problem *p = problem; A->cache_index.dtype = DSOPS_INT32; FRAG("cache_index has dtype int32"); }
+static void dtype_cache_bf16_for_int8(void *problem, char *frag) { ip_problem *p = problem; A->idx_k_cache.dtype = DSOPS_BF16; FRAG("idx_k_cache has dtype bf16"); }
+static void dtype_cache_int8_for_bf16(void *problem, char *frag) { ip_problem *p = problem; A->idx_k_cache.dtype = DSOPS_INT8; FRAG("idx_k_cache has dtype int8"); }
+static void dtype_cache_scale(void *problem, char *frag) { ip_problem *p = problem; A->idx_k_scale_cache.dtype = DSOPS_FP32; FRAG("idx_k_scale_cache has dtype fp32"); }
+static void dtype_q_idx_bf16_for_int8(void *problem, char *frag) { ip_problem *p = problem; A->q_idx.dtype = DSOPS_BF16; FRAG("q_idx has dtype bf16"); }
+static void dtype_q_idx_int8_for_bf16(void *problem, char *frag) { ip_problem *p = problem; A->q_idx.dtype = DSOPS_INT8; FRAG("q_idx has dtype int8"); }
+static void dtype_q_idx_scale(void *problem, char *frag) { ip_problem *p = problem; A->q_idx_scale.dtype = DSOPS_FP32; FRAG("q_idx_scale has dtype fp32"); }
+static void dtype_weights_bf16_for_int8(void *problem, char *frag) { ip_problem *p = problem; A->weights.dtype = DSOPS_BF16; FRAG("weights has dtype bf16"); }
+static void dtype_weights_fp16_for_bf16(void *problem, char *frag) { ip_problem *p = problem; A->weights.dtype = DSOPS_FP16; FRAG("weights has dtype fp16"); }
 
 /* ---- V5 parameters ----------------------------------------------------------------------------------- */
-static void eps_neg(ip_problem *p, char *frag) { A->ln_eps = -1e-6f; FRAG("ln_eps"); }
-static void eps_nan(ip_problem *p, char *frag) { A->ln_eps = NAN; FRAG("ln_eps"); }
-static void eps_inf(ip_problem *p, char *frag) { A->ln_eps = INFINITY; FRAG("ln_eps"); }
-static void wscale_nan(ip_problem *p, char *frag) { A->weights_scale = NAN; FRAG("weights_scale"); }
-static void wscale_inf(ip_problem *p, char *frag) { A->weights_scale = -INFINITY; FRAG("weights_scale"); }
-static void bad_rope_mode(ip_problem *p, char *frag) { A->rope_mode = (dsops_rope_mode)7; FRAG("rope_mode"); }
-static void bad_rope_mode_neg(ip_problem *p, char *frag) { A->rope_mode = (dsops_rope_mode)-1; FRAG("rope_mode"); }
+static void eps_neg(void *problem, char *frag) { ip_problem *p = problem; A->ln_eps = -1e-6f; FRAG("ln_eps"); }
+static void eps_nan(void *problem, char *frag) { ip_problem *p = problem; A->ln_eps = NAN; FRAG("ln_eps"); }
+static void eps_inf(void *problem, char *frag) { ip_problem *p = problem; A->ln_eps = INFINITY; FRAG("ln_eps"); }
+static void wscale_nan(void *problem, char *frag) { ip_problem *p = problem; A->weights_scale = NAN; FRAG("weights_scale"); }
+static void wscale_inf(void *problem, char *frag) { ip_problem *p = problem; A->weights_scale = -INFINITY; FRAG("weights_scale"); }
+static void bad_rope_mode(void *problem, char *frag) { ip_problem *p = problem; A->rope_mode = (dsops_rope_mode)7; FRAG("rope_mode"); }
+static void bad_rope_mode_neg(void *problem, char *frag) { ip_problem *p = problem; A->rope_mode = (dsops_rope_mode)-1; FRAG("rope_mode"); }
 
 /* ---- V8 slots ---------------------------------------------------------------------------------------- */
-static void index_too_big(ip_problem *p, char *frag) { p->cache_index[2] = 64; FRAG("cache_index[2] = 64"); }
-static void index_huge(ip_problem *p, char *frag) { p->cache_index[4] = INT64_MAX; FRAG("cache_index[4]"); }
-static void index_dup(ip_problem *p, char *frag) { p->cache_index[3] = 5; FRAG("cache_index[3] = 5|cache_index[0] = 5"); }
-static void index_dup_last(ip_problem *p, char *frag) { p->cache_index[4] = 63; FRAG("cache_index[4] = 63|cache_index[3] = 63"); }
+static void index_too_big(void *problem, char *frag) { ip_problem *p = problem; p->cache_index[2] = 64; FRAG("cache_index[2] = 64"); }
+static void index_huge(void *problem, char *frag) { ip_problem *p = problem; p->cache_index[4] = INT64_MAX; FRAG("cache_index[4]"); }
+static void index_dup(void *problem, char *frag) { ip_problem *p = problem; p->cache_index[3] = 5; FRAG("cache_index[3] = 5|cache_index[0] = 5"); }
+static void index_dup_last(void *problem, char *frag) { ip_problem *p = problem; p->cache_index[4] = 63; FRAG("cache_index[4] = 63|cache_index[3] = 63"); }
 
 /* ---- V9 aliasing --------------------------------------------------------------------------------------- */
-static void alias_q_idx_x(ip_problem *p, char *frag) { A->q_idx.data = A->x.data; FRAG("overlaps"); }
-static void alias_weights_q_idx(ip_problem *p, char *frag) { A->weights.data = A->q_idx.data; FRAG("overlaps"); }
-static void alias_cache_wk(ip_problem *p, char *frag) { A->idx_k_cache.data = A->idx_wk.data; FRAG("overlaps"); }
-static void alias_scales(ip_problem *p, char *frag) { A->q_idx_scale.data = A->idx_k_scale_cache.data; FRAG("overlaps"); }
-static void alias_q_idx_had(ip_problem *p, char *frag) { A->q_idx.data = A->hadamard_q.data; FRAG("overlaps"); }
-static void alias_weights_cos(ip_problem *p, char *frag) { A->weights.data = A->rope_cos.data; FRAG("overlaps"); }
-static void alias_cache_q_idx(ip_problem *p, char *frag) { A->idx_k_cache.data = A->q_idx.data; FRAG("overlaps"); }
-static void alias_weights_qr(ip_problem *p, char *frag) { A->weights.data = A->qr.data; FRAG("overlaps"); }
+static void alias_q_idx_x(void *problem, char *frag) { ip_problem *p = problem; A->q_idx.data = A->x.data; FRAG("overlaps"); }
+static void alias_weights_q_idx(void *problem, char *frag) { ip_problem *p = problem; A->weights.data = A->q_idx.data; FRAG("overlaps"); }
+static void alias_cache_wk(void *problem, char *frag) { ip_problem *p = problem; A->idx_k_cache.data = A->idx_wk.data; FRAG("overlaps"); }
+static void alias_scales(void *problem, char *frag) { ip_problem *p = problem; A->q_idx_scale.data = A->idx_k_scale_cache.data; FRAG("overlaps"); }
+static void alias_q_idx_had(void *problem, char *frag) { ip_problem *p = problem; A->q_idx.data = A->hadamard_q.data; FRAG("overlaps"); }
+static void alias_weights_cos(void *problem, char *frag) { ip_problem *p = problem; A->weights.data = A->rope_cos.data; FRAG("overlaps"); }
+static void alias_cache_q_idx(void *problem, char *frag) { ip_problem *p = problem; A->idx_k_cache.data = A->q_idx.data; FRAG("overlaps"); }
+static void alias_weights_qr(void *problem, char *frag) { ip_problem *p = problem; A->weights.data = A->qr.data; FRAG("overlaps"); }
 /* cache_index (an input) inside the key cache: its values are copied there first, so only the overlap is wrong */
-static void alias_cache_index(ip_problem *p, char *frag)
+static void alias_cache_index(void *problem, char *frag)
 {
+    ip_problem *p = problem;
     memcpy(A->idx_k_cache.data, A->cache_index.data, sizeof(int64_t) * (size_t)A->cache_index.shape[0]);
     A->cache_index.data = A->idx_k_cache.data;
     p->cache_index = A->cache_index.data;
     FRAG("overlaps");
 }
 
-static const bad_case bad_cases[] = {
+/* a row's variant: int8 (1) or bf16 (0) */
 #define I8 1
 #define BF 0
+
+static const val_bad_case bad_cases[] = {
     {"null_x", I8, DSOPS_ERR_NULL, null_x},
     {"null_qr", BF, DSOPS_ERR_NULL, null_qr},
     {"null_qr_int8", I8, DSOPS_ERR_NULL, null_qr},
@@ -337,37 +339,33 @@ static const bad_case bad_cases[] = {
 
 /* ---- valid but unusual --------------------------------------------------------------------------------- */
 
-typedef struct ok_case {
-    const char *name;
-    int int8;
-    void (*mutate)(ip_problem *p);
-} ok_case;
-
-static void all_negative(ip_problem *p)
+static void all_negative(void *problem)
 {
+    ip_problem *p = problem;
     for (int64_t t = 0; t < p->T; t++)
         p->cache_index[t] = t % 2 ? -1 : INT64_MIN;
 }
-static void repeated_negative(ip_problem *p) { p->cache_index[0] = -1, p->cache_index[2] = -1, p->cache_index[4] = -1; }
-static void last_row(ip_problem *p) { p->cache_index[3] = 63; p->cache_index[0] = 0; }
-static void eps_zero(ip_problem *p) { p->args.ln_eps = 0.0f; }
-static void wscale_zero(ip_problem *p) { p->args.weights_scale = 0.0f; }
-static void wscale_negative(ip_problem *p) { p->args.weights_scale = -2.0f; }
-static void inverse(ip_problem *p) { p->args.rope_inverse = 1; }
-static void same_tables(ip_problem *p) { p->args.rope_sin = p->args.rope_cos; } /* inputs may share memory */
-static void same_hadamard(ip_problem *p) { p->args.hadamard_k = p->args.hadamard_q; }
-static void no_hadamard(ip_problem *p)
+static void repeated_negative(void *problem) { ip_problem *p = problem; p->cache_index[0] = -1, p->cache_index[2] = -1, p->cache_index[4] = -1; }
+static void last_row(void *problem) { ip_problem *p = problem; p->cache_index[3] = 63; p->cache_index[0] = 0; }
+static void eps_zero(void *problem) { ip_problem *p = problem; p->args.ln_eps = 0.0f; }
+static void wscale_zero(void *problem) { ip_problem *p = problem; p->args.weights_scale = 0.0f; }
+static void wscale_negative(void *problem) { ip_problem *p = problem; p->args.weights_scale = -2.0f; }
+static void inverse(void *problem) { ip_problem *p = problem; p->args.rope_inverse = 1; }
+static void same_tables(void *problem) { ip_problem *p = problem; p->args.rope_sin = p->args.rope_cos; } /* inputs may share memory */
+static void same_hadamard(void *problem) { ip_problem *p = problem; p->args.hadamard_k = p->args.hadamard_q; }
+static void no_hadamard(void *problem)
 {
+    ip_problem *p = problem;
     memset(&p->args.hadamard_q, 0, sizeof p->args.hadamard_q);
     memset(&p->args.hadamard_k, 0, sizeof p->args.hadamard_k);
 }
-static void no_hadamard_q(ip_problem *p) { p->args.hadamard_q.data = NULL; }
-static void no_hadamard_k(ip_problem *p) { p->args.hadamard_k.data = NULL; }
+static void no_hadamard_q(void *problem) { ip_problem *p = problem; p->args.hadamard_q.data = NULL; }
+static void no_hadamard_k(void *problem) { ip_problem *p = problem; p->args.hadamard_k.data = NULL; }
 /* norm vectors take any stride (spec §1.3): the LayerNorm weights broadcast from their first element (once read
  * as rows) */
-static void ln_stride0(ip_problem *p) { p->args.ln_gamma_k.stride[0] = 0, p->args.ln_beta_k.stride[0] = 0; }
+static void ln_stride0(void *problem) { ip_problem *p = problem; p->args.ln_gamma_k.stride[0] = 0, p->args.ln_beta_k.stride[0] = 0; }
 
-static const ok_case ok_cases[] = {
+static const val_ok_case ok_cases[] = {
     {"ok_all_indices_negative", I8, all_negative},
     {"ok_all_indices_negative_bf16", BF, all_negative},
     {"ok_repeated_negative_indices", I8, repeated_negative},
@@ -386,33 +384,22 @@ static const ok_case ok_cases[] = {
     {"ok_ln_weights_stride0_int8", I8, ln_stride0},
 };
 
-static void run_bad(const bad_case *c)
-{
-    if (!tu_selected(c->name))
-        return;
-    ip_problem *p = base(c->int8);
-    char frag[200] = "";
-    c->mutate(p, frag);
-    ip_prepare_call(p);
-    if (tu_check_rejected(c->name, dsops_indexer_prolog_v32(ctx, &p->args), c->want, frag))
-        ip_untouched(p, c->name);
-    ip_restore(p);
-    ip_free(p);
-}
+/* ---- the operator for the table runner ------------------------------------------------------------- */
 
-static void run_ok(const ok_case *c)
-{
-    if (!tu_selected(c->name))
-        return;
-    ip_problem *p = base(c->int8);
-    c->mutate(p);
-    ip_ref *r = ip_reference(&p->args);
-    ip_prepare_call(p);
-    if (tu_check_accepted(c->name, dsops_indexer_prolog_v32(ctx, &p->args)))
-        ip_check(p, r, c->name);
-    ip_ref_free(r);
-    ip_free(p);
-}
+/* Adapters of idxp_problem.h; every validation program has them in this shape, over its own problem type. */
+static void *make_problem(int int8) { return base(int8); }
+static void free_problem(void *p) { ip_free(p); }
+static dsops_status call(dsops_context *c, void *p) { return dsops_indexer_prolog_v32(c, &((ip_problem *)p)->args); }
+static void arm(void *p) { ip_prepare_call(p); }
+static void untouched(void *p, const char *name) { ip_untouched(p, name); }
+static void *oracle(void *p) { return ip_reference(&((ip_problem *)p)->args); }
+static void compare(void *p, void *expected, const val_ok_case *c) { ip_check(p, expected, c->name); }
+static void free_expected(void *r) { ip_ref_free(r); }
+
+static const val_ops idxp_ops = {
+    .make = make_problem, .free = free_problem, .call = call, .arm = arm, .untouched = untouched,
+    .oracle = oracle, .compare = compare, .free_expected = free_expected,
+};
 
 /* Scale tensors given to the bf16 variant are not part of it: the spec does not say whether they are
  * ignored or rejected, so either DSOPS_OK with the oracle's results or DSOPS_ERR_PARAM / _DTYPE with nothing
@@ -647,34 +634,19 @@ static void test_init(void)
     tu_check(st == DSOPS_ERR_NULL, "call with args NULL: %s, expected DSOPS_ERR_NULL", dsops_status_name(st));
 }
 
-static void test_null_context(void)
-{
-    if (!tu_selected("null_context"))
-        return;
-    for (int v = 0; v < 2; v++) {
-        ip_problem *p = base(v);
-        ip_ref *r = ip_reference(&p->args);
-        ip_prepare_call(p);
-        dsops_status st = dsops_indexer_prolog_v32(NULL, &p->args);
-        if (tu_check(st == DSOPS_OK, "NULL context: %s (%s)", dsops_status_name(st), dsops_last_error()))
-            ip_check(p, r, v ? "null_context_int8" : "null_context_bf16");
-        ip_ref_free(r);
-        ip_free(p);
-    }
-}
+/* a NULL context uses a temporary one with the environment defaults */
+static const val_ok_case null_context_cases[] = {{"null_context_bf16", BF, NULL}, {"null_context_int8", I8, NULL}};
 
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 42);
     ctx = tu_context();
     test_init();
-    for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++)
-        run_bad(&bad_cases[i]);
-    for (size_t i = 0; i < sizeof ok_cases / sizeof ok_cases[0]; i++)
-        run_ok(&ok_cases[i]);
+    val_run_bad(&idxp_ops, ctx, bad_cases, VAL_COUNT(bad_cases));
+    val_run_ok(&idxp_ops, ctx, ok_cases, VAL_COUNT(ok_cases));
     test_bf16_with_scales();
     test_prepared();
-    test_null_context();
+    val_run_ok(&idxp_ops, NULL, null_context_cases, VAL_COUNT(null_context_cases));
     dsops_context_destroy(ctx);
     return tu_finish();
 }

@@ -11,6 +11,7 @@
 
 #include "li_problem.h"
 #include "test_util.h"
+#include "validation.h"
 
 static dsops_context *ctx;
 
@@ -37,165 +38,170 @@ static lp_problem *base(int int8)
     return lp_make(&s, 1234);
 }
 
-typedef struct bad_case {
-    const char *name;
-    int int8;
-    dsops_status want;
-    void (*mutate)(lp_problem *p, char *frag); /* changes the problem and writes the expected fragment */
-} bad_case;
-
-#define FRAG(...) snprintf(frag, 200, __VA_ARGS__)
+#define FRAG(...) snprintf(frag, VAL_FRAG_MAX, __VA_ARGS__)
 #define A (&p->args)
 
 /* ---- V2 NULL ------------------------------------------------------------------------------------- */
-static void null_q(lp_problem *p, char *frag) { A->q_idx.data = NULL; FRAG("q_idx is NULL"); }
-static void null_qs(lp_problem *p, char *frag) { A->q_idx_scale.data = NULL; FRAG("q_idx_scale is NULL"); }
-static void null_w(lp_problem *p, char *frag) { A->weights.data = NULL; FRAG("weights is NULL"); }
-static void null_key(lp_problem *p, char *frag) { A->key_cache.data = NULL; FRAG("key_cache is NULL"); }
-static void null_ks(lp_problem *p, char *frag) { A->key_scale_cache.data = NULL; FRAG("key_scale_cache is NULL"); }
-static void null_table(lp_problem *p, char *frag) { A->block_table.data = NULL; FRAG("block_table is NULL"); }
-static void null_cu(lp_problem *p, char *frag) { A->cu_seqlens_q.data = NULL; FRAG("cu_seqlens_q is NULL"); }
-static void null_used(lp_problem *p, char *frag) { A->seqused_kv.data = NULL; FRAG("seqused_kv is NULL"); }
-static void null_topk(lp_problem *p, char *frag) { A->topk_indices.data = NULL; FRAG("topk_indices is NULL"); }
+static void null_q(void *problem, char *frag) { lp_problem *p = problem; A->q_idx.data = NULL; FRAG("q_idx is NULL"); }
+static void null_qs(void *problem, char *frag) { lp_problem *p = problem; A->q_idx_scale.data = NULL; FRAG("q_idx_scale is NULL"); }
+static void null_w(void *problem, char *frag) { lp_problem *p = problem; A->weights.data = NULL; FRAG("weights is NULL"); }
+static void null_key(void *problem, char *frag) { lp_problem *p = problem; A->key_cache.data = NULL; FRAG("key_cache is NULL"); }
+static void null_ks(void *problem, char *frag) { lp_problem *p = problem; A->key_scale_cache.data = NULL; FRAG("key_scale_cache is NULL"); }
+static void null_table(void *problem, char *frag) { lp_problem *p = problem; A->block_table.data = NULL; FRAG("block_table is NULL"); }
+static void null_cu(void *problem, char *frag) { lp_problem *p = problem; A->cu_seqlens_q.data = NULL; FRAG("cu_seqlens_q is NULL"); }
+static void null_used(void *problem, char *frag) { lp_problem *p = problem; A->seqused_kv.data = NULL; FRAG("seqused_kv is NULL"); }
+static void null_topk(void *problem, char *frag) { lp_problem *p = problem; A->topk_indices.data = NULL; FRAG("topk_indices is NULL"); }
 
 /* ---- V3 ranks and extents ------------------------------------------------------------------------------ */
-static void rank_q(lp_problem *p, char *frag) { A->q_idx.ndim = 2; FRAG("q_idx has rank 2"); }
-static void rank_w(lp_problem *p, char *frag) { A->weights.ndim = 3; A->weights.shape[2] = 1; A->weights.stride[2] = 1; FRAG("weights has rank 3"); }
-static void rank_key(lp_problem *p, char *frag) { A->key_cache.ndim = 2; FRAG("key_cache has rank 2"); }
-static void rank_ks(lp_problem *p, char *frag) { A->key_scale_cache.ndim = 1; FRAG("key_scale_cache has rank 1"); }
-static void rank_table(lp_problem *p, char *frag) { A->block_table.ndim = 1; FRAG("block_table has rank 1"); }
-static void rank_topk(lp_problem *p, char *frag) { A->topk_indices.ndim = 1; FRAG("topk_indices has rank 1"); }
-static void rank_scores(lp_problem *p, char *frag) { A->topk_scores.ndim = 3; A->topk_scores.shape[2] = 1; A->topk_scores.stride[2] = 1; FRAG("topk_scores has rank 3"); }
-static void shape_w_ni(lp_problem *p, char *frag) { A->weights.shape[1] = 1; FRAG("weights.shape[1] = 1"); }
-static void shape_w_t(lp_problem *p, char *frag) { A->weights.shape[0] = 4; FRAG("weights.shape[0] = 4"); }
-static void shape_qs_ni(lp_problem *p, char *frag) { A->q_idx_scale.shape[1] = 1; FRAG("q_idx_scale.shape[1] = 1"); }
-static void shape_qs_t(lp_problem *p, char *frag) { A->q_idx_scale.shape[0] = 3; FRAG("q_idx_scale.shape[0] = 3"); }
-static void shape_key_di(lp_problem *p, char *frag) { A->key_cache.shape[2] = 32; FRAG("key_cache.shape[2] = 32"); }
-static void shape_ks_bs(lp_problem *p, char *frag) { A->key_scale_cache.shape[1] = 63; FRAG("key_scale_cache.shape[1] = 63"); }
-static void shape_ks_nb(lp_problem *p, char *frag)
+static void rank_q(void *problem, char *frag) { lp_problem *p = problem; A->q_idx.ndim = 2; FRAG("q_idx has rank 2"); }
+static void rank_w(void *problem, char *frag) { lp_problem *p = problem; A->weights.ndim = 3; A->weights.shape[2] = 1; A->weights.stride[2] = 1; FRAG("weights has rank 3"); }
+static void rank_key(void *problem, char *frag) { lp_problem *p = problem; A->key_cache.ndim = 2; FRAG("key_cache has rank 2"); }
+static void rank_ks(void *problem, char *frag) { lp_problem *p = problem; A->key_scale_cache.ndim = 1; FRAG("key_scale_cache has rank 1"); }
+static void rank_table(void *problem, char *frag) { lp_problem *p = problem; A->block_table.ndim = 1; FRAG("block_table has rank 1"); }
+static void rank_topk(void *problem, char *frag) { lp_problem *p = problem; A->topk_indices.ndim = 1; FRAG("topk_indices has rank 1"); }
+static void rank_scores(void *problem, char *frag) { lp_problem *p = problem; A->topk_scores.ndim = 3; A->topk_scores.shape[2] = 1; A->topk_scores.stride[2] = 1; FRAG("topk_scores has rank 3"); }
+static void shape_w_ni(void *problem, char *frag) { lp_problem *p = problem; A->weights.shape[1] = 1; FRAG("weights.shape[1] = 1"); }
+static void shape_w_t(void *problem, char *frag) { lp_problem *p = problem; A->weights.shape[0] = 4; FRAG("weights.shape[0] = 4"); }
+static void shape_qs_ni(void *problem, char *frag) { lp_problem *p = problem; A->q_idx_scale.shape[1] = 1; FRAG("q_idx_scale.shape[1] = 1"); }
+static void shape_qs_t(void *problem, char *frag) { lp_problem *p = problem; A->q_idx_scale.shape[0] = 3; FRAG("q_idx_scale.shape[0] = 3"); }
+static void shape_key_di(void *problem, char *frag) { lp_problem *p = problem; A->key_cache.shape[2] = 32; FRAG("key_cache.shape[2] = 32"); }
+static void shape_ks_bs(void *problem, char *frag) { lp_problem *p = problem; A->key_scale_cache.shape[1] = 63; FRAG("key_scale_cache.shape[1] = 63"); }
+static void shape_ks_nb(void *problem, char *frag)
 {
+    lp_problem *p = problem;
     A->key_scale_cache.shape[0] -= 1;
     FRAG("key_scale_cache.shape[0] = %lld", (long long)A->key_scale_cache.shape[0]);
 }
-static void shape_used(lp_problem *p, char *frag) { A->seqused_kv.shape[0] = 2; FRAG("seqused_kv.shape[0] = 2"); }
-static void shape_table_b(lp_problem *p, char *frag) { A->block_table.shape[0] = 2; FRAG("block_table.shape[0] = 2"); }
-static void shape_topk_t(lp_problem *p, char *frag) { A->topk_indices.shape[0] = 4; FRAG("topk_indices.shape[0] = 4"); }
-static void shape_scores_k(lp_problem *p, char *frag) { A->topk_scores.shape[1] = 7; FRAG("topk_scores.shape[1] = 7"); }
-static void shape_scores_t(lp_problem *p, char *frag) { A->topk_scores.shape[0] = 4; FRAG("topk_scores.shape[0] = 4"); }
-static void shape_k0(lp_problem *p, char *frag)
+static void shape_used(void *problem, char *frag) { lp_problem *p = problem; A->seqused_kv.shape[0] = 2; FRAG("seqused_kv.shape[0] = 2"); }
+static void shape_table_b(void *problem, char *frag) { lp_problem *p = problem; A->block_table.shape[0] = 2; FRAG("block_table.shape[0] = 2"); }
+static void shape_topk_t(void *problem, char *frag) { lp_problem *p = problem; A->topk_indices.shape[0] = 4; FRAG("topk_indices.shape[0] = 4"); }
+static void shape_scores_k(void *problem, char *frag) { lp_problem *p = problem; A->topk_scores.shape[1] = 7; FRAG("topk_scores.shape[1] = 7"); }
+static void shape_scores_t(void *problem, char *frag) { lp_problem *p = problem; A->topk_scores.shape[0] = 4; FRAG("topk_scores.shape[0] = 4"); }
+static void shape_k0(void *problem, char *frag)
 {
+    lp_problem *p = problem;
     A->topk_indices.shape[1] = 0;
     A->topk_scores.shape[1] = 0;
     FRAG("topk_indices.shape[1] = 0");
 }
-static void shape_ni0(lp_problem *p, char *frag)
+static void shape_ni0(void *problem, char *frag)
 {
+    lp_problem *p = problem;
     A->q_idx.shape[1] = 0;
     A->weights.shape[1] = 0;
     if (A->q_idx_scale.data)
         A->q_idx_scale.shape[1] = 0;
     FRAG("q_idx");
 }
-static void shape_di0(lp_problem *p, char *frag)
+static void shape_di0(void *problem, char *frag)
 {
+    lp_problem *p = problem;
     A->q_idx.shape[2] = 0;
     A->key_cache.shape[2] = 0;
     FRAG("q_idx");
 }
 /* DI beyond the int8 limit: the extents are not backed by memory, so nothing may be read */
-static void shape_di_big(lp_problem *p, char *frag)
+static void shape_di_big(void *problem, char *frag)
 {
+    lp_problem *p = problem;
     A->q_idx.shape[2] = 131073;
     A->key_cache.shape[2] = 131073;
     FRAG("q_idx.shape[2] = 131073");
 }
-static void shape_cu_empty(lp_problem *p, char *frag) { A->cu_seqlens_q.shape[0] = 0; FRAG("cu_seqlens_q.shape[0] = 0"); }
+static void shape_cu_empty(void *problem, char *frag) { lp_problem *p = problem; A->cu_seqlens_q.shape[0] = 0; FRAG("cu_seqlens_q.shape[0] = 0"); }
 
 /* ---- V4 dtypes ------------------------------------------------------------------------------------ */
-static void dt_key_bf16(lp_problem *p, char *frag) { A->key_cache.dtype = DSOPS_BF16; FRAG("key_cache has dtype bf16"); }
-static void dt_key_int8(lp_problem *p, char *frag) { A->key_cache.dtype = DSOPS_INT8; FRAG("key_cache has dtype int8"); }
-static void dt_q_fp16(lp_problem *p, char *frag) { A->q_idx.dtype = DSOPS_FP16; FRAG("q_idx has dtype fp16"); }
-static void dt_w_bf16(lp_problem *p, char *frag) { A->weights.dtype = DSOPS_BF16; FRAG("weights has dtype bf16"); }
-static void dt_w_fp16(lp_problem *p, char *frag) { A->weights.dtype = DSOPS_FP16; FRAG("weights has dtype fp16"); }
-static void dt_w_fp32(lp_problem *p, char *frag) { A->weights.dtype = DSOPS_FP32; FRAG("weights has dtype fp32"); }
-static void dt_qs(lp_problem *p, char *frag) { A->q_idx_scale.dtype = DSOPS_FP32; FRAG("q_idx_scale has dtype fp32"); }
-static void dt_ks(lp_problem *p, char *frag) { A->key_scale_cache.dtype = DSOPS_BF16; FRAG("key_scale_cache has dtype bf16"); }
-static void dt_table(lp_problem *p, char *frag) { A->block_table.dtype = DSOPS_INT64; FRAG("block_table has dtype int64"); }
-static void dt_cu(lp_problem *p, char *frag) { A->cu_seqlens_q.dtype = DSOPS_INT64; FRAG("cu_seqlens_q has dtype int64"); }
-static void dt_used(lp_problem *p, char *frag) { A->seqused_kv.dtype = DSOPS_UINT8; FRAG("seqused_kv has dtype uint8"); }
-static void dt_topk(lp_problem *p, char *frag) { A->topk_indices.dtype = DSOPS_INT64; FRAG("topk_indices has dtype int64"); }
-static void dt_scores(lp_problem *p, char *frag) { A->topk_scores.dtype = DSOPS_BF16; FRAG("topk_scores has dtype bf16"); }
+static void dt_key_bf16(void *problem, char *frag) { lp_problem *p = problem; A->key_cache.dtype = DSOPS_BF16; FRAG("key_cache has dtype bf16"); }
+static void dt_key_int8(void *problem, char *frag) { lp_problem *p = problem; A->key_cache.dtype = DSOPS_INT8; FRAG("key_cache has dtype int8"); }
+static void dt_q_fp16(void *problem, char *frag) { lp_problem *p = problem; A->q_idx.dtype = DSOPS_FP16; FRAG("q_idx has dtype fp16"); }
+static void dt_w_bf16(void *problem, char *frag) { lp_problem *p = problem; A->weights.dtype = DSOPS_BF16; FRAG("weights has dtype bf16"); }
+static void dt_w_fp16(void *problem, char *frag) { lp_problem *p = problem; A->weights.dtype = DSOPS_FP16; FRAG("weights has dtype fp16"); }
+static void dt_w_fp32(void *problem, char *frag) { lp_problem *p = problem; A->weights.dtype = DSOPS_FP32; FRAG("weights has dtype fp32"); }
+static void dt_qs(void *problem, char *frag) { lp_problem *p = problem; A->q_idx_scale.dtype = DSOPS_FP32; FRAG("q_idx_scale has dtype fp32"); }
+static void dt_ks(void *problem, char *frag) { lp_problem *p = problem; A->key_scale_cache.dtype = DSOPS_BF16; FRAG("key_scale_cache has dtype bf16"); }
+static void dt_table(void *problem, char *frag) { lp_problem *p = problem; A->block_table.dtype = DSOPS_INT64; FRAG("block_table has dtype int64"); }
+static void dt_cu(void *problem, char *frag) { lp_problem *p = problem; A->cu_seqlens_q.dtype = DSOPS_INT64; FRAG("cu_seqlens_q has dtype int64"); }
+static void dt_used(void *problem, char *frag) { lp_problem *p = problem; A->seqused_kv.dtype = DSOPS_UINT8; FRAG("seqused_kv has dtype uint8"); }
+static void dt_topk(void *problem, char *frag) { lp_problem *p = problem; A->topk_indices.dtype = DSOPS_INT64; FRAG("topk_indices has dtype int64"); }
+static void dt_scores(void *problem, char *frag) { lp_problem *p = problem; A->topk_scores.dtype = DSOPS_BF16; FRAG("topk_scores has dtype bf16"); }
 
 /* ---- V5 parameters and variant mix-ups ----------------------------------------------------------------- */
 /* scales given to the bf16 variant: borrow valid fp16 views of the right shapes */
 static uint16_t scale_mem[64 * 1024];
-static void bf16_with_qs(lp_problem *p, char *frag)
+static void bf16_with_qs(void *problem, char *frag)
 {
+    lp_problem *p = problem;
     int64_t s2[2] = {p->T, p->sp.NI};
     A->q_idx_scale = dsops_tensor_make(scale_mem, DSOPS_FP16, 2, s2);
     FRAG("q_idx_scale");
 }
-static void bf16_with_ks(lp_problem *p, char *frag)
+static void bf16_with_ks(void *problem, char *frag)
 {
+    lp_problem *p = problem;
     int64_t s2[2] = {p->NB, p->sp.BS};
     A->key_scale_cache = dsops_tensor_make(scale_mem, DSOPS_FP16, 2, s2);
     FRAG("key_scale_cache");
 }
-static void ratio_zero(lp_problem *p, char *frag) { A->cmp_ratio = 0; FRAG("cmp_ratio = 0"); }
-static void ratio_negative(lp_problem *p, char *frag) { A->cmp_ratio = -4; FRAG("cmp_ratio = -4"); }
+static void ratio_zero(void *problem, char *frag) { lp_problem *p = problem; A->cmp_ratio = 0; FRAG("cmp_ratio = 0"); }
+static void ratio_negative(void *problem, char *frag) { lp_problem *p = problem; A->cmp_ratio = -4; FRAG("cmp_ratio = -4"); }
 
 /* ---- V6 sequences ----------------------------------------------------------------------------------- */
-static void cu_first(lp_problem *p, char *frag) { p->cu[0] = 1; FRAG("cu_seqlens_q[0] = 1"); }
-static void cu_decreasing(lp_problem *p, char *frag) { p->cu[2] = 1; FRAG("cu_seqlens_q[2] = 1"); } /* 0, 2, 1, 5 */
-static void cu_last_below(lp_problem *p, char *frag) { p->cu[3] = 4; FRAG("cu_seqlens_q[3] = 4"); }
-static void cu_last_above(lp_problem *p, char *frag) { p->cu[3] = 6; FRAG("cu_seqlens_q[3] = 6"); }
-static void cu_middle_above(lp_problem *p, char *frag) { p->cu[1] = 9; FRAG("cu_seqlens_q[2] = 3"); } /* 0, 9, 3, 5 */
-static void used_negative(lp_problem *p, char *frag) { p->used[2] = -1; FRAG("seqused_kv[2] = -1"); }
-static void used_min(lp_problem *p, char *frag) { p->used[0] = INT32_MIN; FRAG("seqused_kv[0] = %d", INT32_MIN); }
+static void cu_first(void *problem, char *frag) { lp_problem *p = problem; p->cu[0] = 1; FRAG("cu_seqlens_q[0] = 1"); }
+static void cu_decreasing(void *problem, char *frag) { lp_problem *p = problem; p->cu[2] = 1; FRAG("cu_seqlens_q[2] = 1"); } /* 0, 2, 1, 5 */
+static void cu_last_below(void *problem, char *frag) { lp_problem *p = problem; p->cu[3] = 4; FRAG("cu_seqlens_q[3] = 4"); }
+static void cu_last_above(void *problem, char *frag) { lp_problem *p = problem; p->cu[3] = 6; FRAG("cu_seqlens_q[3] = 6"); }
+static void cu_middle_above(void *problem, char *frag) { lp_problem *p = problem; p->cu[1] = 9; FRAG("cu_seqlens_q[2] = 3"); } /* 0, 9, 3, 5 */
+static void used_negative(void *problem, char *frag) { lp_problem *p = problem; p->used[2] = -1; FRAG("seqused_kv[2] = -1"); }
+static void used_min(void *problem, char *frag) { lp_problem *p = problem; p->used[0] = INT32_MIN; FRAG("seqused_kv[0] = %d", INT32_MIN); }
 
 /* ---- V7 paged access -------------------------------------------------------------------------------- */
-static void table_big(lp_problem *p, char *frag) { p->table[1 * p->MB + 7] = 99; FRAG("block_table[1][7] = 99"); }
-static void table_neg(lp_problem *p, char *frag) { p->table[0 * p->MB + 4] = -1; FRAG("block_table[0][4] = -1"); }
-static void table_nb(lp_problem *p, char *frag)
+static void table_big(void *problem, char *frag) { lp_problem *p = problem; p->table[1 * p->MB + 7] = 99; FRAG("block_table[1][7] = 99"); }
+static void table_neg(void *problem, char *frag) { lp_problem *p = problem; p->table[0 * p->MB + 4] = -1; FRAG("block_table[0][4] = -1"); }
+static void table_nb(void *problem, char *frag)
 {
+    lp_problem *p = problem;
     p->table[2 * p->MB + 0] = (int32_t)p->NB;
     FRAG("block_table[2][0] = %lld", (long long)p->NB);
 }
-static void table_min(lp_problem *p, char *frag)
+static void table_min(void *problem, char *frag)
 {
+    lp_problem *p = problem;
     p->table[1 * p->MB + 0] = INT32_MIN;
     FRAG("block_table[1][0] = %d", INT32_MIN);
 }
 /* sequence 0 needs columns 0-4: a table of 4 columns is too narrow */
-static void table_narrow(lp_problem *p, char *frag) { A->block_table.shape[1] = 4; FRAG("block_table column"); }
+static void table_narrow(void *problem, char *frag) { lp_problem *p = problem; A->block_table.shape[1] = 4; FRAG("block_table column"); }
 /* a longer sequence than the table covers (every entry of its row valid) */
-static void table_used_grows(lp_problem *p, char *frag)
+static void table_used_grows(void *problem, char *frag)
 {
+    lp_problem *p = problem;
     for (int64_t c = 0; c < p->MB; c++)
         p->table[2 * p->MB + c] = 0;
     p->used[2] = 64 * 10 + 1;
     FRAG("block_table column");
 }
 /* cmp_ratio 4: sequence 1 (500 tokens) has 125 keys, columns 0-1; column 1 is bad */
-static void table_ratio4(lp_problem *p, char *frag)
+static void table_ratio4(void *problem, char *frag)
 {
+    lp_problem *p = problem;
     A->cmp_ratio = 4;
     p->table[1 * p->MB + 1] = -3;
     FRAG("block_table[1][1] = -3");
 }
 
 /* ---- V9 aliasing ------------------------------------------------------------------------------------ */
-static void alias_topk_q(lp_problem *p, char *frag) { A->topk_indices.data = A->q_idx.data; FRAG("overlaps"); }
-static void alias_topk_key(lp_problem *p, char *frag) { A->topk_indices.data = A->key_cache.data; FRAG("overlaps"); }
-static void alias_topk_w(lp_problem *p, char *frag) { A->topk_indices.data = A->weights.data; FRAG("overlaps"); }
-static void alias_topk_table(lp_problem *p, char *frag) { A->topk_indices.data = A->block_table.data; FRAG("overlaps"); }
-static void alias_topk_ks(lp_problem *p, char *frag) { A->topk_indices.data = A->key_scale_cache.data; FRAG("overlaps"); }
-static void alias_scores_topk(lp_problem *p, char *frag) { A->topk_scores.data = A->topk_indices.data; FRAG("overlaps"); }
-static void alias_scores_qs(lp_problem *p, char *frag) { A->topk_scores.data = A->q_idx_scale.data; FRAG("overlaps"); }
-static void alias_scores_used(lp_problem *p, char *frag) { A->topk_scores.data = A->seqused_kv.data; FRAG("overlaps"); }
+static void alias_topk_q(void *problem, char *frag) { lp_problem *p = problem; A->topk_indices.data = A->q_idx.data; FRAG("overlaps"); }
+static void alias_topk_key(void *problem, char *frag) { lp_problem *p = problem; A->topk_indices.data = A->key_cache.data; FRAG("overlaps"); }
+static void alias_topk_w(void *problem, char *frag) { lp_problem *p = problem; A->topk_indices.data = A->weights.data; FRAG("overlaps"); }
+static void alias_topk_table(void *problem, char *frag) { lp_problem *p = problem; A->topk_indices.data = A->block_table.data; FRAG("overlaps"); }
+static void alias_topk_ks(void *problem, char *frag) { lp_problem *p = problem; A->topk_indices.data = A->key_scale_cache.data; FRAG("overlaps"); }
+static void alias_scores_topk(void *problem, char *frag) { lp_problem *p = problem; A->topk_scores.data = A->topk_indices.data; FRAG("overlaps"); }
+static void alias_scores_qs(void *problem, char *frag) { lp_problem *p = problem; A->topk_scores.data = A->q_idx_scale.data; FRAG("overlaps"); }
+static void alias_scores_used(void *problem, char *frag) { lp_problem *p = problem; A->topk_scores.data = A->seqused_kv.data; FRAG("overlaps"); }
 /* topk_scores overlapping only the last row of topk_indices */
-static void alias_scores_topk_tail(lp_problem *p, char *frag)
+static void alias_scores_topk_tail(void *problem, char *frag)
 {
+    lp_problem *p = problem;
     A->topk_scores.data = (int32_t *)A->topk_indices.data + (p->T - 1) * A->topk_indices.stride[0] + p->sp.K - 1;
     FRAG("overlaps");
 }
@@ -203,7 +209,8 @@ static void alias_scores_topk_tail(lp_problem *p, char *frag)
 #define I8 1
 #define BF 0
 
-static const bad_case bad_cases[] = {
+/* variant: int8 (1) or bf16 (0) */
+static const val_bad_case bad_cases[] = {
     {"null_q_idx", I8, DSOPS_ERR_NULL, null_q},
     {"null_q_idx_bf16", BF, DSOPS_ERR_NULL, null_q},
     {"null_q_idx_scale", I8, DSOPS_ERR_NULL, null_qs},
@@ -286,38 +293,36 @@ static const bad_case bad_cases[] = {
 };
 
 /* ---- valid but suspicious ---------------------------------------------------------------------------- */
-typedef struct ok_case {
-    const char *name;
-    int int8;
-    void (*mutate)(lp_problem *p);
-} ok_case;
-
-static void garbage_everywhere_unneeded(lp_problem *p)
+static void garbage_everywhere_unneeded(void *problem)
 {
+    lp_problem *p = problem;
     static const int needed[3] = {5, 8, 1};
     for (int b = 0; b < 3; b++)
         for (int64_t c = needed[b]; c < p->MB; c++)
             p->table[b * p->MB + c] = (int32_t)(c % 3 == 0 ? INT32_MIN : (c % 3 == 1 ? INT32_MAX : -1));
 }
 /* cmp_ratio 4: sequence 0 (75 keys) needs columns 0-1, sequence 1 (125 keys) 0-1, sequence 2 (10) 0 */
-static void ratio4_garbage(lp_problem *p)
+static void ratio4_garbage(void *problem)
 {
+    lp_problem *p = problem;
     p->args.cmp_ratio = 4;
     for (int b = 0; b < 3; b++)
         for (int64_t c = b == 2 ? 1 : 2; c < p->MB; c++)
             p->table[b * p->MB + c] = 99999;
 }
 /* sequence 1 holds no token of the call (cu 0, 3, 3, 5): its table row and seqused are never used */
-static void sequence_without_tokens(lp_problem *p)
+static void sequence_without_tokens(void *problem)
 {
+    lp_problem *p = problem;
     p->cu[1] = 3, p->cu[2] = 3;
     p->used[1] = INT32_MAX;
     for (int64_t c = 0; c < p->MB; c++)
         p->table[1 * p->MB + c] = -1;
 }
 /* sequence 2 sees fewer original tokens than cmp_ratio: no key, no table entry needed */
-static void below_ratio(lp_problem *p)
+static void below_ratio(void *problem)
 {
+    lp_problem *p = problem;
     p->args.cmp_ratio = 64;
     p->used[2] = 63; /* tokens 3, 4: L = 62, 63 -> n = 0 */
     for (int64_t c = 0; c < p->MB; c++)
@@ -326,15 +331,17 @@ static void below_ratio(lp_problem *p)
         for (int64_t c = 1; c < p->MB; c++)
             p->table[b * p->MB + c] = -1;
 }
-static void seqused_zero(lp_problem *p)
+static void seqused_zero(void *problem)
 {
+    lp_problem *p = problem;
     p->used[0] = 0; /* tokens 0, 1: L = -1, 0 */
     for (int64_t c = 0; c < p->MB; c++)
         p->table[0 * p->MB + c] = 99999;
 }
-static void no_scores(lp_problem *p) { p->args.topk_scores.data = NULL; }
-static void empty_call(lp_problem *p)
+static void no_scores(void *problem) { lp_problem *p = problem; p->args.topk_scores.data = NULL; }
+static void empty_call(void *problem)
 {
+    lp_problem *p = problem;
     p->cu[1] = p->cu[2] = p->cu[3] = 0;
     p->args.q_idx.shape[0] = 0;
     p->args.weights.shape[0] = 0;
@@ -347,7 +354,7 @@ static void empty_call(lp_problem *p)
         p->table[i] = -1; /* nothing is needed */
 }
 
-static const ok_case ok_cases[] = {
+static const val_ok_case ok_cases[] = {
     {"garbage_in_unneeded_table_entries", I8, garbage_everywhere_unneeded},
     {"garbage_in_unneeded_table_entries_bf16", BF, garbage_everywhere_unneeded},
     {"ratio4_garbage_beyond_needed", I8, ratio4_garbage},
@@ -359,34 +366,36 @@ static const ok_case ok_cases[] = {
     {"empty_call_t0", I8, empty_call},
 };
 
-static void run_bad(const bad_case *c)
+/* ---- the operator for the table runner ------------------------------------------------------------- */
+
+/* Adapters of li_problem.h; every validation program has them in this shape, over its own problem type. */
+static void *make_problem(int int8) { return base(int8); }
+static void free_problem(void *p) { lp_free(p); }
+static dsops_status call(dsops_context *c, void *p) { return dsops_lightning_indexer(c, &((lp_problem *)p)->args); }
+static void arm(void *p) { lp_reset_outputs(p); }
+static void untouched(void *p, const char *name)
 {
-    if (!tu_selected(c->name))
-        return;
-    lp_problem *p = base(c->int8);
-    char frag[200] = "";
-    c->mutate(p, frag);
-    lp_reset_outputs(p);
-    tu_check_rejected(c->name, dsops_lightning_indexer(ctx, &p->args), c->want, frag);
-    tu_check(lp_outputs_untouched(p), "%s: topk_indices / topk_scores written although the call failed", c->name);
-    lp_free(p);
+    tu_check(lp_outputs_untouched(p), "%s: topk_indices / topk_scores written although the call failed", name);
+}
+/* the oracle's result is kept in the problem */
+static void *oracle(void *p)
+{
+    lp_compute_ref(p);
+    return p;
+}
+static void compare(void *problem, void *expected, const val_ok_case *c)
+{
+    (void)expected;
+    lp_problem *p = problem;
+    lp_check(p, c->name);
+    if (p->T == 0)
+        tu_check(lp_outputs_untouched(p), "%s: outputs written by an empty call", c->name);
 }
 
-static void run_ok(const ok_case *c)
-{
-    if (!tu_selected(c->name))
-        return;
-    lp_problem *p = base(c->int8);
-    c->mutate(p);
-    lp_compute_ref(p);
-    lp_reset_outputs(p);
-    if (tu_check_accepted(c->name, dsops_lightning_indexer(ctx, &p->args))) {
-        lp_check(p, c->name);
-        if (p->T == 0)
-            tu_check(lp_outputs_untouched(p), "%s: outputs written by an empty call", c->name);
-    }
-    lp_free(p);
-}
+static const val_ops li_ops = {
+    .make = make_problem, .free = free_problem, .call = call, .arm = arm, .untouched = untouched,
+    .oracle = oracle, .compare = compare,
+};
 
 static void test_init(void)
 {
@@ -418,29 +427,16 @@ static void test_init(void)
 }
 
 /* a NULL context uses a temporary one with the environment defaults */
-static void test_null_context(void)
-{
-    if (!tu_selected("null_context"))
-        return;
-    lp_problem *p = base(1);
-    lp_compute_ref(p);
-    lp_reset_outputs(p);
-    dsops_status st = dsops_lightning_indexer(NULL, &p->args);
-    if (tu_check(st == DSOPS_OK, "NULL context: %s (%s)", dsops_status_name(st), dsops_last_error()))
-        lp_check(p, "null_context");
-    lp_free(p);
-}
+static const val_ok_case null_context_cases[] = {{"null_context", I8, NULL}};
 
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 42);
     ctx = tu_context();
     test_init();
-    for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++)
-        run_bad(&bad_cases[i]);
-    for (size_t i = 0; i < sizeof ok_cases / sizeof ok_cases[0]; i++)
-        run_ok(&ok_cases[i]);
-    test_null_context();
+    val_run_bad(&li_ops, ctx, bad_cases, VAL_COUNT(bad_cases));
+    val_run_ok(&li_ops, ctx, ok_cases, VAL_COUNT(ok_cases));
+    val_run_ok(&li_ops, NULL, null_context_cases, VAL_COUNT(null_context_cases));
     dsops_context_destroy(ctx);
     return tu_finish();
 }

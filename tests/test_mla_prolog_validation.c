@@ -10,6 +10,7 @@
 #include "mlap_problem.h"
 #include "ref.h"
 #include "test_util.h"
+#include "validation.h"
 
 static dsops_context *ctx;
 
@@ -33,82 +34,76 @@ static mp_problem *base(int int8_wq_b, dsops_kv_layout layout)
     return p;
 }
 
-typedef struct bad_case {
-    const char *name;
-    int int8_wq_b;
-    dsops_kv_layout layout;
-    dsops_status want;
-    void (*mutate)(mp_problem *p, char *frag); /* changes the problem and writes the expected fragment(s) */
-} bad_case;
-
-#define FRAG(...) snprintf(frag, 200, __VA_ARGS__)
+#define FRAG(...) snprintf(frag, VAL_FRAG_MAX, __VA_ARGS__)
 #define A (&p->args)
 
 /* ---- V2 NULL ----------------------------------------------------------------------------------------- */
-static void null_x(mp_problem *p, char *frag) { A->x.data = NULL; FRAG("x"); }
-static void null_wq_a(mp_problem *p, char *frag) { A->wq_a.data = NULL; FRAG("wq_a"); }
-static void null_gamma_cq(mp_problem *p, char *frag) { A->gamma_cq.data = NULL; FRAG("gamma_cq"); }
-static void null_wq_b(mp_problem *p, char *frag) { A->wq_b.data = NULL; FRAG("wq_b"); }
-static void null_wq_b_scale(mp_problem *p, char *frag) { A->wq_b_scale.data = NULL; FRAG("wq_b_scale"); }
-static void null_w_uk(mp_problem *p, char *frag) { A->w_uk.data = NULL; FRAG("w_uk"); }
-static void null_wkv_a(mp_problem *p, char *frag) { A->wkv_a.data = NULL; FRAG("wkv_a"); }
-static void null_gamma_ckv(mp_problem *p, char *frag) { A->gamma_ckv.data = NULL; FRAG("gamma_ckv"); }
-static void null_cos(mp_problem *p, char *frag) { A->rope_cos.data = NULL; FRAG("rope_cos"); }
-static void null_sin(mp_problem *p, char *frag) { A->rope_sin.data = NULL; FRAG("rope_sin"); }
-static void null_index(mp_problem *p, char *frag) { A->cache_index.data = NULL; FRAG("cache_index"); }
-static void null_kv(mp_problem *p, char *frag) { A->kv_cache.data = NULL; FRAG("kv_cache"); }
-static void null_kv_scale(mp_problem *p, char *frag) { A->kv_scale_cache.data = NULL; FRAG("kv_scale_cache"); }
-static void null_kr(mp_problem *p, char *frag) { A->kr_cache.data = NULL; FRAG("kr_cache"); }
-static void null_packed(mp_problem *p, char *frag) { A->kv_packed.data = NULL; FRAG("kv_packed"); }
-static void null_q_nope(mp_problem *p, char *frag) { A->q_nope.data = NULL; FRAG("q_nope"); }
-static void null_q_rope(mp_problem *p, char *frag) { A->q_rope.data = NULL; FRAG("q_rope"); }
-static void null_qr(mp_problem *p, char *frag) { A->qr.data = NULL; FRAG("qr"); }
-static void null_qr_scale(mp_problem *p, char *frag) { A->qr_scale.data = NULL; FRAG("qr_scale"); }
+static void null_x(void *problem, char *frag) { mp_problem *p = problem; A->x.data = NULL; FRAG("x"); }
+static void null_wq_a(void *problem, char *frag) { mp_problem *p = problem; A->wq_a.data = NULL; FRAG("wq_a"); }
+static void null_gamma_cq(void *problem, char *frag) { mp_problem *p = problem; A->gamma_cq.data = NULL; FRAG("gamma_cq"); }
+static void null_wq_b(void *problem, char *frag) { mp_problem *p = problem; A->wq_b.data = NULL; FRAG("wq_b"); }
+static void null_wq_b_scale(void *problem, char *frag) { mp_problem *p = problem; A->wq_b_scale.data = NULL; FRAG("wq_b_scale"); }
+static void null_w_uk(void *problem, char *frag) { mp_problem *p = problem; A->w_uk.data = NULL; FRAG("w_uk"); }
+static void null_wkv_a(void *problem, char *frag) { mp_problem *p = problem; A->wkv_a.data = NULL; FRAG("wkv_a"); }
+static void null_gamma_ckv(void *problem, char *frag) { mp_problem *p = problem; A->gamma_ckv.data = NULL; FRAG("gamma_ckv"); }
+static void null_cos(void *problem, char *frag) { mp_problem *p = problem; A->rope_cos.data = NULL; FRAG("rope_cos"); }
+static void null_sin(void *problem, char *frag) { mp_problem *p = problem; A->rope_sin.data = NULL; FRAG("rope_sin"); }
+static void null_index(void *problem, char *frag) { mp_problem *p = problem; A->cache_index.data = NULL; FRAG("cache_index"); }
+static void null_kv(void *problem, char *frag) { mp_problem *p = problem; A->kv_cache.data = NULL; FRAG("kv_cache"); }
+static void null_kv_scale(void *problem, char *frag) { mp_problem *p = problem; A->kv_scale_cache.data = NULL; FRAG("kv_scale_cache"); }
+static void null_kr(void *problem, char *frag) { mp_problem *p = problem; A->kr_cache.data = NULL; FRAG("kr_cache"); }
+static void null_packed(void *problem, char *frag) { mp_problem *p = problem; A->kv_packed.data = NULL; FRAG("kv_packed"); }
+static void null_q_nope(void *problem, char *frag) { mp_problem *p = problem; A->q_nope.data = NULL; FRAG("q_nope"); }
+static void null_q_rope(void *problem, char *frag) { mp_problem *p = problem; A->q_rope.data = NULL; FRAG("q_rope"); }
+static void null_qr(void *problem, char *frag) { mp_problem *p = problem; A->qr.data = NULL; FRAG("qr"); }
+static void null_qr_scale(void *problem, char *frag) { mp_problem *p = problem; A->qr_scale.data = NULL; FRAG("qr_scale"); }
 /* split_int8 caches given to a packed656 call are ignored, but its own cache must be there */
-static void packed_given_split(mp_problem *p, char *frag)
+static void packed_given_split(void *problem, char *frag)
 {
+    mp_problem *p = problem;
     A->kv_cache = A->kv_packed;
     A->kv_packed.data = NULL;
     FRAG("kv_packed");
 }
 
 /* ---- V3 shapes --------------------------------------------------------------------------------------- */
-static void rank_x(mp_problem *p, char *frag) { A->x.ndim = 3; A->x.shape[2] = 1; A->x.stride[2] = 1; FRAG("x has rank 3"); }
-static void rank_w_uk(mp_problem *p, char *frag) { A->w_uk.ndim = 2; FRAG("w_uk has rank 2"); }
-static void rank_index(mp_problem *p, char *frag) { A->cache_index.ndim = 2; A->cache_index.shape[1] = 1; A->cache_index.stride[1] = 1; FRAG("cache_index has rank 2"); }
-static void rank_kv(mp_problem *p, char *frag) { A->kv_cache.ndim = 2; FRAG("kv_cache has rank 2"); }
-static void shape_x_h(mp_problem *p, char *frag) { A->x.shape[1] -= 1; FRAG("x.shape[1]|wq_a.shape[1]|wkv_a.shape[1]"); }
-static void shape_wq_a_h(mp_problem *p, char *frag) { A->wq_a.shape[1] -= 1; FRAG("wq_a"); }
-static void shape_wkv_a_h(mp_problem *p, char *frag) { A->wkv_a.shape[1] -= 1; FRAG("wkv_a.shape[1]"); }
-static void shape_gamma_cq(mp_problem *p, char *frag) { A->gamma_cq.shape[0] -= 1; FRAG("gamma_cq.shape[0]"); }
-static void shape_wq_b_q(mp_problem *p, char *frag) { A->wq_b.shape[1] -= 1; FRAG("wq_b.shape[1]"); }
-static void shape_wq_b_rows(mp_problem *p, char *frag) { A->wq_b.shape[0] -= 1; FRAG("wq_b.shape[0]|w_uk|wq_b_scale"); }
-static void shape_wq_b_scale(mp_problem *p, char *frag) { A->wq_b_scale.shape[0] -= 1; FRAG("wq_b_scale.shape[0]"); }
-static void shape_w_uk_dqn(mp_problem *p, char *frag) { A->w_uk.shape[1] -= 1; FRAG("w_uk.shape[1]|wq_b.shape[0]"); }
-static void shape_w_uk_n(mp_problem *p, char *frag) { A->w_uk.shape[0] -= 1; FRAG("w_uk.shape[0]|wq_b.shape[0]|q_nope.shape[1]"); }
-static void shape_w_uk_dc(mp_problem *p, char *frag) { A->w_uk.shape[2] -= 128; FRAG("w_uk.shape[2]|shape[2]|gamma_ckv|wkv_a"); }
-static void shape_wkv_a_rows(mp_problem *p, char *frag) { A->wkv_a.shape[0] -= 1; FRAG("wkv_a.shape[0]"); }
-static void shape_gamma_ckv(mp_problem *p, char *frag) { A->gamma_ckv.shape[0] -= 1; FRAG("gamma_ckv.shape[0]"); }
-static void shape_cos_w(mp_problem *p, char *frag) { A->rope_cos.shape[1] = 32; FRAG("rope_cos.shape[1] = 32"); }
-static void shape_sin_t(mp_problem *p, char *frag) { A->rope_sin.shape[0] -= 1; FRAG("rope_sin.shape[0] = 4"); }
-static void shape_index(mp_problem *p, char *frag) { A->cache_index.shape[0] -= 1; FRAG("cache_index.shape[0] = 4"); }
-static void shape_kv_dc(mp_problem *p, char *frag) { A->kv_cache.shape[2] -= 128; FRAG("kv_cache.shape[2] = 128"); }
-static void shape_kv_nb(mp_problem *p, char *frag) { A->kr_cache.shape[0] -= 1; FRAG("kr_cache.shape[0] = 3|kv_cache.shape[0]"); }
-static void shape_kr_bs(mp_problem *p, char *frag) { A->kr_cache.shape[1] -= 1; FRAG("kr_cache.shape[1] = 15|kv_cache.shape[1]"); }
-static void shape_kr_w(mp_problem *p, char *frag) { A->kr_cache.shape[2] = 32; FRAG("kr_cache.shape[2] = 32"); }
-static void shape_kv_scale(mp_problem *p, char *frag) { A->kv_scale_cache.shape[2] = 1; FRAG("kv_scale_cache.shape[2] = 1"); }
-static void shape_packed_row(mp_problem *p, char *frag) { A->kv_packed.shape[2] = 655; FRAG("kv_packed.shape[2] = 655"); }
-static void shape_q_nope_n(mp_problem *p, char *frag) { A->q_nope.shape[1] -= 1; FRAG("q_nope.shape[1] = 3"); }
-static void shape_q_nope_dc(mp_problem *p, char *frag) { A->q_nope.shape[2] -= 1; FRAG("q_nope.shape[2] = 255"); }
-static void shape_q_rope_w(mp_problem *p, char *frag) { A->q_rope.shape[2] = 32; FRAG("q_rope.shape[2] = 32"); }
-static void shape_q_rope_t(mp_problem *p, char *frag) { A->q_rope.shape[0] -= 1; FRAG("q_rope.shape[0] = 4"); }
-static void shape_qr(mp_problem *p, char *frag) { A->qr.shape[1] -= 1; FRAG("qr.shape[1] = 127"); }
-static void shape_qr_scale(mp_problem *p, char *frag) { A->qr_scale.shape[0] -= 1; FRAG("qr_scale.shape[0] = 4"); }
-static void stride_x(mp_problem *p, char *frag) { A->x.shape[1] /= 2; A->wq_a.shape[1] /= 2; A->wkv_a.shape[1] /= 2; A->x.stride[1] = 2; FRAG("x.stride[1]"); }
-static void stride_kv(mp_problem *p, char *frag) { A->kv_cache.shape[2] /= 2; A->kv_cache.stride[2] = 2; FRAG("kv_cache.stride[2]|kv_cache.shape[2]"); }
+static void rank_x(void *problem, char *frag) { mp_problem *p = problem; A->x.ndim = 3; A->x.shape[2] = 1; A->x.stride[2] = 1; FRAG("x has rank 3"); }
+static void rank_w_uk(void *problem, char *frag) { mp_problem *p = problem; A->w_uk.ndim = 2; FRAG("w_uk has rank 2"); }
+static void rank_index(void *problem, char *frag) { mp_problem *p = problem; A->cache_index.ndim = 2; A->cache_index.shape[1] = 1; A->cache_index.stride[1] = 1; FRAG("cache_index has rank 2"); }
+static void rank_kv(void *problem, char *frag) { mp_problem *p = problem; A->kv_cache.ndim = 2; FRAG("kv_cache has rank 2"); }
+static void shape_x_h(void *problem, char *frag) { mp_problem *p = problem; A->x.shape[1] -= 1; FRAG("x.shape[1]|wq_a.shape[1]|wkv_a.shape[1]"); }
+static void shape_wq_a_h(void *problem, char *frag) { mp_problem *p = problem; A->wq_a.shape[1] -= 1; FRAG("wq_a"); }
+static void shape_wkv_a_h(void *problem, char *frag) { mp_problem *p = problem; A->wkv_a.shape[1] -= 1; FRAG("wkv_a.shape[1]"); }
+static void shape_gamma_cq(void *problem, char *frag) { mp_problem *p = problem; A->gamma_cq.shape[0] -= 1; FRAG("gamma_cq.shape[0]"); }
+static void shape_wq_b_q(void *problem, char *frag) { mp_problem *p = problem; A->wq_b.shape[1] -= 1; FRAG("wq_b.shape[1]"); }
+static void shape_wq_b_rows(void *problem, char *frag) { mp_problem *p = problem; A->wq_b.shape[0] -= 1; FRAG("wq_b.shape[0]|w_uk|wq_b_scale"); }
+static void shape_wq_b_scale(void *problem, char *frag) { mp_problem *p = problem; A->wq_b_scale.shape[0] -= 1; FRAG("wq_b_scale.shape[0]"); }
+static void shape_w_uk_dqn(void *problem, char *frag) { mp_problem *p = problem; A->w_uk.shape[1] -= 1; FRAG("w_uk.shape[1]|wq_b.shape[0]"); }
+static void shape_w_uk_n(void *problem, char *frag) { mp_problem *p = problem; A->w_uk.shape[0] -= 1; FRAG("w_uk.shape[0]|wq_b.shape[0]|q_nope.shape[1]"); }
+static void shape_w_uk_dc(void *problem, char *frag) { mp_problem *p = problem; A->w_uk.shape[2] -= 128; FRAG("w_uk.shape[2]|shape[2]|gamma_ckv|wkv_a"); }
+static void shape_wkv_a_rows(void *problem, char *frag) { mp_problem *p = problem; A->wkv_a.shape[0] -= 1; FRAG("wkv_a.shape[0]"); }
+static void shape_gamma_ckv(void *problem, char *frag) { mp_problem *p = problem; A->gamma_ckv.shape[0] -= 1; FRAG("gamma_ckv.shape[0]"); }
+static void shape_cos_w(void *problem, char *frag) { mp_problem *p = problem; A->rope_cos.shape[1] = 32; FRAG("rope_cos.shape[1] = 32"); }
+static void shape_sin_t(void *problem, char *frag) { mp_problem *p = problem; A->rope_sin.shape[0] -= 1; FRAG("rope_sin.shape[0] = 4"); }
+static void shape_index(void *problem, char *frag) { mp_problem *p = problem; A->cache_index.shape[0] -= 1; FRAG("cache_index.shape[0] = 4"); }
+static void shape_kv_dc(void *problem, char *frag) { mp_problem *p = problem; A->kv_cache.shape[2] -= 128; FRAG("kv_cache.shape[2] = 128"); }
+static void shape_kv_nb(void *problem, char *frag) { mp_problem *p = problem; A->kr_cache.shape[0] -= 1; FRAG("kr_cache.shape[0] = 3|kv_cache.shape[0]"); }
+static void shape_kr_bs(void *problem, char *frag) { mp_problem *p = problem; A->kr_cache.shape[1] -= 1; FRAG("kr_cache.shape[1] = 15|kv_cache.shape[1]"); }
+static void shape_kr_w(void *problem, char *frag) { mp_problem *p = problem; A->kr_cache.shape[2] = 32; FRAG("kr_cache.shape[2] = 32"); }
+static void shape_kv_scale(void *problem, char *frag) { mp_problem *p = problem; A->kv_scale_cache.shape[2] = 1; FRAG("kv_scale_cache.shape[2] = 1"); }
+static void shape_packed_row(void *problem, char *frag) { mp_problem *p = problem; A->kv_packed.shape[2] = 655; FRAG("kv_packed.shape[2] = 655"); }
+static void shape_q_nope_n(void *problem, char *frag) { mp_problem *p = problem; A->q_nope.shape[1] -= 1; FRAG("q_nope.shape[1] = 3"); }
+static void shape_q_nope_dc(void *problem, char *frag) { mp_problem *p = problem; A->q_nope.shape[2] -= 1; FRAG("q_nope.shape[2] = 255"); }
+static void shape_q_rope_w(void *problem, char *frag) { mp_problem *p = problem; A->q_rope.shape[2] = 32; FRAG("q_rope.shape[2] = 32"); }
+static void shape_q_rope_t(void *problem, char *frag) { mp_problem *p = problem; A->q_rope.shape[0] -= 1; FRAG("q_rope.shape[0] = 4"); }
+static void shape_qr(void *problem, char *frag) { mp_problem *p = problem; A->qr.shape[1] -= 1; FRAG("qr.shape[1] = 127"); }
+static void shape_qr_scale(void *problem, char *frag) { mp_problem *p = problem; A->qr_scale.shape[0] -= 1; FRAG("qr_scale.shape[0] = 4"); }
+static void stride_x(void *problem, char *frag) { mp_problem *p = problem; A->x.shape[1] /= 2; A->wq_a.shape[1] /= 2; A->wkv_a.shape[1] /= 2; A->x.stride[1] = 2; FRAG("x.stride[1]"); }
+static void stride_kv(void *problem, char *frag) { mp_problem *p = problem; A->kv_cache.shape[2] /= 2; A->kv_cache.stride[2] = 2; FRAG("kv_cache.stride[2]|kv_cache.shape[2]"); }
 /* int8 layouts need Dc % 128 == 0: every Dc-sized extent narrowed to 192 (valid memory) */
-static void int8_dc192(mp_problem *p, char *frag)
+static void int8_dc192(void *problem, char *frag)
 {
+    mp_problem *p = problem;
     A->w_uk.shape[2] = 192;
     A->wkv_a.shape[0] = 192 + 64;
     A->gamma_ckv.shape[0] = 192;
@@ -118,8 +113,9 @@ static void int8_dc192(mp_problem *p, char *frag)
     FRAG("128");
 }
 /* packed656 needs Dc = 512 */
-static void packed_dc256(mp_problem *p, char *frag)
+static void packed_dc256(void *problem, char *frag)
 {
+    mp_problem *p = problem;
     A->w_uk.shape[2] = 256;
     A->wkv_a.shape[0] = 256 + 64;
     A->gamma_ckv.shape[0] = 256;
@@ -128,31 +124,32 @@ static void packed_dc256(mp_problem *p, char *frag)
 }
 
 /* ---- V4 dtypes --------------------------------------------------------------------------------------- */
-static void dtype_x(mp_problem *p, char *frag) { A->x.dtype = DSOPS_FP16; FRAG("x has dtype fp16"); }
-static void dtype_wq_a(mp_problem *p, char *frag) { A->wq_a.dtype = DSOPS_INT8; FRAG("wq_a has dtype int8"); }
-static void dtype_gamma_cq(mp_problem *p, char *frag) { A->gamma_cq.dtype = DSOPS_FP16; FRAG("gamma_cq has dtype fp16"); }
-static void dtype_wq_b(mp_problem *p, char *frag) { A->wq_b.dtype = DSOPS_FP16; FRAG("wq_b has dtype fp16"); }
-static void dtype_wq_b_scale(mp_problem *p, char *frag) { A->wq_b_scale.dtype = DSOPS_BF16; FRAG("wq_b_scale has dtype bf16"); }
-static void dtype_w_uk(mp_problem *p, char *frag) { A->w_uk.dtype = DSOPS_INT8; FRAG("w_uk has dtype int8"); }
-static void dtype_wkv_a(mp_problem *p, char *frag) { A->wkv_a.dtype = DSOPS_FP16; FRAG("wkv_a has dtype fp16"); }
-static void dtype_gamma_ckv(mp_problem *p, char *frag) { A->gamma_ckv.dtype = DSOPS_INT32; FRAG("gamma_ckv has dtype int32"); }
-static void dtype_cos(mp_problem *p, char *frag) { A->rope_cos.dtype = DSOPS_FP16; FRAG("rope_cos has dtype fp16"); }
-static void dtype_sin(mp_problem *p, char *frag) { A->rope_sin.dtype = DSOPS_INT8; FRAG("rope_sin has dtype int8"); }
-static void dtype_index(mp_problem *p, char *frag) { A->cache_index.dtype = DSOPS_INT32; FRAG("cache_index has dtype int32"); }
-static void dtype_kv_bf16_layout(mp_problem *p, char *frag) { A->kv_cache.dtype = DSOPS_INT8; FRAG("kv_cache has dtype int8"); }
-static void dtype_kv_int8_layout(mp_problem *p, char *frag) { A->kv_cache.dtype = DSOPS_BF16; FRAG("kv_cache has dtype bf16"); }
-static void dtype_kv_scale(mp_problem *p, char *frag) { A->kv_scale_cache.dtype = DSOPS_FP16; FRAG("kv_scale_cache has dtype fp16"); }
-static void dtype_kr(mp_problem *p, char *frag) { A->kr_cache.dtype = DSOPS_FP16; FRAG("kr_cache has dtype fp16"); }
-static void dtype_packed(mp_problem *p, char *frag) { A->kv_packed.dtype = DSOPS_INT8; FRAG("kv_packed has dtype int8"); }
-static void dtype_q_nope(mp_problem *p, char *frag) { A->q_nope.dtype = DSOPS_FP16; FRAG("q_nope has dtype fp16"); }
-static void dtype_q_rope(mp_problem *p, char *frag) { A->q_rope.dtype = DSOPS_FP32; FRAG("q_rope has dtype fp32"); }
-static void dtype_qr_int8_for_bf16(mp_problem *p, char *frag) { A->qr.dtype = DSOPS_INT8; FRAG("qr has dtype int8"); }
-static void dtype_qr_bf16_for_int8(mp_problem *p, char *frag) { A->qr.dtype = DSOPS_BF16; FRAG("qr has dtype bf16"); }
-static void dtype_qr_scale(mp_problem *p, char *frag) { A->qr_scale.dtype = DSOPS_BF16; FRAG("qr_scale has dtype bf16"); }
+static void dtype_x(void *problem, char *frag) { mp_problem *p = problem; A->x.dtype = DSOPS_FP16; FRAG("x has dtype fp16"); }
+static void dtype_wq_a(void *problem, char *frag) { mp_problem *p = problem; A->wq_a.dtype = DSOPS_INT8; FRAG("wq_a has dtype int8"); }
+static void dtype_gamma_cq(void *problem, char *frag) { mp_problem *p = problem; A->gamma_cq.dtype = DSOPS_FP16; FRAG("gamma_cq has dtype fp16"); }
+static void dtype_wq_b(void *problem, char *frag) { mp_problem *p = problem; A->wq_b.dtype = DSOPS_FP16; FRAG("wq_b has dtype fp16"); }
+static void dtype_wq_b_scale(void *problem, char *frag) { mp_problem *p = problem; A->wq_b_scale.dtype = DSOPS_BF16; FRAG("wq_b_scale has dtype bf16"); }
+static void dtype_w_uk(void *problem, char *frag) { mp_problem *p = problem; A->w_uk.dtype = DSOPS_INT8; FRAG("w_uk has dtype int8"); }
+static void dtype_wkv_a(void *problem, char *frag) { mp_problem *p = problem; A->wkv_a.dtype = DSOPS_FP16; FRAG("wkv_a has dtype fp16"); }
+static void dtype_gamma_ckv(void *problem, char *frag) { mp_problem *p = problem; A->gamma_ckv.dtype = DSOPS_INT32; FRAG("gamma_ckv has dtype int32"); }
+static void dtype_cos(void *problem, char *frag) { mp_problem *p = problem; A->rope_cos.dtype = DSOPS_FP16; FRAG("rope_cos has dtype fp16"); }
+static void dtype_sin(void *problem, char *frag) { mp_problem *p = problem; A->rope_sin.dtype = DSOPS_INT8; FRAG("rope_sin has dtype int8"); }
+static void dtype_index(void *problem, char *frag) { mp_problem *p = problem; A->cache_index.dtype = DSOPS_INT32; FRAG("cache_index has dtype int32"); }
+static void dtype_kv_bf16_layout(void *problem, char *frag) { mp_problem *p = problem; A->kv_cache.dtype = DSOPS_INT8; FRAG("kv_cache has dtype int8"); }
+static void dtype_kv_int8_layout(void *problem, char *frag) { mp_problem *p = problem; A->kv_cache.dtype = DSOPS_BF16; FRAG("kv_cache has dtype bf16"); }
+static void dtype_kv_scale(void *problem, char *frag) { mp_problem *p = problem; A->kv_scale_cache.dtype = DSOPS_FP16; FRAG("kv_scale_cache has dtype fp16"); }
+static void dtype_kr(void *problem, char *frag) { mp_problem *p = problem; A->kr_cache.dtype = DSOPS_FP16; FRAG("kr_cache has dtype fp16"); }
+static void dtype_packed(void *problem, char *frag) { mp_problem *p = problem; A->kv_packed.dtype = DSOPS_INT8; FRAG("kv_packed has dtype int8"); }
+static void dtype_q_nope(void *problem, char *frag) { mp_problem *p = problem; A->q_nope.dtype = DSOPS_FP16; FRAG("q_nope has dtype fp16"); }
+static void dtype_q_rope(void *problem, char *frag) { mp_problem *p = problem; A->q_rope.dtype = DSOPS_FP32; FRAG("q_rope has dtype fp32"); }
+static void dtype_qr_int8_for_bf16(void *problem, char *frag) { mp_problem *p = problem; A->qr.dtype = DSOPS_INT8; FRAG("qr has dtype int8"); }
+static void dtype_qr_bf16_for_int8(void *problem, char *frag) { mp_problem *p = problem; A->qr.dtype = DSOPS_BF16; FRAG("qr has dtype bf16"); }
+static void dtype_qr_scale(void *problem, char *frag) { mp_problem *p = problem; A->qr_scale.dtype = DSOPS_BF16; FRAG("qr_scale has dtype bf16"); }
 /* Q <= 131072 for int8 wq_b (spec §2.2): Q = 131073 with real buffers (wq_a rows share memory through a
  * zero outer stride; the large buffers are calloc'ed and never touched by a library that validates first) */
-static void int8_q_too_large(mp_problem *p, char *frag)
+static void int8_q_too_large(void *problem, char *frag)
 {
+    mp_problem *p = problem;
     const int64_t Q = 131073, NG = A->wq_b.shape[0], T = A->x.shape[0];
     A->wq_a.shape[0] = Q, A->wq_a.stride[0] = 0;
     dsops_tensor g = A->gamma_cq;
@@ -170,43 +167,47 @@ static void int8_q_too_large(mp_problem *p, char *frag)
 }
 
 /* ---- V5 parameters ----------------------------------------------------------------------------------- */
-static void eps_cq_neg(mp_problem *p, char *frag) { A->eps_cq = -1e-6f; FRAG("eps_cq"); }
-static void eps_cq_nan(mp_problem *p, char *frag) { A->eps_cq = NAN; FRAG("eps_cq"); }
-static void eps_ckv_inf(mp_problem *p, char *frag) { A->eps_ckv = INFINITY; FRAG("eps_ckv"); }
-static void eps_ckv_neg(mp_problem *p, char *frag) { A->eps_ckv = -0.5f; FRAG("eps_ckv"); }
-static void bad_rope_mode(mp_problem *p, char *frag) { A->rope_mode = (dsops_rope_mode)7; FRAG("rope_mode"); }
-static void bad_rope_mode_neg(mp_problem *p, char *frag) { A->rope_mode = (dsops_rope_mode)-1; FRAG("rope_mode"); }
-static void bad_layout(mp_problem *p, char *frag) { A->kv_layout = (dsops_kv_layout)9; FRAG("kv_layout"); }
+static void eps_cq_neg(void *problem, char *frag) { mp_problem *p = problem; A->eps_cq = -1e-6f; FRAG("eps_cq"); }
+static void eps_cq_nan(void *problem, char *frag) { mp_problem *p = problem; A->eps_cq = NAN; FRAG("eps_cq"); }
+static void eps_ckv_inf(void *problem, char *frag) { mp_problem *p = problem; A->eps_ckv = INFINITY; FRAG("eps_ckv"); }
+static void eps_ckv_neg(void *problem, char *frag) { mp_problem *p = problem; A->eps_ckv = -0.5f; FRAG("eps_ckv"); }
+static void bad_rope_mode(void *problem, char *frag) { mp_problem *p = problem; A->rope_mode = (dsops_rope_mode)7; FRAG("rope_mode"); }
+static void bad_rope_mode_neg(void *problem, char *frag) { mp_problem *p = problem; A->rope_mode = (dsops_rope_mode)-1; FRAG("rope_mode"); }
+static void bad_layout(void *problem, char *frag) { mp_problem *p = problem; A->kv_layout = (dsops_kv_layout)9; FRAG("kv_layout"); }
 
 /* ---- V8 slots ---------------------------------------------------------------------------------------- */
-static void index_too_big(mp_problem *p, char *frag) { p->cache_index[2] = 64; FRAG("cache_index[2] = 64"); }
-static void index_huge(mp_problem *p, char *frag) { p->cache_index[4] = INT64_MAX; FRAG("cache_index[4]"); }
-static void index_dup(mp_problem *p, char *frag) { p->cache_index[3] = 5; FRAG("cache_index[3] = 5|cache_index holds slot 5"); }
-static void index_dup_last(mp_problem *p, char *frag) { p->cache_index[4] = 63; FRAG("cache_index[4] = 63|cache_index holds slot 63"); }
+static void index_too_big(void *problem, char *frag) { mp_problem *p = problem; p->cache_index[2] = 64; FRAG("cache_index[2] = 64"); }
+static void index_huge(void *problem, char *frag) { mp_problem *p = problem; p->cache_index[4] = INT64_MAX; FRAG("cache_index[4]"); }
+static void index_dup(void *problem, char *frag) { mp_problem *p = problem; p->cache_index[3] = 5; FRAG("cache_index[3] = 5|cache_index holds slot 5"); }
+static void index_dup_last(void *problem, char *frag) { mp_problem *p = problem; p->cache_index[4] = 63; FRAG("cache_index[4] = 63|cache_index holds slot 63"); }
 
 /* ---- V9 aliasing --------------------------------------------------------------------------------------- */
-static void alias_q(mp_problem *p, char *frag) { A->q_rope.data = A->q_nope.data; FRAG("overlaps"); }
-static void alias_qr_x(mp_problem *p, char *frag) { A->qr.data = A->x.data; FRAG("overlaps"); }
-static void alias_qnope_wq_a(mp_problem *p, char *frag) { A->q_rope.data = A->wq_a.data; FRAG("overlaps"); }
-static void alias_kr_kv(mp_problem *p, char *frag) { A->kr_cache.data = A->kv_cache.data; FRAG("overlaps"); }
-static void alias_kv_w_uk(mp_problem *p, char *frag) { A->kv_cache.data = A->w_uk.data; FRAG("overlaps"); }
-static void alias_qnope_kv(mp_problem *p, char *frag) { A->q_rope.data = A->kv_cache.data; FRAG("overlaps"); }
-static void alias_qr_scale(mp_problem *p, char *frag) { A->qr_scale.data = A->qr.data; FRAG("overlaps"); }
-static void alias_packed_cos(mp_problem *p, char *frag) { A->rope_cos.data = A->kv_packed.data; A->rope_cos.dtype = DSOPS_BF16; FRAG("overlaps"); }
+static void alias_q(void *problem, char *frag) { mp_problem *p = problem; A->q_rope.data = A->q_nope.data; FRAG("overlaps"); }
+static void alias_qr_x(void *problem, char *frag) { mp_problem *p = problem; A->qr.data = A->x.data; FRAG("overlaps"); }
+static void alias_qnope_wq_a(void *problem, char *frag) { mp_problem *p = problem; A->q_rope.data = A->wq_a.data; FRAG("overlaps"); }
+static void alias_kr_kv(void *problem, char *frag) { mp_problem *p = problem; A->kr_cache.data = A->kv_cache.data; FRAG("overlaps"); }
+static void alias_kv_w_uk(void *problem, char *frag) { mp_problem *p = problem; A->kv_cache.data = A->w_uk.data; FRAG("overlaps"); }
+static void alias_qnope_kv(void *problem, char *frag) { mp_problem *p = problem; A->q_rope.data = A->kv_cache.data; FRAG("overlaps"); }
+static void alias_qr_scale(void *problem, char *frag) { mp_problem *p = problem; A->qr_scale.data = A->qr.data; FRAG("overlaps"); }
+static void alias_packed_cos(void *problem, char *frag) { mp_problem *p = problem; A->rope_cos.data = A->kv_packed.data; A->rope_cos.dtype = DSOPS_BF16; FRAG("overlaps"); }
 /* cache_index (an input) inside the scale cache: its values are copied there first, so only the overlap is wrong */
-static void alias_scale_index(mp_problem *p, char *frag)
+static void alias_scale_index(void *problem, char *frag)
 {
+    mp_problem *p = problem;
     memcpy(A->kv_scale_cache.data, A->cache_index.data, sizeof(int64_t) * (size_t)A->cache_index.shape[0]);
     A->cache_index.data = A->kv_scale_cache.data;
     p->cache_index = A->cache_index.data;
     FRAG("overlaps");
 }
 
-static const bad_case bad_cases[] = {
-#define BF 0, DSOPS_KV_SPLIT_BF16
-#define I8 1, DSOPS_KV_SPLIT_INT8
-#define PK 1, DSOPS_KV_PACKED656
-#define BP 0, DSOPS_KV_PACKED656
+/* a row's variant: the dtype of wq_b and the kv layout */
+#define VARIANT(int8_wq_b, layout) ((int)(layout) * 2 + (int8_wq_b))
+#define BF VARIANT(0, DSOPS_KV_SPLIT_BF16)
+#define I8 VARIANT(1, DSOPS_KV_SPLIT_INT8)
+#define PK VARIANT(1, DSOPS_KV_PACKED656)
+#define BP VARIANT(0, DSOPS_KV_PACKED656)
+
+static const val_bad_case bad_cases[] = {
     {"null_x", BF, DSOPS_ERR_NULL, null_x},
     {"null_wq_a", BF, DSOPS_ERR_NULL, null_wq_a},
     {"null_gamma_cq", I8, DSOPS_ERR_NULL, null_gamma_cq},
@@ -267,7 +268,7 @@ static const bad_case bad_cases[] = {
     {"stride_x_inner", BF, DSOPS_ERR_SHAPE, stride_x},
     {"stride_kv_cache_inner", BF, DSOPS_ERR_SHAPE, stride_kv},
     {"split_int8_dc192", I8, DSOPS_ERR_SHAPE, int8_dc192},
-    {"split_int8_dc192_bf16_wq_b", 0, DSOPS_KV_SPLIT_INT8, DSOPS_ERR_SHAPE, int8_dc192},
+    {"split_int8_dc192_bf16_wq_b", VARIANT(0, DSOPS_KV_SPLIT_INT8), DSOPS_ERR_SHAPE, int8_dc192},
     {"packed656_dc256", PK, DSOPS_ERR_SHAPE, packed_dc256},
     {"int8_wq_b_q_131073", I8, DSOPS_ERR_SHAPE, int8_q_too_large},
 
@@ -322,27 +323,21 @@ static const bad_case bad_cases[] = {
 
 /* ---- valid but unusual --------------------------------------------------------------------------------- */
 
-typedef struct ok_case {
-    const char *name;
-    int int8_wq_b;
-    dsops_kv_layout layout;
-    void (*mutate)(mp_problem *p);
-} ok_case;
-
-static void all_negative(mp_problem *p)
+static void all_negative(void *problem)
 {
+    mp_problem *p = problem;
     for (int64_t t = 0; t < p->T; t++)
         p->cache_index[t] = t % 2 ? -1 : INT64_MIN;
 }
-static void repeated_negative(mp_problem *p) { p->cache_index[0] = -1, p->cache_index[2] = -1, p->cache_index[4] = -1; }
-static void last_row(mp_problem *p) { p->cache_index[3] = 63; p->cache_index[0] = 0; }
-static void eps_zero(mp_problem *p) { p->args.eps_cq = 0.0f, p->args.eps_ckv = 0.0f; }
-static void inverse(mp_problem *p) { p->args.rope_inverse = 1; }
-static void same_tables(mp_problem *p) { p->args.rope_sin = p->args.rope_cos; } /* inputs may share memory */
+static void repeated_negative(void *problem) { mp_problem *p = problem; p->cache_index[0] = -1, p->cache_index[2] = -1, p->cache_index[4] = -1; }
+static void last_row(void *problem) { mp_problem *p = problem; p->cache_index[3] = 63; p->cache_index[0] = 0; }
+static void eps_zero(void *problem) { mp_problem *p = problem; p->args.eps_cq = 0.0f, p->args.eps_ckv = 0.0f; }
+static void inverse(void *problem) { mp_problem *p = problem; p->args.rope_inverse = 1; }
+static void same_tables(void *problem) { mp_problem *p = problem; p->args.rope_sin = p->args.rope_cos; } /* inputs may share memory */
 /* norm vectors take any stride (spec §1.3): both broadcast from their first element (once read as rows) */
-static void norms_stride0(mp_problem *p) { p->args.gamma_cq.stride[0] = 0, p->args.gamma_ckv.stride[0] = 0; }
+static void norms_stride0(void *problem) { mp_problem *p = problem; p->args.gamma_cq.stride[0] = 0, p->args.gamma_ckv.stride[0] = 0; }
 
-static const ok_case ok_cases[] = {
+static const val_ok_case ok_cases[] = {
     {"ok_all_indices_negative", I8, all_negative},
     {"ok_all_indices_negative_packed", PK, all_negative},
     {"ok_repeated_negative_indices", BF, repeated_negative},
@@ -354,33 +349,22 @@ static const ok_case ok_cases[] = {
     {"ok_norm_vectors_stride0_int8", I8, norms_stride0},
 };
 
-static void run_bad(const bad_case *c)
-{
-    if (!tu_selected(c->name))
-        return;
-    mp_problem *p = base(c->int8_wq_b, c->layout);
-    char frag[200] = "";
-    c->mutate(p, frag);
-    mp_prepare_call(p);
-    if (tu_check_rejected(c->name, dsops_mla_prolog_v32(ctx, &p->args), c->want, frag))
-        mp_untouched(p, c->name);
-    mp_restore(p);
-    mp_free(p);
-}
+/* ---- the operator for the table runner ------------------------------------------------------------- */
 
-static void run_ok(const ok_case *c)
-{
-    if (!tu_selected(c->name))
-        return;
-    mp_problem *p = base(c->int8_wq_b, c->layout);
-    c->mutate(p);
-    mp_ref *r = mp_reference(&p->args);
-    mp_prepare_call(p);
-    if (tu_check_accepted(c->name, dsops_mla_prolog_v32(ctx, &p->args)))
-        mp_check(p, r, c->name);
-    mp_ref_free(r);
-    mp_free(p);
-}
+/* Adapters of mlap_problem.h; every validation program has them in this shape, over its own problem type. */
+static void *make_problem(int variant) { return base(variant % 2, (dsops_kv_layout)(variant / 2)); }
+static void free_problem(void *p) { mp_free(p); }
+static dsops_status call(dsops_context *c, void *p) { return dsops_mla_prolog_v32(c, &((mp_problem *)p)->args); }
+static void arm(void *p) { mp_prepare_call(p); }
+static void untouched(void *p, const char *name) { mp_untouched(p, name); }
+static void *oracle(void *p) { return mp_reference(&((mp_problem *)p)->args); }
+static void compare(void *p, void *expected, const val_ok_case *c) { mp_check(p, expected, c->name); }
+static void free_expected(void *r) { mp_ref_free(r); }
+
+static const val_ops mlap_ops = {
+    .make = make_problem, .free = free_problem, .call = call, .arm = arm, .untouched = untouched,
+    .oracle = oracle, .compare = compare, .free_expected = free_expected,
+};
 
 /* A prepared object belongs to the weight tensors it was made from. */
 static void test_prepared(void)
@@ -500,31 +484,18 @@ static void test_init(void)
     tu_check(st == DSOPS_ERR_NULL, "call with args NULL: %s, expected DSOPS_ERR_NULL", dsops_status_name(st));
 }
 
-static void test_null_context(void)
-{
-    if (!tu_selected("null_context"))
-        return;
-    mp_problem *p = base(1, DSOPS_KV_PACKED656);
-    mp_ref *r = mp_reference(&p->args);
-    mp_prepare_call(p);
-    dsops_status st = dsops_mla_prolog_v32(NULL, &p->args);
-    if (tu_check(st == DSOPS_OK, "NULL context: %s (%s)", dsops_status_name(st), dsops_last_error()))
-        mp_check(p, r, "null_context");
-    mp_ref_free(r);
-    mp_free(p);
-}
+/* a NULL context uses a temporary one with the environment defaults */
+static const val_ok_case null_context_cases[] = {{"null_context", PK, NULL}};
 
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 42);
     ctx = tu_context();
     test_init();
-    for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++)
-        run_bad(&bad_cases[i]);
-    for (size_t i = 0; i < sizeof ok_cases / sizeof ok_cases[0]; i++)
-        run_ok(&ok_cases[i]);
+    val_run_bad(&mlap_ops, ctx, bad_cases, VAL_COUNT(bad_cases));
+    val_run_ok(&mlap_ops, ctx, ok_cases, VAL_COUNT(ok_cases));
     test_prepared();
-    test_null_context();
+    val_run_ok(&mlap_ops, NULL, null_context_cases, VAL_COUNT(null_context_cases));
     dsops_context_destroy(ctx);
     return tu_finish();
 }

@@ -9,6 +9,7 @@
 
 #include "sfa_problem.h"
 #include "test_util.h"
+#include "validation.h"
 
 static dsops_context *ctx;
 
@@ -43,123 +44,123 @@ static tp_problem *base(dsops_kv_layout layout)
     return p;
 }
 
-typedef struct bad_case {
-    const char *name;
-    dsops_kv_layout layout;
-    dsops_status want;
-    void (*mutate)(tp_problem *p, char *frag); /* changes the problem and writes the expected fragment */
-} bad_case;
-
-#define FRAG(...) snprintf(frag, 200, __VA_ARGS__)
+#define FRAG(...) snprintf(frag, VAL_FRAG_MAX, __VA_ARGS__)
 
 /* ---- V2 NULL ------------------------------------------------------------------------------------- */
-static void null_q_nope(tp_problem *p, char *frag) { p->args.q_nope.data = NULL; FRAG("q_nope"); }
-static void null_q_rope(tp_problem *p, char *frag) { p->args.q_rope.data = NULL; FRAG("q_rope"); }
-static void null_key_nope(tp_problem *p, char *frag) { p->args.key_nope.data = NULL; FRAG("key_nope"); }
-static void null_key_scale(tp_problem *p, char *frag) { p->args.key_nope_scale.data = NULL; FRAG("key_nope_scale"); }
-static void null_key_rope(tp_problem *p, char *frag) { p->args.key_rope.data = NULL; FRAG("key_rope"); }
-static void null_kv_packed(tp_problem *p, char *frag) { p->args.kv_packed.data = NULL; FRAG("kv_packed"); }
-static void null_topk(tp_problem *p, char *frag) { p->args.topk_indices.data = NULL; FRAG("topk_indices"); }
-static void null_table(tp_problem *p, char *frag) { p->args.block_table.data = NULL; FRAG("block_table"); }
-static void null_cu(tp_problem *p, char *frag) { p->args.cu_seqlens_q.data = NULL; FRAG("cu_seqlens_q"); }
-static void null_used(tp_problem *p, char *frag) { p->args.seqused_kv.data = NULL; FRAG("seqused_kv"); }
-static void null_out(tp_problem *p, char *frag) { p->args.out.data = NULL; FRAG("out"); }
+static void null_q_nope(void *problem, char *frag) { tp_problem *p = problem; p->args.q_nope.data = NULL; FRAG("q_nope"); }
+static void null_q_rope(void *problem, char *frag) { tp_problem *p = problem; p->args.q_rope.data = NULL; FRAG("q_rope"); }
+static void null_key_nope(void *problem, char *frag) { tp_problem *p = problem; p->args.key_nope.data = NULL; FRAG("key_nope"); }
+static void null_key_scale(void *problem, char *frag) { tp_problem *p = problem; p->args.key_nope_scale.data = NULL; FRAG("key_nope_scale"); }
+static void null_key_rope(void *problem, char *frag) { tp_problem *p = problem; p->args.key_rope.data = NULL; FRAG("key_rope"); }
+static void null_kv_packed(void *problem, char *frag) { tp_problem *p = problem; p->args.kv_packed.data = NULL; FRAG("kv_packed"); }
+static void null_topk(void *problem, char *frag) { tp_problem *p = problem; p->args.topk_indices.data = NULL; FRAG("topk_indices"); }
+static void null_table(void *problem, char *frag) { tp_problem *p = problem; p->args.block_table.data = NULL; FRAG("block_table"); }
+static void null_cu(void *problem, char *frag) { tp_problem *p = problem; p->args.cu_seqlens_q.data = NULL; FRAG("cu_seqlens_q"); }
+static void null_used(void *problem, char *frag) { tp_problem *p = problem; p->args.seqused_kv.data = NULL; FRAG("seqused_kv"); }
+static void null_out(void *problem, char *frag) { tp_problem *p = problem; p->args.out.data = NULL; FRAG("out"); }
 
 /* ---- V3 shapes ------------------------------------------------------------------------------------ */
-static void rank_q_rope(tp_problem *p, char *frag) { p->args.q_rope.ndim = 2; FRAG("q_rope has rank 2"); }
-static void rank_out(tp_problem *p, char *frag) { p->args.out.ndim = 4; p->args.out.shape[3] = 1; p->args.out.stride[3] = 1; FRAG("out has rank 4"); }
-static void rank_table(tp_problem *p, char *frag) { p->args.block_table.ndim = 1; FRAG("block_table has rank 1"); }
-static void shape_q_rope_n(tp_problem *p, char *frag) { p->args.q_rope.shape[1] = 1; FRAG("q_rope.shape[1] = 1"); }
-static void shape_q_rope_t(tp_problem *p, char *frag) { p->args.q_rope.shape[0] = 4; FRAG("q_rope.shape[0] = 4"); }
-static void shape_out_dc(tp_problem *p, char *frag) { p->args.out.shape[2] -= 1; FRAG("out.shape[2] = %lld", (long long)p->args.out.shape[2]); }
-static void shape_out_n(tp_problem *p, char *frag) { p->args.out.shape[1] = 1; FRAG("out.shape[1] = 1"); }
-static void shape_lse(tp_problem *p, char *frag) { p->args.lse.shape[1] = 1; FRAG("lse.shape[1] = 1"); }
-static void shape_topk_t(tp_problem *p, char *frag) { p->args.topk_indices.shape[0] = 4; FRAG("topk_indices.shape[0] = 4"); }
-static void shape_len(tp_problem *p, char *frag) { p->args.topk_length.shape[0] = 4; FRAG("topk_length.shape[0] = 4"); }
-static void shape_scale(tp_problem *p, char *frag) { p->args.key_nope_scale.shape[2] = 2; FRAG("key_nope_scale.shape[2] = 2"); }
-static void shape_key_rope_bs(tp_problem *p, char *frag) { p->args.key_rope.shape[1] = 63; FRAG("key_rope.shape[1] = 63"); }
-static void shape_key_rope_dr(tp_problem *p, char *frag) { p->args.key_rope.shape[2] = 32; FRAG("key_rope.shape[2] = 32"); }
-static void shape_key_nope_dc(tp_problem *p, char *frag) { p->args.key_nope.shape[2] = 64; FRAG("key_nope.shape[2] = 64"); }
-static void shape_used(tp_problem *p, char *frag) { p->args.seqused_kv.shape[0] = 2; FRAG("seqused_kv.shape[0] = 2"); }
-static void shape_table_b(tp_problem *p, char *frag) { p->args.block_table.shape[0] = 2; FRAG("block_table.shape[0] = 2"); }
-static void shape_packed_row(tp_problem *p, char *frag) { p->args.kv_packed.shape[2] = 655; FRAG("kv_packed.shape[2] = 655"); }
+static void rank_q_rope(void *problem, char *frag) { tp_problem *p = problem; p->args.q_rope.ndim = 2; FRAG("q_rope has rank 2"); }
+static void rank_out(void *problem, char *frag) { tp_problem *p = problem; p->args.out.ndim = 4; p->args.out.shape[3] = 1; p->args.out.stride[3] = 1; FRAG("out has rank 4"); }
+static void rank_table(void *problem, char *frag) { tp_problem *p = problem; p->args.block_table.ndim = 1; FRAG("block_table has rank 1"); }
+static void shape_q_rope_n(void *problem, char *frag) { tp_problem *p = problem; p->args.q_rope.shape[1] = 1; FRAG("q_rope.shape[1] = 1"); }
+static void shape_q_rope_t(void *problem, char *frag) { tp_problem *p = problem; p->args.q_rope.shape[0] = 4; FRAG("q_rope.shape[0] = 4"); }
+static void shape_out_dc(void *problem, char *frag) { tp_problem *p = problem; p->args.out.shape[2] -= 1; FRAG("out.shape[2] = %lld", (long long)p->args.out.shape[2]); }
+static void shape_out_n(void *problem, char *frag) { tp_problem *p = problem; p->args.out.shape[1] = 1; FRAG("out.shape[1] = 1"); }
+static void shape_lse(void *problem, char *frag) { tp_problem *p = problem; p->args.lse.shape[1] = 1; FRAG("lse.shape[1] = 1"); }
+static void shape_topk_t(void *problem, char *frag) { tp_problem *p = problem; p->args.topk_indices.shape[0] = 4; FRAG("topk_indices.shape[0] = 4"); }
+static void shape_len(void *problem, char *frag) { tp_problem *p = problem; p->args.topk_length.shape[0] = 4; FRAG("topk_length.shape[0] = 4"); }
+static void shape_scale(void *problem, char *frag) { tp_problem *p = problem; p->args.key_nope_scale.shape[2] = 2; FRAG("key_nope_scale.shape[2] = 2"); }
+static void shape_key_rope_bs(void *problem, char *frag) { tp_problem *p = problem; p->args.key_rope.shape[1] = 63; FRAG("key_rope.shape[1] = 63"); }
+static void shape_key_rope_dr(void *problem, char *frag) { tp_problem *p = problem; p->args.key_rope.shape[2] = 32; FRAG("key_rope.shape[2] = 32"); }
+static void shape_key_nope_dc(void *problem, char *frag) { tp_problem *p = problem; p->args.key_nope.shape[2] = 64; FRAG("key_nope.shape[2] = 64"); }
+static void shape_used(void *problem, char *frag) { tp_problem *p = problem; p->args.seqused_kv.shape[0] = 2; FRAG("seqused_kv.shape[0] = 2"); }
+static void shape_table_b(void *problem, char *frag) { tp_problem *p = problem; p->args.block_table.shape[0] = 2; FRAG("block_table.shape[0] = 2"); }
+static void shape_packed_row(void *problem, char *frag) { tp_problem *p = problem; p->args.kv_packed.shape[2] = 655; FRAG("kv_packed.shape[2] = 655"); }
 /* int8 layouts need Dc % 128 == 0: narrow every Dc-sized view to 64 (valid memory, smaller extents) */
-static void int8_dc64(tp_problem *p, char *frag)
+static void int8_dc64(void *problem, char *frag)
 {
+    tp_problem *p = problem;
     p->args.q_nope.shape[2] = 64;
     p->args.key_nope.shape[2] = 64;
     p->args.out.shape[2] = 64;
     FRAG("shape[2] = 64");
 }
-static void packed_dc256(tp_problem *p, char *frag)
+static void packed_dc256(void *problem, char *frag)
 {
+    tp_problem *p = problem;
     p->args.q_nope.shape[2] = 256;
     p->args.out.shape[2] = 256;
     FRAG("shape[2] = 256");
 }
-static void packed_dr32(tp_problem *p, char *frag) { p->args.q_rope.shape[2] = 32; FRAG("shape[2] = 32"); }
+static void packed_dr32(void *problem, char *frag) { tp_problem *p = problem; p->args.q_rope.shape[2] = 32; FRAG("shape[2] = 32"); }
 
 /* ---- V4 dtypes ------------------------------------------------------------------------------------ */
-static void dtype_key_nope(tp_problem *p, char *frag) { p->args.key_nope.dtype = DSOPS_BF16; FRAG("key_nope has dtype bf16"); }
-static void dtype_key_nope_bf16(tp_problem *p, char *frag) { p->args.key_nope.dtype = DSOPS_INT8; FRAG("key_nope has dtype int8"); }
-static void dtype_q_nope(tp_problem *p, char *frag) { p->args.q_nope.dtype = DSOPS_FP16; FRAG("q_nope has dtype fp16"); }
-static void dtype_lse(tp_problem *p, char *frag) { p->args.lse.dtype = DSOPS_BF16; FRAG("lse has dtype bf16"); }
-static void dtype_out(tp_problem *p, char *frag) { p->args.out.dtype = DSOPS_FP16; FRAG("out has dtype fp16"); }
-static void dtype_topk(tp_problem *p, char *frag) { p->args.topk_indices.dtype = DSOPS_UINT8; FRAG("topk_indices has dtype uint8"); }
-static void dtype_scale(tp_problem *p, char *frag) { p->args.key_nope_scale.dtype = DSOPS_FP16; FRAG("key_nope_scale has dtype fp16"); }
-static void dtype_packed(tp_problem *p, char *frag) { p->args.kv_packed.dtype = DSOPS_INT8; FRAG("kv_packed has dtype int8"); }
-static void dtype_table(tp_problem *p, char *frag) { p->args.block_table.dtype = DSOPS_INT8; FRAG("block_table has dtype int8"); }
+static void dtype_key_nope(void *problem, char *frag) { tp_problem *p = problem; p->args.key_nope.dtype = DSOPS_BF16; FRAG("key_nope has dtype bf16"); }
+static void dtype_key_nope_bf16(void *problem, char *frag) { tp_problem *p = problem; p->args.key_nope.dtype = DSOPS_INT8; FRAG("key_nope has dtype int8"); }
+static void dtype_q_nope(void *problem, char *frag) { tp_problem *p = problem; p->args.q_nope.dtype = DSOPS_FP16; FRAG("q_nope has dtype fp16"); }
+static void dtype_lse(void *problem, char *frag) { tp_problem *p = problem; p->args.lse.dtype = DSOPS_BF16; FRAG("lse has dtype bf16"); }
+static void dtype_out(void *problem, char *frag) { tp_problem *p = problem; p->args.out.dtype = DSOPS_FP16; FRAG("out has dtype fp16"); }
+static void dtype_topk(void *problem, char *frag) { tp_problem *p = problem; p->args.topk_indices.dtype = DSOPS_UINT8; FRAG("topk_indices has dtype uint8"); }
+static void dtype_scale(void *problem, char *frag) { tp_problem *p = problem; p->args.key_nope_scale.dtype = DSOPS_FP16; FRAG("key_nope_scale has dtype fp16"); }
+static void dtype_packed(void *problem, char *frag) { tp_problem *p = problem; p->args.kv_packed.dtype = DSOPS_INT8; FRAG("kv_packed has dtype int8"); }
+static void dtype_table(void *problem, char *frag) { tp_problem *p = problem; p->args.block_table.dtype = DSOPS_INT8; FRAG("block_table has dtype int8"); }
 
 /* ---- V5 parameters -------------------------------------------------------------------------------- */
-static void scale_nan(tp_problem *p, char *frag) { p->args.softmax_scale = NAN; FRAG("softmax_scale"); }
-static void scale_inf(tp_problem *p, char *frag) { p->args.softmax_scale = -INFINITY; FRAG("softmax_scale"); }
-static void bad_p_mode(tp_problem *p, char *frag) { p->args.p_mode = (dsops_p_mode)7; FRAG("p_mode"); }
-static void bad_layout(tp_problem *p, char *frag) { p->args.kv_layout = (dsops_kv_layout)9; FRAG("kv_layout"); }
-static void bad_p_tile(tp_problem *p, char *frag) { p->args.p_mode = DSOPS_P_TILED; p->args.p_tile = 0; FRAG("p_tile"); }
+static void scale_nan(void *problem, char *frag) { tp_problem *p = problem; p->args.softmax_scale = NAN; FRAG("softmax_scale"); }
+static void scale_inf(void *problem, char *frag) { tp_problem *p = problem; p->args.softmax_scale = -INFINITY; FRAG("softmax_scale"); }
+static void bad_p_mode(void *problem, char *frag) { tp_problem *p = problem; p->args.p_mode = (dsops_p_mode)7; FRAG("p_mode"); }
+static void bad_layout(void *problem, char *frag) { tp_problem *p = problem; p->args.kv_layout = (dsops_kv_layout)9; FRAG("kv_layout"); }
+static void bad_p_tile(void *problem, char *frag) { tp_problem *p = problem; p->args.p_mode = DSOPS_P_TILED; p->args.p_tile = 0; FRAG("p_tile"); }
 
 /* ---- V6 sequences ----------------------------------------------------------------------------------- */
-static void cu_first(tp_problem *p, char *frag) { p->cu[0] = 1; FRAG("cu_seqlens_q[0] = 1"); }
-static void cu_decreasing(tp_problem *p, char *frag) { p->cu[2] = 1; FRAG("cu_seqlens_q["); } /* 0, 2, 1, 5 */
-static void cu_last(tp_problem *p, char *frag) { p->cu[3] = 4; FRAG("cu_seqlens_q[3] = 4"); }
-static void cu_over(tp_problem *p, char *frag) { p->cu[3] = 6; FRAG("cu_seqlens_q[3] = 6"); }
-static void used_negative(tp_problem *p, char *frag) { p->used[2] = -1; FRAG("seqused_kv[2] = -1"); }
-static void len_negative(tp_problem *p, char *frag) { p->len[1] = -3; FRAG("topk_length[1] = -3"); }
+static void cu_first(void *problem, char *frag) { tp_problem *p = problem; p->cu[0] = 1; FRAG("cu_seqlens_q[0] = 1"); }
+static void cu_decreasing(void *problem, char *frag) { tp_problem *p = problem; p->cu[2] = 1; FRAG("cu_seqlens_q["); } /* 0, 2, 1, 5 */
+static void cu_last(void *problem, char *frag) { tp_problem *p = problem; p->cu[3] = 4; FRAG("cu_seqlens_q[3] = 4"); }
+static void cu_over(void *problem, char *frag) { tp_problem *p = problem; p->cu[3] = 6; FRAG("cu_seqlens_q[3] = 6"); }
+static void used_negative(void *problem, char *frag) { tp_problem *p = problem; p->used[2] = -1; FRAG("seqused_kv[2] = -1"); }
+static void len_negative(void *problem, char *frag) { tp_problem *p = problem; p->len[1] = -3; FRAG("topk_length[1] = -3"); }
 
 /* ---- V7 paged access -------------------------------------------------------------------------------- */
 /* token 2 (sequence 1) uses position 197: block-table column 3, whose entry is out of [0, NB) */
-static void table_entry_big(tp_problem *p, char *frag)
+static void table_entry_big(void *problem, char *frag)
 {
+    tp_problem *p = problem;
     p->idx[2 * 8 + 5] = 197;
     p->table[1 * p->MB + 3] = 99;
     FRAG("block_table[1][3] = 99");
 }
-static void table_entry_neg(tp_problem *p, char *frag)
+static void table_entry_neg(void *problem, char *frag)
 {
+    tp_problem *p = problem;
     p->idx[2 * 8 + 0] = 197;
     p->table[1 * p->MB + 3] = -1;
     FRAG("block_table[1][3] = -1");
 }
-static void table_entry_nb(tp_problem *p, char *frag)
+static void table_entry_nb(void *problem, char *frag)
 {
+    tp_problem *p = problem;
     p->idx[4 * 8 + 7] = 10; /* sequence 2, column 0 */
     p->table[2 * p->MB + 0] = (int32_t)p->NB;
     FRAG("block_table[2][0] = %lld", (long long)p->NB);
 }
 /* a used position whose block column is >= MB: narrow the table view to one column */
-static void table_column(tp_problem *p, char *frag)
+static void table_column(void *problem, char *frag)
 {
+    tp_problem *p = problem;
     p->idx[2 * 8 + 1] = 197;
     p->args.block_table.shape[1] = 1;
     FRAG("block_table column");
 }
 
 /* ---- V9 aliasing ------------------------------------------------------------------------------------ */
-static void alias_out_q(tp_problem *p, char *frag) { p->args.out.data = p->args.q_nope.data; FRAG("overlaps"); }
-static void alias_out_key(tp_problem *p, char *frag) { p->args.out.data = p->args.key_nope.data; FRAG("overlaps"); }
-static void alias_out_packed(tp_problem *p, char *frag) { p->args.out.data = p->args.kv_packed.data; FRAG("overlaps"); }
-static void alias_lse_out(tp_problem *p, char *frag) { p->args.lse.data = p->args.out.data; FRAG("overlaps"); }
-static void alias_out_lse_partial(tp_problem *p, char *frag)
+static void alias_out_q(void *problem, char *frag) { tp_problem *p = problem; p->args.out.data = p->args.q_nope.data; FRAG("overlaps"); }
+static void alias_out_key(void *problem, char *frag) { tp_problem *p = problem; p->args.out.data = p->args.key_nope.data; FRAG("overlaps"); }
+static void alias_out_packed(void *problem, char *frag) { tp_problem *p = problem; p->args.out.data = p->args.kv_packed.data; FRAG("overlaps"); }
+static void alias_lse_out(void *problem, char *frag) { tp_problem *p = problem; p->args.lse.data = p->args.out.data; FRAG("overlaps"); }
+static void alias_out_lse_partial(void *problem, char *frag)
 {
+    tp_problem *p = problem;
     /* lse overlapping only the last bytes of out */
     p->args.lse.data = (char *)p->args.out.data + ((p->args.out.shape[0] - 1) * p->args.out.stride[0]) * 2;
     FRAG("overlaps");
@@ -169,7 +170,8 @@ static void alias_out_lse_partial(tp_problem *p, char *frag)
 #define BF DSOPS_KV_SPLIT_BF16
 #define PK DSOPS_KV_PACKED656
 
-static const bad_case bad_cases[] = {
+/* variant: the kv layout */
+static const val_bad_case bad_cases[] = {
     {"null_q_nope", I8, DSOPS_ERR_NULL, null_q_nope},
     {"null_q_rope", I8, DSOPS_ERR_NULL, null_q_rope},
     {"null_key_nope", I8, DSOPS_ERR_NULL, null_key_nope},
@@ -238,21 +240,17 @@ static const bad_case bad_cases[] = {
 };
 
 /* ---- valid but suspicious ---------------------------------------------------------------------------- */
-typedef struct ok_case {
-    const char *name;
-    dsops_kv_layout layout;
-    void (*mutate)(tp_problem *p);
-} ok_case;
-
 /* positions whose table entries are garbage, but which no token uses */
-static void skipped_beyond_length(tp_problem *p)
+static void skipped_beyond_length(void *problem)
 {
+    tp_problem *p = problem;
     p->len[2] = 3;
     p->idx[2 * 8 + 3] = 197;  /* j = 3 >= topk_length: never looked at */
     p->idx[2 * 8 + 7] = 499;
 }
-static void skipped_beyond_L(tp_problem *p)
+static void skipped_beyond_L(void *problem)
 {
+    tp_problem *p = problem;
     /* sequence 2 with seqused 5: token 3 (i = 0) sees L = 4, so j >= 4 is never looked at; an unneeded
      * column holds garbage */
     p->used[2] = 5;
@@ -260,39 +258,44 @@ static void skipped_beyond_L(tp_problem *p)
         p->idx[3 * 8 + j] = j < 4 ? j : 64 + j; /* j >= 4 would need column 1 (garbage) */
     p->table[2 * p->MB + 1] = 99999;
 }
-static void skipped_invalid_values(tp_problem *p)
+static void skipped_invalid_values(void *problem)
 {
+    tp_problem *p = problem;
     static const int32_t zoo[] = {-1, -5, INT32_MIN, INT32_MAX, 500, 507, 1 << 30, -1};
     for (int j = 0; j < 8; j++)
         p->idx[2 * 8 + j] = zoo[j]; /* sequence 1: seqused 500, nothing used */
 }
-static void topk_length_zero_and_huge(tp_problem *p)
+static void topk_length_zero_and_huge(void *problem)
 {
+    tp_problem *p = problem;
     p->len[0] = 0;
     p->len[1] = INT32_MAX;
     p->len[4] = 9;
 }
-static void garbage_everywhere_unused(tp_problem *p)
+static void garbage_everywhere_unused(void *problem)
 {
+    tp_problem *p = problem;
     for (int b = 0; b < 3; b++)
         for (int64_t c = 1; c < p->MB; c++)
             p->table[b * p->MB + c] = (int32_t)(c % 3 == 0 ? INT32_MIN : (c % 3 == 1 ? INT32_MAX : -1));
 }
-static void all_lonely(tp_problem *p)
+static void all_lonely(void *problem)
 {
+    tp_problem *p = problem;
     for (int64_t t = 0; t < p->T; t++)
         p->len[t] = 0;
     for (int64_t i = 0; i < 3 * p->MB; i++)
         p->table[i] = -1; /* nothing is needed, so nothing is checked */
 }
-static void empty_sequence_garbage_table(tp_problem *p)
+static void empty_sequence_garbage_table(void *problem)
 {
+    tp_problem *p = problem;
     p->used[2] = 0; /* sequence 2 holds no token: its tokens are lonely, its table row is never read */
     for (int64_t c = 0; c < p->MB; c++)
         p->table[2 * p->MB + c] = 99999;
 }
 
-static const ok_case ok_cases[] = {
+static const val_ok_case ok_cases[] = {
     {"skipped_beyond_topk_length", I8, skipped_beyond_length},
     {"skipped_beyond_topk_length_packed", PK, skipped_beyond_length},
     {"skipped_beyond_L", I8, skipped_beyond_L},
@@ -305,31 +308,33 @@ static const ok_case ok_cases[] = {
     {"empty_sequence_garbage_table", I8, empty_sequence_garbage_table},
 };
 
-static void run_bad(const bad_case *c)
+/* ---- the operator for the table runner ------------------------------------------------------------- */
+
+/* Adapters of sfa_problem.h; every validation program has them in this shape, over its own problem type. */
+static void *make_problem(int layout) { return base((dsops_kv_layout)layout); }
+static void free_problem(void *p) { tp_free(p); }
+static dsops_status call(dsops_context *c, void *p) { return dsops_sparse_flash_attention_v32(c, &((tp_problem *)p)->args); }
+static void arm(void *p) { tp_reset_outputs(p); }
+static void untouched(void *p, const char *name)
 {
-    if (!tu_selected(c->name))
-        return;
-    tp_problem *p = base(c->layout);
-    char frag[200] = "";
-    c->mutate(p, frag);
-    tp_reset_outputs(p);
-    tu_check_rejected(c->name, dsops_sparse_flash_attention_v32(ctx, &p->args), c->want, frag);
-    tu_check(tp_outputs_untouched(p), "%s: out / lse written although the call failed", c->name);
-    tp_free(p);
+    tu_check(tp_outputs_untouched(p), "%s: out / lse written although the call failed", name);
+}
+/* the oracle's result is kept in the problem */
+static void *oracle(void *p)
+{
+    tp_compute_ref(p);
+    return p;
+}
+static void compare(void *p, void *expected, const val_ok_case *c)
+{
+    (void)expected;
+    tp_check(p, c->name);
 }
 
-static void run_ok(const ok_case *c)
-{
-    if (!tu_selected(c->name))
-        return;
-    tp_problem *p = base(c->layout);
-    c->mutate(p);
-    tp_compute_ref(p);
-    tp_reset_outputs(p);
-    if (tu_check_accepted(c->name, dsops_sparse_flash_attention_v32(ctx, &p->args)))
-        tp_check(p, c->name);
-    tp_free(p);
-}
+static const val_ops sfa_ops = {
+    .make = make_problem, .free = free_problem, .call = call, .arm = arm, .untouched = untouched,
+    .oracle = oracle, .compare = compare,
+};
 
 static void test_init(void)
 {
@@ -354,29 +359,16 @@ static void test_init(void)
 }
 
 /* a NULL context uses a temporary one with the environment defaults */
-static void test_null_context(void)
-{
-    if (!tu_selected("null_context"))
-        return;
-    tp_problem *p = base(DSOPS_KV_SPLIT_BF16);
-    tp_compute_ref(p);
-    tp_reset_outputs(p);
-    dsops_status st = dsops_sparse_flash_attention_v32(NULL, &p->args);
-    if (tu_check(st == DSOPS_OK, "NULL context: %s (%s)", dsops_status_name(st), dsops_last_error()))
-        tp_check(p, "null_context");
-    tp_free(p);
-}
+static const val_ok_case null_context_cases[] = {{"null_context", BF, NULL}};
 
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 42);
     ctx = tu_context();
     test_init();
-    for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++)
-        run_bad(&bad_cases[i]);
-    for (size_t i = 0; i < sizeof ok_cases / sizeof ok_cases[0]; i++)
-        run_ok(&ok_cases[i]);
-    test_null_context();
+    val_run_bad(&sfa_ops, ctx, bad_cases, VAL_COUNT(bad_cases));
+    val_run_ok(&sfa_ops, ctx, ok_cases, VAL_COUNT(ok_cases));
+    val_run_ok(&sfa_ops, NULL, null_context_cases, VAL_COUNT(null_context_cases));
     dsops_context_destroy(ctx);
     return tu_finish();
 }

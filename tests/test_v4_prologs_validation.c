@@ -12,6 +12,7 @@
 
 #include "ref.h"
 #include "test_util.h"
+#include "validation.h"
 
 static dsops_context *ctx;
 
@@ -28,7 +29,10 @@ static dsops_context *ctx;
  * [3, 2], weights [3, 2] (NI 2, DI 64). */
 enum { T_ = 3, H_ = 32, Q_ = 16, N_ = 2, D_ = 72, NI_ = 2, DI_ = 64 };
 
+typedef enum which_op { MLA, IDX } which_op;
+
 typedef struct fixture {
+    which_op op;                  /* the operator a table row calls */
     int int8;                     /* mla variant */
     dsops_mla_prolog_v4_args m;
     dsops_indexer_prolog_v4_args ix;
@@ -199,17 +203,7 @@ static int unchanged(const fixture *f, const char *label, int outputs_only)
 
 /* ---- bad argument sets ------------------------------------------------------------------------------- */
 
-typedef enum which_op { MLA, IDX } which_op;
-
-typedef struct bad_case {
-    const char *name;
-    which_op op;
-    int int8;                     /* mla variant */
-    dsops_status want;
-    void (*mutate)(fixture *f, char *frag);
-} bad_case;
-
-#define FRAG(...) snprintf(frag, 200, __VA_ARGS__)
+#define FRAG(...) snprintf(frag, VAL_FRAG_MAX, __VA_ARGS__)
 #define M (&f->m)
 #define X (&f->ix)
 
@@ -222,64 +216,66 @@ static void rank_up(dsops_tensor *t)
 }
 
 /* mla: V2 NULL */
-static void m_null_x(fixture *f, char *frag) { M->x.data = NULL; FRAG("x"); }
-static void m_null_wq_a(fixture *f, char *frag) { M->wq_a.data = NULL; FRAG("wq_a"); }
-static void m_null_gamma_cq(fixture *f, char *frag) { M->gamma_cq.data = NULL; FRAG("gamma_cq"); }
-static void m_null_wq_b(fixture *f, char *frag) { M->wq_b.data = NULL; FRAG("wq_b"); }
-static void m_null_wq_b_scale(fixture *f, char *frag) { M->wq_b_scale.data = NULL; FRAG("wq_b_scale"); }
-static void m_null_wkv(fixture *f, char *frag) { M->wkv.data = NULL; FRAG("wkv"); }
-static void m_null_gamma_ckv(fixture *f, char *frag) { M->gamma_ckv.data = NULL; FRAG("gamma_ckv"); }
-static void m_null_cos(fixture *f, char *frag) { M->rope_cos.data = NULL; FRAG("rope_cos"); }
-static void m_null_sin(fixture *f, char *frag) { M->rope_sin.data = NULL; FRAG("rope_sin"); }
-static void m_null_q(fixture *f, char *frag) { M->q.data = NULL; FRAG("q is NULL|q "); }
-static void m_null_kv(fixture *f, char *frag) { M->kv.data = NULL; FRAG("kv"); }
-static void m_null_qr(fixture *f, char *frag) { M->qr.data = NULL; FRAG("qr"); }
-static void m_null_qr_scale(fixture *f, char *frag) { M->qr_scale.data = NULL; FRAG("qr_scale"); }
+static void m_null_x(void *problem, char *frag) { fixture *f = problem; M->x.data = NULL; FRAG("x"); }
+static void m_null_wq_a(void *problem, char *frag) { fixture *f = problem; M->wq_a.data = NULL; FRAG("wq_a"); }
+static void m_null_gamma_cq(void *problem, char *frag) { fixture *f = problem; M->gamma_cq.data = NULL; FRAG("gamma_cq"); }
+static void m_null_wq_b(void *problem, char *frag) { fixture *f = problem; M->wq_b.data = NULL; FRAG("wq_b"); }
+static void m_null_wq_b_scale(void *problem, char *frag) { fixture *f = problem; M->wq_b_scale.data = NULL; FRAG("wq_b_scale"); }
+static void m_null_wkv(void *problem, char *frag) { fixture *f = problem; M->wkv.data = NULL; FRAG("wkv"); }
+static void m_null_gamma_ckv(void *problem, char *frag) { fixture *f = problem; M->gamma_ckv.data = NULL; FRAG("gamma_ckv"); }
+static void m_null_cos(void *problem, char *frag) { fixture *f = problem; M->rope_cos.data = NULL; FRAG("rope_cos"); }
+static void m_null_sin(void *problem, char *frag) { fixture *f = problem; M->rope_sin.data = NULL; FRAG("rope_sin"); }
+static void m_null_q(void *problem, char *frag) { fixture *f = problem; M->q.data = NULL; FRAG("q is NULL|q "); }
+static void m_null_kv(void *problem, char *frag) { fixture *f = problem; M->kv.data = NULL; FRAG("kv"); }
+static void m_null_qr(void *problem, char *frag) { fixture *f = problem; M->qr.data = NULL; FRAG("qr"); }
+static void m_null_qr_scale(void *problem, char *frag) { fixture *f = problem; M->qr_scale.data = NULL; FRAG("qr_scale"); }
 
 /* mla: V3 shapes */
-static void m_rank_x(fixture *f, char *frag) { rank_up(&M->x); FRAG("x has rank 3|x"); }
-static void m_rank_wq_b(fixture *f, char *frag) { M->wq_b.ndim = 1; FRAG("wq_b"); }
-static void m_rank_gamma_cq(fixture *f, char *frag) { rank_up(&M->gamma_cq); FRAG("gamma_cq"); }
-static void m_rank_cos(fixture *f, char *frag) { M->rope_cos.ndim = 1; FRAG("rope_cos"); }
-static void m_rank_q(fixture *f, char *frag) { M->q.ndim = 2; FRAG("q has rank|q.shape|q "); }
-static void m_rank_kv(fixture *f, char *frag) { rank_up(&M->kv); FRAG("kv"); }
-static void m_rank_qr_scale(fixture *f, char *frag) { rank_up(&M->qr_scale); FRAG("qr_scale"); }
-static void m_x_h(fixture *f, char *frag) { M->x.shape[1] -= 1; FRAG("x.shape[1]|wq_a.shape[1]|wkv.shape[1]"); }
-static void m_x_t(fixture *f, char *frag) { M->x.shape[0] -= 1; FRAG("x.shape[0]|rope_cos.shape[0]|q.shape[0]|kv.shape[0]|qr.shape[0]|qr_scale.shape[0]"); }
-static void m_wq_a_h(fixture *f, char *frag) { M->wq_a.shape[1] -= 1; FRAG("of wq_a|wq_a.shape[1]|x.shape[1]"); }
-static void m_wq_a_q(fixture *f, char *frag) { M->wq_a.shape[0] -= 1; FRAG("wq_a.shape[0]|gamma_cq.shape[0]|wq_b.shape[1]|qr.shape[1]"); }
-static void m_gamma_cq(fixture *f, char *frag) { M->gamma_cq.shape[0] -= 1; FRAG("gamma_cq.shape[0]"); }
-static void m_wq_b_q(fixture *f, char *frag) { M->wq_b.shape[1] -= 1; FRAG("wq_b.shape[1]"); }
+static void m_rank_x(void *problem, char *frag) { fixture *f = problem; rank_up(&M->x); FRAG("x has rank 3|x"); }
+static void m_rank_wq_b(void *problem, char *frag) { fixture *f = problem; M->wq_b.ndim = 1; FRAG("wq_b"); }
+static void m_rank_gamma_cq(void *problem, char *frag) { fixture *f = problem; rank_up(&M->gamma_cq); FRAG("gamma_cq"); }
+static void m_rank_cos(void *problem, char *frag) { fixture *f = problem; M->rope_cos.ndim = 1; FRAG("rope_cos"); }
+static void m_rank_q(void *problem, char *frag) { fixture *f = problem; M->q.ndim = 2; FRAG("q has rank|q.shape|q "); }
+static void m_rank_kv(void *problem, char *frag) { fixture *f = problem; rank_up(&M->kv); FRAG("kv"); }
+static void m_rank_qr_scale(void *problem, char *frag) { fixture *f = problem; rank_up(&M->qr_scale); FRAG("qr_scale"); }
+static void m_x_h(void *problem, char *frag) { fixture *f = problem; M->x.shape[1] -= 1; FRAG("x.shape[1]|wq_a.shape[1]|wkv.shape[1]"); }
+static void m_x_t(void *problem, char *frag) { fixture *f = problem; M->x.shape[0] -= 1; FRAG("x.shape[0]|rope_cos.shape[0]|q.shape[0]|kv.shape[0]|qr.shape[0]|qr_scale.shape[0]"); }
+static void m_wq_a_h(void *problem, char *frag) { fixture *f = problem; M->wq_a.shape[1] -= 1; FRAG("of wq_a|wq_a.shape[1]|x.shape[1]"); }
+static void m_wq_a_q(void *problem, char *frag) { fixture *f = problem; M->wq_a.shape[0] -= 1; FRAG("wq_a.shape[0]|gamma_cq.shape[0]|wq_b.shape[1]|qr.shape[1]"); }
+static void m_gamma_cq(void *problem, char *frag) { fixture *f = problem; M->gamma_cq.shape[0] -= 1; FRAG("gamma_cq.shape[0]"); }
+static void m_wq_b_q(void *problem, char *frag) { fixture *f = problem; M->wq_b.shape[1] -= 1; FRAG("wq_b.shape[1]"); }
 /* N*D must equal the rows of wq_b: one row fewer (not a multiple of D), one head fewer (a multiple) */
-static void m_wq_b_rows(fixture *f, char *frag) { M->wq_b.shape[0] -= 1; FRAG("wq_b.shape[0]|wq_b_scale.shape[0]|q.shape[1]"); }
-static void m_wq_b_heads(fixture *f, char *frag) { M->wq_b.shape[0] -= D_; FRAG("wq_b.shape[0]|wq_b_scale.shape[0]|q.shape[1]"); }
-static void m_wq_b_heads_scale(fixture *f, char *frag)
+static void m_wq_b_rows(void *problem, char *frag) { fixture *f = problem; M->wq_b.shape[0] -= 1; FRAG("wq_b.shape[0]|wq_b_scale.shape[0]|q.shape[1]"); }
+static void m_wq_b_heads(void *problem, char *frag) { fixture *f = problem; M->wq_b.shape[0] -= D_; FRAG("wq_b.shape[0]|wq_b_scale.shape[0]|q.shape[1]"); }
+static void m_wq_b_heads_scale(void *problem, char *frag)
 {
+    fixture *f = problem;
     M->wq_b.shape[0] -= D_;
     M->wq_b_scale.shape[0] -= D_;
     FRAG("wq_b.shape[0]|q.shape[1]");
 }
-static void m_wq_b_scale(fixture *f, char *frag) { M->wq_b_scale.shape[0] -= 1; FRAG("wq_b_scale.shape[0]"); }
-static void m_wkv_d(fixture *f, char *frag) { M->wkv.shape[0] -= 1; FRAG("of wkv|from wkv|wkv.shape[0]|gamma_ckv.shape[0]|kv.shape[1]|q.shape[2]"); }
-static void m_wkv_h(fixture *f, char *frag) { M->wkv.shape[1] -= 1; FRAG("wkv.shape[1]|x.shape[1]"); }
-static void m_gamma_ckv(fixture *f, char *frag) { M->gamma_ckv.shape[0] -= 1; FRAG("gamma_ckv.shape[0]"); }
-static void m_cos_w(fixture *f, char *frag) { M->rope_cos.shape[1] = 32; FRAG("rope_cos.shape[1]"); }
-static void m_sin_t(fixture *f, char *frag) { M->rope_sin.shape[0] -= 1; FRAG("rope_sin.shape[0]"); }
-static void m_q_t(fixture *f, char *frag) { M->q.shape[0] -= 1; FRAG("q.shape[0]"); }
-static void m_q_n(fixture *f, char *frag) { M->q.shape[1] -= 1; FRAG("q.shape[1]|wq_b.shape[0]"); }
-static void m_q_d(fixture *f, char *frag) { M->q.shape[2] -= 1; FRAG("q.shape[2]|wkv.shape[0]"); }
-static void m_kv_t(fixture *f, char *frag) { M->kv.shape[0] -= 1; FRAG("kv.shape[0]"); }
-static void m_kv_d(fixture *f, char *frag) { M->kv.shape[1] -= 1; FRAG("kv.shape[1]|wkv.shape[0]"); }
-static void m_qr_q(fixture *f, char *frag) { M->qr.shape[1] -= 1; FRAG("qr.shape[1]"); }
-static void m_qr_t(fixture *f, char *frag) { M->qr.shape[0] -= 1; FRAG("qr.shape[0]"); }
-static void m_qr_scale(fixture *f, char *frag) { M->qr_scale.shape[0] -= 1; FRAG("qr_scale.shape[0]"); }
-static void m_stride_x(fixture *f, char *frag)
+static void m_wq_b_scale(void *problem, char *frag) { fixture *f = problem; M->wq_b_scale.shape[0] -= 1; FRAG("wq_b_scale.shape[0]"); }
+static void m_wkv_d(void *problem, char *frag) { fixture *f = problem; M->wkv.shape[0] -= 1; FRAG("of wkv|from wkv|wkv.shape[0]|gamma_ckv.shape[0]|kv.shape[1]|q.shape[2]"); }
+static void m_wkv_h(void *problem, char *frag) { fixture *f = problem; M->wkv.shape[1] -= 1; FRAG("wkv.shape[1]|x.shape[1]"); }
+static void m_gamma_ckv(void *problem, char *frag) { fixture *f = problem; M->gamma_ckv.shape[0] -= 1; FRAG("gamma_ckv.shape[0]"); }
+static void m_cos_w(void *problem, char *frag) { fixture *f = problem; M->rope_cos.shape[1] = 32; FRAG("rope_cos.shape[1]"); }
+static void m_sin_t(void *problem, char *frag) { fixture *f = problem; M->rope_sin.shape[0] -= 1; FRAG("rope_sin.shape[0]"); }
+static void m_q_t(void *problem, char *frag) { fixture *f = problem; M->q.shape[0] -= 1; FRAG("q.shape[0]"); }
+static void m_q_n(void *problem, char *frag) { fixture *f = problem; M->q.shape[1] -= 1; FRAG("q.shape[1]|wq_b.shape[0]"); }
+static void m_q_d(void *problem, char *frag) { fixture *f = problem; M->q.shape[2] -= 1; FRAG("q.shape[2]|wkv.shape[0]"); }
+static void m_kv_t(void *problem, char *frag) { fixture *f = problem; M->kv.shape[0] -= 1; FRAG("kv.shape[0]"); }
+static void m_kv_d(void *problem, char *frag) { fixture *f = problem; M->kv.shape[1] -= 1; FRAG("kv.shape[1]|wkv.shape[0]"); }
+static void m_qr_q(void *problem, char *frag) { fixture *f = problem; M->qr.shape[1] -= 1; FRAG("qr.shape[1]"); }
+static void m_qr_t(void *problem, char *frag) { fixture *f = problem; M->qr.shape[0] -= 1; FRAG("qr.shape[0]"); }
+static void m_qr_scale(void *problem, char *frag) { fixture *f = problem; M->qr_scale.shape[0] -= 1; FRAG("qr_scale.shape[0]"); }
+static void m_stride_x(void *problem, char *frag)
 {
+    fixture *f = problem;
     M->x.shape[1] /= 2, M->wq_a.shape[1] /= 2, M->wkv.shape[1] /= 2;
     M->x.stride[1] = 2;
     FRAG("x.stride[1]");
 }
-static void m_stride_q(fixture *f, char *frag) { M->q.shape[2] = 36 + 64 / 2; M->q.stride[2] = 2; FRAG("q.stride[2]|q.shape[2]"); }
+static void m_stride_q(void *problem, char *frag) { fixture *f = problem; M->q.shape[2] = 36 + 64 / 2; M->q.stride[2] = 2; FRAG("q.stride[2]|q.shape[2]"); }
 /* every D extent set to d (views narrowed inside their buffers) */
 static void m_set_d(fixture *f, int64_t d)
 {
@@ -290,12 +286,13 @@ static void m_set_d(fixture *f, int64_t d)
     M->q.shape[2] = d, M->q.stride[1] = d, M->q.stride[0] = N_ * d;
     M->kv.shape[1] = d, M->kv.stride[0] = d;
 }
-static void m_d64(fixture *f, char *frag) { m_set_d(f, 64); FRAG("64"); }
-static void m_d1(fixture *f, char *frag) { m_set_d(f, 1); FRAG("64"); }
+static void m_d64(void *problem, char *frag) { fixture *f = problem; m_set_d(f, 64); FRAG("64"); }
+static void m_d1(void *problem, char *frag) { fixture *f = problem; m_set_d(f, 1); FRAG("64"); }
 /* Q = 131073 for int8 wq_b (spec §2.2): the weights' rows share one buffer row (outer stride 0); gamma_cq
  * and qr get real buffers (a few hundred KB) */
-static void m_big_q(fixture *f, char *frag)
+static void m_big_q(void *problem, char *frag)
 {
+    fixture *f = problem;
     M->wq_a.shape[0] = BIG_Q, M->wq_a.stride[0] = 0;
     M->wq_b.shape[1] = BIG_Q, M->wq_b.stride[0] = 0;
     M->wq_b.data = fx_alloc(f, BIG_Q * dsops_dtype_size(M->wq_b.dtype), 0);
@@ -307,94 +304,97 @@ static void m_big_q(fixture *f, char *frag)
 }
 
 /* mla: V4 dtypes */
-static void m_dt_x(fixture *f, char *frag) { M->x.dtype = DSOPS_FP16; FRAG("x has dtype fp16"); }
-static void m_dt_wq_a(fixture *f, char *frag) { M->wq_a.dtype = DSOPS_INT8; FRAG("wq_a has dtype int8"); }
-static void m_dt_gamma_cq(fixture *f, char *frag) { M->gamma_cq.dtype = DSOPS_FP16; FRAG("gamma_cq has dtype fp16"); }
-static void m_dt_wq_b(fixture *f, char *frag) { M->wq_b.dtype = DSOPS_FP16; FRAG("wq_b has dtype fp16"); }
-static void m_dt_wq_b_scale(fixture *f, char *frag) { M->wq_b_scale.dtype = DSOPS_BF16; FRAG("wq_b_scale has dtype bf16"); }
-static void m_dt_wkv(fixture *f, char *frag) { M->wkv.dtype = DSOPS_INT8; FRAG("wkv has dtype int8"); }
-static void m_dt_gamma_ckv(fixture *f, char *frag) { M->gamma_ckv.dtype = DSOPS_INT32; FRAG("gamma_ckv has dtype int32"); }
-static void m_dt_cos(fixture *f, char *frag) { M->rope_cos.dtype = DSOPS_FP16; FRAG("rope_cos has dtype fp16"); }
-static void m_dt_sin(fixture *f, char *frag) { M->rope_sin.dtype = DSOPS_INT8; FRAG("rope_sin has dtype int8"); }
-static void m_dt_q(fixture *f, char *frag) { M->q.dtype = DSOPS_FP32; FRAG("q has dtype fp32"); }
-static void m_dt_kv(fixture *f, char *frag) { M->kv.dtype = DSOPS_FP16; FRAG("kv has dtype fp16"); }
-static void m_dt_qr_int8(fixture *f, char *frag) { M->qr.dtype = DSOPS_INT8; FRAG("qr has dtype int8"); }
-static void m_dt_qr_bf16(fixture *f, char *frag) { M->qr.dtype = DSOPS_BF16; FRAG("qr has dtype bf16"); }
-static void m_dt_qr_scale(fixture *f, char *frag) { M->qr_scale.dtype = DSOPS_BF16; FRAG("qr_scale has dtype bf16"); }
-static void m_dt_invalid(fixture *f, char *frag) { M->x.dtype = (dsops_dtype)42; FRAG("x has dtype"); }
+static void m_dt_x(void *problem, char *frag) { fixture *f = problem; M->x.dtype = DSOPS_FP16; FRAG("x has dtype fp16"); }
+static void m_dt_wq_a(void *problem, char *frag) { fixture *f = problem; M->wq_a.dtype = DSOPS_INT8; FRAG("wq_a has dtype int8"); }
+static void m_dt_gamma_cq(void *problem, char *frag) { fixture *f = problem; M->gamma_cq.dtype = DSOPS_FP16; FRAG("gamma_cq has dtype fp16"); }
+static void m_dt_wq_b(void *problem, char *frag) { fixture *f = problem; M->wq_b.dtype = DSOPS_FP16; FRAG("wq_b has dtype fp16"); }
+static void m_dt_wq_b_scale(void *problem, char *frag) { fixture *f = problem; M->wq_b_scale.dtype = DSOPS_BF16; FRAG("wq_b_scale has dtype bf16"); }
+static void m_dt_wkv(void *problem, char *frag) { fixture *f = problem; M->wkv.dtype = DSOPS_INT8; FRAG("wkv has dtype int8"); }
+static void m_dt_gamma_ckv(void *problem, char *frag) { fixture *f = problem; M->gamma_ckv.dtype = DSOPS_INT32; FRAG("gamma_ckv has dtype int32"); }
+static void m_dt_cos(void *problem, char *frag) { fixture *f = problem; M->rope_cos.dtype = DSOPS_FP16; FRAG("rope_cos has dtype fp16"); }
+static void m_dt_sin(void *problem, char *frag) { fixture *f = problem; M->rope_sin.dtype = DSOPS_INT8; FRAG("rope_sin has dtype int8"); }
+static void m_dt_q(void *problem, char *frag) { fixture *f = problem; M->q.dtype = DSOPS_FP32; FRAG("q has dtype fp32"); }
+static void m_dt_kv(void *problem, char *frag) { fixture *f = problem; M->kv.dtype = DSOPS_FP16; FRAG("kv has dtype fp16"); }
+static void m_dt_qr_int8(void *problem, char *frag) { fixture *f = problem; M->qr.dtype = DSOPS_INT8; FRAG("qr has dtype int8"); }
+static void m_dt_qr_bf16(void *problem, char *frag) { fixture *f = problem; M->qr.dtype = DSOPS_BF16; FRAG("qr has dtype bf16"); }
+static void m_dt_qr_scale(void *problem, char *frag) { fixture *f = problem; M->qr_scale.dtype = DSOPS_BF16; FRAG("qr_scale has dtype bf16"); }
+static void m_dt_invalid(void *problem, char *frag) { fixture *f = problem; M->x.dtype = (dsops_dtype)42; FRAG("x has dtype"); }
 
 /* mla: V5 parameters */
-static void m_eps_cq_nan(fixture *f, char *frag) { M->eps_cq = NAN; FRAG("eps_cq"); }
-static void m_eps_cq_neg(fixture *f, char *frag) { M->eps_cq = -1e-6f; FRAG("eps_cq"); }
-static void m_eps_ckv_inf(fixture *f, char *frag) { M->eps_ckv = INFINITY; FRAG("eps_ckv"); }
-static void m_eps_qh_nan(fixture *f, char *frag) { M->eps_qh = NAN; FRAG("eps_qh"); }
-static void m_eps_qh_inf(fixture *f, char *frag) { M->eps_qh = INFINITY; FRAG("eps_qh"); }
-static void m_eps_qh_neg(fixture *f, char *frag) { M->eps_qh = -0.5f; FRAG("eps_qh"); }
-static void m_rope_mode(fixture *f, char *frag) { M->rope_mode = (dsops_rope_mode)3; FRAG("rope_mode"); }
-static void m_rope_mode_neg(fixture *f, char *frag) { M->rope_mode = (dsops_rope_mode)-1; FRAG("rope_mode"); }
+static void m_eps_cq_nan(void *problem, char *frag) { fixture *f = problem; M->eps_cq = NAN; FRAG("eps_cq"); }
+static void m_eps_cq_neg(void *problem, char *frag) { fixture *f = problem; M->eps_cq = -1e-6f; FRAG("eps_cq"); }
+static void m_eps_ckv_inf(void *problem, char *frag) { fixture *f = problem; M->eps_ckv = INFINITY; FRAG("eps_ckv"); }
+static void m_eps_qh_nan(void *problem, char *frag) { fixture *f = problem; M->eps_qh = NAN; FRAG("eps_qh"); }
+static void m_eps_qh_inf(void *problem, char *frag) { fixture *f = problem; M->eps_qh = INFINITY; FRAG("eps_qh"); }
+static void m_eps_qh_neg(void *problem, char *frag) { fixture *f = problem; M->eps_qh = -0.5f; FRAG("eps_qh"); }
+static void m_rope_mode(void *problem, char *frag) { fixture *f = problem; M->rope_mode = (dsops_rope_mode)3; FRAG("rope_mode"); }
+static void m_rope_mode_neg(void *problem, char *frag) { fixture *f = problem; M->rope_mode = (dsops_rope_mode)-1; FRAG("rope_mode"); }
 
 /* mla: V9 aliasing (the moved view stays inside the SLACK bytes of its new buffer) */
-static void m_alias_q_x(fixture *f, char *frag) { M->q.data = M->x.data; FRAG("q overlaps x in|x overlaps q in"); }
-static void m_alias_kv_q(fixture *f, char *frag) { M->kv.data = (uint16_t *)M->q.data + 8; FRAG("kv overlaps q in|q overlaps kv in"); }
-static void m_alias_qr_kv(fixture *f, char *frag) { M->qr.data = M->kv.data; FRAG("qr overlaps kv in|kv overlaps qr in"); }
-static void m_alias_qr_scale_qr(fixture *f, char *frag) { M->qr_scale.data = (char *)M->qr.data + Q_; FRAG("qr_scale overlaps qr in|qr overlaps qr_scale in"); }
-static void m_alias_q_wq_b(fixture *f, char *frag) { M->q.data = (char *)M->wq_b.data + 6; FRAG("q overlaps wq_b in|wq_b overlaps q in"); }
-static void m_alias_kv_cos(fixture *f, char *frag) { M->kv.data = M->rope_cos.data; FRAG("kv overlaps rope_cos in|rope_cos overlaps kv in"); }
-static void m_alias_qr_gamma(fixture *f, char *frag) { M->qr.data = M->gamma_cq.data; FRAG("qr overlaps gamma_cq in|gamma_cq overlaps qr in"); }
-static void m_alias_q_wq_b_scale(fixture *f, char *frag) { M->q.data = M->wq_b_scale.data; FRAG("q overlaps wq_b_scale in|wq_b_scale overlaps q in"); }
+static void m_alias_q_x(void *problem, char *frag) { fixture *f = problem; M->q.data = M->x.data; FRAG("q overlaps x in|x overlaps q in"); }
+static void m_alias_kv_q(void *problem, char *frag) { fixture *f = problem; M->kv.data = (uint16_t *)M->q.data + 8; FRAG("kv overlaps q in|q overlaps kv in"); }
+static void m_alias_qr_kv(void *problem, char *frag) { fixture *f = problem; M->qr.data = M->kv.data; FRAG("qr overlaps kv in|kv overlaps qr in"); }
+static void m_alias_qr_scale_qr(void *problem, char *frag) { fixture *f = problem; M->qr_scale.data = (char *)M->qr.data + Q_; FRAG("qr_scale overlaps qr in|qr overlaps qr_scale in"); }
+static void m_alias_q_wq_b(void *problem, char *frag) { fixture *f = problem; M->q.data = (char *)M->wq_b.data + 6; FRAG("q overlaps wq_b in|wq_b overlaps q in"); }
+static void m_alias_kv_cos(void *problem, char *frag) { fixture *f = problem; M->kv.data = M->rope_cos.data; FRAG("kv overlaps rope_cos in|rope_cos overlaps kv in"); }
+static void m_alias_qr_gamma(void *problem, char *frag) { fixture *f = problem; M->qr.data = M->gamma_cq.data; FRAG("qr overlaps gamma_cq in|gamma_cq overlaps qr in"); }
+static void m_alias_q_wq_b_scale(void *problem, char *frag) { fixture *f = problem; M->q.data = M->wq_b_scale.data; FRAG("q overlaps wq_b_scale in|wq_b_scale overlaps q in"); }
 /* the first element of q on the last of kv */
-static void m_alias_kv_end(fixture *f, char *frag)
+static void m_alias_kv_end(void *problem, char *frag)
 {
+    fixture *f = problem;
     M->q.data = (uint16_t *)M->kv.data + (T_ * D_ - 1);
     FRAG("q overlaps kv in|kv overlaps q in");
 }
 
 /* indexer: V2 NULL */
-static void i_null_qr(fixture *f, char *frag) { X->qr.data = NULL; FRAG("qr"); }
-static void i_null_qr_scale(fixture *f, char *frag) { X->qr_scale.data = NULL; FRAG("qr_scale"); }
-static void i_null_x(fixture *f, char *frag) { X->x.data = NULL; FRAG("x"); }
-static void i_null_wq_b(fixture *f, char *frag) { X->idx_wq_b.data = NULL; FRAG("idx_wq_b"); }
-static void i_null_wq_b_scale(fixture *f, char *frag) { X->idx_wq_b_scale.data = NULL; FRAG("idx_wq_b_scale"); }
-static void i_null_wproj(fixture *f, char *frag) { X->weights_proj.data = NULL; FRAG("weights_proj"); }
-static void i_null_cos(fixture *f, char *frag) { X->rope_cos.data = NULL; FRAG("rope_cos"); }
-static void i_null_sin(fixture *f, char *frag) { X->rope_sin.data = NULL; FRAG("rope_sin"); }
-static void i_null_had(fixture *f, char *frag) { X->hadamard.data = NULL; FRAG("hadamard"); }
-static void i_null_q_idx(fixture *f, char *frag) { X->q_idx.data = NULL; FRAG("q_idx"); }
-static void i_null_q_idx_scale(fixture *f, char *frag) { X->q_idx_scale.data = NULL; FRAG("q_idx_scale"); }
-static void i_null_weights(fixture *f, char *frag) { X->weights.data = NULL; FRAG("weights"); }
+static void i_null_qr(void *problem, char *frag) { fixture *f = problem; X->qr.data = NULL; FRAG("qr"); }
+static void i_null_qr_scale(void *problem, char *frag) { fixture *f = problem; X->qr_scale.data = NULL; FRAG("qr_scale"); }
+static void i_null_x(void *problem, char *frag) { fixture *f = problem; X->x.data = NULL; FRAG("x"); }
+static void i_null_wq_b(void *problem, char *frag) { fixture *f = problem; X->idx_wq_b.data = NULL; FRAG("idx_wq_b"); }
+static void i_null_wq_b_scale(void *problem, char *frag) { fixture *f = problem; X->idx_wq_b_scale.data = NULL; FRAG("idx_wq_b_scale"); }
+static void i_null_wproj(void *problem, char *frag) { fixture *f = problem; X->weights_proj.data = NULL; FRAG("weights_proj"); }
+static void i_null_cos(void *problem, char *frag) { fixture *f = problem; X->rope_cos.data = NULL; FRAG("rope_cos"); }
+static void i_null_sin(void *problem, char *frag) { fixture *f = problem; X->rope_sin.data = NULL; FRAG("rope_sin"); }
+static void i_null_had(void *problem, char *frag) { fixture *f = problem; X->hadamard.data = NULL; FRAG("hadamard"); }
+static void i_null_q_idx(void *problem, char *frag) { fixture *f = problem; X->q_idx.data = NULL; FRAG("q_idx"); }
+static void i_null_q_idx_scale(void *problem, char *frag) { fixture *f = problem; X->q_idx_scale.data = NULL; FRAG("q_idx_scale"); }
+static void i_null_weights(void *problem, char *frag) { fixture *f = problem; X->weights.data = NULL; FRAG("weights"); }
 
 /* indexer: V3 shapes */
-static void i_rank_qr(fixture *f, char *frag) { rank_up(&X->qr); FRAG("qr"); }
-static void i_rank_had(fixture *f, char *frag) { X->hadamard.ndim = 1; FRAG("hadamard"); }
-static void i_rank_q_idx(fixture *f, char *frag) { X->q_idx.ndim = 2; FRAG("q_idx"); }
-static void i_rank_weights(fixture *f, char *frag) { X->weights.ndim = 1; FRAG("weights"); }
-static void i_qr_q(fixture *f, char *frag) { X->qr.shape[1] -= 1; FRAG("qr.shape[1]|idx_wq_b.shape[1]"); }
-static void i_qr_t(fixture *f, char *frag) { X->qr.shape[0] -= 1; FRAG("of qr)|qr.shape[0]|x.shape[0]"); }
-static void i_qr_scale(fixture *f, char *frag) { X->qr_scale.shape[0] -= 1; FRAG("qr_scale.shape[0]"); }
-static void i_x_t(fixture *f, char *frag) { X->x.shape[0] -= 1; FRAG("x.shape[0]|qr.shape[0]"); }
-static void i_x_h(fixture *f, char *frag) { X->x.shape[1] -= 1; FRAG("x.shape[1]|weights_proj.shape[1]"); }
-static void i_wq_b_rows(fixture *f, char *frag) { X->idx_wq_b.shape[0] -= 1; FRAG("idx_wq_b.shape[0]|idx_wq_b_scale.shape[0]"); }
-static void i_wq_b_heads(fixture *f, char *frag) { X->idx_wq_b.shape[0] -= DI_; FRAG("idx_wq_b.shape[0]|idx_wq_b_scale.shape[0]|weights_proj.shape[0]"); }
-static void i_wq_b_q(fixture *f, char *frag) { X->idx_wq_b.shape[1] -= 1; FRAG("idx_wq_b.shape[1]|qr.shape[1]"); }
-static void i_wq_b_scale(fixture *f, char *frag) { X->idx_wq_b_scale.shape[0] -= 1; FRAG("idx_wq_b_scale.shape[0]"); }
-static void i_wproj_h(fixture *f, char *frag) { X->weights_proj.shape[1] -= 1; FRAG("weights_proj.shape[1]|x.shape[1]"); }
-static void i_wproj_ni(fixture *f, char *frag) { X->weights_proj.shape[0] -= 1; FRAG("weights_proj.shape[0]|idx_wq_b.shape[0]|q_idx.shape[1]|weights.shape[1]"); }
-static void i_had_cols(fixture *f, char *frag) { X->hadamard.shape[1] -= 1; FRAG("hadamard.shape[1]"); }
-static void i_had_di(fixture *f, char *frag)
+static void i_rank_qr(void *problem, char *frag) { fixture *f = problem; rank_up(&X->qr); FRAG("qr"); }
+static void i_rank_had(void *problem, char *frag) { fixture *f = problem; X->hadamard.ndim = 1; FRAG("hadamard"); }
+static void i_rank_q_idx(void *problem, char *frag) { fixture *f = problem; X->q_idx.ndim = 2; FRAG("q_idx"); }
+static void i_rank_weights(void *problem, char *frag) { fixture *f = problem; X->weights.ndim = 1; FRAG("weights"); }
+static void i_qr_q(void *problem, char *frag) { fixture *f = problem; X->qr.shape[1] -= 1; FRAG("qr.shape[1]|idx_wq_b.shape[1]"); }
+static void i_qr_t(void *problem, char *frag) { fixture *f = problem; X->qr.shape[0] -= 1; FRAG("of qr)|qr.shape[0]|x.shape[0]"); }
+static void i_qr_scale(void *problem, char *frag) { fixture *f = problem; X->qr_scale.shape[0] -= 1; FRAG("qr_scale.shape[0]"); }
+static void i_x_t(void *problem, char *frag) { fixture *f = problem; X->x.shape[0] -= 1; FRAG("x.shape[0]|qr.shape[0]"); }
+static void i_x_h(void *problem, char *frag) { fixture *f = problem; X->x.shape[1] -= 1; FRAG("x.shape[1]|weights_proj.shape[1]"); }
+static void i_wq_b_rows(void *problem, char *frag) { fixture *f = problem; X->idx_wq_b.shape[0] -= 1; FRAG("idx_wq_b.shape[0]|idx_wq_b_scale.shape[0]"); }
+static void i_wq_b_heads(void *problem, char *frag) { fixture *f = problem; X->idx_wq_b.shape[0] -= DI_; FRAG("idx_wq_b.shape[0]|idx_wq_b_scale.shape[0]|weights_proj.shape[0]"); }
+static void i_wq_b_q(void *problem, char *frag) { fixture *f = problem; X->idx_wq_b.shape[1] -= 1; FRAG("idx_wq_b.shape[1]|qr.shape[1]"); }
+static void i_wq_b_scale(void *problem, char *frag) { fixture *f = problem; X->idx_wq_b_scale.shape[0] -= 1; FRAG("idx_wq_b_scale.shape[0]"); }
+static void i_wproj_h(void *problem, char *frag) { fixture *f = problem; X->weights_proj.shape[1] -= 1; FRAG("weights_proj.shape[1]|x.shape[1]"); }
+static void i_wproj_ni(void *problem, char *frag) { fixture *f = problem; X->weights_proj.shape[0] -= 1; FRAG("weights_proj.shape[0]|idx_wq_b.shape[0]|q_idx.shape[1]|weights.shape[1]"); }
+static void i_had_cols(void *problem, char *frag) { fixture *f = problem; X->hadamard.shape[1] -= 1; FRAG("hadamard.shape[1]"); }
+static void i_had_di(void *problem, char *frag)
 {
+    fixture *f = problem;
     X->hadamard.shape[0] = X->hadamard.shape[1] = 80, X->hadamard.stride[0] = 80; /* DI 80 disagrees with idx_wq_b */
     FRAG("hadamard|idx_wq_b|q_idx");
 }
-static void i_cos_w(fixture *f, char *frag) { X->rope_cos.shape[1] = 63; FRAG("rope_cos.shape[1]"); }
-static void i_sin_t(fixture *f, char *frag) { X->rope_sin.shape[0] += 1; FRAG("rope_sin.shape[0]"); }
-static void i_q_idx_di(fixture *f, char *frag) { X->q_idx.shape[2] -= 1; FRAG("q_idx.shape[2]"); }
-static void i_q_idx_ni(fixture *f, char *frag) { X->q_idx.shape[1] -= 1; FRAG("q_idx.shape[1]"); }
-static void i_q_idx_scale(fixture *f, char *frag) { X->q_idx_scale.shape[1] -= 1; FRAG("q_idx_scale.shape[1]"); }
-static void i_weights_t(fixture *f, char *frag) { X->weights.shape[0] -= 1; FRAG("weights.shape[0]"); }
-static void i_stride_q_idx(fixture *f, char *frag) { X->q_idx.shape[2] = 32; X->q_idx.stride[2] = 2; FRAG("q_idx.stride[2]|q_idx.shape[2]"); }
+static void i_cos_w(void *problem, char *frag) { fixture *f = problem; X->rope_cos.shape[1] = 63; FRAG("rope_cos.shape[1]"); }
+static void i_sin_t(void *problem, char *frag) { fixture *f = problem; X->rope_sin.shape[0] += 1; FRAG("rope_sin.shape[0]"); }
+static void i_q_idx_di(void *problem, char *frag) { fixture *f = problem; X->q_idx.shape[2] -= 1; FRAG("q_idx.shape[2]"); }
+static void i_q_idx_ni(void *problem, char *frag) { fixture *f = problem; X->q_idx.shape[1] -= 1; FRAG("q_idx.shape[1]"); }
+static void i_q_idx_scale(void *problem, char *frag) { fixture *f = problem; X->q_idx_scale.shape[1] -= 1; FRAG("q_idx_scale.shape[1]"); }
+static void i_weights_t(void *problem, char *frag) { fixture *f = problem; X->weights.shape[0] -= 1; FRAG("weights.shape[0]"); }
+static void i_stride_q_idx(void *problem, char *frag) { fixture *f = problem; X->q_idx.shape[2] = 32; X->q_idx.stride[2] = 2; FRAG("q_idx.stride[2]|q_idx.shape[2]"); }
 /* DI = 32 everywhere (views narrowed inside their buffers) */
-static void i_di32(fixture *f, char *frag)
+static void i_di32(void *problem, char *frag)
 {
+    fixture *f = problem;
     const int64_t d = 32;
     X->hadamard.shape[0] = X->hadamard.shape[1] = d, X->hadamard.stride[0] = d;
     X->idx_wq_b.shape[0] = NI_ * d, X->idx_wq_b_scale.shape[0] = NI_ * d;
@@ -402,8 +402,9 @@ static void i_di32(fixture *f, char *frag)
     FRAG("64");
 }
 /* Q = 131073 (spec §3.5): qr and idx_wq_b rows share one buffer row (outer stride 0) */
-static void i_big_q(fixture *f, char *frag)
+static void i_big_q(void *problem, char *frag)
 {
+    fixture *f = problem;
     X->qr.shape[1] = BIG_Q, X->qr.stride[0] = 0;
     X->qr.data = fx_alloc(f, BIG_Q, 0);
     X->idx_wq_b.shape[1] = BIG_Q, X->idx_wq_b.stride[0] = 0;
@@ -412,38 +413,40 @@ static void i_big_q(fixture *f, char *frag)
 }
 
 /* indexer: V4 dtypes */
-static void i_dt_qr(fixture *f, char *frag) { X->qr.dtype = DSOPS_BF16; FRAG("qr has dtype bf16"); }
-static void i_dt_qr_scale(fixture *f, char *frag) { X->qr_scale.dtype = DSOPS_FP16; FRAG("qr_scale has dtype fp16"); }
-static void i_dt_x(fixture *f, char *frag) { X->x.dtype = DSOPS_FP32; FRAG("x has dtype fp32"); }
-static void i_dt_wq_b(fixture *f, char *frag) { X->idx_wq_b.dtype = DSOPS_BF16; FRAG("idx_wq_b has dtype bf16"); }
-static void i_dt_wq_b_scale(fixture *f, char *frag) { X->idx_wq_b_scale.dtype = DSOPS_FP16; FRAG("idx_wq_b_scale has dtype fp16"); }
-static void i_dt_wproj(fixture *f, char *frag) { X->weights_proj.dtype = DSOPS_FP32; FRAG("weights_proj has dtype fp32"); }
-static void i_dt_cos(fixture *f, char *frag) { X->rope_cos.dtype = DSOPS_FP16; FRAG("rope_cos has dtype fp16"); }
-static void i_dt_had(fixture *f, char *frag) { X->hadamard.dtype = DSOPS_FP16; FRAG("hadamard has dtype fp16"); }
-static void i_dt_q_idx(fixture *f, char *frag) { X->q_idx.dtype = DSOPS_BF16; FRAG("q_idx has dtype bf16"); }
-static void i_dt_q_idx_scale(fixture *f, char *frag) { X->q_idx_scale.dtype = DSOPS_FP32; FRAG("q_idx_scale has dtype fp32"); }
-static void i_dt_weights(fixture *f, char *frag) { X->weights.dtype = DSOPS_BF16; FRAG("weights has dtype bf16"); }
+static void i_dt_qr(void *problem, char *frag) { fixture *f = problem; X->qr.dtype = DSOPS_BF16; FRAG("qr has dtype bf16"); }
+static void i_dt_qr_scale(void *problem, char *frag) { fixture *f = problem; X->qr_scale.dtype = DSOPS_FP16; FRAG("qr_scale has dtype fp16"); }
+static void i_dt_x(void *problem, char *frag) { fixture *f = problem; X->x.dtype = DSOPS_FP32; FRAG("x has dtype fp32"); }
+static void i_dt_wq_b(void *problem, char *frag) { fixture *f = problem; X->idx_wq_b.dtype = DSOPS_BF16; FRAG("idx_wq_b has dtype bf16"); }
+static void i_dt_wq_b_scale(void *problem, char *frag) { fixture *f = problem; X->idx_wq_b_scale.dtype = DSOPS_FP16; FRAG("idx_wq_b_scale has dtype fp16"); }
+static void i_dt_wproj(void *problem, char *frag) { fixture *f = problem; X->weights_proj.dtype = DSOPS_FP32; FRAG("weights_proj has dtype fp32"); }
+static void i_dt_cos(void *problem, char *frag) { fixture *f = problem; X->rope_cos.dtype = DSOPS_FP16; FRAG("rope_cos has dtype fp16"); }
+static void i_dt_had(void *problem, char *frag) { fixture *f = problem; X->hadamard.dtype = DSOPS_FP16; FRAG("hadamard has dtype fp16"); }
+static void i_dt_q_idx(void *problem, char *frag) { fixture *f = problem; X->q_idx.dtype = DSOPS_BF16; FRAG("q_idx has dtype bf16"); }
+static void i_dt_q_idx_scale(void *problem, char *frag) { fixture *f = problem; X->q_idx_scale.dtype = DSOPS_FP32; FRAG("q_idx_scale has dtype fp32"); }
+static void i_dt_weights(void *problem, char *frag) { fixture *f = problem; X->weights.dtype = DSOPS_BF16; FRAG("weights has dtype bf16"); }
 
 /* indexer: V5 parameters */
-static void i_ws_nan(fixture *f, char *frag) { X->weights_scale = NAN; FRAG("weights_scale"); }
-static void i_ws_inf(fixture *f, char *frag) { X->weights_scale = INFINITY; FRAG("weights_scale"); }
-static void i_ws_ninf(fixture *f, char *frag) { X->weights_scale = -INFINITY; FRAG("weights_scale"); }
-static void i_rope_mode(fixture *f, char *frag) { X->rope_mode = (dsops_rope_mode)5; FRAG("rope_mode"); }
+static void i_ws_nan(void *problem, char *frag) { fixture *f = problem; X->weights_scale = NAN; FRAG("weights_scale"); }
+static void i_ws_inf(void *problem, char *frag) { fixture *f = problem; X->weights_scale = INFINITY; FRAG("weights_scale"); }
+static void i_ws_ninf(void *problem, char *frag) { fixture *f = problem; X->weights_scale = -INFINITY; FRAG("weights_scale"); }
+static void i_rope_mode(void *problem, char *frag) { fixture *f = problem; X->rope_mode = (dsops_rope_mode)5; FRAG("rope_mode"); }
 
 /* indexer: V9 aliasing */
-static void i_alias_q_idx_qr(fixture *f, char *frag) { X->q_idx.data = X->qr.data; FRAG("q_idx overlaps qr in|qr overlaps q_idx in"); }
-static void i_alias_scale_weights(fixture *f, char *frag) { X->q_idx_scale.data = X->weights.data; FRAG("q_idx_scale overlaps weights in|weights overlaps q_idx_scale in"); }
-static void i_alias_weights_x(fixture *f, char *frag) { X->weights.data = (uint16_t *)X->x.data + 5; FRAG("weights overlaps x in|x overlaps weights in"); }
-static void i_alias_q_idx_had(fixture *f, char *frag) { X->q_idx.data = X->hadamard.data; FRAG("q_idx overlaps hadamard in|hadamard overlaps q_idx in"); }
-static void i_alias_scale_qr_scale(fixture *f, char *frag) { X->q_idx_scale.data = X->qr_scale.data; FRAG("q_idx_scale overlaps qr_scale in|qr_scale overlaps q_idx_scale in"); }
-static void i_alias_weights_q_idx(fixture *f, char *frag) { X->weights.data = (char *)X->q_idx.data + 2; FRAG("weights overlaps q_idx in|q_idx overlaps weights in"); }
-static void i_alias_q_idx_wproj(fixture *f, char *frag) { X->q_idx.data = X->weights_proj.data; FRAG("q_idx overlaps weights_proj in|weights_proj overlaps q_idx in"); }
+static void i_alias_q_idx_qr(void *problem, char *frag) { fixture *f = problem; X->q_idx.data = X->qr.data; FRAG("q_idx overlaps qr in|qr overlaps q_idx in"); }
+static void i_alias_scale_weights(void *problem, char *frag) { fixture *f = problem; X->q_idx_scale.data = X->weights.data; FRAG("q_idx_scale overlaps weights in|weights overlaps q_idx_scale in"); }
+static void i_alias_weights_x(void *problem, char *frag) { fixture *f = problem; X->weights.data = (uint16_t *)X->x.data + 5; FRAG("weights overlaps x in|x overlaps weights in"); }
+static void i_alias_q_idx_had(void *problem, char *frag) { fixture *f = problem; X->q_idx.data = X->hadamard.data; FRAG("q_idx overlaps hadamard in|hadamard overlaps q_idx in"); }
+static void i_alias_scale_qr_scale(void *problem, char *frag) { fixture *f = problem; X->q_idx_scale.data = X->qr_scale.data; FRAG("q_idx_scale overlaps qr_scale in|qr_scale overlaps q_idx_scale in"); }
+static void i_alias_weights_q_idx(void *problem, char *frag) { fixture *f = problem; X->weights.data = (char *)X->q_idx.data + 2; FRAG("weights overlaps q_idx in|q_idx overlaps weights in"); }
+static void i_alias_q_idx_wproj(void *problem, char *frag) { fixture *f = problem; X->q_idx.data = X->weights_proj.data; FRAG("q_idx overlaps weights_proj in|weights_proj overlaps q_idx in"); }
 
-#define MB MLA, 0
-#define MI MLA, 1
-#define IX IDX, 0
+/* a row's variant: the operator and, for mla, the dtype of wq_b */
+#define VARIANT(op, int8) ((int)(op) * 2 + (int8))
+#define MB VARIANT(MLA, 0)
+#define MI VARIANT(MLA, 1)
+#define IX VARIANT(IDX, 0)
 
-static const bad_case bad_cases[] = {
+static const val_bad_case bad_cases[] = {
     {"mla_null_x", MB, DSOPS_ERR_NULL, m_null_x},
     {"mla_null_wq_a", MI, DSOPS_ERR_NULL, m_null_wq_a},
     {"mla_null_gamma_cq", MB, DSOPS_ERR_NULL, m_null_gamma_cq},
@@ -600,51 +603,27 @@ static const bad_case bad_cases[] = {
     {"idx_alias_q_idx_on_weights_proj", IX, DSOPS_ERR_ALIAS, i_alias_q_idx_wproj},
 };
 
-static dsops_status call_op(const fixture *f, which_op op)
-{
-    return op == MLA ? dsops_mla_prolog_v4(ctx, &f->m) : dsops_indexer_prolog_v4(ctx, &f->ix);
-}
-
-static void run_bad(const bad_case *c)
-{
-    if (!tu_selected(c->name))
-        return;
-    fixture *f = make_fixture(c->int8);
-    char frag[200] = "";
-    c->mutate(f, frag);
-    snapshot(f);
-    if (tu_check_rejected(c->name, call_op(f, c->op), c->want, frag))
-        unchanged(f, c->name, 0);
-    free_fixture(f);
-}
-
 /* ---- valid but unusual ------------------------------------------------------------------------------ */
 
-typedef struct ok_case {
-    const char *name;
-    which_op op;
-    int int8;
-    void (*mutate)(fixture *f);
-} ok_case;
-
-static void ok_as_built(fixture *f) { (void)f; }
-static void ok_eps_zero(fixture *f) { f->m.eps_cq = f->m.eps_ckv = f->m.eps_qh = 0.0f; }
-static void ok_cos_is_sin(fixture *f) { f->m.rope_sin = f->m.rope_cos; f->ix.rope_sin = f->ix.rope_cos; }
-static void ok_inverse_half(fixture *f)
+static void ok_eps_zero(void *problem) { fixture *f = problem; f->m.eps_cq = f->m.eps_ckv = f->m.eps_qh = 0.0f; }
+static void ok_cos_is_sin(void *problem) { fixture *f = problem; f->m.rope_sin = f->m.rope_cos; f->ix.rope_sin = f->ix.rope_cos; }
+static void ok_inverse_half(void *problem)
 {
+    fixture *f = problem;
     f->m.rope_mode = f->ix.rope_mode = DSOPS_ROPE_HALF;
     f->m.rope_inverse = f->ix.rope_inverse = 1;
 }
-static void ok_in_half_out(fixture *f) { f->m.rope_mode = f->ix.rope_mode = DSOPS_ROPE_INTERLEAVED_IN_HALF_OUT; }
-static void ok_weights_scale_zero(fixture *f) { f->ix.weights_scale = 0.0f; }
-static void ok_weights_scale_negative(fixture *f) { f->ix.weights_scale = -2.0f; }
-static void ok_d65(fixture *f) { m_set_d(f, 65); }
-static void ok_x_shared(fixture *f) { f->ix.x = f->m.x; } /* inputs may share memory with other inputs */
+static void ok_in_half_out(void *problem) { fixture *f = problem; f->m.rope_mode = f->ix.rope_mode = DSOPS_ROPE_INTERLEAVED_IN_HALF_OUT; }
+static void ok_weights_scale_zero(void *problem) { fixture *f = problem; f->ix.weights_scale = 0.0f; }
+static void ok_weights_scale_negative(void *problem) { fixture *f = problem; f->ix.weights_scale = -2.0f; }
+static void ok_d65(void *problem) { fixture *f = problem; m_set_d(f, 65); }
+static void ok_x_shared(void *problem) { fixture *f = problem; f->ix.x = f->m.x; } /* inputs may share memory with other inputs */
 /* norm vectors take any stride (spec §1.3): both broadcast from their first element (once read as rows) */
-static void ok_norms_stride0(fixture *f) { f->m.gamma_cq.stride[0] = 0, f->m.gamma_ckv.stride[0] = 0; }
+static void ok_norms_stride0(void *problem) { fixture *f = problem; f->m.gamma_cq.stride[0] = 0, f->m.gamma_ckv.stride[0] = 0; }
 /* T = 0 in every token extent: valid, nothing written (V10) */
-static void ok_t0(fixture *f)
+static void ok_t0(void *problem)
 {
+    fixture *f = problem;
     dsops_tensor *m[6] = {&f->m.x, &f->m.rope_cos, &f->m.rope_sin, &f->m.q, &f->m.kv, &f->m.qr};
     for (int i = 0; i < 6; i++)
         m[i]->shape[0] = 0;
@@ -656,8 +635,9 @@ static void ok_t0(fixture *f)
         x[i]->shape[0] = 0;
 }
 /* every outer stride padded (the outputs' padding must stay untouched: checked through the snapshot) */
-static void ok_padded_outputs(fixture *f)
+static void ok_padded_outputs(void *problem)
 {
+    fixture *f = problem;
     f->m.q.stride[1] = D_ + 5, f->m.q.stride[0] = N_ * (D_ + 5) + 3;
     f->m.kv.stride[0] = D_ + 9;
     f->m.qr.stride[0] = Q_ + 2;
@@ -666,24 +646,24 @@ static void ok_padded_outputs(fixture *f)
     f->ix.weights.stride[0] = NI_ + 1;
 }
 
-#define OK_BOTH(name, fn) {name "_mla_bf16", MLA, 0, fn}, {name "_mla_int8", MLA, 1, fn}, {name "_idx", IDX, 0, fn}
+#define OK_BOTH(name, fn) {name "_mla_bf16", MB, fn}, {name "_mla_int8", MI, fn}, {name "_idx", IX, fn}
 
-static const ok_case ok_cases[] = {
-    OK_BOTH("ok_as_built", ok_as_built),
+static const val_ok_case ok_cases[] = {
+    OK_BOTH("ok_as_built", NULL),
     OK_BOTH("ok_cos_and_sin_one_tensor", ok_cos_is_sin),
     OK_BOTH("ok_half_inverse", ok_inverse_half),
     OK_BOTH("ok_interleaved_in_half_out", ok_in_half_out),
     OK_BOTH("ok_t0", ok_t0),
     OK_BOTH("ok_padded_outputs", ok_padded_outputs),
-    {"ok_eps_zero_mla_bf16", MLA, 0, ok_eps_zero},
-    {"ok_eps_zero_mla_int8", MLA, 1, ok_eps_zero},
-    {"ok_d65_mla_int8", MLA, 1, ok_d65},
-    {"ok_d65_mla_bf16", MLA, 0, ok_d65},
-    {"ok_weights_scale_zero", IDX, 0, ok_weights_scale_zero},
-    {"ok_weights_scale_negative", IDX, 0, ok_weights_scale_negative},
-    {"ok_x_shared_between_operators", IDX, 0, ok_x_shared},
-    {"ok_norm_vectors_stride0_mla_bf16", MLA, 0, ok_norms_stride0},
-    {"ok_norm_vectors_stride0_mla_int8", MLA, 1, ok_norms_stride0},
+    {"ok_eps_zero_mla_bf16", MB, ok_eps_zero},
+    {"ok_eps_zero_mla_int8", MI, ok_eps_zero},
+    {"ok_d65_mla_int8", MI, ok_d65},
+    {"ok_d65_mla_bf16", MB, ok_d65},
+    {"ok_weights_scale_zero", IX, ok_weights_scale_zero},
+    {"ok_weights_scale_negative", IX, ok_weights_scale_negative},
+    {"ok_x_shared_between_operators", IX, ok_x_shared},
+    {"ok_norm_vectors_stride0_mla_bf16", MB, ok_norms_stride0},
+    {"ok_norm_vectors_stride0_mla_int8", MI, ok_norms_stride0},
 };
 
 static float elem_f(const dsops_tensor *t, int64_t e)
@@ -754,17 +734,6 @@ static void compare_q_int8(const char *label, const dsops_mla_prolog_v4_args *li
     free(b);
 }
 
-/* The same tensor view on the oracle's copy of buffer i. */
-static dsops_tensor on_copy(const fixture *f, const fixture *g, dsops_tensor t)
-{
-    for (int i = 0; i < f->nbuf; i++)
-        if ((unsigned char *)t.data >= f->buf[i] && (unsigned char *)t.data < f->buf[i] + f->len[i]) {
-            t.data = g->buf[i] + ((unsigned char *)t.data - f->buf[i]);
-            return t;
-        }
-    return t;
-}
-
 /* Marks the bytes of every element of view t in the mask of the fixture buffer that holds it. */
 static void mark_view(const fixture *f, const dsops_tensor *t, unsigned char **mask)
 {
@@ -786,81 +755,103 @@ static void mark_view(const fixture *f, const dsops_tensor *t, unsigned char **m
     }
 }
 
-static void run_ok(const ok_case *c)
+/* The oracle's run on a copy of every buffer of the fixture, with its args moved onto the copies. */
+typedef struct expected {
+    fixture *copy;
+    dsops_mla_prolog_v4_args m;
+    dsops_indexer_prolog_v4_args ix;
+} expected;
+
+static void *oracle(void *problem)
 {
-    if (!tu_selected(c->name))
-        return;
-    fixture *f = make_fixture(c->int8);
-    c->mutate(f);
-    snapshot(f);
-    /* the oracle on a copy of every buffer */
-    fixture *g = tu_memdup(f, sizeof *f);
+    const fixture *f = problem;
+    expected *e = tu_alloc(sizeof *e);
+    fixture *g = e->copy = tu_memdup(f, sizeof *f);
+    e->m = f->m, e->ix = f->ix;
     for (int i = 0; i < f->nbuf; i++) {
         g->buf[i] = tu_memdup(f->buf[i], f->len[i]);
         g->snap[i] = NULL;
+        val_rebase_views("mla_prolog_v4", &e->m, f->buf[i], f->len[i], g->buf[i]);
+        val_rebase_views("indexer_prolog_v4", &e->ix, f->buf[i], f->len[i], g->buf[i]);
     }
+    if (f->op == MLA)
+        dsops_ref_mla_prolog_v4(&e->m);
+    else
+        dsops_ref_indexer_prolog_v4(&e->ix);
+    return e;
+}
+
+static void free_expected(void *expected_result)
+{
+    expected *e = expected_result;
+    for (int i = 0; i < e->copy->nbuf; i++)
+        free(e->copy->buf[i]);
+    free(e->copy);
+    free(e);
+}
+
+/* The outputs within their tolerances, and every byte that is not an element of an output view unchanged. */
+static void compare(void *problem, void *expected_result, const val_ok_case *c)
+{
+    fixture *f = problem;
+    const expected *e = expected_result;
+    const which_op op = f->op;
+    const int int8 = f->int8;
     static const tu_tol bf = {1e-4, 1.0 / 128, 0.005}, i8 = {1, 0, 0}, qs = {2.5e-5, 0.005, 0.005},
                         ix = {1e-4, 0.007825, 0.005};
-    dsops_status st;
-    if (c->op == MLA) {
-        dsops_mla_prolog_v4_args r = f->m;
-        r.x = on_copy(f, g, r.x), r.wq_a = on_copy(f, g, r.wq_a), r.gamma_cq = on_copy(f, g, r.gamma_cq);
-        r.wq_b = on_copy(f, g, r.wq_b), r.wkv = on_copy(f, g, r.wkv), r.gamma_ckv = on_copy(f, g, r.gamma_ckv);
-        r.rope_cos = on_copy(f, g, r.rope_cos), r.rope_sin = on_copy(f, g, r.rope_sin);
-        r.q = on_copy(f, g, r.q), r.kv = on_copy(f, g, r.kv), r.qr = on_copy(f, g, r.qr);
-        if (r.wq_b_scale.data)
-            r.wq_b_scale = on_copy(f, g, r.wq_b_scale), r.qr_scale = on_copy(f, g, r.qr_scale);
-        dsops_ref_mla_prolog_v4(&r);
-        st = dsops_mla_prolog_v4(ctx, &f->m);
-        if (tu_check_accepted(c->name, st)) {
-            if (c->int8)
-                compare_q_int8(c->name, &f->m, &r, bf);
-            else
-                compare_view(c->name, "q", &f->m.q, &r.q, bf);
-            compare_view(c->name, "kv", &f->m.kv, &r.kv, bf);
-            compare_view(c->name, "qr", &f->m.qr, &r.qr, c->int8 ? i8 : bf);
-            if (c->int8)
-                compare_view(c->name, "qr_scale", &f->m.qr_scale, &r.qr_scale, qs);
-        }
+    if (op == MLA) {
+        if (int8)
+            compare_q_int8(c->name, &f->m, &e->m, bf);
+        else
+            compare_view(c->name, "q", &f->m.q, &e->m.q, bf);
+        compare_view(c->name, "kv", &f->m.kv, &e->m.kv, bf);
+        compare_view(c->name, "qr", &f->m.qr, &e->m.qr, int8 ? i8 : bf);
+        if (int8)
+            compare_view(c->name, "qr_scale", &f->m.qr_scale, &e->m.qr_scale, qs);
     } else {
-        dsops_indexer_prolog_v4_args r = f->ix;
-        r.qr = on_copy(f, g, r.qr), r.qr_scale = on_copy(f, g, r.qr_scale), r.x = on_copy(f, g, r.x);
-        r.idx_wq_b = on_copy(f, g, r.idx_wq_b), r.idx_wq_b_scale = on_copy(f, g, r.idx_wq_b_scale);
-        r.weights_proj = on_copy(f, g, r.weights_proj), r.hadamard = on_copy(f, g, r.hadamard);
-        r.rope_cos = on_copy(f, g, r.rope_cos), r.rope_sin = on_copy(f, g, r.rope_sin);
-        r.q_idx = on_copy(f, g, r.q_idx), r.q_idx_scale = on_copy(f, g, r.q_idx_scale), r.weights = on_copy(f, g, r.weights);
-        dsops_ref_indexer_prolog_v4(&r);
-        st = dsops_indexer_prolog_v4(ctx, &f->ix);
-        if (tu_check_accepted(c->name, st)) {
-            compare_view(c->name, "q_idx", &f->ix.q_idx, &r.q_idx, i8);
-            compare_view(c->name, "q_idx_scale", &f->ix.q_idx_scale, &r.q_idx_scale, ix);
-            compare_view(c->name, "weights", &f->ix.weights, &r.weights, ix);
-        }
+        compare_view(c->name, "q_idx", &f->ix.q_idx, &e->ix.q_idx, i8);
+        compare_view(c->name, "q_idx_scale", &f->ix.q_idx_scale, &e->ix.q_idx_scale, ix);
+        compare_view(c->name, "weights", &f->ix.weights, &e->ix.weights, ix);
     }
-    if (st == DSOPS_OK) {
-        /* every byte that is not an element of an output view is unchanged */
-        unsigned char *mask[40];
-        for (int i = 0; i < f->nbuf; i++)
-            mask[i] = tu_alloc(f->len[i]);
-        const dsops_tensor *outs[4] = {&f->m.q, &f->m.kv, &f->m.qr, &f->m.qr_scale};
-        const dsops_tensor *iouts[3] = {&f->ix.q_idx, &f->ix.q_idx_scale, &f->ix.weights};
-        for (int k = 0; k < (c->op == MLA ? 4 : 3); k++)
-            mark_view(f, c->op == MLA ? outs[k] : iouts[k], mask);
-        int64_t stray = 0;
-        for (int i = 0; i < f->nbuf; i++) {
-            for (size_t b = 0; b < f->len[i]; b++)
-                stray += !mask[i][b] && f->buf[i][b] != f->snap[i][b];
-            free(mask[i]);
-        }
-        tu_check(stray == 0, "%s: %lld bytes outside the outputs' elements changed", c->name, (long long)stray);
-        if (c->mutate == ok_t0)
-            unchanged(f, "ok_t0: nothing written", 0);
+    unsigned char *mask[40];
+    for (int i = 0; i < f->nbuf; i++)
+        mask[i] = tu_alloc(f->len[i]);
+    const dsops_tensor *outs[4] = {&f->m.q, &f->m.kv, &f->m.qr, &f->m.qr_scale};
+    const dsops_tensor *iouts[3] = {&f->ix.q_idx, &f->ix.q_idx_scale, &f->ix.weights};
+    for (int k = 0; k < (op == MLA ? 4 : 3); k++)
+        mark_view(f, op == MLA ? outs[k] : iouts[k], mask);
+    int64_t stray = 0;
+    for (int i = 0; i < f->nbuf; i++) {
+        for (size_t b = 0; b < f->len[i]; b++)
+            stray += !mask[i][b] && f->buf[i][b] != f->snap[i][b];
+        free(mask[i]);
     }
-    for (int i = 0; i < g->nbuf; i++)
-        free(g->buf[i]);
-    free(g);
-    free_fixture(f);
+    tu_check(stray == 0, "%s: %lld bytes outside the outputs' elements changed", c->name, (long long)stray);
+    if (c->mutate == ok_t0)
+        unchanged(f, "ok_t0: nothing written", 0);
 }
+
+/* ---- the operators for the table runner ------------------------------------------------------------ */
+
+static void *make_problem(int variant)
+{
+    fixture *f = make_fixture(variant % 2);
+    f->op = (which_op)(variant / 2);
+    return f;
+}
+static void free_problem(void *f) { free_fixture(f); }
+static dsops_status call(dsops_context *c, void *problem)
+{
+    const fixture *f = problem;
+    return f->op == MLA ? dsops_mla_prolog_v4(c, &f->m) : dsops_indexer_prolog_v4(c, &f->ix);
+}
+static void arm(void *f) { snapshot(f); }
+static void untouched(void *f, const char *name) { unchanged(f, name, 0); }
+
+static const val_ops v4_ops = {
+    .make = make_problem, .free = free_problem, .call = call, .arm = arm, .untouched = untouched,
+    .oracle = oracle, .compare = compare, .free_expected = free_expected,
+};
 
 /* ---- init, NULL args, prepare ---------------------------------------------------------------------- */
 
@@ -996,10 +987,8 @@ int main(int argc, char **argv)
     ctx = tu_context();
     test_init();
     test_hc_pre_huge_hc();
-    for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++)
-        run_bad(&bad_cases[i]);
-    for (size_t i = 0; i < sizeof ok_cases / sizeof ok_cases[0]; i++)
-        run_ok(&ok_cases[i]);
+    val_run_bad(&v4_ops, ctx, bad_cases, VAL_COUNT(bad_cases));
+    val_run_ok(&v4_ops, ctx, ok_cases, VAL_COUNT(ok_cases));
     test_prepare_checks();
     dsops_context_destroy(ctx);
     return tu_finish();
