@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "fixture.h"
+#include "problem_common.h"
 #include "ref.h"
 #include "test_util.h"
 
@@ -37,7 +38,7 @@ ip_problem *ip_make(const ip_spec *spec, uint64_t seed)
     if (!sp->table_dtype)
         sp->table_dtype = DSOPS_BF16;
     if (sp->NB <= 0)
-        sp->NB = (int)((2 * (int64_t)sp->T + 3 + sp->BS - 1) / sp->BS);
+        sp->NB = pc_default_blocks(sp->T, sp->BS);
     if (sp->int8)
         sp->no_hadamard_q = sp->no_hadamard_k = 0;
     tu_rng r;
@@ -78,17 +79,7 @@ ip_problem *ip_make(const ip_spec *spec, uint64_t seed)
     a->ln_gamma_k = tf_alloc_view(&p->fx, sp->tiny_key ? DSOPS_FP32 : sp->ln_dtype, 1, s, 0, 0, 0);
     const dsops_dtype beta_dt = sp->mixed_ln ? (sp->ln_dtype == DSOPS_FP32 ? DSOPS_BF16 : DSOPS_FP32) : sp->ln_dtype;
     a->ln_beta_k = tf_alloc_view(&p->fx, beta_dt, 1, s, 0, 0, 0);
-    s[0] = T, s[1] = DR;
-    if (share & 2) { /* sin in columns 0..63, cos in 64..127 of one [T, 128 + pad] buffer */
-        s[1] = 2 * DR;
-        dsops_tensor both = tf_alloc_view(&p->fx, sp->table_dtype, 2, s, pad, 0, 0);
-        a->rope_sin = both, a->rope_cos = both;
-        a->rope_sin.shape[1] = a->rope_cos.shape[1] = DR;
-        a->rope_cos.data = tf_eaddr(&both, 0, DR, 0);
-    } else {
-        a->rope_cos = tf_alloc_view(&p->fx, sp->table_dtype, 2, s, pad, 0, 0);
-        a->rope_sin = tf_alloc_view(&p->fx, sp->table_dtype, 2, s, pad, 0, 0);
-    }
+    pc_rope_tables(&p->fx, sp->table_dtype, T, pad, share & 2, &a->rope_cos, &a->rope_sin);
     s[0] = DI, s[1] = DI;
     if (!sp->no_hadamard_q)
         a->hadamard_q = tf_alloc_view(&p->fx, sp->had_dtype, 2, s, wpad, 0, 0);
@@ -156,9 +147,7 @@ ip_problem *ip_make(const ip_spec *spec, uint64_t seed)
     }
 
     /* data */
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t k = 0; k < H; k++)
-            tf_putf(&a->x, t, k, 0, t < sp->zero_x ? 0.0f : tu_rng_uniform(&r, -1, 1));
+    pc_fill_rows(&a->x, &r, sp->zero_x);
     if (sp->int8) {
         fill_int8(&a->qr, &r, sp->int8_extreme);
         fill_int8(&a->idx_wq_b, &r, sp->int8_extreme);
@@ -221,54 +210,29 @@ ip_problem *ip_make(const ip_spec *spec, uint64_t seed)
                 tf_putf(&a->idx_k_scale_cache, b, o, 0, sp->nan_cache ? NAN : tu_rng_uniform(&r, -1, 1));
         }
 
-    /* cache_index: distinct random rows (partial Fisher-Yates), some negative by mode */
-    const int64_t rows = NB * BS;
-    int64_t *perm = tf_xcalloc(sizeof(int64_t) * (size_t)rows);
-    for (int64_t i = 0; i < rows; i++)
-        perm[i] = i;
-    for (int64_t t = 0; t < T; t++) {
-        int64_t j = t + (int64_t)(tu_rng_u64(&r) % (uint64_t)(rows - t));
-        int64_t tmp = perm[t];
-        perm[t] = perm[j];
-        perm[j] = tmp;
-        static const int64_t negs[3] = {-1, -7, INT64_MIN};
-        const int neg = sp->index_mode == IP_IDX_NONE || (sp->index_mode == IP_IDX_SOME && t % 3 == 1);
-        p->cache_index[t] = neg ? negs[t % 3] : perm[t];
-    }
-    free(perm);
+    pc_cache_indices(&r, NB * BS, T, (pc_index_mode)sp->index_mode, p->cache_index);
     return p;
 }
 
+/* ---- calls: sentinels, snapshots (the fixture's, under the names the test programs use) ------------- */
+
 void ip_free(ip_problem *p)
 {
-    if (!p)
-        return;
-    tf_free(&p->fx);
+    if (p)
+        tf_free(&p->fx);
     free(p);
 }
 
-/* ---- calls: sentinels, snapshots -------------------------------------------------------------------- */
-
-void ip_prepare_call(ip_problem *p)
-{
-    tf_prepare_call(&p->fx);
-}
-
-void ip_restore(ip_problem *p)
-{
-    tf_restore(&p->fx);
-}
-
-int ip_untouched(const ip_problem *p, const char *label)
-{
-    return tf_untouched(&p->fx, label);
-}
+void ip_prepare_call(ip_problem *p) { tf_prepare_call(&p->fx); }
+void ip_restore(ip_problem *p) { tf_restore(&p->fx); }
+int ip_untouched(const ip_problem *p, const char *label) { return tf_untouched(&p->fx, label); }
 
 /* ---- the elements a call may write ------------------------------------------------------------------ */
 
 /* outputs in order q_idx, q_idx_scale, weights, then the addressed cache rows (key, scale) in token order */
-static void each_written(const dsops_indexer_prolog_v32_args *a, tf_elem_fn fn, void *ctx)
+static void each_written(const void *args, tf_elem_fn fn, void *ctx)
 {
+    const dsops_indexer_prolog_v32_args *a = args;
     const int int8 = a->qr.dtype == DSOPS_INT8;
     tf_each_in_view(&a->q_idx, fn, ctx);
     if (int8)
@@ -278,22 +242,13 @@ static void each_written(const dsops_indexer_prolog_v32_args *a, tf_elem_fn fn, 
         const int64_t r = tf_get_index(&a->cache_index, t);
         if (r < 0)
             continue;
-        const int64_t BS = a->idx_k_cache.shape[1], blk = r / BS, off = r % BS;
-        const size_t es = dsops_dtype_size(a->idx_k_cache.dtype);
-        for (int64_t d = 0; d < a->idx_k_cache.shape[2]; d++)
-            fn(ctx, tf_eaddr(&a->idx_k_cache, blk, off, d), es);
+        pc_each_in_cache_row(&a->idx_k_cache, r, fn, ctx);
         if (int8)
-            fn(ctx, tf_eaddr(&a->idx_k_scale_cache, blk, off, 0), 2);
+            pc_each_in_cache_row(&a->idx_k_scale_cache, r, fn, ctx);
     }
 }
 
-unsigned char *ip_gather(const dsops_indexer_prolog_v32_args *a, size_t *n)
-{
-    tf_gather_ctx g = {NULL, 0, 0};
-    each_written(a, tf_gather_fn, &g);
-    *n = g.n;
-    return g.buf;
-}
+unsigned char *ip_gather(const dsops_indexer_prolog_v32_args *a, size_t *n) { return pc_gather(each_written, a, n); }
 
 /* ---- reference ------------------------------------------------------------------------------------- */
 
@@ -316,10 +271,8 @@ ip_ref *ip_reference(const dsops_indexer_prolog_v32_args *a)
         ra.q_idx_scale = dsops_tensor_make(tf_xcalloc(2 * tn), DSOPS_FP16, 2, s);
     ra.weights = dsops_tensor_make(tf_xcalloc(2 * tn), int8 ? DSOPS_FP16 : DSOPS_BF16, 2, s);
     /* compact caches: row w of [nw, 1, DI] for the w-th writing token */
-    int64_t *ci = tf_xcalloc(sizeof(int64_t) * (size_t)(T > 0 ? T : 1));
-    int64_t nw = 0;
-    for (int64_t t = 0; t < T; t++)
-        ci[t] = tf_get_index(&a->cache_index, t) >= 0 ? nw++ : -1;
+    int64_t nw;
+    int64_t *ci = pc_compact_index(&a->cache_index, &nw);
     r->nw = nw;
     s[0] = T;
     ra.cache_index = dsops_tensor_make(ci, DSOPS_INT64, 1, s);
@@ -338,20 +291,13 @@ ip_ref *ip_reference(const dsops_indexer_prolog_v32_args *a)
     r->weights = tf_xcalloc(sizeof(float) * tn);
     r->key = tf_xcalloc(sizeof(float) * (size_t)(rows * DI));
     r->key_scale = tf_xcalloc(sizeof(float) * (size_t)rows);
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t h = 0; h < NI; h++) {
-            for (int64_t d = 0; d < DI; d++)
-                r->q_idx[(t * NI + h) * DI + d] = tf_getf(&ra.q_idx, t, h, d);
-            if (int8)
-                r->q_idx_scale[t * NI + h] = tf_getf(&ra.q_idx_scale, t, h, 0);
-            r->weights[t * NI + h] = tf_getf(&ra.weights, t, h, 0);
-        }
-    for (int64_t w = 0; w < nw; w++) {
-        for (int64_t d = 0; d < DI; d++)
-            r->key[w * DI + d] = tf_getf(&ra.idx_k_cache, w, 0, d);
-        if (int8)
-            r->key_scale[w] = tf_getf(&ra.idx_k_scale_cache, w, 0, 0);
-    }
+    pc_dense_f32(&ra.q_idx, r->q_idx);
+    if (int8)
+        pc_dense_f32(&ra.q_idx_scale, r->q_idx_scale);
+    pc_dense_f32(&ra.weights, r->weights);
+    pc_dense_f32(&ra.idx_k_cache, r->key); /* [rows, 1, DI]: the rows of the writing tokens, then zeros */
+    if (int8)
+        pc_dense_f32(&ra.idx_k_scale_cache, r->key_scale);
 
     free(ra.q_idx.data);
     free(ra.q_idx_scale.data);
@@ -391,28 +337,20 @@ int ip_check(ip_problem *p, const ip_ref *r, const char *label)
     const int64_t T = r->T, NI = r->NI, DI = r->DI, nw = r->nw;
     const int int8 = r->int8;
     int ok = 1;
-    char l[400];
     const size_t tn = (size_t)(T * NI > 0 ? T * NI : 1);
     float *q = tf_xcalloc(sizeof(float) * tn * (size_t)DI), *qs = tf_xcalloc(sizeof(float) * tn),
           *w = tf_xcalloc(sizeof(float) * tn);
 
     if (T > 0) {
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t h = 0; h < NI; h++) {
-                for (int64_t d = 0; d < DI; d++)
-                    q[(t * NI + h) * DI + d] = tf_getf(&a->q_idx, t, h, d);
-                if (int8)
-                    qs[t * NI + h] = tf_getf(&a->q_idx_scale, t, h, 0);
-                w[t * NI + h] = tf_getf(&a->weights, t, h, 0);
-            }
-        snprintf(l, sizeof l, "%s q_idx", label);
-        ok &= tu_compare_close(l, q, r->q_idx, (size_t)(T * NI * DI), int8 ? TOL_QIDX_I8 : TOL_QIDX_BF16, NULL);
+        pc_dense_f32(&a->q_idx, q);
+        ok &= tu_compare_close_part(label, "q_idx", q, r->q_idx, (size_t)(T * NI * DI),
+                                    int8 ? TOL_QIDX_I8 : TOL_QIDX_BF16);
         if (int8) {
-            snprintf(l, sizeof l, "%s q_idx_scale", label);
-            ok &= tu_compare_close(l, qs, r->q_idx_scale, (size_t)(T * NI), TOL_QSCALE, NULL);
+            pc_dense_f32(&a->q_idx_scale, qs);
+            ok &= tu_compare_close_part(label, "q_idx_scale", qs, r->q_idx_scale, (size_t)(T * NI), TOL_QSCALE);
         }
-        snprintf(l, sizeof l, "%s weights", label);
-        ok &= tu_compare_close(l, w, r->weights, (size_t)(T * NI), int8 ? TOL_W_FP16 : TOL_W_BF16, NULL);
+        pc_dense_f32(&a->weights, w);
+        ok &= tu_compare_close_part(label, "weights", w, r->weights, (size_t)(T * NI), int8 ? TOL_W_FP16 : TOL_W_BF16);
     }
     free(q);
     free(qs);
@@ -432,24 +370,35 @@ int ip_check(ip_problem *p, const ip_ref *r, const char *label)
                 ks[i] = tf_getf(&a->idx_k_scale_cache, blk, off, 0);
             i++;
         }
-        snprintf(l, sizeof l, "%s cache keys", label);
-        ok &= tu_compare_close(l, key, r->key, (size_t)(nw * DI), int8 ? TOL_KEY_I8 : TOL_KEY_BF16, NULL);
-        if (int8) {
-            snprintf(l, sizeof l, "%s cache key scales", label);
-            ok &= tu_compare_close(l, ks, r->key_scale, (size_t)nw, TOL_KSCALE, NULL);
-        }
+        ok &= tu_compare_close_part(label, "cache keys", key, r->key, (size_t)(nw * DI),
+                                    int8 ? TOL_KEY_I8 : TOL_KEY_BF16);
+        if (int8)
+            ok &= tu_compare_close_part(label, "cache key scales", ks, r->key_scale, (size_t)nw, TOL_KSCALE);
         free(key);
         free(ks);
     }
 
-    /* everything the call may not write: undo the allowed writes, then every region must equal its
-     * snapshot */
-    tf_restore_ctx rc = {&p->fx, 0, 0};
-    each_written(a, tf_restore_fn, &rc);
-    ok &= tu_check(rc.outside == 0, "%s: %zu written elements lie outside the checked buffers (test bug)", label,
-                   rc.outside);
-    snprintf(l, sizeof l, "%s untouched bytes", label);
-    const int unt = tf_check_untouched(&p->fx, l);
-    ip_restore(p);
-    return ok && unt;
+    /* everything the call may not write */
+    return pc_check_only_written(&p->fx, each_written, a, label) && ok;
+}
+
+/* ---- the shared runs -------------------------------------------------------------------------------- */
+
+/* Adapters from this operator's argument and problem types to pc_target (each prolog builder has its own). */
+
+static dsops_status call_op(dsops_context *c, const void *args) { return dsops_indexer_prolog_v32(c, args); }
+
+static dsops_status prepare_op(dsops_context *c, const void *args, dsops_prepared **prep)
+{
+    return dsops_indexer_prolog_v32_prepare(c, args, prep);
+}
+
+static unsigned char *gather_op(const void *args, size_t *n) { return pc_gather(each_written, args, n); }
+
+static int check_op(void *p, const void *r, const char *label) { return ip_check(p, r, label); }
+
+pc_target ip_target(ip_problem *p, const ip_ref *r)
+{
+    return (pc_target){.fx = &p->fx, .args = &p->args, .prepared = &p->args.prepared, .call = call_op,
+                       .prepare = prepare_op, .gather = gather_op, .check = check_op, .problem = p, .ref = r};
 }

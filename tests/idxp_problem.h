@@ -13,11 +13,12 @@
 
 #include "dsops.h"
 #include "fixture.h"
+#include "problem_common.h"
 
 typedef enum ip_index_mode {
-    IP_IDX_ALL = 0,   /* every token writes a distinct random row */
-    IP_IDX_SOME = 1,  /* about a third of the tokens get a negative index (-1, -7, INT64_MIN) */
-    IP_IDX_NONE = 2   /* every index negative: no cache row is written */
+    IP_IDX_ALL = PC_IDX_ALL,    /* every token writes a distinct random row */
+    IP_IDX_SOME = PC_IDX_SOME,  /* about a third of the tokens get a negative index (-1, -7, INT64_MIN) */
+    IP_IDX_NONE = PC_IDX_NONE   /* every index negative: no cache row is written */
 } ip_index_mode;
 
 typedef struct ip_spec {
@@ -65,6 +66,7 @@ typedef struct ip_ref {
     float *key, *key_scale;           /* [nw*DI], [nw] (int8): rows in token order */
 } ip_ref;
 
+/* The life cycle of mlap_problem.h for this operator's types (the programs name the calls per operator). */
 ip_problem *ip_make(const ip_spec *sp, uint64_t seed);
 void ip_free(ip_problem *p);
 
@@ -85,5 +87,8 @@ int ip_check(ip_problem *p, const ip_ref *r, const char *label);
 /* The raw bytes of every output element and every addressed cache-row element, in a fixed order (for
  * bitwise comparisons of two runs). Caller frees; *n receives the length. */
 unsigned char *ip_gather(const dsops_indexer_prolog_v32_args *a, size_t *n);
+
+/* The problem as the shared runs of problem_common.h see it; with r NULL the runs skip the oracle. */
+pc_target ip_target(ip_problem *p, const ip_ref *r);
 
 #endif

@@ -5,29 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "problem_common.h"
 #include "ref.h"
 #include "test_util.h"
-
-#define GUARD 64 /* sentinel elements before and after each output view */
-
-static void *at(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2)
-{
-    int64_t off = i0 * t->stride[0] + (t->ndim > 1 ? i1 * t->stride[1] : 0) + (t->ndim > 2 ? i2 * t->stride[2] : 0);
-    return (char *)t->data + off * (int64_t)dsops_dtype_size(t->dtype);
-}
-
-/* A view of `data` with the given shape and outer strides (innermost stride 1). */
-static dsops_tensor view(void *data, dsops_dtype dt, int ndim, const int64_t *shape, const int64_t *stride)
-{
-    dsops_tensor t = dsops_tensor_make(data, dt, ndim, shape);
-    for (int d = 0; d + 1 < ndim; d++)
-        t.stride[d] = stride[d];
-    t.stride[ndim - 1] = 1;
-    return t;
-}
-
-static void put_u16(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2, uint16_t v) { memcpy(at(t, i0, i1, i2), &v, 2); }
-static void put_i8(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2, int8_t v) { memcpy(at(t, i0, i1, i2), &v, 1); }
 
 static uint16_t h16(float f) { return dsops_ref_fp16_from_f32(f); }
 
@@ -62,55 +42,22 @@ lp_problem *lp_make(const lp_spec *spec, uint64_t seed)
     const int B = sp->B, NI = sp->NI, DI = sp->DI, K = sp->K, BS = sp->BS, R = sp->cmp_ratio;
     const int i8 = sp->int8;
 
-    /* sequences */
-    p->cu = tu_calloc((size_t)B + 1, sizeof(int32_t)); /* [B+1] */
-    p->used = tu_calloc((size_t)B, sizeof(int32_t));   /* [B] */
-    int64_t T = 0;
-    for (int b = 0; b < B; b++) {
-        p->cu[b] = (int32_t)T;
-        T += sp->S[b];
-        p->used[b] = sp->seqused[b];
-    }
-    p->cu[B] = (int32_t)T;
-    p->T = T;
+    /* sequences: cu [B+1], used [B] */
+    const int64_t T = p->T = pc_sequences(B, sp->S, sp->seqused, &p->cu, &p->used);
 
-    /* block table [B, MB]: a random permutation of the physical blocks; sequence b holds
-     * floor(seqused / R) keys */
-    int64_t NB = sp->extra_blocks, MB = 0;
+    /* block table [B, MB]: a random permutation of the physical blocks, six kinds of garbage; sequence b
+     * holds floor(seqused / R) keys */
+    int64_t keys[LP_MAX_B];
+    unsigned char dead[LP_MAX_B];
     for (int b = 0; b < B; b++) {
-        int64_t nb = (sp->seqused[b] / R + BS - 1) / BS;
-        NB += nb;
-        MB = nb > MB ? nb : MB;
+        keys[b] = sp->seqused[b] / R;
+        dead[b] = sp->dead_seq_garbage && sp->S[b] == 0;
     }
-    MB += sp->extra_cols;
-    if (MB < 1)
-        MB = 1;
-    if (NB < 1)
-        NB = 1;
-    p->NB = NB;
-    p->MB = MB;
-    int32_t *perm = tu_calloc((size_t)NB, sizeof(int32_t));
-    for (int64_t i = 0; i < NB; i++)
-        perm[i] = (int32_t)i;
-    for (int64_t i = NB - 1; i > 0; i--) {
-        int64_t j = tu_rng_int(&rng, 0, i);
-        int32_t tmp = perm[i];
-        perm[i] = perm[j];
-        perm[j] = tmp;
-    }
-    p->table = tu_calloc((size_t)(B * MB), sizeof(int32_t));
-    const int32_t garbage[] = {-1, 99999, INT32_MIN, -7, INT32_MAX, (int32_t)NB};
-    for (int b = 0, next = 0; b < B; b++) {
-        int64_t nb = (sp->seqused[b] / R + BS - 1) / BS;
-        int dead = sp->dead_seq_garbage && sp->S[b] == 0;
-        for (int64_t j = 0; j < MB; j++) {
-            if (j < nb && !dead)
-                p->table[b * MB + j] = perm[next + j];
-            else
-                p->table[b * MB + j] = (sp->garbage_table || dead) ? garbage[(b + j) % 6] : -1;
-        }
-        next += (int)nb;
-    }
+    const pc_paging pg = pc_block_table(&rng, B, keys, BS, sp->extra_blocks, sp->extra_cols,
+                                        sp->garbage_table ? 6 : 0, dead);
+    const int64_t NB = p->NB = pg.NB, MB = p->MB = pg.MB;
+    p->table = pg.table;
+    free(pg.owner);
 
     /* which cache rows can some token of the call see? (the last token of a sequence sees the most) */
     const int64_t rows = NB * BS;
@@ -122,7 +69,6 @@ lp_problem *lp_make(const lp_spec *spec, uint64_t seed)
         for (int64_t j = 0; j < n; j++)
             row_used[(int64_t)p->table[b * MB + j / BS] * BS + j % BS] = 1;
     }
-    free(perm);
 
     dsops_lightning_indexer_args *a = &p->args;
     dsops_lightning_indexer_init(a, DSOPS_PRESET_V32);
@@ -137,16 +83,16 @@ lp_problem *lp_make(const lp_spec *spec, uint64_t seed)
         p->qbuf = tu_calloc(qn, 1);
         memset(p->qbuf, 0xff, qn);
         int64_t shape[3] = {T, NI, DI}, stride[2] = {ts, W};
-        a->q_idx = view(p->qbuf, qdt, 3, shape, stride);
+        a->q_idx = pc_view(p->qbuf, qdt, 3, shape, stride);
         int64_t ws = NI + (sp->strided_q ? 2 : 0);
         int64_t shape2[2] = {T, NI}, stride2[1] = {ws};
         p->wbuf = tu_calloc((size_t)(T * ws), 2);
         memset(p->wbuf, 0xff, (size_t)(T * ws) * 2);
-        a->weights = view(p->wbuf, i8 ? DSOPS_FP16 : DSOPS_BF16, 2, shape2, stride2);
+        a->weights = pc_view(p->wbuf, i8 ? DSOPS_FP16 : DSOPS_BF16, 2, shape2, stride2);
         if (i8) {
             p->qsbuf = tu_calloc((size_t)(T * ws), 2);
             memset(p->qsbuf, 0xff, (size_t)(T * ws) * 2);
-            a->q_idx_scale = view(p->qsbuf, DSOPS_FP16, 2, shape2, stride2);
+            a->q_idx_scale = pc_view(p->qsbuf, DSOPS_FP16, 2, shape2, stride2);
         }
     }
     /* cache views: [NB, BS, DI] and [NB, BS] */
@@ -156,14 +102,14 @@ lp_problem *lp_make(const lp_spec *spec, uint64_t seed)
         p->kbuf = tu_calloc(kn, 1);
         memset(p->kbuf, i8 ? 0x80 : 0xff, kn); /* int8 -128, bf16 NaN where nothing is written */
         int64_t shape[3] = {NB, BS, DI}, stride[2] = {bs, W};
-        a->key_cache = view(p->kbuf, qdt, 3, shape, stride);
+        a->key_cache = pc_view(p->kbuf, qdt, 3, shape, stride);
         if (i8) {
             int64_t ss = BS + (sp->strided_kv ? 5 : 0);
             p->ksbuf = tu_calloc((size_t)(NB * ss), 2);
             for (int64_t i = 0; i < NB * ss; i++)
                 ((uint16_t *)p->ksbuf)[i] = FP16_NAN;
             int64_t shape2[2] = {NB, BS}, stride2[1] = {ss};
-            a->key_scale_cache = view(p->ksbuf, DSOPS_FP16, 2, shape2, stride2);
+            a->key_scale_cache = pc_view(p->ksbuf, DSOPS_FP16, 2, shape2, stride2);
         }
     }
 
@@ -181,10 +127,10 @@ lp_problem *lp_make(const lp_spec *spec, uint64_t seed)
                         v = (int8_t)(h % 2 == 0 || tu_rng_int(&rng, 0, 1) ? -128 : 127);
                     else
                         v = (int8_t)tu_rng_int(&rng, -128, 127);
-                    put_i8(&a->q_idx, t, h, d, v);
+                    pc_put_i8(&a->q_idx, t, h, d, v);
                 } else {
                     float v = exact ? (float)small_value(qpat, (int64_t)h * DI + d) : tu_rng_uniform(&rng, -1.0f, 1.0f);
-                    put_u16(&a->q_idx, t, h, d, tu_bf16(v));
+                    pc_put_u16(&a->q_idx, t, h, d, tu_bf16(v));
                 }
             }
             /* weights: small integers (exact modes) or U(-1, 1); negative when asked */
@@ -206,12 +152,12 @@ lp_problem *lp_make(const lp_spec *spec, uint64_t seed)
                 }
             }
             if (sp->nan_weights && t % 4 == 3 && h == NI / 2) {
-                put_u16(&a->weights, t, h, 0, i8 ? FP16_NAN : TU_BF16_NAN);
+                pc_put_u16(&a->weights, t, h, 0, i8 ? FP16_NAN : TU_BF16_NAN);
             } else {
-                put_u16(&a->weights, t, h, 0, i8 ? h16(w) : tu_bf16(w));
+                pc_put_u16(&a->weights, t, h, 0, i8 ? h16(w) : tu_bf16(w));
             }
             if (i8)
-                put_u16(&a->q_idx_scale, t, h, 0, h16(qs));
+                pc_put_u16(&a->q_idx_scale, t, h, 0, h16(qs));
         }
     }
 
@@ -222,11 +168,12 @@ lp_problem *lp_make(const lp_spec *spec, uint64_t seed)
                 continue;
             const float v = kind == 1 ? NAN : INFINITY;
             if (i8)
-                put_u16(&a->q_idx_scale, t, h, 0, h16(v));
+                pc_put_u16(&a->q_idx_scale, t, h, 0, h16(v));
             else
-                put_u16(&a->q_idx, t, h, 0, tu_bf16(v));
+                pc_put_u16(&a->q_idx, t, h, 0, tu_bf16(v));
             if (kind > 1)
-                put_u16(&a->weights, t, h, 0, i8 ? h16(kind == 2 ? 1.0f : -1.0f) : tu_bf16(kind == 2 ? 1.0f : -1.0f));
+                pc_put_u16(&a->weights, t, h, 0,
+                           i8 ? h16(kind == 2 ? 1.0f : -1.0f) : tu_bf16(kind == 2 ? 1.0f : -1.0f));
         }
 
     /* cache rows: drawn for every physical row (so the data do not depend on nan_fill), stored only
@@ -249,11 +196,12 @@ lp_problem *lp_make(const lp_spec *spec, uint64_t seed)
                 else
                     v = (int8_t)tu_rng_int(&rng, -128, 127);
                 if (store)
-                    put_i8(&a->key_cache, blk, off, d, v);
+                    pc_put_i8(&a->key_cache, blk, off, d, v);
             } else {
                 float v = exact ? (float)small_value(pat, d) : tu_rng_uniform(&rng, -1.0f, 1.0f);
                 if (store)
-                    put_u16(&a->key_cache, blk, off, d, sp->key_nan && row % 5 == 1 && d == 0 ? TU_BF16_NAN : tu_bf16(v));
+                    pc_put_u16(&a->key_cache, blk, off, d,
+                               sp->key_nan && row % 5 == 1 && d == 0 ? TU_BF16_NAN : tu_bf16(v));
             }
         }
         if (i8) {
@@ -264,31 +212,26 @@ lp_problem *lp_make(const lp_spec *spec, uint64_t seed)
             if ((sp->nan_key_scales && row % 7 == 2) || (sp->key_nan && row % 5 == 1))
                 ksh = FP16_NAN;
             if (store)
-                put_u16(&a->key_scale_cache, blk, off, 0, ksh);
+                pc_put_u16(&a->key_scale_cache, blk, off, 0, ksh);
         }
     }
     free(row_used);
 
     /* index tensors */
-    int64_t s2[2] = {B, MB}, s1[1];
-    a->block_table = dsops_tensor_make(p->table, DSOPS_INT32, 2, s2);
-    s1[0] = B + 1;
-    a->cu_seqlens_q = dsops_tensor_make(p->cu, DSOPS_INT32, 1, s1);
-    s1[0] = B;
-    a->seqused_kv = dsops_tensor_make(p->used, DSOPS_INT32, 1, s1);
+    pc_sequence_views(B, MB, p->table, p->cu, p->used, &a->block_table, &a->cu_seqlens_q, &a->seqused_kv);
 
     /* outputs inside guarded (and, when strided, padded) buffers */
     int64_t ots = K + (sp->strided_out ? 3 : 0);
-    p->idx_buf_n = T * ots + 2 * GUARD;
+    p->idx_buf_n = T * ots + 2 * PC_GUARD;
     p->idx_buf = tu_calloc((size_t)p->idx_buf_n, sizeof(int32_t));
     int64_t oshape[2] = {T, K}, ostride[1] = {ots};
-    a->topk_indices = view(p->idx_buf + GUARD, DSOPS_INT32, 2, oshape, ostride);
+    a->topk_indices = pc_view(p->idx_buf + PC_GUARD, DSOPS_INT32, 2, oshape, ostride);
     if (sp->with_scores) {
         int64_t sts = K + (sp->strided_out ? 5 : 0);
-        p->score_buf_n = T * sts + 2 * GUARD;
+        p->score_buf_n = T * sts + 2 * PC_GUARD;
         p->score_buf = tu_calloc((size_t)p->score_buf_n, sizeof(float));
         int64_t sstride[1] = {sts};
-        a->topk_scores = view(p->score_buf + GUARD, DSOPS_FP32, 2, oshape, sstride);
+        a->topk_scores = pc_view(p->score_buf + PC_GUARD, DSOPS_FP32, 2, oshape, sstride);
     }
     lp_reset_outputs(p);
     return p;
@@ -315,25 +258,14 @@ void lp_free(lp_problem *p)
 
 void lp_reset_outputs(lp_problem *p)
 {
-    for (int64_t i = 0; i < p->idx_buf_n; i++)
-        p->idx_buf[i] = LP_SENTINEL_I32;
-    uint32_t s = LP_SENTINEL_F32_BITS;
-    for (int64_t i = 0; i < p->score_buf_n; i++)
-        memcpy(&p->score_buf[i], &s, 4);
+    pc_fill_sentinel(p->idx_buf, sizeof(int32_t), p->idx_buf_n, (uint32_t)LP_SENTINEL_I32);
+    pc_fill_sentinel(p->score_buf, sizeof(float), p->score_buf_n, LP_SENTINEL_F32_BITS);
 }
 
 int lp_outputs_untouched(const lp_problem *p)
 {
-    for (int64_t i = 0; i < p->idx_buf_n; i++)
-        if (p->idx_buf[i] != LP_SENTINEL_I32)
-            return 0;
-    for (int64_t i = 0; i < p->score_buf_n; i++) {
-        uint32_t u;
-        memcpy(&u, &p->score_buf[i], 4);
-        if (u != LP_SENTINEL_F32_BITS)
-            return 0;
-    }
-    return 1;
+    return pc_holds_sentinel(p->idx_buf, sizeof(int32_t), p->idx_buf_n, (uint32_t)LP_SENTINEL_I32) &&
+           pc_holds_sentinel(p->score_buf, sizeof(float), p->score_buf_n, LP_SENTINEL_F32_BITS);
 }
 
 void lp_reference_of(const dsops_lightning_indexer_args *a, int32_t **ref_idx, float **ref_scores)
@@ -362,9 +294,9 @@ void lp_poison_outputs(const dsops_lightning_indexer_args *a)
     const uint32_t nan32 = 0xffffffffu;
     for (int64_t t = 0; t < T; t++)
         for (int64_t k = 0; k < K; k++) {
-            memcpy(at(&a->topk_indices, t, k, 0), &junk, 4);
+            memcpy(tf_eaddr(&a->topk_indices, t, k, 0), &junk, 4);
             if (a->topk_scores.data)
-                memcpy(at(&a->topk_scores, t, k, 0), &nan32, 4);
+                memcpy(tf_eaddr(&a->topk_scores, t, k, 0), &nan32, 4);
         }
 }
 
@@ -372,9 +304,9 @@ void lp_extract(const dsops_lightning_indexer_args *a, int32_t *idx, uint32_t *s
 {
     const int64_t T = a->topk_indices.shape[0], K = a->topk_indices.shape[1];
     for (int64_t t = 0; t < T; t++) {
-        memcpy(idx + t * K, at(&a->topk_indices, t, 0, 0), sizeof(int32_t) * (size_t)K);
+        memcpy(idx + t * K, tf_eaddr(&a->topk_indices, t, 0, 0), sizeof(int32_t) * (size_t)K);
         if (scores && a->topk_scores.data)
-            memcpy(scores + t * K, at(&a->topk_scores, t, 0, 0), sizeof(float) * (size_t)K);
+            memcpy(scores + t * K, tf_eaddr(&a->topk_scores, t, 0, 0), sizeof(float) * (size_t)K);
     }
 }
 
@@ -382,11 +314,11 @@ int64_t lp_visible(const dsops_lightning_indexer_args *a, int64_t t)
 {
     const int64_t B = a->seqused_kv.shape[0];
     for (int64_t b = 0; b < B; b++) {
-        const int64_t t0 = *(const int32_t *)at(&a->cu_seqlens_q, b, 0, 0);
-        const int64_t t1 = *(const int32_t *)at(&a->cu_seqlens_q, b + 1, 0, 0);
+        const int64_t t0 = *(const int32_t *)tf_eaddr(&a->cu_seqlens_q, b, 0, 0);
+        const int64_t t1 = *(const int32_t *)tf_eaddr(&a->cu_seqlens_q, b + 1, 0, 0);
         if (t < t0 || t >= t1)
             continue;
-        const int64_t L = (int64_t)*(const int32_t *)at(&a->seqused_kv, b, 0, 0) - (t1 - t0 - 1 - (t - t0));
+        const int64_t L = (int64_t)*(const int32_t *)tf_eaddr(&a->seqused_kv, b, 0, 0) - (t1 - t0 - 1 - (t - t0));
         return (L > 0 ? L : 0) / a->cmp_ratio;
     }
     return 0;
@@ -562,10 +494,8 @@ int lp_compare(const char *label, const dsops_lightning_indexer_args *a, const i
         printf("  %s: %lld rows, %lld near-tie swaps, %zu score pairs\n", label, (long long)T,
                (long long)near_tie_swaps, npairs);
     if (has_scores && npairs > 0) {
-        char name[300];
-        snprintf(name, sizeof name, "%s topk_scores", label);
-        tu_tol tol = {1e-4, 1e-4, 0.005};
-        ok &= tu_compare_close(name, pair_lib, pair_ref, npairs, tol, NULL);
+        const tu_tol tol = {1e-4, 1e-4, 0.005};
+        ok &= tu_compare_close_part(label, "topk_scores", pair_lib, pair_ref, npairs, tol);
     }
     free(lib);
     free(libs_bits);
@@ -582,35 +512,10 @@ int lp_compare(const char *label, const dsops_lightning_indexer_args *a, const i
 int lp_check(lp_problem *p, const char *label)
 {
     int ok = lp_compare(label, &p->args, p->ref_idx, p->ref_scores, 0, p->strict);
-    /* every element outside the views keeps its sentinel */
-    const dsops_lightning_indexer_args *a = &p->args;
-    const int64_t T = p->T, K = p->sp.K;
-    unsigned char *in_view = tu_calloc((size_t)p->idx_buf_n, 1);
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t k = 0; k < K; k++)
-            in_view[(int32_t *)at(&a->topk_indices, t, k, 0) - p->idx_buf] = 1;
-    int64_t stray = -1;
-    for (int64_t i = 0; i < p->idx_buf_n && stray < 0; i++)
-        if (!in_view[i] && p->idx_buf[i] != LP_SENTINEL_I32)
-            stray = i;
-    free(in_view);
-    ok &= tu_check(stray < 0, "%s: topk_indices buffer element %lld outside the view was written", label,
-                   (long long)stray);
-    if (p->score_buf) {
-        unsigned char *sv = tu_calloc((size_t)p->score_buf_n, 1); /* no view (scores off): all sentinels */
-        for (int64_t t = 0; t < T && a->topk_scores.data; t++)
-            for (int64_t k = 0; k < K; k++)
-                sv[(float *)at(&a->topk_scores, t, k, 0) - p->score_buf] = 1;
-        stray = -1;
-        for (int64_t i = 0; i < p->score_buf_n && stray < 0; i++) {
-            uint32_t u;
-            memcpy(&u, &p->score_buf[i], 4);
-            if (!sv[i] && u != LP_SENTINEL_F32_BITS)
-                stray = i;
-        }
-        free(sv);
-        ok &= tu_check(stray < 0, "%s: topk_scores buffer element %lld outside the view was written", label,
-                       (long long)stray);
-    }
+    ok &= pc_check_outside_view(label, "topk_indices", p->idx_buf, sizeof(int32_t), p->idx_buf_n,
+                                (uint32_t)LP_SENTINEL_I32, &p->args.topk_indices);
+    if (p->score_buf) /* with the scores view absent, the whole buffer keeps its sentinels */
+        ok &= pc_check_outside_view(label, "topk_scores", p->score_buf, sizeof(float), p->score_buf_n,
+                                    LP_SENTINEL_F32_BITS, &p->args.topk_scores);
     return ok;
 }

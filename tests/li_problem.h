@@ -70,6 +70,8 @@ typedef struct lp_problem {
 #define LP_SENTINEL_I32 ((int32_t)0x5a5a5a5a)
 #define LP_SENTINEL_F32_BITS 0xdeadbeefu
 
+/* The life cycle of sfa_problem.h for this operator's types (the programs name the calls per operator). */
+
 /* Builds a problem (aborts if memory runs out). The reference is not computed yet. */
 lp_problem *lp_make(const lp_spec *sp, uint64_t seed);
 void lp_free(lp_problem *p);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "fixture.h"
+#include "problem_common.h"
 #include "ref.h"
 #include "test_util.h"
 
@@ -28,6 +29,23 @@ static float packed_scale(const dsops_tensor *kv, int64_t blk, int64_t off, int6
     float f;
     memcpy(&f, &u, 4);
     return f;
+}
+
+/* Cache row (blk, off) of the args' layout as fp32: latent [Dc], scales [Dc / 128] (split_int8, packed656)
+ * and rope [64]. */
+static void read_cache_row(const dsops_mla_prolog_v32_args *a, int64_t Dc, int64_t blk, int64_t off, float *lat,
+                           float *scale, float *kr)
+{
+    const int packed = a->kv_layout == DSOPS_KV_PACKED656;
+    for (int64_t c = 0; c < Dc; c++)
+        lat[c] = packed ? (float)(int8_t)*tf_eaddr(&a->kv_packed, blk, off, c) : tf_getf(&a->kv_cache, blk, off, c);
+    for (int64_t g = 0; g < Dc / 128; g++)
+        if (packed)
+            scale[g] = packed_scale(&a->kv_packed, blk, off, g);
+        else if (a->kv_layout == DSOPS_KV_SPLIT_INT8)
+            scale[g] = tf_getf(&a->kv_scale_cache, blk, off, g);
+    for (int64_t e = 0; e < DR; e++)
+        kr[e] = packed ? packed_rope(&a->kv_packed, blk, off, e) : tf_getf(&a->kr_cache, blk, off, e);
 }
 
 /* ---- problem builder ------------------------------------------------------------------------------- */
@@ -73,7 +91,7 @@ mp_problem *mp_make(const mp_spec *spec, uint64_t seed)
     if (!sp->table_dtype)
         sp->table_dtype = DSOPS_BF16;
     if (sp->NB <= 0)
-        sp->NB = (int)((2 * (int64_t)sp->T + 3 + sp->BS - 1) / sp->BS);
+        sp->NB = pc_default_blocks(sp->T, sp->BS);
     tu_rng r;
     tu_rng_seed(&r, seed);
 
@@ -112,17 +130,7 @@ mp_problem *mp_make(const mp_spec *spec, uint64_t seed)
     const dsops_dtype ckv_dt =
         sp->mixed_gamma ? (sp->gamma_dtype == DSOPS_FP32 ? DSOPS_BF16 : DSOPS_FP32) : sp->gamma_dtype;
     a->gamma_ckv = tf_alloc_view(&p->fx, ckv_dt, 1, s, 0, 0, 0);
-    s[0] = T, s[1] = DR;
-    if (share & 2) { /* sin in columns 0..63, cos in 64..127 of one [T, 128 + pad] buffer */
-        s[1] = 2 * DR;
-        dsops_tensor both = tf_alloc_view(&p->fx, sp->table_dtype, 2, s, pad, 0, 0);
-        a->rope_sin = both, a->rope_cos = both;
-        a->rope_sin.shape[1] = a->rope_cos.shape[1] = DR;
-        a->rope_cos.data = tf_eaddr(&both, 0, DR, 0);
-    } else {
-        a->rope_cos = tf_alloc_view(&p->fx, sp->table_dtype, 2, s, pad, 0, 0);
-        a->rope_sin = tf_alloc_view(&p->fx, sp->table_dtype, 2, s, pad, 0, 0);
-    }
+    pc_rope_tables(&p->fx, sp->table_dtype, T, pad, share & 2, &a->rope_cos, &a->rope_sin);
     s[0] = T;
     a->cache_index = tf_alloc_view(&p->fx, DSOPS_INT64, 1, s, 0, 0, 0);
     p->cache_index = a->cache_index.data;
@@ -190,9 +198,7 @@ mp_problem *mp_make(const mp_spec *spec, uint64_t seed)
     }
 
     /* data */
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t k = 0; k < H; k++)
-            tf_putf(&a->x, t, k, 0, t < sp->zero_tokens ? 0.0f : tu_rng_uniform(&r, -1, 1));
+    pc_fill_rows(&a->x, &r, sp->zero_tokens);
     tf_fill_uniform(&a->wq_a, &r, -0.1f, 0.1f);
     tf_fill_uniform(&a->wkv_a, &r, -0.1f, 0.1f);
     tf_fill_uniform(&a->w_uk, &r, -0.1f, 0.1f);
@@ -219,64 +225,29 @@ mp_problem *mp_make(const mp_spec *spec, uint64_t seed)
     tf_fill_uniform(&a->rope_sin, &r, -1, 1);
     fill_cache_rows(p, &r);
 
-    /* cache_index: distinct random rows (partial Fisher-Yates), some negative by mode */
-    const int64_t rows = NB * BS;
-    int64_t *perm = tf_xcalloc(sizeof(int64_t) * (size_t)rows);
-    for (int64_t i = 0; i < rows; i++)
-        perm[i] = i;
-    for (int64_t t = 0; t < T; t++) {
-        int64_t j = t + (int64_t)(tu_rng_u64(&r) % (uint64_t)(rows - t));
-        int64_t tmp = perm[t];
-        perm[t] = perm[j];
-        perm[j] = tmp;
-        static const int64_t negs[3] = {-1, -7, INT64_MIN};
-        int neg = sp->index_mode == MP_IDX_NONE || (sp->index_mode == MP_IDX_SOME && t % 3 == 1);
-        p->cache_index[t] = neg ? negs[t % 3] : perm[t];
-    }
-    free(perm);
+    pc_cache_indices(&r, NB * BS, T, (pc_index_mode)sp->index_mode, p->cache_index);
     return p;
 }
 
+/* ---- calls: sentinels, snapshots (the fixture's, under the names the test programs use) ------------- */
+
 void mp_free(mp_problem *p)
 {
-    if (!p)
-        return;
-    tf_free(&p->fx);
+    if (p)
+        tf_free(&p->fx);
     free(p);
 }
 
-/* ---- calls: sentinels, snapshots -------------------------------------------------------------------- */
-
-void mp_prepare_call(mp_problem *p)
-{
-    tf_prepare_call(&p->fx);
-}
-
-void mp_restore(mp_problem *p)
-{
-    tf_restore(&p->fx);
-}
-
-int mp_untouched(const mp_problem *p, const char *label)
-{
-    return tf_untouched(&p->fx, label);
-}
+void mp_prepare_call(mp_problem *p) { tf_prepare_call(&p->fx); }
+void mp_restore(mp_problem *p) { tf_restore(&p->fx); }
+int mp_untouched(const mp_problem *p, const char *label) { return tf_untouched(&p->fx, label); }
 
 /* ---- the elements a call may write ------------------------------------------------------------------ */
 
-static void each_in_row(const dsops_tensor *t, int64_t r, tf_elem_fn fn, void *ctx)
-{
-    if (!t->data)
-        return;
-    const int64_t BS = t->shape[1], blk = r / BS, off = r % BS;
-    const size_t es = dsops_dtype_size(t->dtype);
-    for (int64_t k = 0; k < t->shape[2]; k++)
-        fn(ctx, tf_eaddr(t, blk, off, k), es);
-}
-
 /* outputs in order q_nope, q_rope, qr, qr_scale, then the addressed cache rows in token order */
-static void each_written(const dsops_mla_prolog_v32_args *a, tf_elem_fn fn, void *ctx)
+static void each_written(const void *args, tf_elem_fn fn, void *ctx)
 {
+    const dsops_mla_prolog_v32_args *a = args;
     tf_each_in_view(&a->q_nope, fn, ctx);
     tf_each_in_view(&a->q_rope, fn, ctx);
     tf_each_in_view(&a->qr, fn, ctx);
@@ -287,23 +258,17 @@ static void each_written(const dsops_mla_prolog_v32_args *a, tf_elem_fn fn, void
         if (r < 0)
             continue;
         if (a->kv_layout == DSOPS_KV_PACKED656) {
-            each_in_row(&a->kv_packed, r, fn, ctx);
+            pc_each_in_cache_row(&a->kv_packed, r, fn, ctx);
             continue;
         }
-        each_in_row(&a->kv_cache, r, fn, ctx);
+        pc_each_in_cache_row(&a->kv_cache, r, fn, ctx);
         if (a->kv_layout == DSOPS_KV_SPLIT_INT8)
-            each_in_row(&a->kv_scale_cache, r, fn, ctx);
-        each_in_row(&a->kr_cache, r, fn, ctx);
+            pc_each_in_cache_row(&a->kv_scale_cache, r, fn, ctx);
+        pc_each_in_cache_row(&a->kr_cache, r, fn, ctx);
     }
 }
 
-unsigned char *mp_gather(const dsops_mla_prolog_v32_args *a, size_t *n)
-{
-    tf_gather_ctx g = {NULL, 0, 0};
-    each_written(a, tf_gather_fn, &g);
-    *n = g.n;
-    return g.buf;
-}
+unsigned char *mp_gather(const dsops_mla_prolog_v32_args *a, size_t *n) { return pc_gather(each_written, a, n); }
 
 /* ---- reference ------------------------------------------------------------------------------------- */
 
@@ -329,10 +294,8 @@ mp_ref *mp_reference(const dsops_mla_prolog_v32_args *a)
     if (int8)
         ra.qr_scale = dsops_tensor_make(tf_xcalloc(sizeof(float) * (size_t)(T > 0 ? T : 1)), DSOPS_FP32, 1, s);
     /* compact caches: row w of [nw, 1, W] for the w-th writing token */
-    int64_t *ci = tf_xcalloc(sizeof(int64_t) * (size_t)(T > 0 ? T : 1));
-    int64_t nw = 0;
-    for (int64_t t = 0; t < T; t++)
-        ci[t] = tf_get_index(&a->cache_index, t) >= 0 ? nw++ : -1;
+    int64_t nw;
+    int64_t *ci = pc_compact_index(&a->cache_index, &nw);
     r->nw = nw;
     s[0] = T;
     ra.cache_index = dsops_tensor_make(ci, DSOPS_INT64, 1, s);
@@ -365,35 +328,16 @@ mp_ref *mp_reference(const dsops_mla_prolog_v32_args *a)
     r->q_rope = tf_xcalloc(sizeof(float) * (size_t)(T * N * DR));
     r->qr = tf_xcalloc(sizeof(float) * (size_t)(T * Q));
     r->qr_scale = tf_xcalloc(sizeof(float) * (size_t)(T > 0 ? T : 1));
-    for (int64_t i = 0; i < T * N * Dc; i++)
-        r->q_nope[i] = tu_f32(((uint16_t *)ra.q_nope.data)[i]);
-    for (int64_t i = 0; i < T * N * DR; i++)
-        r->q_rope[i] = tu_f32(((uint16_t *)ra.q_rope.data)[i]);
-    for (int64_t i = 0; i < T * Q; i++)
-        r->qr[i] = int8 ? (float)((int8_t *)ra.qr.data)[i] : tu_f32(((uint16_t *)ra.qr.data)[i]);
+    pc_dense_f32(&ra.q_nope, r->q_nope);
+    pc_dense_f32(&ra.q_rope, r->q_rope);
+    pc_dense_f32(&ra.qr, r->qr);
     if (int8)
-        memcpy(r->qr_scale, ra.qr_scale.data, sizeof(float) * (size_t)T);
+        pc_dense_f32(&ra.qr_scale, r->qr_scale);
     r->lat = tf_xcalloc(sizeof(float) * (size_t)(rows * Dc));
     r->scale = tf_xcalloc(sizeof(float) * (size_t)(rows * (G > 0 ? G : 1)));
     r->kr = tf_xcalloc(sizeof(float) * (size_t)(rows * DR));
-    for (int64_t w = 0; w < nw; w++) {
-        if (a->kv_layout == DSOPS_KV_PACKED656) {
-            for (int64_t c = 0; c < Dc; c++)
-                r->lat[w * Dc + c] = (float)(int8_t)*tf_eaddr(&ra.kv_packed, w, 0, c);
-            for (int64_t g = 0; g < G; g++)
-                r->scale[w * G + g] = packed_scale(&ra.kv_packed, w, 0, g);
-            for (int64_t e = 0; e < DR; e++)
-                r->kr[w * DR + e] = packed_rope(&ra.kv_packed, w, 0, e);
-            continue;
-        }
-        for (int64_t c = 0; c < Dc; c++)
-            r->lat[w * Dc + c] = tf_getf(&ra.kv_cache, w, 0, c);
-        if (ra.kv_scale_cache.data)
-            for (int64_t g = 0; g < G; g++)
-                r->scale[w * G + g] = tf_getf(&ra.kv_scale_cache, w, 0, g);
-        for (int64_t e = 0; e < DR; e++)
-            r->kr[w * DR + e] = tf_getf(&ra.kr_cache, w, 0, e);
-    }
+    for (int64_t w = 0; w < nw; w++)
+        read_cache_row(&ra, Dc, w, 0, r->lat + w * Dc, r->scale + w * G, r->kr + w * DR);
 
     free(ra.q_nope.data);
     free(ra.q_rope.data);
@@ -431,39 +375,25 @@ static const tu_tol TOL_LAT_I8 = {1, 0, 0.005};
 static const tu_tol TOL_BF16_ROW = {1e-4, 1.0 / 128, 0.005};  /* bf16 latent, kr */
 static const tu_tol TOL_SCALE = {2.5e-5, 0.005, 0};
 
-static void extract3(const dsops_tensor *t, float *dst)
-{
-    const int64_t s0 = t->shape[0], s1 = t->ndim > 1 ? t->shape[1] : 1, s2 = t->ndim > 2 ? t->shape[2] : 1;
-    for (int64_t i = 0; i < s0; i++)
-        for (int64_t j = 0; j < s1; j++)
-            for (int64_t k = 0; k < s2; k++)
-                dst[(i * s1 + j) * s2 + k] = tf_getf(t, i, j, k);
-}
-
 int mp_check(mp_problem *p, const mp_ref *r, const char *label)
 {
     const dsops_mla_prolog_v32_args *a = &p->args;
     const int64_t T = r->T, N = r->N, Q = r->Q, Dc = r->Dc, G = Dc / 128, nw = r->nw;
     const int int8 = a->wq_b.dtype == DSOPS_INT8;
     int ok = 1;
-    char l[400];
     const size_t big = (size_t)(T * N * (Dc + DR) + T * Q) + (size_t)(nw * Dc) + 1;
     float *buf = tf_xcalloc(sizeof(float) * big);
 
     if (T > 0) {
-        extract3(&a->q_nope, buf);
-        snprintf(l, sizeof l, "%s q_nope", label);
-        ok &= tu_compare_close(l, buf, r->q_nope, (size_t)(T * N * Dc), TOL_Q, NULL);
-        extract3(&a->q_rope, buf);
-        snprintf(l, sizeof l, "%s q_rope", label);
-        ok &= tu_compare_close(l, buf, r->q_rope, (size_t)(T * N * DR), TOL_Q, NULL);
-        extract3(&a->qr, buf);
-        snprintf(l, sizeof l, "%s qr", label);
-        ok &= tu_compare_close(l, buf, r->qr, (size_t)(T * Q), int8 ? TOL_QR_I8 : TOL_QR_BF16, NULL);
+        pc_dense_f32(&a->q_nope, buf);
+        ok &= tu_compare_close_part(label, "q_nope", buf, r->q_nope, (size_t)(T * N * Dc), TOL_Q);
+        pc_dense_f32(&a->q_rope, buf);
+        ok &= tu_compare_close_part(label, "q_rope", buf, r->q_rope, (size_t)(T * N * DR), TOL_Q);
+        pc_dense_f32(&a->qr, buf);
+        ok &= tu_compare_close_part(label, "qr", buf, r->qr, (size_t)(T * Q), int8 ? TOL_QR_I8 : TOL_QR_BF16);
         if (int8) {
-            extract3(&a->qr_scale, buf);
-            snprintf(l, sizeof l, "%s qr_scale", label);
-            ok &= tu_compare_close(l, buf, r->qr_scale, (size_t)T, TOL_QR_SCALE, NULL);
+            pc_dense_f32(&a->qr_scale, buf);
+            ok &= tu_compare_close_part(label, "qr_scale", buf, r->qr_scale, (size_t)T, TOL_QR_SCALE);
         }
     }
 
@@ -475,48 +405,42 @@ int mp_check(mp_problem *p, const mp_ref *r, const char *label)
             const int64_t row = tf_get_index(&a->cache_index, t);
             if (row < 0)
                 continue;
-            if (a->kv_layout == DSOPS_KV_PACKED656) {
-                const int64_t BS = a->kv_packed.shape[1], blk = row / BS, off = row % BS;
-                for (int64_t c = 0; c < Dc; c++)
-                    lat[w * Dc + c] = (float)(int8_t)*tf_eaddr(&a->kv_packed, blk, off, c);
-                for (int64_t g = 0; g < G; g++)
-                    sc[w * G + g] = packed_scale(&a->kv_packed, blk, off, g);
-                for (int64_t e = 0; e < DR; e++)
-                    kr[w * DR + e] = packed_rope(&a->kv_packed, blk, off, e);
-            } else {
-                const int64_t BS = a->kv_cache.shape[1], blk = row / BS, off = row % BS;
-                for (int64_t c = 0; c < Dc; c++)
-                    lat[w * Dc + c] = tf_getf(&a->kv_cache, blk, off, c);
-                if (a->kv_layout == DSOPS_KV_SPLIT_INT8)
-                    for (int64_t g = 0; g < G; g++)
-                        sc[w * G + g] = tf_getf(&a->kv_scale_cache, blk, off, g);
-                for (int64_t e = 0; e < DR; e++)
-                    kr[w * DR + e] = tf_getf(&a->kr_cache, blk, off, e);
-            }
+            const int64_t BS = (a->kv_layout == DSOPS_KV_PACKED656 ? a->kv_packed : a->kv_cache).shape[1];
+            read_cache_row(a, Dc, row / BS, row % BS, lat + w * Dc, sc + w * G, kr + w * DR);
             w++;
         }
         const int i8 = a->kv_layout != DSOPS_KV_SPLIT_BF16;
-        snprintf(l, sizeof l, "%s cache latent", label);
-        ok &= tu_compare_close(l, lat, r->lat, (size_t)(nw * Dc), i8 ? TOL_LAT_I8 : TOL_BF16_ROW, NULL);
-        if (i8) {
-            snprintf(l, sizeof l, "%s cache scales", label);
-            ok &= tu_compare_close(l, sc, r->scale, (size_t)(nw * G), TOL_SCALE, NULL);
-        }
-        snprintf(l, sizeof l, "%s cache rope", label);
-        ok &= tu_compare_close(l, kr, r->kr, (size_t)(nw * DR), TOL_BF16_ROW, NULL);
+        ok &= tu_compare_close_part(label, "cache latent", lat, r->lat, (size_t)(nw * Dc),
+                                    i8 ? TOL_LAT_I8 : TOL_BF16_ROW);
+        if (i8)
+            ok &= tu_compare_close_part(label, "cache scales", sc, r->scale, (size_t)(nw * G), TOL_SCALE);
+        ok &= tu_compare_close_part(label, "cache rope", kr, r->kr, (size_t)(nw * DR), TOL_BF16_ROW);
         free(sc);
         free(kr);
     }
     free(buf);
 
-    /* everything the call may not write: undo the allowed writes, then every region must equal its
-     * snapshot */
-    tf_restore_ctx rc = {&p->fx, 0, 0};
-    each_written(a, tf_restore_fn, &rc);
-    ok &= tu_check(rc.outside == 0, "%s: %zu written elements lie outside the checked buffers (test bug)", label,
-                   rc.outside);
-    snprintf(l, sizeof l, "%s untouched bytes", label);
-    const int unt = tf_check_untouched(&p->fx, l);
-    mp_restore(p);
-    return ok && unt;
+    /* everything the call may not write */
+    return pc_check_only_written(&p->fx, each_written, a, label) && ok;
+}
+
+/* ---- the shared runs -------------------------------------------------------------------------------- */
+
+/* Adapters from this operator's argument and problem types to pc_target (each prolog builder has its own). */
+
+static dsops_status call_op(dsops_context *c, const void *args) { return dsops_mla_prolog_v32(c, args); }
+
+static dsops_status prepare_op(dsops_context *c, const void *args, dsops_prepared **prep)
+{
+    return dsops_mla_prolog_v32_prepare(c, args, prep);
+}
+
+static unsigned char *gather_op(const void *args, size_t *n) { return pc_gather(each_written, args, n); }
+
+static int check_op(void *p, const void *r, const char *label) { return mp_check(p, r, label); }
+
+pc_target mp_target(mp_problem *p, const mp_ref *r)
+{
+    return (pc_target){.fx = &p->fx, .args = &p->args, .prepared = &p->args.prepared, .call = call_op,
+                       .prepare = prepare_op, .gather = gather_op, .check = check_op, .problem = p, .ref = r};
 }

@@ -12,11 +12,12 @@
 
 #include "dsops.h"
 #include "fixture.h"
+#include "problem_common.h"
 
 typedef enum mp_index_mode {
-    MP_IDX_ALL = 0,   /* every token writes a distinct random row */
-    MP_IDX_SOME = 1,  /* about a third of the tokens get a negative index (-1, -7, INT64_MIN) */
-    MP_IDX_NONE = 2   /* every index negative: no cache row is written */
+    MP_IDX_ALL = PC_IDX_ALL,    /* every token writes a distinct random row */
+    MP_IDX_SOME = PC_IDX_SOME,  /* about a third of the tokens get a negative index (-1, -7, INT64_MIN) */
+    MP_IDX_NONE = PC_IDX_NONE   /* every index negative: no cache row is written */
 } mp_index_mode;
 
 typedef struct mp_spec {
@@ -78,5 +79,8 @@ int mp_check(mp_problem *p, const mp_ref *r, const char *label);
 /* The raw bytes of every output element and every addressed cache-row element, in a fixed order (for
  * bitwise comparisons of two runs). Caller frees; *n receives the length. */
 unsigned char *mp_gather(const dsops_mla_prolog_v32_args *a, size_t *n);
+
+/* The problem as the shared runs of problem_common.h see it; with r NULL the runs skip the oracle. */
+pc_target mp_target(mp_problem *p, const mp_ref *r);
 
 #endif

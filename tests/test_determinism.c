@@ -12,49 +12,66 @@
 
 static dsops_context *ctx;
 
+/* One operator call on fixed arguments and the (at most two) outputs it writes, copied densely for bitwise
+ * comparisons. */
+typedef struct det_call {
+    const void *args;
+    dsops_status (*call)(dsops_context *ctx, const void *args);
+    void (*poison)(const void *args);                          /* garbage into every output element */
+    void (*extract)(const void *args, void *out0, void *out1); /* dense copies of the outputs */
+    const char *name[2];
+    size_t n[2], esz[2];                                       /* elements and their bytes (n 0: absent) */
+} det_call;
+
+/* On every tier: 1, 2 and 3 threads, then 1 again, give bitwise the outputs of the first call. */
+static void check_threads(const char *name, const det_call *d)
+{
+    void *first[2], *again[2];
+    for (int o = 0; o < 2; o++) {
+        first[o] = tu_calloc(d->n[o] + 1, d->esz[o]);
+        again[o] = tu_calloc(d->n[o] + 1, d->esz[o]);
+    }
+    static const int threads[] = {1, 2, 3, 1};
+    char l[300];
+    for (int isa = -1; tu_next_tier(ctx, &isa, name, l, sizeof l);) {
+        for (int k = 0; k < 4; k++) {
+            dsops_context_set_threads(ctx, threads[k]);
+            d->poison(d->args);
+            const dsops_status st = d->call(ctx, d->args);
+            if (!tu_check(st == DSOPS_OK, "%s threads %d: %s (%s)", l, threads[k], dsops_status_name(st),
+                          dsops_last_error()))
+                break;
+            void **dst = k == 0 ? first : again;
+            d->extract(d->args, dst[0], dst[1]);
+            for (int o = 0; k > 0 && o < 2; o++) {
+                if (d->n[o] == 0)
+                    continue;
+                const int64_t diff = tu_first_difference(first[o], again[o], d->n[o], d->esz[o]);
+                tu_check(diff < 0, "%s: %s differs between 1 and %d threads%s at element %lld", l, d->name[o],
+                         threads[k], k == 3 ? " (repeat)" : "", (long long)diff);
+            }
+        }
+    }
+    for (int o = 0; o < 2; o++) {
+        free(first[o]);
+        free(again[o]);
+    }
+}
+
+/* ---- sparse_flash_attention_v32 --------------------------------------------------------------------- */
+
+static dsops_status sfa_call(dsops_context *c, const void *args) { return dsops_sparse_flash_attention_v32(c, args); }
+static void sfa_poison(const void *args) { tp_poison_outputs(args); }
+static void sfa_extract(const void *args, void *out, void *lse) { tp_extract(args, out, lse); }
+
 static void check_problem(const char *name, const dsops_sparse_flash_attention_v32_args *a)
 {
     if (!tu_selected(name))
         return;
     const int64_t T = a->out.shape[0], N = a->out.shape[1], Dc = a->out.shape[2];
-    const size_t n_out = (size_t)(T * N * Dc), n_lse = (size_t)(T * N);
-    uint16_t *out0 = calloc(n_out + 1, 2), *out1 = calloc(n_out + 1, 2);
-    uint32_t *lse0 = calloc(n_lse + 1, 4), *lse1 = calloc(n_lse + 1, 4);
-    if (!out0 || !out1 || !lse0 || !lse1)
-        abort();
-    static const int threads[] = {1, 2, 3, 1};
-    for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
-        dsops_context_set_isa(ctx, (dsops_isa)isa);
-        for (int k = 0; k < 4; k++) {
-            dsops_context_set_threads(ctx, threads[k]);
-            tp_poison_outputs(a);
-            dsops_status st = dsops_sparse_flash_attention_v32(ctx, a);
-            if (!tu_check(st == DSOPS_OK, "%s [%s] threads %d: %s (%s)", name, dsops_isa_name((dsops_isa)isa),
-                          threads[k], dsops_status_name(st), dsops_last_error()))
-                break;
-            tp_extract(a, k == 0 ? out0 : out1, k == 0 ? lse0 : lse1);
-            if (k == 0)
-                continue;
-            int64_t diff = -1;
-            for (size_t i = 0; i < n_out && diff < 0; i++)
-                if (out0[i] != out1[i])
-                    diff = (int64_t)i;
-            tu_check(diff < 0, "%s [%s]: out differs between 1 and %d threads%s at element %lld", name,
-                     dsops_isa_name((dsops_isa)isa), threads[k], k == 3 ? " (repeat)" : "", (long long)diff);
-            if (a->lse.data) {
-                diff = -1;
-                for (size_t i = 0; i < n_lse && diff < 0; i++)
-                    if (lse0[i] != lse1[i])
-                        diff = (int64_t)i;
-                tu_check(diff < 0, "%s [%s]: lse differs between 1 and %d threads at element %lld", name,
-                         dsops_isa_name((dsops_isa)isa), threads[k], (long long)diff);
-            }
-        }
-    }
-    free(out0);
-    free(out1);
-    free(lse0);
-    free(lse1);
+    const det_call d = {a, sfa_call, sfa_poison, sfa_extract, {"out", "lse"},
+                        {(size_t)(T * N * Dc), a->lse.data ? (size_t)(T * N) : 0}, {2, 4}};
+    check_threads(name, &d);
 }
 
 static void builder_problem(const char *name, dsops_kv_layout layout, dsops_p_mode mode, int p_tile)
@@ -85,49 +102,18 @@ static void builder_problem(const char *name, dsops_kv_layout layout, dsops_p_mo
 
 /* ---- lightning_indexer ------------------------------------------------------------------------------ */
 
+static dsops_status li_call(dsops_context *c, const void *args) { return dsops_lightning_indexer(c, args); }
+static void li_poison(const void *args) { lp_poison_outputs(args); }
+static void li_extract(const void *args, void *idx, void *scores) { lp_extract(args, idx, scores); }
+
 static void li_check_problem(const char *name, const dsops_lightning_indexer_args *a)
 {
     if (!tu_selected(name))
         return;
-    const int64_t T = a->topk_indices.shape[0], K = a->topk_indices.shape[1];
-    const size_t n = (size_t)(T * K);
-    int32_t *idx0 = calloc(n + 1, 4), *idx1 = calloc(n + 1, 4);
-    uint32_t *sc0 = calloc(n + 1, 4), *sc1 = calloc(n + 1, 4);
-    if (!idx0 || !idx1 || !sc0 || !sc1)
-        abort();
-    static const int threads[] = {1, 2, 3, 1};
-    for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
-        dsops_context_set_isa(ctx, (dsops_isa)isa);
-        for (int k = 0; k < 4; k++) {
-            dsops_context_set_threads(ctx, threads[k]);
-            lp_poison_outputs(a);
-            dsops_status st = dsops_lightning_indexer(ctx, a);
-            if (!tu_check(st == DSOPS_OK, "%s [%s] threads %d: %s (%s)", name, dsops_isa_name((dsops_isa)isa),
-                          threads[k], dsops_status_name(st), dsops_last_error()))
-                break;
-            lp_extract(a, k == 0 ? idx0 : idx1, k == 0 ? sc0 : sc1);
-            if (k == 0)
-                continue;
-            int64_t diff = -1;
-            for (size_t i = 0; i < n && diff < 0; i++)
-                if (idx0[i] != idx1[i])
-                    diff = (int64_t)i;
-            tu_check(diff < 0, "%s [%s]: topk_indices differ between 1 and %d threads%s at element %lld", name,
-                     dsops_isa_name((dsops_isa)isa), threads[k], k == 3 ? " (repeat)" : "", (long long)diff);
-            if (a->topk_scores.data) {
-                diff = -1;
-                for (size_t i = 0; i < n && diff < 0; i++)
-                    if (sc0[i] != sc1[i])
-                        diff = (int64_t)i;
-                tu_check(diff < 0, "%s [%s]: topk_scores differ between 1 and %d threads%s at element %lld", name,
-                         dsops_isa_name((dsops_isa)isa), threads[k], k == 3 ? " (repeat)" : "", (long long)diff);
-            }
-        }
-    }
-    free(idx0);
-    free(idx1);
-    free(sc0);
-    free(sc1);
+    const size_t n = (size_t)(a->topk_indices.shape[0] * a->topk_indices.shape[1]);
+    const det_call d = {a, li_call, li_poison, li_extract, {"topk_indices", "topk_scores"},
+                        {n, a->topk_scores.data ? n : 0}, {4, 4}};
+    check_threads(name, &d);
 }
 
 /* Several sequences with MTP tokens (more tokens than threads), or one token over many keys (the keys
@@ -167,10 +153,7 @@ static void li_builder_problem(const char *name, int int8, int cmp_ratio, int on
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 42);
-    if (dsops_context_create(&ctx) != DSOPS_OK) {
-        printf("cannot create a context: %s\n", dsops_last_error());
-        return 1;
-    }
+    ctx = tu_context();
     builder_problem("mixed_bf16_normalised", DSOPS_KV_SPLIT_BF16, DSOPS_P_NORMALISED, 128);
     builder_problem("mixed_int8_tiled7", DSOPS_KV_SPLIT_INT8, DSOPS_P_TILED, 7);
     builder_problem("mixed_packed_fp32", DSOPS_KV_PACKED656, DSOPS_P_FP32, 128);

@@ -16,21 +16,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cases.h"
 #include "dia_check.h"
+#include "problem_common.h"
 #include "ref.h"
 #include "test_util.h"
 
 static dsops_context *ctx;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Small shapes: H 256, Q 128, N 4, Dqn 32, Dc 128 (512 for packed656), NI 4, DI 64, BS 16. */
 static dsops_dia_case small_case(const char *name, int int8, dsops_kv_layout layout, int K)
@@ -54,17 +47,12 @@ static dsops_dia_case small_case(const char *name, int int8, dsops_kv_layout lay
     return c;
 }
 
-static const char *layout_name(dsops_kv_layout l)
-{
-    return l == DSOPS_KV_SPLIT_BF16 ? "split_bf16" : l == DSOPS_KV_SPLIT_INT8 ? "split_int8" : "packed656";
-}
-
 /* ---- consistency and oracle on every tier ----------------------------------------------------------- */
 
 static void check_small(int int8, dsops_kv_layout layout, int K, int p_mode)
 {
     char name[160];
-    snprintf(name, sizeof name, "dia_%s_%s_k%d%s", int8 ? "int8" : "bf16", layout_name(layout), K,
+    snprintf(name, sizeof name, "dia_%s_%s_k%d%s", int8 ? "int8" : "bf16", pc_layout_name(layout), K,
              p_mode == DSOPS_P_TILED ? "_tiled" : p_mode == DSOPS_P_FP32 ? "_fp32" : "");
     if (!tu_selected(name))
         return;
@@ -76,11 +64,8 @@ static void check_small(int int8, dsops_kv_layout layout, int K, int p_mode)
     p->args.p_tile = 5; /* several tiles per row in tiled mode */
     dc_state *s = dc_state_make(&p->args);
     dc_oracle *o = dc_oracle_make(s);
-    for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
-        if (!tu_set_tier(ctx, isa))
-            continue;
-        char l[240];
-        snprintf(l, sizeof l, "%s [%s]", name, dsops_isa_name((dsops_isa)isa));
+    char l[240];
+    for (int isa = -1; tu_next_tier(ctx, &isa, name, l, sizeof l);) {
         dc_result *fused = dc_run_fused(s, ctx, NULL, l);
         if (!fused)
             continue;
@@ -184,11 +169,8 @@ static void test_poisoned_token(void)
     const int64_t T = p->args.x.shape[0], H = p->args.x.shape[1];
     uint16_t *x_last = (uint16_t *)p->args.x.data + (size_t)((T - 1) * p->args.x.stride[0]); /* [H] bf16 */
     dc_state *s = dc_state_make(&p->args);
-    for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
-        if (!tu_set_tier(ctx, isa))
-            continue;
-        char l[120];
-        snprintf(l, sizeof l, "dia_poisoned_token [%s]", dsops_isa_name((dsops_isa)isa));
+    char l[120];
+    for (int isa = -1; tu_next_tier(ctx, &isa, "dia_poisoned_token", l, sizeof l);) {
         uint16_t keep = x_last[H / 2];
         dc_result *clean = dc_run_fused(s, ctx, NULL, l);
         x_last[H / 2] = 0x7fc0; /* bf16 quiet NaN */
@@ -222,22 +204,22 @@ static void run_named_case(const dsops_dia_case *c)
 {
     if (!tu_selected(c->name))
         return;
-    double t0 = now_s();
+    double t0 = tu_now();
     dsops_dia_problem *p = dsops_dia_problem_make(c, tu_seed());
     if (!tu_check(p != NULL, "%s: problem generation failed", c->name))
         return;
     const int isa = (int)dsops_isa_detected();
     char l[200];
     snprintf(l, sizeof l, "%s [%s]", c->name, dsops_isa_name((dsops_isa)isa));
-    double t1 = now_s(), t2 = t1, t3 = t1, t4 = t1;
+    double t1 = tu_now(), t2 = t1, t3 = t1, t4 = t1;
     dc_state *s = dc_state_make(&p->args);
     if (tu_set_tier(ctx, isa)) {
         dsops_prepared *prep = NULL;
         dsops_status st = dsops_sparse_attention_v32_prepare(ctx, &p->args, &prep);
         tu_check(st == DSOPS_OK, "%s: prepare: %s (%s)", l, dsops_status_name(st), dsops_last_error());
-        t2 = now_s();
+        t2 = tu_now();
         dc_result *fused = dc_run_fused(s, ctx, prep, l);
-        t3 = now_s();
+        t3 = tu_now();
         char lc[260];
         snprintf(lc, sizeof lc, "%s stage chain", l);
         dc_result *chain = fused ? dc_run_chain(s, ctx, lc) : NULL;
@@ -257,7 +239,7 @@ static void run_named_case(const dsops_dia_case *c)
             dc_oracle_free(o);
         }
         dc_result_free(chain);
-        t4 = now_s();
+        t4 = tu_now();
         dc_result_free(fused);
         dsops_prepared_destroy(prep);
     }
@@ -283,11 +265,7 @@ static void test_named_cases(void)
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 42);
-    if (dsops_context_create(&ctx) != DSOPS_OK) {
-        printf("cannot create a context: %s\n", dsops_last_error());
-        return 1;
-    }
-    printf("tiers: scalar ... %s, threads %d\n", dsops_isa_name(dsops_isa_detected()), dsops_context_threads(ctx));
+    ctx = tu_announced_context();
     test_small();
     test_threads();
     test_poisoned_token();

@@ -22,76 +22,22 @@
 
 static dsops_context *ctx;
 
-/* One library call: sentinels and snapshots first, then the call. */
-static int call(ip_problem *p, dsops_context *c, const char *label)
-{
-    ip_prepare_call(p);
-    dsops_status st = dsops_indexer_prolog_v32(c, &p->args);
-    return tu_check(st == DSOPS_OK, "%s: status %s (%s)", label, dsops_status_name(st), dsops_last_error());
-}
-
-/* The call without and with a prepared object on the context's tier: both against the oracle, and
- * bitwise equal to each other. */
-static void run_both(ip_problem *p, const ip_ref *r, dsops_context *c, const char *label, int with_prepared)
-{
-    char l[400];
-    size_t n1 = 0, n2 = 0;
-    unsigned char *g1 = NULL, *g2 = NULL;
-    p->args.prepared = NULL;
-    if (call(p, c, label)) {
-        g1 = ip_gather(&p->args, &n1);
-        ip_check(p, r, label);
-    }
-    if (!with_prepared || !g1) {
-        free(g1);
-        return;
-    }
-    dsops_prepared *prep = NULL;
-    dsops_status st = dsops_indexer_prolog_v32_prepare(c, &p->args, &prep);
-    snprintf(l, sizeof l, "%s prepared", label);
-    if (tu_check(st == DSOPS_OK && prep != NULL, "%s: prepare: status %s (%s)", l, dsops_status_name(st),
-                 dsops_last_error())) {
-        p->args.prepared = prep;
-        if (call(p, c, l)) {
-            g2 = ip_gather(&p->args, &n2);
-            size_t diff = 0;
-            if (n1 == n2)
-                while (diff < n1 && g1[diff] == g2[diff])
-                    diff++;
-            tu_check(n1 == n2 && diff == n1, "%s: differs from the unprepared call (first differing byte %zu of %zu)",
-                     l, diff, n1);
-            ip_check(p, r, l);
-        }
-        p->args.prepared = NULL;
-        dsops_prepared_destroy(prep);
-    }
-    free(g1);
-    free(g2);
-}
-
+/* On every tier: the call without and with a prepared object, against the oracle and each other. */
 static void run_problem(const char *label, const ip_spec *sp)
 {
     if (!tu_selected(label))
         return;
     ip_problem *p = ip_make(sp, tu_label_seed(label));
     ip_ref *r = ip_reference(&p->args);
-    for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
-        if (!tu_set_tier(ctx, isa))
-            continue;
-        char l[300];
-        snprintf(l, sizeof l, "%s [%s]", label, dsops_isa_name((dsops_isa)isa));
-        run_both(p, r, ctx, l, 1);
-    }
+    const pc_target t = ip_target(p, r);
+    char l[300];
+    for (int isa = -1; tu_next_tier(ctx, &isa, label, l, sizeof l);)
+        pc_run_both(&t, ctx, l);
     ip_ref_free(r);
     ip_free(p);
 }
 
 /* ---- small problems -------------------------------------------------------------------------------- */
-
-static const char *rope_name(dsops_rope_mode m)
-{
-    return m == DSOPS_ROPE_INTERLEAVED ? "interleaved" : (m == DSOPS_ROPE_HALF ? "half" : "in_half_out");
-}
 
 /* Hadamard arrangement of the bf16 variant: 0 both, 1 none, 2 hadamard_q only, 3 hadamard_k only */
 static const char *had_name(int h)
@@ -162,7 +108,7 @@ static void test_rope_and_dtypes(void)
                 s.rope_mode = (dsops_rope_mode)m;
                 s.rope_inverse = inv;
                 s.table_dtype = (inv + v) % 2 ? DSOPS_FP32 : DSOPS_BF16;
-                snprintf(label, sizeof label, "rope_%s_inv%d_%s_%s", rope_name((dsops_rope_mode)m), inv,
+                snprintf(label, sizeof label, "rope_%s_inv%d_%s_%s", pc_rope_name((dsops_rope_mode)m), inv,
                          v ? "int8" : "bf16", s.table_dtype == DSOPS_FP32 ? "fp32tab" : "bf16tab");
                 run_problem(label, &s);
             }
@@ -375,57 +321,22 @@ static void test_threads(void)
 {
     if (!tu_selected("threads"))
         return;
-    dsops_context *c = NULL;
-    if (!tu_check(dsops_context_create(&c) == DSOPS_OK, "threads: context"))
-        return;
     for (int v = 0; v < 3; v++) {
         ip_spec s = base_spec(v == 0);
         s.T = 13, s.H = 384, s.Q = 192, s.NI = 6, s.DI = 128, s.BS = 8;
         if (v == 2)
             s.no_hadamard_q = 1;
         ip_problem *p = ip_make(&s, tu_label_seed("threads") + (uint64_t)v);
-        const int tiers[2] = {DSOPS_ISA_SCALAR, (int)dsops_isa_detected()};
-        for (int ti = 0; ti < (tiers[1] == tiers[0] ? 1 : 2); ti++) {
-            if (!tu_set_tier(c, tiers[ti]))
-                continue;
-            unsigned char *first = NULL;
-            size_t n0 = 0;
-            for (int th = 1; th <= 3; th++) {
-                char l[200];
-                snprintf(l, sizeof l, "threads_%s [%s] threads %d", v == 0 ? "int8" : (v == 1 ? "bf16" : "bf16_had_k"),
-                         dsops_isa_name((dsops_isa)tiers[ti]), th);
-                dsops_context_set_threads(c, th);
-                if (!call(p, c, l))
-                    continue;
-                size_t n;
-                unsigned char *g = ip_gather(&p->args, &n);
-                ip_restore(p);
-                if (!first) {
-                    first = g, n0 = n;
-                    continue;
-                }
-                size_t d = 0;
-                if (n == n0)
-                    while (d < n && g[d] == first[d])
-                        d++;
-                tu_check(n == n0 && d == n, "%s: differs from 1 thread (first differing byte %zu of %zu)", l, d, n);
-                free(g);
-            }
-            free(first);
-        }
+        const pc_target t = ip_target(p, NULL);
+        pc_run_threads(&t, v == 0 ? "threads_int8" : (v == 1 ? "threads_bf16" : "threads_bf16_had_k"));
         ip_free(p);
     }
-    dsops_context_destroy(c);
 }
 
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 7);
-    if (dsops_context_create(&ctx) != DSOPS_OK) {
-        printf("cannot create a context: %s\n", dsops_last_error());
-        return 1;
-    }
-    printf("tiers: scalar ... %s, threads %d\n", dsops_isa_name(dsops_isa_detected()), dsops_context_threads(ctx));
+    ctx = tu_announced_context();
     test_variants();
     test_rope_and_dtypes();
     test_tokens_and_blocks();

@@ -12,7 +12,6 @@
  * Usage: test_li [label filter]. */
 #include <math.h>
 #include <stdio.h>
-#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,36 +21,29 @@
 
 static dsops_context *ctx;
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* ---- adversarial problems ----------------------------------------------------------------------------- */
+
+/* One call with the outputs reset to their sentinels; counts the checks of its status. */
+static int call(lp_problem *p, const char *label)
+{
+    lp_reset_outputs(p);
+    return tu_check_accepted(label, dsops_lightning_indexer(ctx, &p->args));
+}
 
 static void run_problem(const char *label, const lp_spec *sp)
 {
     if (!tu_selected(label))
         return;
-    double t0 = now();
+    const double t0 = tu_now();
     lp_problem *p = lp_make(sp, tu_label_seed(label));
     lp_compute_ref(p);
-    for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
-        if (!tu_set_tier(ctx, isa))
-            continue;
-        char l[300];
-        snprintf(l, sizeof l, "%s [%s]", label, dsops_isa_name((dsops_isa)isa));
-        lp_reset_outputs(p);
-        dsops_status st = dsops_lightning_indexer(ctx, &p->args);
-        if (!tu_check(st == DSOPS_OK, "%s: status %s (%s)", l, dsops_status_name(st), dsops_last_error()))
-            continue;
-        lp_check(p, l);
-    }
+    char l[300];
+    for (int isa = -1; tu_next_tier(ctx, &isa, label, l, sizeof l);)
+        if (call(p, l))
+            lp_check(p, l);
     lp_free(p);
     if (tu_verbose())
-        printf("  %s: %.3f s\n", label, now() - t0);
+        printf("  %s: %.3f s\n", label, tu_now() - t0);
 }
 
 static const char *vname(int int8) { return int8 ? "int8" : "bf16"; }
@@ -240,14 +232,9 @@ static void test_nonfinite_scores(void)
                 s.S[0] = 4, s.S[1] = 4, s.S[2] = 4;
                 lp_problem *p = lp_make(&s, tu_label_seed(label));
                 lp_compute_ref(p);
-                for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
-                    if (!tu_set_tier(ctx, isa))
-                        continue;
-                    char l[300];
-                    snprintf(l, sizeof l, "%s [%s]", label, dsops_isa_name((dsops_isa)isa));
-                    lp_reset_outputs(p);
-                    dsops_status st = dsops_lightning_indexer(ctx, &p->args);
-                    if (!tu_check(st == DSOPS_OK, "%s: status %s (%s)", l, dsops_status_name(st), dsops_last_error()))
+                char l[300];
+                for (int isa = -1; tu_next_tier(ctx, &isa, label, l, sizeof l);) {
+                    if (!call(p, l))
                         continue;
                     lp_check(p, l);
                     const dsops_lightning_indexer_args *a = &p->args;
@@ -390,11 +377,7 @@ static void test_views_and_outputs(void)
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 42);
-    if (dsops_context_create(&ctx) != DSOPS_OK) {
-        printf("cannot create a context: %s\n", dsops_last_error());
-        return 1;
-    }
-    printf("tiers: scalar ... %s, threads %d\n", dsops_isa_name(dsops_isa_detected()), dsops_context_threads(ctx));
+    ctx = tu_announced_context();
     test_block_sizes_and_ratios();
     test_ties();
     test_numeric_edges();

@@ -19,81 +19,22 @@
 
 static dsops_context *ctx;
 
-/* One library call on a prepared problem: sentinels and snapshots first, then the call. */
-static int call(mp_problem *p, dsops_context *c, const char *label)
-{
-    mp_prepare_call(p);
-    dsops_status st = dsops_mla_prolog_v32(c, &p->args);
-    return tu_check(st == DSOPS_OK, "%s: status %s (%s)", label, dsops_status_name(st), dsops_last_error());
-}
-
-/* The call without and with a prepared object on the context's tier: both against the oracle, and
- * bitwise equal to each other. */
-static void run_both(mp_problem *p, const mp_ref *r, dsops_context *c, const char *label, int with_prepared)
-{
-    char l[400];
-    size_t n1 = 0, n2 = 0;
-    unsigned char *g1 = NULL, *g2 = NULL;
-    p->args.prepared = NULL;
-    if (call(p, c, label)) {
-        g1 = mp_gather(&p->args, &n1);
-        mp_check(p, r, label);
-    }
-    if (!with_prepared || !g1) {
-        free(g1);
-        return;
-    }
-    dsops_prepared *prep = NULL;
-    dsops_status st = dsops_mla_prolog_v32_prepare(c, &p->args, &prep);
-    snprintf(l, sizeof l, "%s prepared", label);
-    if (tu_check(st == DSOPS_OK && prep != NULL, "%s: prepare: status %s (%s)", l, dsops_status_name(st),
-                 dsops_last_error())) {
-        p->args.prepared = prep;
-        if (call(p, c, l)) {
-            g2 = mp_gather(&p->args, &n2);
-            size_t diff = 0;
-            if (n1 == n2)
-                while (diff < n1 && g1[diff] == g2[diff])
-                    diff++;
-            tu_check(n1 == n2 && diff == n1, "%s: differs from the unprepared call (first differing byte %zu of %zu)",
-                     l, diff, n1);
-            mp_check(p, r, l);
-        }
-        p->args.prepared = NULL;
-        dsops_prepared_destroy(prep);
-    }
-    free(g1);
-    free(g2);
-}
-
+/* On every tier: the call without and with a prepared object, against the oracle and each other. */
 static void run_problem(const char *label, const mp_spec *sp)
 {
     if (!tu_selected(label))
         return;
     mp_problem *p = mp_make(sp, tu_label_seed(label));
     mp_ref *r = mp_reference(&p->args);
-    for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
-        if (!tu_set_tier(ctx, isa))
-            continue;
-        char l[300];
-        snprintf(l, sizeof l, "%s [%s]", label, dsops_isa_name((dsops_isa)isa));
-        run_both(p, r, ctx, l, 1);
-    }
+    const pc_target t = mp_target(p, r);
+    char l[300];
+    for (int isa = -1; tu_next_tier(ctx, &isa, label, l, sizeof l);)
+        pc_run_both(&t, ctx, l);
     mp_ref_free(r);
     mp_free(p);
 }
 
 /* ---- small problems -------------------------------------------------------------------------------- */
-
-static const char *layout_name(dsops_kv_layout l)
-{
-    return l == DSOPS_KV_SPLIT_BF16 ? "split_bf16" : (l == DSOPS_KV_SPLIT_INT8 ? "split_int8" : "packed656");
-}
-
-static const char *rope_name(dsops_rope_mode m)
-{
-    return m == DSOPS_ROPE_INTERLEAVED ? "interleaved" : (m == DSOPS_ROPE_HALF ? "half" : "in_half_out");
-}
 
 /* H 256, Q 128, N 4, Dqn 32, Dc 128 (split_bf16), 256 (split_int8) or 512 (packed656), T 5, BS 16 */
 static mp_spec base_spec(int int8_wq_b, dsops_kv_layout layout)
@@ -121,12 +62,12 @@ static void test_variants(void)
         for (int l = 0; l < 3; l++) {
             char label[100];
             mp_spec s = base_spec(w, (dsops_kv_layout)l);
-            snprintf(label, sizeof label, "variant_%s_%s", w ? "int8" : "bf16", layout_name((dsops_kv_layout)l));
+            snprintf(label, sizeof label, "variant_%s_%s", w ? "int8" : "bf16", pc_layout_name((dsops_kv_layout)l));
             run_problem(label, &s);
             s.index_mode = MP_IDX_ALL;
             s.eps_cq = s.eps_ckv = 1e-5f;
             snprintf(label, sizeof label, "variant_%s_%s_all_rows_eps1e-5", w ? "int8" : "bf16",
-                     layout_name((dsops_kv_layout)l));
+                     pc_layout_name((dsops_kv_layout)l));
             run_problem(label, &s);
         }
 }
@@ -140,7 +81,7 @@ static void test_rope_and_dtypes(void)
             s.rope_mode = (dsops_rope_mode)m;
             s.rope_inverse = inv;
             s.table_dtype = inv ? DSOPS_FP32 : DSOPS_BF16;
-            snprintf(label, sizeof label, "rope_%s_inv%d_%s", rope_name((dsops_rope_mode)m), inv,
+            snprintf(label, sizeof label, "rope_%s_inv%d_%s", pc_rope_name((dsops_rope_mode)m), inv,
                      inv ? "fp32tab" : "bf16tab");
             run_problem(label, &s);
         }
@@ -163,7 +104,7 @@ static void test_rope_and_dtypes(void)
         mp_spec s = base_spec(l == 2, (dsops_kv_layout)l);
         s.eps_cq = 0.7f;
         s.eps_ckv = 2.5f;
-        snprintf(label, sizeof label, "eps_large_%s", layout_name((dsops_kv_layout)l));
+        snprintf(label, sizeof label, "eps_large_%s", pc_layout_name((dsops_kv_layout)l));
         run_problem(label, &s);
     }
 }
@@ -178,7 +119,8 @@ static void test_tokens_and_blocks(void)
         s.T = T;
         s.BS = bs;
         s.index_mode = T % 4 == 0 ? MP_IDX_ALL : MP_IDX_SOME;
-        snprintf(label, sizeof label, "tokens_t%d_bs%d_%s_%s", T, bs, w ? "int8" : "bf16", layout_name((dsops_kv_layout)l));
+        snprintf(label, sizeof label, "tokens_t%d_bs%d_%s_%s", T, bs, w ? "int8" : "bf16",
+                 pc_layout_name((dsops_kv_layout)l));
         run_problem(label, &s);
     }
     for (int l = 0; l < 3; l++)
@@ -189,14 +131,14 @@ static void test_tokens_and_blocks(void)
             s.BS = bss[b];
             s.NB = 40 / bss[b] + 1; /* more rows than tokens: most rows stay untouched */
             s.index_mode = MP_IDX_ALL;
-            snprintf(label, sizeof label, "blocks_bs%d_%s", bss[b], layout_name((dsops_kv_layout)l));
+            snprintf(label, sizeof label, "blocks_bs%d_%s", bss[b], pc_layout_name((dsops_kv_layout)l));
             run_problem(label, &s);
         }
     for (int l = 0; l < 3; l++) {
         char label[100];
         mp_spec s = base_spec(l == 1, (dsops_kv_layout)l);
         s.index_mode = MP_IDX_NONE;
-        snprintf(label, sizeof label, "no_cache_write_%s", layout_name((dsops_kv_layout)l));
+        snprintf(label, sizeof label, "no_cache_write_%s", pc_layout_name((dsops_kv_layout)l));
         run_problem(label, &s);
     }
 }
@@ -209,21 +151,23 @@ static void test_views(void)
             mp_spec s = base_spec(w, (dsops_kv_layout)l);
             s.strided = 1;
             s.T = 6;
-            snprintf(label, sizeof label, "strided_%s_%s", w ? "int8" : "bf16", layout_name((dsops_kv_layout)l));
+            snprintf(label, sizeof label, "strided_%s_%s", w ? "int8" : "bf16", pc_layout_name((dsops_kv_layout)l));
             run_problem(label, &s);
             if (l == DSOPS_KV_PACKED656)
                 continue;
             /* views that interleave without sharing an element (spec V9 forbids overlapping elements) */
             s.strided = 2;
             s.share = 2 | 4;
-            snprintf(label, sizeof label, "shared_cache_views_%s_%s", w ? "int8" : "bf16", layout_name((dsops_kv_layout)l));
+            snprintf(label, sizeof label, "shared_cache_views_%s_%s", w ? "int8" : "bf16",
+                     pc_layout_name((dsops_kv_layout)l));
             run_problem(label, &s);
             s.share = 1;
-            snprintf(label, sizeof label, "shared_q_views_%s_%s", w ? "int8" : "bf16", layout_name((dsops_kv_layout)l));
+            snprintf(label, sizeof label, "shared_q_views_%s_%s", w ? "int8" : "bf16",
+                     pc_layout_name((dsops_kv_layout)l));
             run_problem(label, &s);
             s.share = 1 | 8;
             snprintf(label, sizeof label, "shared_q_views_token_padding_%s_%s", w ? "int8" : "bf16",
-                     layout_name((dsops_kv_layout)l));
+                     pc_layout_name((dsops_kv_layout)l));
             run_problem(label, &s);
         }
     /* split_int8 views into a buffer of packed656 rows (Dc 512) */
@@ -244,13 +188,13 @@ static void test_edges(void)
             s.zero_tokens = 2;
             s.index_mode = MP_IDX_ALL;
             s.eps_cq = s.eps_ckv = e ? 0.0f : 1e-6f;
-            snprintf(label, sizeof label, "zero_rows_eps%s_%s", e ? "0" : "1e-6", layout_name((dsops_kv_layout)l));
+            snprintf(label, sizeof label, "zero_rows_eps%s_%s", e ? "0" : "1e-6", pc_layout_name((dsops_kv_layout)l));
             run_problem(label, &s);
         }
         /* NaN in every cache row: untouched rows must keep their NaN bytes */
         mp_spec s = base_spec(l == 2, (dsops_kv_layout)l);
         s.nan_cache = 1;
-        snprintf(label, sizeof label, "nan_cache_%s", layout_name((dsops_kv_layout)l));
+        snprintf(label, sizeof label, "nan_cache_%s", pc_layout_name((dsops_kv_layout)l));
         run_problem(label, &s);
     }
     /* amax so small that fp32(127 / amax) overflows: q 0, scale 0 (qr and the int8 cache groups) */
@@ -259,7 +203,7 @@ static void test_edges(void)
         s.gamma_dtype = DSOPS_FP32;
         s.tiny_gamma = 1;
         s.index_mode = MP_IDX_ALL;
-        snprintf(label, sizeof label, "tiny_amax_%s", layout_name((dsops_kv_layout)l));
+        snprintf(label, sizeof label, "tiny_amax_%s", pc_layout_name((dsops_kv_layout)l));
         run_problem(label, &s);
     }
     {
@@ -300,7 +244,7 @@ static void test_edges(void)
         mp_spec s = base_spec(l == 1, (dsops_kv_layout)l);
         s.T = 0;
         s.NB = 2;
-        snprintf(label, sizeof label, "empty_t0_%s", layout_name((dsops_kv_layout)l));
+        snprintf(label, sizeof label, "empty_t0_%s", pc_layout_name((dsops_kv_layout)l));
         run_problem(label, &s);
     }
 }
@@ -311,55 +255,22 @@ static void test_threads(void)
 {
     if (!tu_selected("threads"))
         return;
-    dsops_context *c = NULL;
-    if (!tu_check(dsops_context_create(&c) == DSOPS_OK, "threads: context"))
-        return;
     for (int v = 0; v < 3; v++) {
         mp_spec s = base_spec(v != 0, (dsops_kv_layout)v);
         s.T = 13, s.H = 384, s.Q = 192, s.N = 6, s.Dqn = 64, s.Dc = 512, s.BS = 8;
         mp_problem *p = mp_make(&s, tu_label_seed("threads") + (uint64_t)v);
-        const int tiers[2] = {DSOPS_ISA_SCALAR, (int)dsops_isa_detected()};
-        for (int ti = 0; ti < (tiers[1] == tiers[0] ? 1 : 2); ti++) {
-            if (!tu_set_tier(c, tiers[ti]))
-                continue;
-            unsigned char *first = NULL;
-            size_t n0 = 0;
-            for (int th = 1; th <= 3; th++) {
-                char l[200];
-                snprintf(l, sizeof l, "threads_%s [%s] threads %d", layout_name((dsops_kv_layout)v),
-                         dsops_isa_name((dsops_isa)tiers[ti]), th);
-                dsops_context_set_threads(c, th);
-                if (!call(p, c, l))
-                    continue;
-                size_t n;
-                unsigned char *g = mp_gather(&p->args, &n);
-                mp_restore(p);
-                if (!first) {
-                    first = g, n0 = n;
-                    continue;
-                }
-                size_t d = 0;
-                if (n == n0)
-                    while (d < n && g[d] == first[d])
-                        d++;
-                tu_check(n == n0 && d == n, "%s: differs from 1 thread (first differing byte %zu of %zu)", l, d, n);
-                free(g);
-            }
-            free(first);
-        }
+        char name[64];
+        snprintf(name, sizeof name, "threads_%s", pc_layout_name((dsops_kv_layout)v));
+        const pc_target t = mp_target(p, NULL);
+        pc_run_threads(&t, name);
         mp_free(p);
     }
-    dsops_context_destroy(c);
 }
 
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 5);
-    if (dsops_context_create(&ctx) != DSOPS_OK) {
-        printf("cannot create a context: %s\n", dsops_last_error());
-        return 1;
-    }
-    printf("tiers: scalar ... %s, threads %d\n", dsops_isa_name(dsops_isa_detected()), dsops_context_threads(ctx));
+    ctx = tu_announced_context();
     test_variants();
     test_rope_and_dtypes();
     test_tokens_and_blocks();

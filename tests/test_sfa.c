@@ -23,23 +23,23 @@ static dsops_context *ctx;
 
 /* ---- adversarial problems ----------------------------------------------------------------------------- */
 
+/* One call with the outputs reset to their sentinels; counts the checks of its status. */
+static int call(tp_problem *p, const char *label)
+{
+    tp_reset_outputs(p);
+    return tu_check_accepted(label, dsops_sparse_flash_attention_v32(ctx, &p->args));
+}
+
 static void run_problem(const char *label, const tp_spec *sp)
 {
     if (!tu_selected(label))
         return;
     tp_problem *p = tp_make(sp, tu_label_seed(label));
     tp_compute_ref(p);
-    for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
-        if (!tu_set_tier(ctx, isa))
-            continue;
-        char l[300];
-        snprintf(l, sizeof l, "%s [%s]", label, dsops_isa_name((dsops_isa)isa));
-        tp_reset_outputs(p);
-        dsops_status st = dsops_sparse_flash_attention_v32(ctx, &p->args);
-        if (!tu_check(st == DSOPS_OK, "%s: status %s (%s)", l, dsops_status_name(st), dsops_last_error()))
-            continue;
-        tp_check(p, l);
-    }
+    char l[300];
+    for (int isa = -1; tu_next_tier(ctx, &isa, label, l, sizeof l);)
+        if (call(p, l))
+            tp_check(p, l);
     tp_free(p);
 }
 
@@ -377,14 +377,9 @@ static void test_nan_rule(void)
                 free(p->ref_lse);
                 p->ref_out = clean->ref_out, p->ref_lse = clean->ref_lse;
                 clean->ref_out = NULL, clean->ref_lse = NULL;
-                for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
-                    if (!tu_set_tier(ctx, isa))
-                        continue;
-                    char lt[300];
-                    snprintf(lt, sizeof lt, "%s [%s]", label, dsops_isa_name((dsops_isa)isa));
-                    tp_reset_outputs(p);
-                    dsops_status st = dsops_sparse_flash_attention_v32(ctx, &p->args);
-                    if (!tu_check(st == DSOPS_OK, "%s: status %s (%s)", lt, dsops_status_name(st), dsops_last_error()))
+                char lt[300];
+                for (int isa = -1; tu_next_tier(ctx, &isa, label, lt, sizeof lt);) {
+                    if (!call(p, lt))
                         continue;
                     tp_check(p, lt);
                     /* the same, stated without the oracle */
@@ -426,11 +421,7 @@ static void test_empty(void)
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 42);
-    if (dsops_context_create(&ctx) != DSOPS_OK) {
-        printf("cannot create a context: %s\n", dsops_last_error());
-        return 1;
-    }
-    printf("tiers: scalar ... %s, threads %d\n", dsops_isa_name(dsops_isa_detected()), dsops_context_threads(ctx));
+    ctx = tu_announced_context();
     test_block_sizes();
     test_index_modes();
     test_poison();

@@ -119,10 +119,9 @@ int main(int argc, char **argv)
             deltas[nd++] = delta;
     }
     tu_check(nd >= 3, "found %d distinguishing deltas, expected at least 3", nd);
-    dsops_context *ctx;
-    dsops_context_create(&ctx);
-    for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
-        dsops_context_set_isa(ctx, (dsops_isa)isa);
+    dsops_context *ctx = tu_context();
+    char tier[64];
+    for (int isa = -1; tu_next_tier(ctx, &isa, "tiles", tier, sizeof tier);) {
         for (int i = 0; i < nd; i++) {
             run_case(ctx, deltas[i], 4, 0, 4, 1);  /* tiles {A}, {B} */
             run_case(ctx, deltas[i], 4, 0, 8, 0);  /* one tile {A, B} */

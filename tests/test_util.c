@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const char *prog = "test";
 static const char *filter = NULL;
@@ -142,6 +143,31 @@ uint64_t tu_label_seed(const char *label)
     return h ^ seed;
 }
 
+dsops_context *tu_announced_context(void)
+{
+    dsops_context *ctx = tu_context();
+    printf("tiers: scalar ... %s, threads %d\n", dsops_isa_name(dsops_isa_detected()), dsops_context_threads(ctx));
+    return ctx;
+}
+
+int tu_next_tier(dsops_context *ctx, int *isa, const char *label, char *tier_label, size_t n)
+{
+    while (++*isa <= (int)dsops_isa_detected()) {
+        if (!tu_set_tier(ctx, (dsops_isa)*isa))
+            continue;
+        snprintf(tier_label, n, "%s [%s]", label, dsops_isa_name((dsops_isa)*isa));
+        return 1;
+    }
+    return 0;
+}
+
+double tu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* ---- generator: splitmix64 --------------------------------------------------------------------- */
 
 void tu_rng_seed(tu_rng *r, uint64_t s) { r->s = s; }
@@ -250,6 +276,14 @@ int tu_compare_close(const char *label, const float *out, const float *ref, size
     return ok;
 }
 
+int tu_compare_close_part(const char *label, const char *part, const float *out, const float *ref, size_t n,
+                          tu_tol tol)
+{
+    char name[400];
+    snprintf(name, sizeof name, "%s %s", label, part);
+    return tu_compare_close(name, out, ref, n, tol, NULL);
+}
+
 /* ---- validation tables --------------------------------------------------------------------------- */
 
 int tu_has_fragment(const char *msg, const char *frag)
@@ -321,6 +355,23 @@ int tu_check_unchanged(const char *name, const void *p, const void *before, size
     while (i < n && a[i] == b[i])
         i++;
     return tu_check(i == n, "%s: memory written %s (first changed byte: %zu of %zu)", name, why, i, n);
+}
+
+int64_t tu_first_difference(const void *a, const void *b, size_t n, size_t esz)
+{
+    const unsigned char *x = a, *y = b;
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(x + i * esz, y + i * esz, esz) != 0)
+            return (int64_t)i;
+    return -1;
+}
+
+int tu_check_same_bytes(const char *label, const void *a, size_t na, const void *b, size_t nb, const char *what)
+{
+    if (na != nb)
+        return tu_check(0, "%s: differs from %s (%zu bytes, expected %zu)", label, what, na, nb);
+    const int64_t d = tu_first_difference(a, b, na, 1);
+    return tu_check(d < 0, "%s: differs from %s (first differing byte %lld of %zu)", label, what, (long long)d, na);
 }
 
 void *tu_rebase(const void *p, const void *from, size_t n, void *to)

@@ -42,6 +42,14 @@ int tu_set_tier(dsops_context *ctx, dsops_isa isa);
 /* The seed of a labelled problem: FNV-1a of the label mixed with the run seed, so that a filter that runs
  * one problem alone gives it the same data as the full run. */
 uint64_t tu_label_seed(const char *label);
+/* tu_context, then the line "tiers: scalar ... <best tier>, threads <n>" (the operator test programs). */
+dsops_context *tu_announced_context(void);
+/* Steps ctx through the tiers the CPU has, from scalar up (*isa starts at -1): returns 1 with ctx on the next
+ * tier (one tu_set_tier check) and tier_label "<label> [<tier>]", 0 after the best tier. Usage:
+ *   for (int isa = -1; tu_next_tier(ctx, &isa, label, l, sizeof l);) ... */
+int tu_next_tier(dsops_context *ctx, int *isa, const char *label, char *tier_label, size_t n);
+/* Monotonic seconds (for the timings printed under DSOPS_TEST_VERBOSE). */
+double tu_now(void);
 
 /* ---- generator -------------------------------------------------------------------------------- */
 
@@ -85,6 +93,10 @@ typedef struct tu_cmp {
  * the cosine difference on failure. Returns 1 on pass. */
 int tu_compare_close(const char *label, const float *out, const float *ref, size_t n, tu_tol tol, tu_cmp *res);
 
+/* tu_compare_close under the label "<label> <part>" (one output of an operator). */
+int tu_compare_close_part(const char *label, const char *part, const float *out, const float *ref, size_t n,
+                          tu_tol tol);
+
 /* ---- validation tables ------------------------------------------------------------------------ */
 
 /* Each row of a validation table changes a valid argument set, calls the operator and expects a status and
@@ -116,6 +128,13 @@ void *tu_memdup(const void *p, size_t n);
 /* Counts a check that the n bytes at p equal the snapshot `before`; the failure message reads "<name>:
  * memory written <why>" with the first byte that changed. Returns 1 when nothing changed. */
 int tu_check_unchanged(const char *name, const void *p, const void *before, size_t n, const char *why);
+
+/* The first of n elements of esz bytes at which a and b differ, -1 when they are equal. */
+int64_t tu_first_difference(const void *a, const void *b, size_t n, size_t esz);
+
+/* Counts a check that the na bytes at a equal the nb bytes at b; the failure reads "<label>: differs from
+ * <what> (...)" with the first differing byte. Returns 1 when they are equal. */
+int tu_check_same_bytes(const char *label, const void *a, size_t na, const void *b, size_t nb, const char *what);
 
 /* p moved from the block [from, from + n) to the same offset in the block at `to`, for views into a copy
  * of a fixture; a p outside the block (NULL included) is returned as it is. */
