@@ -30,10 +30,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cases.h"
 #include "ref.h"
+#include "run_common.h"
 #include "test_util.h"
 
 static dsops_context *ctx;
@@ -48,13 +48,6 @@ static const tu_tol COARSE_TOL = {0.05, 1.0 / 128, 0};
 #define MAXB 64
 
 /* ---- helpers ------------------------------------------------------------------------------------ */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void *xdup(const void *src, size_t bytes)
 {
@@ -87,14 +80,6 @@ static void fill_i32(int32_t *p, size_t n, int32_t v)
 {
     for (size_t i = 0; i < n; i++)
         p[i] = v;
-}
-
-static void set_threads(int n)
-{
-    if (dsops_context_set_threads(ctx, n) != DSOPS_OK) {
-        printf("cannot set %d threads\n", n);
-        exit(1);
-    }
 }
 
 static const char *tier_name(int isa) { return dsops_isa_name((dsops_isa)isa); }
@@ -511,7 +496,7 @@ static void run_case_scenarios(const dsops_cmp_case *c)
         if (T * c->H > 64 * 4096)
             return;
     }
-    double t0 = now_s();
+    double t0 = tu_now();
     dsops_cmp_problem *p = dsops_cmp_problem_make(c, tu_seed());
     if (!tu_check(p != NULL, "%s: problem generation failed", c->name))
         return;
@@ -538,7 +523,7 @@ static void run_case_scenarios(const dsops_cmp_case *c)
     }
     if (schedule)
         prefill_then_decode(p, kv0, sc0, &r);
-    printf("  %s: %lld entries; oracle, library + checks %.2f s\n", c->name, (long long)entries, now_s() - t0);
+    printf("  %s: %lld entries; oracle, library + checks %.2f s\n", c->name, (long long)entries, tu_now() - t0);
     ref_free(&r);
     free(kv0), free(sc0);
     dsops_cmp_problem_free(p);
@@ -1047,6 +1032,17 @@ static void schedule_test(const char *label, cprob *p, const int64_t *N, int con
     ref_free(&rw);
 }
 
+/* schedule_test on a problem of spec s whose sequence b holds L[b] tokens from position 0 (tables covering
+ * them all): prefill N[b], then decode. */
+static void schedule_case(const char *label, cspec s, const int64_t *L, const int64_t *N, int consistent)
+{
+    for (int b = 0; b < s.B; b++)
+        s.start[b] = 0, s.len[b] = L[b], s.cover[b] = L[b];
+    cprob *p = cp_make(&s);
+    schedule_test(label, p, N, consistent);
+    cp_free(p);
+}
+
 static void test_prefill_decode(void)
 {
     if (!tu_selected("prefill decode"))
@@ -1058,16 +1054,11 @@ static void test_prefill_decode(void)
         const int64_t L0 = v.R == 128 ? (tu_quick() ? 260 : 300) : 41, L1 = v.R == 128 ? 140 : 23;
         const int64_t N0 = v.R == 128 ? 250 : 13, N1 = v.R == 128 ? 127 : 6;
         cspec s = spec_make(v, 64, 2);
-        s.start[0] = 0, s.len[0] = L0, s.cover[0] = L0;
-        s.start[1] = 0, s.len[1] = L1, s.cover[1] = L1;
         s.rope_dt = DSOPS_FP32;
-        cprob *p = cp_make(&s);
         char l[120];
         snprintf(l, sizeof l, "prefill decode %s L %lld, %lld N %lld, %lld", v.name, (long long)L0, (long long)L1,
                  (long long)N0, (long long)N1);
-        const int64_t N[2] = {N0, N1};
-        schedule_test(l, p, N, 1);
-        cp_free(p);
+        schedule_case(l, s, (const int64_t[]){L0, L1}, (const int64_t[]){N0, N1}, 1);
     }
     agg_flush("prefill decode");
 }
@@ -1113,36 +1104,16 @@ static void test_rings(void)
         cp_free(p), cp_free(q);
     }
     /* a ring of one block per sequence, then decode: a 128-row ring keeps what c4a reads (consistent) */
-    {
-        cspec s = spec_make(V_C4A, 64, 2);
-        s.start[0] = 0, s.len[0] = 150, s.cover[0] = 150;
-        s.start[1] = 0, s.len[1] = 131, s.cover[1] = 131;
-        s.ring = 1;
-        cprob *p = cp_make(&s);
-        const int64_t N[2] = {129, 126};
-        schedule_test("ring c4a BSS 128 prefill decode", p, N, 1);
-        cp_free(p);
-    }
+    cspec s = spec_make(V_C4A, 64, 2);
+    s.ring = 1;
+    schedule_case("ring c4a BSS 128 prefill decode", s, (const int64_t[]){150, 131}, (const int64_t[]){129, 126}, 1);
     /* rings shorter than C R: decode reads rows that later positions overwrote (the state as stored) */
-    {
-        cspec s = spec_make(V_C4A, 64, 2);
-        s.start[0] = 0, s.len[0] = 23, s.cover[0] = 23;
-        s.start[1] = 0, s.len[1] = 17, s.cover[1] = 17;
-        s.ring = 1, s.BSS = 4, s.BSS2 = 6;
-        cprob *p = cp_make(&s);
-        const int64_t N[2] = {10, 5};
-        schedule_test("ring c4a BSS 4 / 6 prefill decode", p, N, 0);
-        cp_free(p);
-    }
-    {
-        cspec s = spec_make(V_C128A, 64, 1);
-        s.start[0] = 0, s.len[0] = tu_quick() ? 140 : 270, s.cover[0] = s.len[0];
-        s.ring = 1, s.BSS = 64;
-        cprob *p = cp_make(&s);
-        const int64_t N[1] = {100};
-        schedule_test("ring c128a BSS 64 prefill decode", p, N, 0);
-        cp_free(p);
-    }
+    s.BSS = 4, s.BSS2 = 6;
+    schedule_case("ring c4a BSS 4 / 6 prefill decode", s, (const int64_t[]){23, 17}, (const int64_t[]){10, 5}, 0);
+    s = spec_make(V_C128A, 64, 1);
+    s.ring = 1, s.BSS = 64;
+    schedule_case("ring c128a BSS 64 prefill decode", s, (const int64_t[]){tu_quick() ? 140 : 270},
+                  (const int64_t[]){100}, 0);
     agg_flush("ring");
 }
 
@@ -1152,7 +1123,7 @@ static void test_layouts_and_params(void)
 {
     if (!tu_selected("layouts"))
         return;
-    /* row_per_seq: sequences with and without an entry, two rows beyond B */
+    /* row_per_seq: sequences with and without an entry, two rows beyond B (each block one labelled case) */
     {
         cspec s = spec_make(V_C4A, 64, 5);
         const int64_t st[5] = {3, 4, 7, 0, 126}, ln[5] = {1, 1, 1, 1, 2}; /* entries 1, 0, 1, 0, 1 */
@@ -1232,6 +1203,21 @@ static void test_layouts_and_params(void)
 
 /* ---- determinism --------------------------------------------------------------------------------- */
 
+/* The call's out and states after it, for rc_check_threads. */
+static unsigned char *cp_run_gather(void *problem, size_t *n, dsops_status *st)
+{
+    cprob *p = problem;
+    *st = cp_run(p);
+    if (*st != DSOPS_OK)
+        return NULL;
+    const size_t nout = (size_t)(p->NO * p->s.v.D) * 2, nkv = numel(&p->a.kv_state) * 4;
+    const size_t nsc = numel(&p->a.score_state) * 4;
+    unsigned char *bytes = tu_calloc(nout + nkv + nsc, 1);
+    memcpy(bytes, p->out, nout), memcpy(bytes + nout, p->kv, nkv), memcpy(bytes + nout + nkv, p->sc, nsc);
+    *n = nout + nkv + nsc;
+    return bytes;
+}
+
 static void test_determinism(void)
 {
     if (!tu_selected("determinism"))
@@ -1249,56 +1235,35 @@ static void test_determinism(void)
         s.real_data = 1;
         s.minimal = 1;
         cprob *p = cp_make(&s);
-        const size_t nout = (size_t)(p->NO * s.v.D), nkv = numel(&p->a.kv_state), nsc = numel(&p->a.score_state);
         for (int ti = 0; ti <= (int)dsops_isa_detected(); ti++) {
-            const dsops_isa tier = (dsops_isa)ti;
-            dsops_context_set_isa(ctx, tier);
-            uint16_t *out0 = NULL;
-            float *kv0 = NULL, *sc0 = NULL;
-            for (int th = 1; th <= 3; th++) {
-                set_threads(th);
-                dsops_status st = cp_run(p);
-                if (!tu_check(st == DSOPS_OK, "determinism %s [%s] %d threads: %s (%s)", s.v.name,
-                              dsops_isa_name(tier), th, dsops_status_name(st), dsops_last_error()))
-                    break;
-                if (th == 1) {
-                    out0 = xdup(p->out, nout * 2), kv0 = xdup(p->kv, nkv * 4), sc0 = xdup(p->sc, nsc * 4);
-                } else {
-                    tu_check(memcmp(out0, p->out, nout * 2) == 0 && memcmp(kv0, p->kv, nkv * 4) == 0 &&
-                                 memcmp(sc0, p->sc, nsc * 4) == 0,
-                             "determinism %s [%s]: %d threads differ from 1 thread", s.v.name,
-                             dsops_isa_name(tier), th);
-                }
-            }
-            free(out0), free(kv0), free(sc0);
+            dsops_context_set_isa(ctx, (dsops_isa)ti);
+            char l[120];
+            snprintf(l, sizeof l, "determinism %s [%s]", s.v.name, tier_name(ti));
+            rc_check_threads(ctx, l, cp_run_gather, p);
         }
         cp_free(p);
     }
     dsops_context_set_isa(ctx, dsops_isa_detected());
-    set_threads(2);
 }
 
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 42);
     tu_rng_seed(&rng, tu_seed());
-    if (dsops_context_create(&ctx) != DSOPS_OK) {
-        printf("cannot create a context: %s\n", dsops_last_error());
-        return 1;
-    }
-    set_threads(2);
+    ctx = tu_context();
+    rc_set_threads(ctx, 2);
     printf("tiers: scalar ... %s, threads %d\n", tier_name((int)dsops_isa_detected()), dsops_context_threads(ctx));
-    double t0 = now_s();
+    double t0 = tu_now();
     test_oracle_by_hand();
     test_sweeps();
-    double t1 = now_s();
+    double t1 = tu_now();
     test_prefill_decode();
     test_rings();
     test_layouts_and_params();
     test_determinism();
-    double t2 = now_s();
+    double t2 = tu_now();
     test_case_scenarios();
-    double t3 = now_s();
+    double t3 = tu_now();
     printf("small problems %.1f s, schedules / rings / layouts / determinism %.1f s, named-case data %.1f s\n", t1 - t0,
            t2 - t1, t3 - t2);
     for (int i = 0; i < DSOPS_ISA_COUNT; i++)

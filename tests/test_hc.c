@@ -25,6 +25,7 @@
 
 #include "cases.h"
 #include "ref.h"
+#include "run_common.h"
 #include "test_util.h"
 
 static dsops_context *ctx;
@@ -77,32 +78,6 @@ static int guard_kept(const void *p, dsops_dtype dt, size_t n)
     return ((const uint16_t *)p)[n] == GUARD_BF16;
 }
 
-/* n values of dtype dt widened to fp32 */
-static float *widen(const void *p, dsops_dtype dt, size_t n)
-{
-    float *f = tu_calloc(n, 4);
-    for (size_t i = 0; i < n; i++)
-        f[i] = dt == DSOPS_FP32 ? ((const float *)p)[i] : tu_f32(((const uint16_t *)p)[i]);
-    return f;
-}
-
-static int compare_dt(const char *label, const void *out, const void *ref, dsops_dtype dt, size_t n, tu_tol tol)
-{
-    float *o = widen(out, dt, n), *r = widen(ref, dt, n);
-    int ok = tu_compare_close(label, o, r, n, tol, NULL);
-    free(o);
-    free(r);
-    return ok;
-}
-
-static void set_threads(int n)
-{
-    if (dsops_context_set_threads(ctx, n) != DSOPS_OK) {
-        printf("cannot set %d threads\n", n);
-        exit(1);
-    }
-}
-
 /* ---- hc_pre ------------------------------------------------------------------------------------- */
 
 typedef enum hc_data { DATA_WC, DATA_ILL } hc_data;
@@ -113,6 +88,26 @@ typedef struct pre_problem {
     void *y, *post, *comb, *pre;
     dsops_hc_pre_args a;
 } pre_problem;
+
+/* An hc_pre record with the V4 defaults over dense buffers: x [T, HC, H] bf16, hc_fn [(2 + HC) HC, HC H],
+ * hc_scale [3], hc_base [(2 + HC) HC], y [T, H] bf16, post and pre [T, HC], comb [T, HC, HC] (fp32); pre
+ * NULL: absent. */
+static void hc_pre_views(dsops_hc_pre_args *a, int64_t T, int64_t HC, int64_t H, void *x, void *fn, void *scale,
+                         void *base, void *y, void *post, void *comb, void *pre)
+{
+    const int64_t M = (2 + HC) * HC;
+    int64_t xs[3] = {T, HC, H}, fs[2] = {M, HC * H}, ss = 3, ys[2] = {T, H}, ps[2] = {T, HC}, cs[3] = {T, HC, HC};
+    dsops_hc_pre_init(a, DSOPS_PRESET_V4_FLASH);
+    a->x = dsops_tensor_make(x, DSOPS_BF16, 3, xs);
+    a->hc_fn = dsops_tensor_make(fn, DSOPS_FP32, 2, fs);
+    a->hc_scale = dsops_tensor_make(scale, DSOPS_FP32, 1, &ss);
+    a->hc_base = dsops_tensor_make(base, DSOPS_FP32, 1, &M);
+    a->y = dsops_tensor_make(y, DSOPS_BF16, 2, ys);
+    a->post = dsops_tensor_make(post, DSOPS_FP32, 2, ps);
+    a->comb = dsops_tensor_make(comb, DSOPS_FP32, 3, cs);
+    if (pre)
+        a->pre = dsops_tensor_make(pre, DSOPS_FP32, 2, ps);
+}
 
 static void pre_make(pre_problem *p, int64_t T, int64_t HC, int64_t H, hc_data data, int iters, float norm_eps,
                      int with_pre, int64_t zero_token)
@@ -137,17 +132,7 @@ static void pre_make(pre_problem *p, int64_t T, int64_t HC, int64_t H, hc_data d
     p->post = tu_calloc((size_t)(T * HC) + 1, 4);
     p->comb = tu_calloc((size_t)(T * HC * HC) + 1, 4);
     p->pre = tu_calloc((size_t)(T * HC) + 1, 4);
-    int64_t xs[3] = {T, HC, H}, fs[2] = {M, K}, ss = 3, bs = M, ys[2] = {T, H}, ps[2] = {T, HC}, cs[3] = {T, HC, HC};
-    dsops_hc_pre_init(&p->a, DSOPS_PRESET_V4_FLASH);
-    p->a.x = dsops_tensor_make(p->x, DSOPS_BF16, 3, xs);
-    p->a.hc_fn = dsops_tensor_make(p->fn, DSOPS_FP32, 2, fs);
-    p->a.hc_scale = dsops_tensor_make(p->scale, DSOPS_FP32, 1, &ss);
-    p->a.hc_base = dsops_tensor_make(p->base, DSOPS_FP32, 1, &bs);
-    p->a.y = dsops_tensor_make(p->y, DSOPS_BF16, 2, ys);
-    p->a.post = dsops_tensor_make(p->post, DSOPS_FP32, 2, ps);
-    p->a.comb = dsops_tensor_make(p->comb, DSOPS_FP32, 3, cs);
-    if (with_pre)
-        p->a.pre = dsops_tensor_make(p->pre, DSOPS_FP32, 2, ps);
+    hc_pre_views(&p->a, T, HC, H, p->x, p->fn, p->scale, p->base, p->y, p->post, p->comb, with_pre ? p->pre : NULL);
     p->a.sinkhorn_iters = iters;
     p->a.norm_eps = norm_eps;
 }
@@ -209,12 +194,12 @@ static void pre_case(int64_t T, int64_t HC, int64_t H, hc_data data, int iters, 
             continue;
         char l3[260];
         snprintf(l3, sizeof l3, "%s y", l2);
-        compare_dt(l3, p.y, ry, DSOPS_BF16, ny, Y_TOL);
+        rc_compare_dense(l3, p.y, ry, DSOPS_BF16, ny, Y_TOL);
         snprintf(l3, sizeof l3, "%s post", l2);
-        compare_dt(l3, p.post, rpost, DSOPS_FP32, ng, GATE_TOL);
+        rc_compare_dense(l3, p.post, rpost, DSOPS_FP32, ng, GATE_TOL);
         if (with_pre) {
             snprintf(l3, sizeof l3, "%s pre", l2);
-            compare_dt(l3, p.pre, rpre, DSOPS_FP32, ng, GATE_TOL);
+            rc_compare_dense(l3, p.pre, rpre, DSOPS_FP32, ng, GATE_TOL);
         } else {
             size_t kept = 0;
             for (size_t i = 0; i <= ng; i++)
@@ -225,13 +210,13 @@ static void pre_case(int64_t T, int64_t HC, int64_t H, hc_data data, int iters, 
             snprintf(l3, sizeof l3, "%s comb", l2);
             if (nan_token) {
                 size_t per = (size_t)(HC * HC), z = (size_t)zero_token * per;
-                float *o = widen(p.comb, DSOPS_FP32, nc), *r = widen(rcomb, DSOPS_FP32, nc);
+                float *o = rc_widen(p.comb, DSOPS_FP32, nc), *r = rc_widen(rcomb, DSOPS_FP32, nc);
                 memmove(o + z, o + z + per, (nc - z - per) * 4); /* drop the NaN token */
                 memmove(r + z, r + z + per, (nc - z - per) * 4);
                 tu_compare_close(l3, o, r, nc - per, GATE_TOL, NULL);
                 free(o), free(r);
             } else {
-                compare_dt(l3, p.comb, rcomb, DSOPS_FP32, nc, GATE_TOL);
+                rc_compare_dense(l3, p.comb, rcomb, DSOPS_FP32, nc, GATE_TOL);
             }
         } else {
             /* ill-conditioned: comb is not compared, but every value must be written */
@@ -359,7 +344,7 @@ static void post_case(int64_t T, int64_t HC, int64_t H, dsops_dtype xdt, dsops_d
         dsops_status st = dsops_hc_post(ctx, &b);
         if (!tu_check(st == DSOPS_OK, "%s: %s (%s)", l2, dsops_status_name(st), dsops_last_error()))
             continue;
-        compare_dt(l2, out, ref, xdt, nr, tol);
+        rc_compare_dense(l2, out, ref, xdt, nr, tol);
         /* the kernels keep the scalar order without contraction: every tier gives the scalar tier's bits */
         if (isa == DSOPS_ISA_SCALAR)
             memcpy(first, out, nr * esz);
@@ -434,7 +419,7 @@ static void determinism_case(const det_spec *d)
         void *out[3];
         int64_t xs[2] = {d->T, d->H}, rs[3] = {d->T, d->HC, d->H}, ps[2] = {d->T, d->HC}, cs[3] = {d->T, d->HC, d->HC};
         for (int k = 0; k < 3; k++) {
-            set_threads(threads[k]);
+            rc_set_threads(ctx, threads[k]);
             pre_poison(&p);
             dsops_status st = dsops_hc_pre(ctx, &p.a);
             tu_check(st == DSOPS_OK, "%s: hc_pre with %d threads: %s (%s)", d->label, threads[k], dsops_status_name(st),
@@ -471,7 +456,7 @@ static void determinism_case(const det_spec *d)
         pre_free(&p);
     }
     dsops_context_set_isa(ctx, dsops_isa_detected());
-    set_threads(2);
+    rc_set_threads(ctx, 2);
 }
 
 /* hc_pre with 67 tokens (groups split unevenly among threads) and hc_post bf16 with 37 tokens; then odd shapes:
@@ -568,16 +553,7 @@ static fixture *make_fixture(void)
         f->post[i] = f->pre[i] = -7.0f;
     for (int i = 0; i < 48; i++)
         f->comb[i] = -7.0f;
-    int64_t xs[3] = {3, 4, 16}, fs[2] = {24, 64}, ss = 3, bs = 24, ys[2] = {3, 16}, ps[2] = {3, 4}, cs[3] = {3, 4, 4};
-    dsops_hc_pre_init(&f->hp, DSOPS_PRESET_V4_FLASH);
-    f->hp.x = dsops_tensor_make(f->x, DSOPS_BF16, 3, xs);
-    f->hp.hc_fn = dsops_tensor_make(f->fn, DSOPS_FP32, 2, fs);
-    f->hp.hc_scale = dsops_tensor_make(f->scale, DSOPS_FP32, 1, &ss);
-    f->hp.hc_base = dsops_tensor_make(f->base, DSOPS_FP32, 1, &bs);
-    f->hp.y = dsops_tensor_make(f->y, DSOPS_BF16, 2, ys);
-    f->hp.post = dsops_tensor_make(f->post, DSOPS_FP32, 2, ps);
-    f->hp.comb = dsops_tensor_make(f->comb, DSOPS_FP32, 3, cs);
-    f->hp.pre = dsops_tensor_make(f->pre, DSOPS_FP32, 2, ps);
+    hc_pre_views(&f->hp, 3, 4, 16, f->x, f->fn, f->scale, f->base, f->y, f->post, f->comb, f->pre);
 
     for (int i = 0; i < 3 * 16; i++) /* bf16 values at the start of the buffers (the fixture's views) */
         ((uint16_t *)f->px)[i] = tu_bf16(tu_rng_uniform(&r, -1, 1));
@@ -587,7 +563,7 @@ static fixture *make_fixture(void)
         f->ppost[i] = tu_rng_uniform(&r, 0, 2);
     for (int i = 0; i < 48; i++)
         f->pcomb[i] = tu_rng_uniform(&r, 0, 1);
-    int64_t pxs[2] = {3, 16}, prs[3] = {3, 4, 16};
+    int64_t pxs[2] = {3, 16}, prs[3] = {3, 4, 16}, ps[2] = {3, 4}, cs[3] = {3, 4, 4}; /* x [T, H], residual [T, HC, H] */
     memset(&f->ho, 0, sizeof f->ho);
     f->ho.x = dsops_tensor_make(f->px, DSOPS_BF16, 2, pxs);
     f->ho.residual = dsops_tensor_make(f->pres, DSOPS_BF16, 3, prs);
@@ -798,15 +774,15 @@ static void test_valid_fixture(void)
                  dsops_status_name(s2), dsops_last_error());
         char l[120];
         snprintf(l, sizeof l, "valid fixture %s: hc_pre y", what[k]);
-        compare_dt(l, f->y, ref->y, DSOPS_BF16, 48, Y_TOL);
+        rc_compare_dense(l, f->y, ref->y, DSOPS_BF16, 48, Y_TOL);
         snprintf(l, sizeof l, "valid fixture %s: hc_pre post", what[k]);
-        compare_dt(l, f->post, ref->post, DSOPS_FP32, 12, GATE_TOL);
+        rc_compare_dense(l, f->post, ref->post, DSOPS_FP32, 12, GATE_TOL);
         snprintf(l, sizeof l, "valid fixture %s: hc_pre comb", what[k]);
-        compare_dt(l, f->comb, ref->comb, DSOPS_FP32, 48, GATE_TOL);
+        rc_compare_dense(l, f->comb, ref->comb, DSOPS_FP32, 48, GATE_TOL);
         snprintf(l, sizeof l, "valid fixture %s: hc_pre pre", what[k]);
-        compare_dt(l, f->pre, ref->pre, DSOPS_FP32, 12, GATE_TOL); /* absent: both keep -7 */
+        rc_compare_dense(l, f->pre, ref->pre, DSOPS_FP32, 12, GATE_TOL); /* absent: both keep -7 */
         snprintf(l, sizeof l, "valid fixture %s: hc_post out", what[k]);
-        compare_dt(l, k == 3 ? (void *)f->pres : (void *)f->pout, k == 3 ? (void *)ref->pres : (void *)ref->pout,
+        rc_compare_dense(l, k == 3 ? (void *)f->pres : (void *)f->pout, k == 3 ? (void *)ref->pres : (void *)ref->pout,
                    DSOPS_BF16, 3 * 4 * 16, POST_BF16_TOL);
         free(ref);
         free(f);
@@ -904,11 +880,8 @@ int main(int argc, char **argv)
 {
     tu_init(argc, argv, 20251130);
     tu_rng_seed(&rng, tu_seed());
-    if (dsops_context_create(&ctx) != DSOPS_OK) {
-        printf("cannot create a context: %s\n", dsops_last_error());
-        return 1;
-    }
-    set_threads(2);
+    ctx = tu_context();
+    rc_set_threads(ctx, 2);
     test_init();
     for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++)
         run_bad(&bad_cases[i]);

@@ -19,6 +19,7 @@
 
 #include "primitives.h"
 #include "ref.h"
+#include "run_common.h"
 #include "test_util.h"
 
 static dsops_context *ctx;
@@ -52,32 +53,6 @@ static int64_t first_float_diff(const float *a, const float *b, size_t n)
             return (int64_t)i;
     }
     return -1;
-}
-
-static int64_t first_byte_diff(const void *a, const void *b, size_t n)
-{
-    const unsigned char *x = a, *y = b;
-    for (size_t i = 0; i < n; i++)
-        if (x[i] != y[i])
-            return (int64_t)i;
-    return -1;
-}
-
-static int compare_bf16(const char *label, const uint16_t *out, const uint16_t *ref, size_t n, tu_tol tol)
-{
-    float *o = tu_widen_bf16(out, n), *r = tu_widen_bf16(ref, n);
-    int ok = tu_compare_close(label, o, r, n, tol, NULL);
-    free(o);
-    free(r);
-    return ok;
-}
-
-static void set_threads(int n)
-{
-    if (dsops_context_set_threads(ctx, n) != DSOPS_OK) {
-        printf("cannot set %d threads\n", n);
-        exit(1);
-    }
 }
 
 static const tu_tol RMS_TOL = {1e-4, 1.0 / 128, 0.005};
@@ -243,7 +218,7 @@ static void rmsnorm_case(int64_t T, int64_t W, int64_t pad, dsops_dtype wdt, flo
     }
     dsops_status st = dsops_rmsnorm(ctx, &a);
     if (tu_check(st == DSOPS_OK, "%s: %s (%s)", label, dsops_status_name(st), dsops_last_error())) {
-        compare_bf16(label, y, yr, n, RMS_TOL);
+        rc_compare_dense(label, y, yr, DSOPS_BF16, n, RMS_TOL);
         int pad_ok = 1;
         for (int64_t t = 0; t < T && !in_place; t++)
             for (int64_t i = W; i < ld; i++)
@@ -277,7 +252,7 @@ static void test_rmsnorm(void)
         r.y.data = yr;
         dsops_ref_rmsnorm(&r);
         tu_check(dsops_rmsnorm(ctx, &a) == DSOPS_OK, "rmsnorm nan: status");
-        compare_bf16("rmsnorm nan row (NaN where the formula gives NaN)", y, yr, 32, RMS_TOL);
+        rc_compare_dense("rmsnorm nan row (NaN where the formula gives NaN)", y, yr, DSOPS_BF16, 32, RMS_TOL);
         tu_check(isnan(tu_f32(y[0])) && !isnan(tu_f32(y[16])), "rmsnorm nan: NaN confined to its row");
     }
 }
@@ -470,9 +445,9 @@ static void rope_apply_case(int64_t T, int64_t N, int64_t W, int64_t pad, int of
             }
             dsops_status st = dsops_rope_apply(ctx, &a);
             if (tu_check(st == DSOPS_OK, "%s: %s (%s)", label, dsops_status_name(st), dsops_last_error())) {
-                int64_t d = first_byte_diff(y, yr, n * 2);
-                tu_check(d < 0, "%s: differs from the formulas at element %lld: %#x vs %#x", label, (long long)(d / 2),
-                         d < 0 ? 0 : y[d / 2], d < 0 ? 0 : yr[d / 2]);
+                int64_t d = tu_first_difference(y, yr, n, 2);
+                tu_check(d < 0, "%s: differs from the formulas at element %lld: %#x vs %#x", label, (long long)d,
+                         d < 0 ? 0 : y[d], d < 0 ? 0 : yr[d]);
             }
             free(x), free(y), free(yr), free(c), free(s);
         }
@@ -1030,7 +1005,7 @@ static void test_determinism(void)
     }
     static const int threads[3] = {1, 2, 3};
     for (int k = 0; k < 3; k++) {
-        set_threads(threads[k]);
+        rc_set_threads(ctx, threads[k]);
         y[k] = tu_calloc((size_t)T * N * W + (size_t)T * W, 2); /* rope_apply output, then rmsnorm output */
         q[k] = tu_calloc((size_t)T * W, 1);
         sc[k] = tu_calloc((size_t)T * 8, 4);
@@ -1092,18 +1067,15 @@ static void test_determinism(void)
     for (int k = 0; k < 3; k++)
         free(y[k]), free(q[k]), free(sc[k]), free(cosf[k]), free(cache[k]), free(cscale[k]);
     free(x), free(tabc), free(tabs);
-    set_threads(2);
+    rc_set_threads(ctx, 2);
 }
 
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 20251117);
     tu_rng_seed(&rng, tu_seed());
-    if (dsops_context_create(&ctx) != DSOPS_OK) {
-        printf("cannot create a context: %s\n", dsops_last_error());
-        return 1;
-    }
-    set_threads(2);
+    ctx = tu_context();
+    rc_set_threads(ctx, 2);
     test_rows();
     test_rmsnorm();
     test_rope_tables();

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "ref.h"
+#include "run_common.h"
 #include "test_util.h"
 
 static dsops_context *ctx;
@@ -41,14 +42,6 @@ static const tu_tol LSE_TOL = {1e-6, 8.01 / 65536, 0.005};
 #define GUARD_BF16 ((uint16_t)0x7fa5u)
 #define GUARD_F32 0x7fa5a5a5u
 #define NAN_BF16 ((uint16_t)0x7fc0u)
-
-static void set_threads(int n)
-{
-    if (dsops_context_set_threads(ctx, n) != DSOPS_OK) {
-        printf("cannot set %d threads\n", n);
-        exit(1);
-    }
-}
 
 /* ---- guarded outputs --------------------------------------------------------------------------------- */
 
@@ -493,6 +486,29 @@ static void check_outputs(const char *label, const dsops_sas_args *a, const guar
     tu_check(bad == 0, "%s: %zu lse elements written %s", label, bad, a->lse.data ? "outside the view" : "(lse absent)");
 }
 
+/* Runs p on the current tier into its own guarded buffers; returns the status. */
+static dsops_status sp_run(sp_problem *p)
+{
+    guarded_poison(&p->out), guarded_poison(&p->lse);
+    return dsops_sas(ctx, &p->args);
+}
+
+/* p on every tier from scalar up (labels "<label> [<tier>]") against the oracle's results of sp_reference;
+ * after each checked call, `also` (optional) adds its own checks. */
+static void sp_check_tiers(const char *label, sp_problem *p, void (*also)(const char *l, const sp_problem *p))
+{
+    char l[300];
+    for (int isa = -1; tu_next_tier(ctx, &isa, label, l, sizeof l);) {
+        dsops_status st = sp_run(p);
+        if (!tu_check(st == DSOPS_OK, "%s: status %s (%s)", l, dsops_status_name(st), dsops_last_error()))
+            continue;
+        check_outputs(l, &p->args, &p->out, &p->lse, p->Dp, p->ref_out, p->ref_lse);
+        if (also)
+            also(l, p);
+    }
+    dsops_context_set_isa(ctx, dsops_isa_detected());
+}
+
 /* ---- adversarial problems (every tier) ------------------------------------------------------------------- */
 
 static void run_problem(const char *label, const sp_spec *s)
@@ -501,18 +517,7 @@ static void run_problem(const char *label, const sp_spec *s)
         return;
     sp_problem *p = sp_make(s, tu_label_seed(label));
     sp_reference(p);
-    for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
-        if (!tu_set_tier(ctx, isa))
-            continue;
-        char l[300];
-        snprintf(l, sizeof l, "%s [%s]", label, dsops_isa_name((dsops_isa)isa));
-        guarded_poison(&p->out), guarded_poison(&p->lse);
-        dsops_status st = dsops_sas(ctx, &p->args);
-        if (!tu_check(st == DSOPS_OK, "%s: status %s (%s)", l, dsops_status_name(st), dsops_last_error()))
-            continue;
-        check_outputs(l, &p->args, &p->out, &p->lse, p->Dp, p->ref_out, p->ref_lse);
-    }
-    dsops_context_set_isa(ctx, dsops_isa_detected());
+    sp_check_tiers(label, p, NULL);
     sp_free(p);
 }
 
@@ -564,6 +569,7 @@ static sp_spec scfa_spec(void)
     return s;
 }
 
+/* A case list: a base spec and the fields one labelled problem changes (the repeated shape is the list). */
 static void test_adversarial(void)
 {
     char l[200];
@@ -797,13 +803,6 @@ static void test_oracle_by_hand(void)
 
 /* ---- docs/CASES.md edges and sink properties -------------------------------------------------------------------- */
 
-/* Runs p on the current tier into its own guarded buffers; returns the status. */
-static dsops_status sp_run(sp_problem *p)
-{
-    guarded_poison(&p->out), guarded_poison(&p->lse);
-    return dsops_sas(ctx, &p->args);
-}
-
 static void test_edges(void)
 {
     sp_spec s;
@@ -870,11 +869,9 @@ static void test_edges(void)
         float *sk = p->sinks;
         uint16_t *out0 = tu_calloc((size_t)no + 1, 2);
         float *lse0 = tu_calloc((size_t)(T * N) + 1, 4);
-        for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
-            if (!tu_set_tier(ctx, isa))
-                continue;
-            char l[200];
-            snprintf(l, sizeof l, "v4_sas_edge_sink_inf p_mode %d [%s]", (int)modes[mi], dsops_isa_name((dsops_isa)isa));
+        char mode_label[80], l[200];
+        snprintf(mode_label, sizeof mode_label, "v4_sas_edge_sink_inf p_mode %d", (int)modes[mi]);
+        for (int isa = -1; tu_next_tier(ctx, &isa, mode_label, l, sizeof l);) {
             p->args.sinks.data = NULL;
             dsops_status st = sp_run(p);
             memcpy(out0, guarded_view(&p->out), (size_t)no * 2);
@@ -972,10 +969,9 @@ static void test_nan_rule_by_hand(void)
         dsops_ref_sas(&a);
         snprintf(l, sizeof l, "nan_rule by hand p_mode %d [oracle]", mode);
         nan_rule_by_hand_check(l, out, lse, out_nosink);
-        for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
-            if (!tu_set_tier(ctx, isa))
-                continue;
-            snprintf(l, sizeof l, "nan_rule by hand p_mode %d [%s]", mode, dsops_isa_name((dsops_isa)isa));
+        char mode_label[80];
+        snprintf(mode_label, sizeof mode_label, "nan_rule by hand p_mode %d", mode);
+        for (int isa = -1; tu_next_tier(ctx, &isa, mode_label, l, sizeof l);) {
             a.sinks = (dsops_tensor){0};
             dsops_status st = dsops_sas(ctx, &a);
             memcpy(out_nosink, out, sizeof out);
@@ -1010,6 +1006,22 @@ static int sas_row_is(const sp_problem *p, int64_t t, int64_t h, int want)
     for (int64_t d = 0; d < p->s.D; d++)
         ok &= want == 1 ? isnan(tu_f32(o[d])) : (want == 2 ? o[d] == 0 : isfinite(tu_f32(o[d])));
     return ok;
+}
+
+/* The rows of test_nan_rule stated without the oracle: token 0 (heads 0-2 NaN, head 3 finite), the first
+ * token of the last sequence (no keys: lonely) and the last token of the sequence before it (a NaN key). */
+static void nan_rule_rows_check(const char *l, const sp_problem *p)
+{
+    const int64_t lonely_t = p->cu[p->B - 1], key_t = lonely_t - 1;
+    int lonely_ok = 1, key_ok = 1;
+    for (int h = 0; h < p->s.N; h++) {
+        lonely_ok &= sas_row_is(p, lonely_t, h, 2);
+        key_ok &= sas_row_is(p, key_t, h, 1);
+    }
+    tu_check(sas_row_is(p, 0, 0, 1) && sas_row_is(p, 0, 1, 1) && sas_row_is(p, 0, 2, 1) && sas_row_is(p, 0, 3, 0),
+             "%s: token 0: NaN / +Inf / -Inf query rows not NaN, or the clean head not finite", l);
+    tu_check(lonely_ok, "%s: token %lld without keys is not out +0 / lse +Inf", l, (long long)lonely_t);
+    tu_check(key_ok, "%s: token %lld attends to a NaN key but is not NaN", l, (long long)key_t);
 }
 
 /* swa / cfa / scfa problems plus one sequence whose first token sees no key (L 0). Token 0: head 0 a NaN
@@ -1058,28 +1070,9 @@ static void test_nan_rule(void)
             for (int f = 0; f < 3; f++) {
                 pool_replace(p, current, fills[f]);
                 current = fills[f];
-                for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
-                    if (!tu_set_tier(ctx, isa))
-                        continue;
-                    char l[300];
-                    snprintf(l, sizeof l, "%s, unread rows %s [%s]", label, fill_names[f], dsops_isa_name((dsops_isa)isa));
-                    guarded_poison(&p->out), guarded_poison(&p->lse);
-                    dsops_status st = dsops_sas(ctx, &p->args);
-                    if (!tu_check(st == DSOPS_OK, "%s: status %s (%s)", l, dsops_status_name(st), dsops_last_error()))
-                        continue;
-                    check_outputs(l, &p->args, &p->out, &p->lse, Dp, p->ref_out, p->ref_lse);
-                    /* the same, stated without the oracle */
-                    int lonely_ok = 1, key_ok = 1;
-                    for (int h = 0; h < s.N; h++) {
-                        lonely_ok &= sas_row_is(p, lonely_t, h, 2);
-                        key_ok &= sas_row_is(p, key_t, h, 1);
-                    }
-                    tu_check(sas_row_is(p, 0, 0, 1) && sas_row_is(p, 0, 1, 1) && sas_row_is(p, 0, 2, 1) &&
-                                 sas_row_is(p, 0, 3, 0),
-                             "%s: token 0: NaN / +Inf / -Inf query rows not NaN, or the clean head not finite", l);
-                    tu_check(lonely_ok, "%s: token %lld without keys is not out +0 / lse +Inf", l, (long long)lonely_t);
-                    tu_check(key_ok, "%s: token %lld attends to a NaN key but is not NaN", l, (long long)key_t);
-                }
+                char fill_label[200];
+                snprintf(fill_label, sizeof fill_label, "%s, unread rows %s", label, fill_names[f]);
+                sp_check_tiers(fill_label, p, nan_rule_rows_check);
             }
             sp_free(p);
         }
@@ -1087,6 +1080,20 @@ static void test_nan_rule(void)
 }
 
 /* ---- determinism ---------------------------------------------------------------------------------------- */
+
+/* The call's out and lse buffers, guards included, for rc_check_threads. */
+static unsigned char *sp_run_gather(void *problem, size_t *n, dsops_status *st)
+{
+    sp_problem *p = problem;
+    *st = sp_run(p);
+    if (*st != DSOPS_OK)
+        return NULL;
+    const size_t no = (p->out.n + 2) * 2, nl = (p->lse.n + 2) * 4;
+    unsigned char *bytes = tu_calloc(no + nl, 1);
+    memcpy(bytes, p->out.buf, no), memcpy(bytes + no, p->lse.buf, nl);
+    *n = no + nl;
+    return bytes;
+}
 
 static void test_determinism(void)
 {
@@ -1109,27 +1116,12 @@ static void test_determinism(void)
         char name[80];
         snprintf(name, sizeof name, "determinism %s", names[k]);
         sp_problem *p = sp_make(&specs[k], tu_label_seed(name));
-        const size_t no = p->out.n + 2, nl = p->lse.n + 2;
-        uint16_t *o1 = tu_calloc(no, 2);
-        float *l1 = tu_calloc(nl, 4);
         for (int ti = 0; ti < 2; ti++) {
             dsops_context_set_isa(ctx, tiers[ti]);
-            for (int threads = 1; threads <= 3; threads++) {
-                set_threads(threads);
-                dsops_status st = sp_run(p);
-                if (!tu_check(st == DSOPS_OK, "%s [%s] %d threads: %s (%s)", name, dsops_isa_name(tiers[ti]), threads,
-                              dsops_status_name(st), dsops_last_error()))
-                    continue;
-                if (threads == 1) {
-                    memcpy(o1, p->out.buf, no * 2), memcpy(l1, p->lse.buf, nl * 4);
-                    continue;
-                }
-                tu_check(memcmp(o1, p->out.buf, no * 2) == 0 && memcmp(l1, p->lse.buf, nl * 4) == 0,
-                         "%s [%s]: %d threads differ from 1 thread", name, dsops_isa_name(tiers[ti]), threads);
-            }
+            char l[120];
+            snprintf(l, sizeof l, "%s [%s]", name, dsops_isa_name(tiers[ti]));
+            rc_check_threads(ctx, l, sp_run_gather, p);
         }
-        set_threads(2);
-        free(o1), free(l1);
         sp_free(p);
     }
     dsops_context_set_isa(ctx, dsops_isa_detected());
@@ -1138,11 +1130,8 @@ static void test_determinism(void)
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 42);
-    if (dsops_context_create(&ctx) != DSOPS_OK) {
-        printf("cannot create a context: %s\n", dsops_last_error());
-        return 1;
-    }
-    set_threads(2);
+    ctx = tu_context();
+    rc_set_threads(ctx, 2);
     test_oracle_by_hand();
     test_adversarial();
     test_edges();

@@ -8,7 +8,7 @@
  *    weights overflowing fp16, T = 0 / 1 / 17;
  *  - tolerances of the spec: q, kv, bf16 qr 1e-4 / 2^-7 / 0.005; int8 qr and q_idx 1 / 0 / 0; qr_scale
  *    2.5e-5 / 0.005 / 0.005; q_idx_scale and weights 1e-4 / 0.007825 / 0.005 (q of a token whose qr row the
- *    library rounded differently, within the qr tolerance, is compared given the library's qr: m4_check);
+ *    library rounded differently, within the qr tolerance, is compared given the library's qr: m4_compare);
  *  - every output element written (a NaN / -128 sentinel must be gone) and every other byte of the output
  *    buffers (padding, guard zones before and after) untouched; padding of the inputs holds NaN;
  *  - a prepared object gives bitwise the results of the unprepared call; one made from other weights (or
@@ -22,10 +22,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cases.h"
 #include "ref.h"
+#include "run_common.h"
 #include "test_util.h"
 
 static dsops_context *ctx;
@@ -39,21 +39,6 @@ static const tu_tol TOL_IDX = {1e-4, 0.007825, 0.005};        /* q_idx_scale, we
 #define GUARD 67  /* sentinel elements after every output view */
 
 /* ---- helpers ------------------------------------------------------------------------------------ */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void set_threads(int n)
-{
-    if (dsops_context_set_threads(ctx, n) != DSOPS_OK) {
-        printf("cannot set %d threads\n", n);
-        exit(1);
-    }
-}
 
 static float f16_value(uint16_t h)
 {
@@ -328,15 +313,6 @@ static int compare_out(const char *label, const obuf *o, const float *ref, tu_to
     return ok;
 }
 
-static int bytes_equal(const char *what, const unsigned char *a, size_t na, const unsigned char *b, size_t nb)
-{
-    size_t d = 0;
-    if (na == nb)
-        while (d < na && a[d] == b[d])
-            d++;
-    return tu_check(na == nb && d == na, "%s (first differing byte %zu of %zu)", what, d, na);
-}
-
 /* fp64 -> bf16 -> fp64, one rounding (the shadow evaluations below). */
 static double rb(double v) { return (double)tu_f32(dsops_ref_bf16_from_f64(v)); }
 
@@ -380,6 +356,238 @@ static void shadow_q8(const double *v, int64_t n, double *q, double *scale)
 }
 
 /* ==================================================================================================
+ * either operator, as its description (dsops_op_find) sees it
+ * ================================================================================================== */
+
+/* Oracle results, dense and widened, in the order of the problem's outputs. */
+typedef struct ref_outs {
+    float *v[4];
+} ref_outs;
+
+typedef struct prolog prolog;
+
+/* A problem of mla_prolog_v4 or indexer_prolog_v4 as the shared runs see it: the operator's description
+ * (call, prepare, the record's tensors by name), the call record, its inputs and its outputs (each obuf
+ * named as its member of the record), and what differs between the operators. The first member of each
+ * operator's problem struct, which the problem's functions convert back. */
+struct prolog {
+    const dsops_op_desc *op;
+    void *args;                /* the problem's call record */
+    inputs in;
+    obuf out[4];
+    int nout;
+    void (*oracle)(const void *args);
+    /* the oracle's results against an independent fp64 evaluation (small problems) */
+    void (*shadow)(const char *label, const prolog *pl, const ref_outs *r);
+    /* the library's outputs on one tier against the oracle's: tolerances and exact edge results */
+    void (*compare)(const char *label, const prolog *pl, const ref_outs *r);
+};
+
+/* pl for a problem of operator `op` whose call record is args (set to the V4 defaults). */
+static void prolog_init(prolog *pl, const char *op, void *args, void (*oracle)(const void *args),
+                        void (*shadow)(const char *, const prolog *, const ref_outs *),
+                        void (*compare)(const char *, const prolog *, const ref_outs *))
+{
+    pl->op = dsops_op_find(op);
+    if (!pl->op || pl->op->init(args, DSOPS_PRESET_V4_FLASH) != DSOPS_OK) {
+        printf("operator %s: no description or no V4 defaults (%s)\n", op, dsops_last_error());
+        exit(1);
+    }
+    pl->args = args;
+    pl->oracle = oracle, pl->shadow = shadow, pl->compare = compare;
+}
+
+/* The tensor member `name` of a call record of op. */
+static dsops_tensor *member(const dsops_op_desc *op, void *args, const char *name)
+{
+    for (size_t i = 0; i < op->n_tensors; i++)
+        if (strcmp(op->tensors[i].name, name) == 0)
+            return (dsops_tensor *)((char *)args + op->tensors[i].offset);
+    printf("%s has no tensor %s\n", op->name, name);
+    exit(1);
+}
+
+/* An output [shape] in a sentinel-framed buffer, set as the record's member of that name. */
+static void prolog_output(prolog *pl, const char *name, dsops_dtype dt, int ndim, const int64_t *shape, int padded)
+{
+    obuf *o = &pl->out[pl->nout++];
+    ob_make(o, name, dt, ndim, shape, padded);
+    *member(pl->op, pl->args, name) = o->t;
+}
+
+/* Frees the buffers and the problem that pl heads. */
+static void prolog_free(prolog *pl)
+{
+    in_free(&pl->in);
+    for (int i = 0; i < pl->nout; i++)
+        ob_free(&pl->out[i]);
+    free(pl);
+}
+
+/* A copy of the record with `prep` as its prepared object (caller frees). */
+static void *prolog_record(const prolog *pl, const dsops_prepared *prep)
+{
+    void *b = tu_calloc(1, pl->op->args_size);
+    memcpy(b, pl->args, pl->op->args_size);
+    memcpy((char *)b + pl->op->prepared_offset, &prep, sizeof prep);
+    return b;
+}
+
+/* One call of the library with `args` (the record or a variant of it): sentinels in the outputs first. */
+static dsops_status prolog_call(prolog *pl, const void *args)
+{
+    for (int i = 0; i < pl->nout; i++)
+        ob_poison(&pl->out[i]);
+    return pl->op->call(ctx, args);
+}
+
+static dsops_status prolog_call_prepared(prolog *pl, const dsops_prepared *prep)
+{
+    void *b = prolog_record(pl, prep);
+    const dsops_status st = prolog_call(pl, b);
+    free(b);
+    return st;
+}
+
+/* The oracle on the record, into dense outputs of the same shapes. */
+static ref_outs prolog_reference(const prolog *pl)
+{
+    void *a = prolog_record(pl, NULL);
+    obuf dense[4];
+    for (int i = 0; i < pl->nout; i++) {
+        const obuf *o = &pl->out[i];
+        ob_make(&dense[i], o->name, o->t.dtype, o->t.ndim, o->t.shape, 0);
+        *member(pl->op, a, o->name) = dense[i].t;
+    }
+    pl->oracle(a);
+    ref_outs r = {{NULL, NULL, NULL, NULL}};
+    for (int i = 0; i < pl->nout; i++) {
+        r.v[i] = ob_widen(&dense[i]);
+        ob_free(&dense[i]);
+    }
+    free(a);
+    return r;
+}
+
+static void ref_free(ref_outs *r)
+{
+    for (int i = 0; i < 4; i++)
+        free(r->v[i]);
+}
+
+/* The oracle's outputs against a shadow evaluation: shadow[i] (fp64, dense) for output i, with tols[i]. */
+static void compare_shadow(const char *label, const prolog *pl, const ref_outs *r, double *const *shadow,
+                           const tu_tol *tols)
+{
+    for (int i = 0; i < pl->nout; i++) {
+        const size_t n = (size_t)numel(&pl->out[i].t);
+        float *f = tu_calloc(n, sizeof(float));
+        for (size_t e = 0; e < n; e++)
+            f[e] = (float)shadow[i][e];
+        char l[300];
+        snprintf(l, sizeof l, "%s oracle vs fp64 shadow: %s", label, pl->out[i].name);
+        tu_compare_close(l, r->v[i], f, n, tols[i], NULL);
+        free(f);
+    }
+}
+
+/* A prepared object made from the record's weights, then the call with it: bitwise the results the
+ * unprepared call just left, and nothing written outside the outputs. */
+static void check_prepared_equal(const char *label, prolog *pl)
+{
+    size_t n1, n2;
+    unsigned char *g1 = gather_all(pl->out, pl->nout, &n1);
+    dsops_prepared *prep = NULL;
+    dsops_status st = pl->op->prepare(ctx, pl->args, &prep);
+    if (tu_check(st == DSOPS_OK && prep, "%s: prepare: status %s (%s)", label, dsops_status_name(st), dsops_last_error())) {
+        st = prolog_call_prepared(pl, prep);
+        if (tu_check(st == DSOPS_OK, "%s prepared: status %s (%s)", label, dsops_status_name(st), dsops_last_error())) {
+            unsigned char *g2 = gather_all(pl->out, pl->nout, &n2);
+            char l[400];
+            snprintf(l, sizeof l, "%s: the prepared call", label);
+            tu_check_same_bytes(l, g2, n2, g1, n1, "the unprepared one");
+            for (int i = 0; i < pl->nout; i++)
+                ob_outside_kept(&pl->out[i], label);
+            free(g2);
+        }
+        dsops_prepared_destroy(prep);
+    }
+    free(g1);
+}
+
+/* The call on the current tier: every output element written, nothing else touched, the operator's
+ * comparison with the oracle; then the same with a prepared object. */
+static void prolog_run_tier(prolog *pl, const ref_outs *r, const char *label)
+{
+    dsops_status st = prolog_call(pl, pl->args);
+    if (!tu_check(st == DSOPS_OK, "%s: status %s (%s)", label, dsops_status_name(st), dsops_last_error()))
+        return;
+    for (int i = 0; i < pl->nout; i++) {
+        ob_all_written(&pl->out[i], label);
+        ob_outside_kept(&pl->out[i], label);
+    }
+    pl->compare(label, pl, r);
+    check_prepared_equal(label, pl);
+}
+
+/* A labelled problem (made from the label's seed): the oracle, its shadow evaluation when the problem is
+ * small, then every tier from scalar up. Frees the problem. */
+static void prolog_run(const char *label, prolog *pl, int small)
+{
+    ref_outs r = prolog_reference(pl);
+    if (small)
+        pl->shadow(label, pl, &r);
+    char l[300];
+    for (int isa = -1; tu_next_tier(ctx, &isa, label, l, sizeof l);)
+        prolog_run_tier(pl, &r, l);
+    tu_set_tier(ctx, dsops_isa_detected());
+    ref_free(&r);
+    prolog_free(pl);
+}
+
+/* The call with args (a record holding a prepared object that does not fit it) is rejected with
+ * DSOPS_ERR_PARAM, naming "prepared", before anything is written. */
+static void expect_prepared_rejected(const char *label, prolog *pl, const void *args)
+{
+    dsops_status st = prolog_call(pl, args);
+    tu_check(st == DSOPS_ERR_PARAM, "%s: status %s (%s), expected DSOPS_ERR_PARAM", label, dsops_status_name(st),
+             dsops_last_error());
+    tu_check(st == DSOPS_OK || strstr(dsops_last_error(), "prepared") != NULL, "%s: message \"%s\" lacks \"prepared\"",
+             label, dsops_last_error());
+    for (int i = 0; i < pl->nout; i++)
+        ob_outside_kept(&pl->out[i], label); /* nothing written: every byte still the sentinel */
+}
+
+/* Weights that a prepared object packs, in groups swapped together (a weight and its scale). */
+typedef struct weight_group {
+    const char *name[2];
+} weight_group;
+
+/* prep (made from pl's weights) on calls of pl whose weights of one group are other's (same shapes, other
+ * memory): each rejected; labels "<what> other <weight>". */
+static void expect_other_weights_rejected(const char *what, prolog *pl, prolog *other, const dsops_prepared *prep,
+                                          const weight_group *groups, int ngroups)
+{
+    for (int g = 0; g < ngroups; g++) {
+        void *b = prolog_record(pl, prep);
+        for (int k = 0; k < 2 && groups[g].name[k]; k++)
+            *member(pl->op, b, groups[g].name[k]) = *member(other->op, other->args, groups[g].name[k]);
+        char l[200];
+        snprintf(l, sizeof l, "%s other %s", what, groups[g].name[0]);
+        expect_prepared_rejected(l, pl, b);
+        free(b);
+    }
+}
+
+/* The call's output bytes, for rc_check_threads. */
+static unsigned char *prolog_run_gather(void *problem, size_t *n, dsops_status *st)
+{
+    prolog *pl = problem;
+    *st = prolog_call(pl, pl->args);
+    return *st == DSOPS_OK ? gather_all(pl->out, pl->nout, n) : NULL;
+}
+
+/* ==================================================================================================
  * mla_prolog_v4
  * ================================================================================================== */
 
@@ -399,143 +607,10 @@ typedef struct m4_spec {
 } m4_spec;
 
 typedef struct m4_problem {
+    prolog pl;                 /* outputs q, kv, qr, qr_scale (int8) */
     m4_spec sp;
     dsops_mla_prolog_v4_args a;
-    inputs in;
-    obuf out[4];               /* q, kv, qr, qr_scale (int8) */
-    int nout;
 } m4_problem;
-
-/* The V4 defaults, from the preset (spelled out when the init function refuses). */
-static void m4_defaults(dsops_mla_prolog_v4_args *a)
-{
-    if (dsops_mla_prolog_v4_init(a, DSOPS_PRESET_V4_FLASH) == DSOPS_OK)
-        return;
-    memset(a, 0, sizeof *a);
-    a->eps_cq = a->eps_ckv = a->eps_qh = 1e-6f;
-    a->rope_mode = DSOPS_ROPE_INTERLEAVED;
-}
-
-static m4_problem *m4_make(const m4_spec *sp, uint64_t seed)
-{
-    m4_problem *p = tu_calloc(1, sizeof *p);
-    p->sp = *sp;
-    tu_rng r;
-    tu_rng_seed(&r, seed);
-    const int64_t T = sp->T, H = sp->H, Q = sp->Q, N = sp->N, D = sp->D, ND = N * D;
-    const dsops_dtype gdt = sp->gamma_dtype ? sp->gamma_dtype : DSOPS_BF16;
-    const dsops_dtype gkdt = sp->gckv_dtype ? sp->gckv_dtype : gdt;
-    const dsops_dtype tdt = sp->table_dtype ? sp->table_dtype : DSOPS_BF16;
-    dsops_mla_prolog_v4_args *a = &p->a;
-    m4_defaults(a);
-    a->rope_mode = sp->rope_mode;
-    a->rope_inverse = sp->rope_inverse;
-    if (sp->eps_qh > 0)
-        a->eps_qh = sp->eps_qh;
-
-    int64_t s[3];
-    s[0] = T, s[1] = H;
-    a->x = in_make(&p->in, "x", DSOPS_BF16, 2, s, sp->padded);                 /* [T, H] bf16 */
-    fill_uniform(&a->x, &r, -1, 1);
-    for (int64_t t = 0; t < sp->zero_tokens && t < T; t++)
-        for (int64_t k = 0; k < H; k++)
-            set_f(&a->x, t * H + k, 0.0f);
-    s[0] = Q, s[1] = H;
-    a->wq_a = in_make(&p->in, "wq_a", DSOPS_BF16, 2, s, 0);                    /* [Q, H] bf16 */
-    fill_uniform(&a->wq_a, &r, -0.1f, 0.1f);
-    s[0] = Q;
-    a->gamma_cq = in_make(&p->in, "gamma_cq", gdt, 1, s, 0);                   /* [Q] */
-    fill_uniform(&a->gamma_cq, &r, sp->zero_gamma_cq ? 0 : -1, sp->zero_gamma_cq ? 0 : 1);
-    s[0] = ND, s[1] = Q;
-    a->wq_b = in_make(&p->in, "wq_b", sp->int8 ? DSOPS_INT8 : DSOPS_BF16, 2, s, 0); /* [N*D, Q] */
-    if (sp->int8) {
-        s[0] = ND;
-        a->wq_b_scale = in_make(&p->in, "wq_b_scale", DSOPS_FP32, 1, s, 0);   /* [N*D] fp32 */
-        if (sp->int8_extreme) {
-            for (int64_t e = 0; e < ND * Q; e++)
-                set_f(&a->wq_b, e, tu_rng_u64(&r) & 1 ? 127.0f : -128.0f);
-            for (int64_t e = 0; e < ND; e++)
-                set_f(&a->wq_b_scale, e, 1e-3f);
-        } else {
-            fill_q8_rows(&a->wq_b, &a->wq_b_scale, &r, 0.1f);
-        }
-    } else {
-        fill_uniform(&a->wq_b, &r, -0.1f, 0.1f);
-    }
-    s[0] = D, s[1] = H;
-    a->wkv = in_make(&p->in, "wkv", DSOPS_BF16, 2, s, 0);                      /* [D, H] bf16 */
-    fill_uniform(&a->wkv, &r, -0.1f, 0.1f);
-    s[0] = D;
-    a->gamma_ckv = in_make(&p->in, "gamma_ckv", gkdt, 1, s, 0);                /* [D] */
-    fill_uniform(&a->gamma_ckv, &r, -1, 1);
-    s[0] = T, s[1] = 64;
-    a->rope_cos = in_make(&p->in, "rope_cos", tdt, 2, s, sp->padded);          /* [T, 64] */
-    a->rope_sin = in_make(&p->in, "rope_sin", tdt, 2, s, sp->padded);          /* [T, 64] */
-    fill_uniform(&a->rope_cos, &r, -1, 1);
-    fill_uniform(&a->rope_sin, &r, -1, 1);
-
-    s[0] = T, s[1] = N, s[2] = D;
-    ob_make(&p->out[0], "q", DSOPS_BF16, 3, s, sp->padded);                    /* [T, N, D] bf16 */
-    s[0] = T, s[1] = D;
-    ob_make(&p->out[1], "kv", DSOPS_BF16, 2, s, sp->padded);                   /* [T, D] bf16 */
-    s[0] = T, s[1] = Q;
-    ob_make(&p->out[2], "qr", sp->int8 ? DSOPS_INT8 : DSOPS_BF16, 2, s, sp->padded); /* [T, Q] */
-    p->nout = 3;
-    if (sp->int8) {
-        s[0] = T;
-        ob_make(&p->out[3], "qr_scale", DSOPS_FP32, 1, s, 0);                 /* [T] fp32 */
-        p->nout = 4;
-        a->qr_scale = p->out[3].t;
-    }
-    a->q = p->out[0].t;
-    a->kv = p->out[1].t;
-    a->qr = p->out[2].t;
-    return p;
-}
-
-static void m4_free(m4_problem *p)
-{
-    in_free(&p->in);
-    for (int i = 0; i < p->nout; i++)
-        ob_free(&p->out[i]);
-    free(p);
-}
-
-static void outs_poison(obuf *o, int n)
-{
-    for (int i = 0; i < n; i++)
-        ob_poison(&o[i]);
-}
-
-/* Oracle results, dense and widened: q [T*N*D], kv [T*D], qr [T*Q], qr_scale [T] (int8). */
-typedef struct ref_outs {
-    float *v[4];
-} ref_outs;
-
-static ref_outs ref_outserence(const dsops_mla_prolog_v4_args *a0, const obuf *outs, int nout)
-{
-    dsops_mla_prolog_v4_args a = *a0;
-    obuf d[4];
-    memset(d, 0, sizeof d);
-    for (int i = 0; i < nout; i++)
-        ob_make(&d[i], outs[i].name, outs[i].t.dtype, outs[i].t.ndim, outs[i].t.shape, 0);
-    a.q = d[0].t, a.kv = d[1].t, a.qr = d[2].t;
-    if (nout > 3)
-        a.qr_scale = d[3].t;
-    dsops_ref_mla_prolog_v4(&a);
-    ref_outs r = {{NULL, NULL, NULL, NULL}};
-    for (int i = 0; i < nout; i++) {
-        r.v[i] = ob_widen(&d[i]);
-        ob_free(&d[i]);
-    }
-    return r;
-}
-
-static void ref_free(float **v, int n)
-{
-    for (int i = 0; i < n; i++)
-        free(v[i]);
-}
 
 /* q[t] from a given qr[t] (and, int8, qr_scale[t]): steps 3 (3'), 4, 5 of §3.3 in the oracle's order (fp32
  * sums in ascending k or exact int32 dots, two fp32 multiplies, fp32 RMSNorm, bf16, rotation). */
@@ -574,19 +649,34 @@ static void m4_q_from_qr(const dsops_mla_prolog_v4_args *a, int64_t t, const dso
     free(v);
 }
 
-/* The library's outputs against the oracle: tolerances, every element written, nothing else touched.
+/* Exact edge results: tokens with cq = 0 have qr 0, qr_scale 0 and q 0 (spec §3.3 "Edge semantics"). */
+static void m4_check_zero_cq(const char *label, const m4_problem *p, int64_t tokens)
+{
+    const int64_t N = p->sp.N, D = p->sp.D, Q = p->sp.Q;
+    int64_t bad = 0;
+    for (int64_t t = 0; t < tokens; t++) {
+        for (int64_t e = 0; e < N * D; e++)
+            bad += get_f(&p->pl.out[0].t, t * N * D + e) != 0.0f;
+        for (int64_t e = 0; e < Q; e++)
+            bad += get_f(&p->pl.out[2].t, t * Q + e) != 0.0f;
+        if (p->pl.nout > 3)
+            bad += get_f(&p->pl.out[3].t, t) != 0.0f;
+    }
+    tu_check(bad == 0, "%s: %lld values of the all-zero-cq tokens (q, qr, qr_scale) are not 0", label, (long long)bad);
+}
+
+/* The library's outputs against the oracle: tolerances and the exact results of all-zero cq.
  * The library may legitimately round a qr element the other way (its fp32 sums of a = lin(x, wq_a) run in
  * another order; qr tolerance 1 / 0 / 0 for int8, one bf16 step for bf16). One such element moves q of the
  * whole token by ~1e-3 in absolute terms: beyond 1e-4 + 2^-7 |q| for the ~10 % of elements with |q| < 0.1
  * (int8) or for the rotated elements whose random-table rotation cancels (bf16). So q of a token whose qr
  * row differs is compared with the oracle's steps 3-5 applied to the library's qr row. */
-static void m4_check(const char *label, const dsops_mla_prolog_v4_args *a, const obuf *outs, int nout, const ref_outs *r,
-                     int int8)
+static void m4_compare(const char *label, const prolog *pl, const ref_outs *r)
 {
-    for (int i = 0; i < nout; i++) {
-        ob_all_written(&outs[i], label);
-        ob_outside_kept(&outs[i], label);
-    }
+    const m4_problem *p = (const m4_problem *)pl;
+    const dsops_mla_prolog_v4_args *a = &p->a;
+    const obuf *outs = pl->out;
+    const int int8 = p->sp.int8;
     const float *q_ref = r->v[0];
     float *qc = NULL;
     const int64_t T = outs[0].t.shape[0], ND = outs[0].t.shape[1] * outs[0].t.shape[2], Q = outs[2].t.shape[1];
@@ -613,31 +703,20 @@ static void m4_check(const char *label, const dsops_mla_prolog_v4_args *a, const
     compare_out(label, &outs[0], q_ref, TOL_BF16);
     compare_out(label, &outs[1], r->v[1], TOL_BF16);
     compare_out(label, &outs[2], r->v[2], int8 ? TOL_INT8 : TOL_BF16);
-    if (nout > 3)
+    if (pl->nout > 3)
         compare_out(label, &outs[3], r->v[3], TOL_QR_SCALE);
     free(qc);
-}
-
-/* Exact edge results: tokens with cq = 0 have qr 0, qr_scale 0 and q 0 (spec §3.3 "Edge semantics"). */
-static void m4_check_zero_cq(const char *label, const m4_problem *p, int64_t tokens)
-{
-    const int64_t N = p->sp.N, D = p->sp.D, Q = p->sp.Q;
-    int64_t bad = 0;
-    for (int64_t t = 0; t < tokens; t++) {
-        for (int64_t e = 0; e < N * D; e++)
-            bad += get_f(&p->out[0].t, t * N * D + e) != 0.0f;
-        for (int64_t e = 0; e < Q; e++)
-            bad += get_f(&p->out[2].t, t * Q + e) != 0.0f;
-        if (p->nout > 3)
-            bad += get_f(&p->out[3].t, t) != 0.0f;
-    }
-    tu_check(bad == 0, "%s: %lld values of the all-zero-cq tokens (q, qr, qr_scale) are not 0", label, (long long)bad);
+    const int64_t zero_cq_tokens =
+        p->sp.zero_gamma_cq ? p->sp.T : (p->sp.zero_tokens < p->sp.T ? p->sp.zero_tokens : p->sp.T);
+    if (zero_cq_tokens > 0)
+        m4_check_zero_cq(label, p, zero_cq_tokens);
 }
 
 /* An independent fp64 evaluation of §3.3 on a small problem (the oracle's structure: head and dimension
  * mapping, the rotated slice, rounding points, the order of the scale multiplies). */
-static void m4_shadow_check(const char *label, const dsops_mla_prolog_v4_args *a, const ref_outs *r)
+static void m4_shadow_check(const char *label, const prolog *pl, const ref_outs *r)
 {
+    const dsops_mla_prolog_v4_args *a = pl->args;
     const int64_t T = a->x.shape[0], H = a->x.shape[1], Q = a->wq_a.shape[0], D = a->wkv.shape[0];
     const int64_t ND = a->wq_b.shape[0], N = ND / D;
     const int int8 = a->wq_b.dtype == DSOPS_INT8;
@@ -712,83 +791,82 @@ static void m4_shadow_check(const char *label, const dsops_mla_prolog_v4_args *a
             v[D - 64 + e] = rb(y[e]);
         memcpy(kv + t * D, v, sizeof(double) * (size_t)D);
     }
-    const double *sh[4] = {q, kv, qr, qs};
-    const size_t n[4] = {(size_t)(T * ND), (size_t)(T * D), (size_t)(T * Q), (size_t)T};
-    const char *names[4] = {"q", "kv", "qr", "qr_scale"};
     const tu_tol tols[4] = {TOL_BF16, TOL_BF16, int8 ? TOL_INT8 : TOL_BF16, TOL_QR_SCALE};
-    for (int i = 0; i < (int8 ? 4 : 3); i++) {
-        float *f = tu_calloc(n[i], sizeof(float));
-        for (size_t e = 0; e < n[i]; e++)
-            f[e] = (float)sh[i][e];
-        char l[300];
-        snprintf(l, sizeof l, "%s oracle vs fp64 shadow: %s", label, names[i]);
-        tu_compare_close(l, r->v[i], f, n[i], tols[i], NULL);
-        free(f);
-    }
+    compare_shadow(label, pl, r, (double *const[]){q, kv, qr, qs}, tols);
     free(q), free(kv), free(qr), free(qs), free(av), free(cq), free(qb), free(v);
 }
 
-/* One call of the library on the problem: sentinels first. */
-/* The call repeated with a prepared object (made by `prepare`, run by `call`) writes every output byte as
- * the unprepared call just did, and nothing outside the outputs. */
-typedef dsops_status (*prepare_fn)(void *problem, dsops_prepared **prep);
-typedef dsops_status (*call_prepared_fn)(void *problem, const dsops_prepared *prep);
+static void m4_oracle(const void *args) { dsops_ref_mla_prolog_v4(args); }
 
-static void check_prepared_equal(const char *label, const obuf *out, int nout, void *problem, prepare_fn prepare,
-                                 call_prepared_fn call)
+static m4_problem *m4_make(const m4_spec *sp, uint64_t seed)
 {
-    size_t n1, n2;
-    unsigned char *g1 = gather_all(out, nout, &n1);
-    dsops_prepared *prep = NULL;
-    dsops_status st = prepare(problem, &prep);
-    if (tu_check(st == DSOPS_OK && prep, "%s: prepare: status %s (%s)", label, dsops_status_name(st), dsops_last_error())) {
-        st = call(problem, prep);
-        if (tu_check(st == DSOPS_OK, "%s prepared: status %s (%s)", label, dsops_status_name(st), dsops_last_error())) {
-            unsigned char *g2 = gather_all(out, nout, &n2);
-            char l[400];
-            snprintf(l, sizeof l, "%s: the prepared call differs from the unprepared one", label);
-            bytes_equal(l, g1, n1, g2, n2);
-            for (int i = 0; i < nout; i++)
-                ob_outside_kept(&out[i], label);
-            free(g2);
+    m4_problem *p = tu_calloc(1, sizeof *p);
+    prolog_init(&p->pl, "mla_prolog_v4", &p->a, m4_oracle, m4_shadow_check, m4_compare);
+    p->sp = *sp;
+    tu_rng r;
+    tu_rng_seed(&r, seed);
+    const int64_t T = sp->T, H = sp->H, Q = sp->Q, N = sp->N, D = sp->D, ND = N * D;
+    const dsops_dtype gdt = sp->gamma_dtype ? sp->gamma_dtype : DSOPS_BF16;
+    const dsops_dtype gkdt = sp->gckv_dtype ? sp->gckv_dtype : gdt;
+    const dsops_dtype tdt = sp->table_dtype ? sp->table_dtype : DSOPS_BF16;
+    dsops_mla_prolog_v4_args *a = &p->a;
+    a->rope_mode = sp->rope_mode;
+    a->rope_inverse = sp->rope_inverse;
+    if (sp->eps_qh > 0)
+        a->eps_qh = sp->eps_qh;
+
+    int64_t s[3];
+    s[0] = T, s[1] = H;
+    a->x = in_make(&p->pl.in, "x", DSOPS_BF16, 2, s, sp->padded);                 /* [T, H] bf16 */
+    fill_uniform(&a->x, &r, -1, 1);
+    for (int64_t t = 0; t < sp->zero_tokens && t < T; t++)
+        for (int64_t k = 0; k < H; k++)
+            set_f(&a->x, t * H + k, 0.0f);
+    s[0] = Q, s[1] = H;
+    a->wq_a = in_make(&p->pl.in, "wq_a", DSOPS_BF16, 2, s, 0);                    /* [Q, H] bf16 */
+    fill_uniform(&a->wq_a, &r, -0.1f, 0.1f);
+    s[0] = Q;
+    a->gamma_cq = in_make(&p->pl.in, "gamma_cq", gdt, 1, s, 0);                   /* [Q] */
+    fill_uniform(&a->gamma_cq, &r, sp->zero_gamma_cq ? 0 : -1, sp->zero_gamma_cq ? 0 : 1);
+    s[0] = ND, s[1] = Q;
+    a->wq_b = in_make(&p->pl.in, "wq_b", sp->int8 ? DSOPS_INT8 : DSOPS_BF16, 2, s, 0); /* [N*D, Q] */
+    if (sp->int8) {
+        s[0] = ND;
+        a->wq_b_scale = in_make(&p->pl.in, "wq_b_scale", DSOPS_FP32, 1, s, 0);   /* [N*D] fp32 */
+        if (sp->int8_extreme) {
+            for (int64_t e = 0; e < ND * Q; e++)
+                set_f(&a->wq_b, e, tu_rng_u64(&r) & 1 ? 127.0f : -128.0f);
+            for (int64_t e = 0; e < ND; e++)
+                set_f(&a->wq_b_scale, e, 1e-3f);
+        } else {
+            fill_q8_rows(&a->wq_b, &a->wq_b_scale, &r, 0.1f);
         }
-        dsops_prepared_destroy(prep);
+    } else {
+        fill_uniform(&a->wq_b, &r, -0.1f, 0.1f);
     }
-    free(g1);
-}
+    s[0] = D, s[1] = H;
+    a->wkv = in_make(&p->pl.in, "wkv", DSOPS_BF16, 2, s, 0);                      /* [D, H] bf16 */
+    fill_uniform(&a->wkv, &r, -0.1f, 0.1f);
+    s[0] = D;
+    a->gamma_ckv = in_make(&p->pl.in, "gamma_ckv", gkdt, 1, s, 0);                /* [D] */
+    fill_uniform(&a->gamma_ckv, &r, -1, 1);
+    s[0] = T, s[1] = 64;
+    a->rope_cos = in_make(&p->pl.in, "rope_cos", tdt, 2, s, sp->padded);          /* [T, 64] */
+    a->rope_sin = in_make(&p->pl.in, "rope_sin", tdt, 2, s, sp->padded);          /* [T, 64] */
+    fill_uniform(&a->rope_cos, &r, -1, 1);
+    fill_uniform(&a->rope_sin, &r, -1, 1);
 
-static dsops_status m4_call(m4_problem *p, const dsops_mla_prolog_v4_args *a)
-{
-    outs_poison(p->out, p->nout);
-    return dsops_mla_prolog_v4(ctx, a);
-}
-
-static dsops_status m4_prepare(void *p, dsops_prepared **prep)
-{
-    return dsops_mla_prolog_v4_prepare(ctx, &((m4_problem *)p)->a, prep);
-}
-
-static dsops_status m4_call_prepared(void *pv, const dsops_prepared *prep)
-{
-    m4_problem *p = pv;
-    dsops_mla_prolog_v4_args b = p->a;
-    b.prepared = prep;
-    return m4_call(p, &b);
-}
-
-/* The call on the current tier, then the same with a prepared object (bitwise equal). */
-static void m4_run_tier(m4_problem *p, const ref_outs *r, const char *label, int with_prepared)
-{
-    dsops_status st = m4_call(p, &p->a);
-    if (!tu_check(st == DSOPS_OK, "%s: status %s (%s)", label, dsops_status_name(st), dsops_last_error()))
-        return;
-    m4_check(label, &p->a, p->out, p->nout, r, p->sp.int8);
-    int64_t zt = p->sp.zero_gamma_cq ? p->sp.T : (p->sp.zero_tokens < p->sp.T ? p->sp.zero_tokens : p->sp.T);
-    if (zt > 0)
-        m4_check_zero_cq(label, p, zt);
-    if (!with_prepared)
-        return;
-    check_prepared_equal(label, p->out, p->nout, p, m4_prepare, m4_call_prepared);
+    s[0] = T, s[1] = N, s[2] = D;
+    prolog_output(&p->pl, "q", DSOPS_BF16, 3, s, sp->padded);                  /* [T, N, D] bf16 */
+    s[0] = T, s[1] = D;
+    prolog_output(&p->pl, "kv", DSOPS_BF16, 2, s, sp->padded);                 /* [T, D] bf16 */
+    s[0] = T, s[1] = Q;
+    prolog_output(&p->pl, "qr", sp->int8 ? DSOPS_INT8 : DSOPS_BF16, 2, s, sp->padded); /* [T, Q] */
+    if (sp->int8) {
+        s[0] = T;
+        prolog_output(&p->pl, "qr_scale", DSOPS_FP32, 1, s, 0);               /* [T] fp32 */
+    }
+    return p;
 }
 
 static void m4_run(const char *label, const m4_spec *sp)
@@ -796,19 +874,7 @@ static void m4_run(const char *label, const m4_spec *sp)
     if (!tu_selected(label))
         return;
     m4_problem *p = m4_make(sp, tu_label_seed(label));
-    ref_outs r = ref_outserence(&p->a, p->out, p->nout);
-    if ((double)sp->T * sp->N * sp->D * sp->Q < 4e7)
-        m4_shadow_check(label, &p->a, &r);
-    for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
-        if (!tu_set_tier(ctx, isa))
-            continue;
-        char l[300];
-        snprintf(l, sizeof l, "%s [%s]", label, dsops_isa_name((dsops_isa)isa));
-        m4_run_tier(p, &r, l, 1);
-    }
-    tu_set_tier(ctx, dsops_isa_detected());
-    ref_free(r.v, p->nout);
-    m4_free(p);
+    prolog_run(label, &p->pl, (double)sp->T * sp->N * sp->D * sp->Q < 4e7);
 }
 
 static const char *rope_name(dsops_rope_mode m)
@@ -912,21 +978,10 @@ typedef struct i4_spec {
 } i4_spec;
 
 typedef struct i4_problem {
+    prolog pl;                 /* outputs q_idx, q_idx_scale, weights */
     i4_spec sp;
     dsops_indexer_prolog_v4_args a;
-    inputs in;
-    obuf out[3];               /* q_idx, q_idx_scale, weights */
-    int nout;
 } i4_problem;
-
-static void i4_defaults(dsops_indexer_prolog_v4_args *a)
-{
-    if (dsops_indexer_prolog_v4_init(a, DSOPS_PRESET_V4_FLASH) == DSOPS_OK)
-        return;
-    memset(a, 0, sizeof *a);
-    a->weights_scale = (float)(1.0 / sqrt(64.0 * 128.0));
-    a->rope_mode = DSOPS_ROPE_INTERLEAVED;
-}
 
 /* Rows of w [rows, cols] int8 from {-1, 0} through Q8: {-127, 0}, scale 1/127 (0 for a zero row). */
 static void fill_sign_rows(const dsops_tensor *w, const dsops_tensor *scale, tu_rng *r)
@@ -947,112 +1002,31 @@ static void fill_sign_rows(const dsops_tensor *w, const dsops_tensor *scale, tu_
     free(q);
 }
 
-static i4_problem *i4_make(const i4_spec *sp, uint64_t seed)
+/* The library's outputs against the oracle: tolerances, and q_idx / q_idx_scale exactly 0 for the tokens
+ * whose qr row is 0. */
+static void i4_compare(const char *label, const prolog *pl, const ref_outs *r)
 {
-    i4_problem *p = tu_calloc(1, sizeof *p);
-    p->sp = *sp;
-    tu_rng r;
-    tu_rng_seed(&r, seed);
-    const int64_t T = sp->T, H = sp->H, Q = sp->Q, NI = sp->NI, DI = sp->DI;
-    const dsops_dtype tdt = sp->table_dtype ? sp->table_dtype : DSOPS_BF16;
-    const dsops_dtype hdt = sp->had_dtype ? sp->had_dtype : DSOPS_BF16;
-    dsops_indexer_prolog_v4_args *a = &p->a;
-    i4_defaults(a);
-    a->rope_mode = sp->rope_mode;
-    a->rope_inverse = sp->rope_inverse;
-    if (sp->weights_scale != 0.0f)
-        a->weights_scale = sp->weights_scale;
-
-    int64_t s[3];
-    s[0] = T, s[1] = Q;
-    a->qr = in_make(&p->in, "qr", DSOPS_INT8, 2, s, sp->padded);                /* [T, Q] int8 */
-    s[0] = T;
-    a->qr_scale = in_make(&p->in, "qr_scale", DSOPS_FP32, 1, s, 0);             /* [T] fp32 */
-    s[0] = NI * DI, s[1] = Q;
-    a->idx_wq_b = in_make(&p->in, "idx_wq_b", DSOPS_INT8, 2, s, 0);             /* [NI*DI, Q] int8 */
-    s[0] = NI * DI;
-    a->idx_wq_b_scale = in_make(&p->in, "idx_wq_b_scale", DSOPS_FP32, 1, s, 0); /* [NI*DI] fp32 */
-    if (sp->sign_data) {
-        fill_sign_rows(&a->qr, &a->qr_scale, &r);
-        fill_sign_rows(&a->idx_wq_b, &a->idx_wq_b_scale, &r);
-    } else {
-        fill_q8_rows(&a->qr, &a->qr_scale, &r, 1.0f);
-        fill_q8_rows(&a->idx_wq_b, &a->idx_wq_b_scale, &r, 0.1f);
+    const i4_problem *p = (const i4_problem *)pl;
+    compare_out(label, &pl->out[0], r->v[0], TOL_INT8);
+    compare_out(label, &pl->out[1], r->v[1], TOL_IDX);
+    compare_out(label, &pl->out[2], r->v[2], TOL_IDX);
+    const int64_t zt = p->sp.zero_tokens < p->sp.T ? p->sp.zero_tokens : p->sp.T;
+    if (zt > 0) {
+        /* qr = 0, qr_scale = 0: qf = 0, so q_idx = 0 and q_idx_scale = 0 exactly */
+        int64_t bad = 0;
+        const int64_t NI = p->sp.NI, DI = p->sp.DI;
+        for (int64_t e = 0; e < zt * NI * DI; e++)
+            bad += get_f(&pl->out[0].t, e) != 0.0f;
+        for (int64_t e = 0; e < zt * NI; e++)
+            bad += get_f(&pl->out[1].t, e) != 0.0f;
+        tu_check(bad == 0, "%s: %lld values of q_idx / q_idx_scale of the zero tokens are not 0", label, (long long)bad);
     }
-    for (int64_t t = 0; t < sp->zero_tokens && t < T; t++) {
-        for (int64_t k = 0; k < Q; k++)
-            set_f(&a->qr, t * Q + k, 0.0f);
-        set_f(&a->qr_scale, t, 0.0f);
-    }
-    s[0] = T, s[1] = H;
-    a->x = in_make(&p->in, "x", DSOPS_BF16, 2, s, sp->padded);                  /* [T, H] bf16 */
-    fill_uniform(&a->x, &r, -1, 1);
-    s[0] = NI, s[1] = H;
-    a->weights_proj = in_make(&p->in, "weights_proj", DSOPS_BF16, 2, s, 0);     /* [NI, H] bf16 */
-    fill_uniform(&a->weights_proj, &r, -0.1f, 0.1f);
-    s[0] = T, s[1] = 64;
-    a->rope_cos = in_make(&p->in, "rope_cos", tdt, 2, s, sp->padded);           /* [T, 64] */
-    a->rope_sin = in_make(&p->in, "rope_sin", tdt, 2, s, sp->padded);           /* [T, 64] */
-    fill_uniform(&a->rope_cos, &r, -1, 1);
-    fill_uniform(&a->rope_sin, &r, -1, 1);
-    s[0] = DI, s[1] = DI;
-    a->hadamard = in_make(&p->in, "hadamard", hdt, 2, s, 0);                    /* [DI, DI] */
-    if (sp->had == HAD_SYLVESTER)
-        dsops_ref_hadamard_matrix(&a->hadamard);
-    else
-        fill_uniform(&a->hadamard, &r, -1.0f / sqrtf((float)DI), 1.0f / sqrtf((float)DI));
-
-    s[0] = T, s[1] = NI, s[2] = DI;
-    ob_make(&p->out[0], "q_idx", DSOPS_INT8, 3, s, sp->padded);                 /* [T, NI, DI] int8 */
-    s[0] = T, s[1] = NI;
-    ob_make(&p->out[1], "q_idx_scale", DSOPS_FP16, 2, s, sp->padded);           /* [T, NI] fp16 */
-    ob_make(&p->out[2], "weights", DSOPS_FP16, 2, s, sp->padded);               /* [T, NI] fp16 */
-    p->nout = 3;
-    a->q_idx = p->out[0].t;
-    a->q_idx_scale = p->out[1].t;
-    a->weights = p->out[2].t;
-    return p;
-}
-
-static void i4_free(i4_problem *p)
-{
-    in_free(&p->in);
-    for (int i = 0; i < p->nout; i++)
-        ob_free(&p->out[i]);
-    free(p);
-}
-
-/* Oracle results, dense and widened: q_idx [T*NI*DI], q_idx_scale [T*NI], weights [T*NI]. */
-static ref_outs i4_reference(const dsops_indexer_prolog_v4_args *a0, const obuf *outs)
-{
-    dsops_indexer_prolog_v4_args a = *a0;
-    obuf d[3];
-    for (int i = 0; i < 3; i++)
-        ob_make(&d[i], outs[i].name, outs[i].t.dtype, outs[i].t.ndim, outs[i].t.shape, 0);
-    a.q_idx = d[0].t, a.q_idx_scale = d[1].t, a.weights = d[2].t;
-    dsops_ref_indexer_prolog_v4(&a);
-    ref_outs r = {{NULL, NULL, NULL, NULL}};
-    for (int i = 0; i < 3; i++) {
-        r.v[i] = ob_widen(&d[i]);
-        ob_free(&d[i]);
-    }
-    return r;
-}
-
-static void i4_check(const char *label, const obuf *outs, const ref_outs *r)
-{
-    for (int i = 0; i < 3; i++) {
-        ob_all_written(&outs[i], label);
-        ob_outside_kept(&outs[i], label);
-    }
-    compare_out(label, &outs[0], r->v[0], TOL_INT8);
-    compare_out(label, &outs[1], r->v[1], TOL_IDX);
-    compare_out(label, &outs[2], r->v[2], TOL_IDX);
 }
 
 /* An independent fp64 evaluation of §3.5 on a small problem. */
-static void i4_shadow_check(const char *label, const dsops_indexer_prolog_v4_args *a, const ref_outs *r)
+static void i4_shadow_check(const char *label, const prolog *pl, const ref_outs *r)
 {
+    const dsops_indexer_prolog_v4_args *a = pl->args;
     const int64_t T = a->x.shape[0], H = a->x.shape[1], Q = a->qr.shape[1];
     const int64_t NI = a->weights_proj.shape[0], DI = a->hadamard.shape[0];
     double *qi = tu_calloc((size_t)(T * NI * DI), 8), *qs = tu_calloc((size_t)(T * NI), 8);
@@ -1087,61 +1061,74 @@ static void i4_shadow_check(const char *label, const dsops_indexer_prolog_v4_arg
             w[t * NI + h] = f16_value(dsops_ref_fp16_from_f32((float)(rb(acc) * a->weights_scale)));
         }
     }
-    const double *sh[3] = {qi, qs, w};
-    const size_t n[3] = {(size_t)(T * NI * DI), (size_t)(T * NI), (size_t)(T * NI)};
-    const char *names[3] = {"q_idx", "q_idx_scale", "weights"};
     const tu_tol tols[3] = {TOL_INT8, TOL_IDX, TOL_IDX};
-    for (int i = 0; i < 3; i++) {
-        float *f = tu_calloc(n[i], sizeof(float));
-        for (size_t e = 0; e < n[i]; e++)
-            f[e] = (float)sh[i][e];
-        char l[300];
-        snprintf(l, sizeof l, "%s oracle vs fp64 shadow: %s", label, names[i]);
-        tu_compare_close(l, r->v[i], f, n[i], tols[i], NULL);
-        free(f);
-    }
+    compare_shadow(label, pl, r, (double *const[]){qi, qs, w}, tols);
     free(qi), free(qs), free(w), free(u), free(hq);
 }
 
-static dsops_status i4_call(i4_problem *p, const dsops_indexer_prolog_v4_args *a)
-{
-    outs_poison(p->out, p->nout);
-    return dsops_indexer_prolog_v4(ctx, a);
-}
+static void i4_oracle(const void *args) { dsops_ref_indexer_prolog_v4(args); }
 
-static dsops_status i4_prepare(void *p, dsops_prepared **prep)
+static i4_problem *i4_make(const i4_spec *sp, uint64_t seed)
 {
-    return dsops_indexer_prolog_v4_prepare(ctx, &((i4_problem *)p)->a, prep);
-}
+    i4_problem *p = tu_calloc(1, sizeof *p);
+    prolog_init(&p->pl, "indexer_prolog_v4", &p->a, i4_oracle, i4_shadow_check, i4_compare);
+    p->sp = *sp;
+    tu_rng r;
+    tu_rng_seed(&r, seed);
+    const int64_t T = sp->T, H = sp->H, Q = sp->Q, NI = sp->NI, DI = sp->DI;
+    const dsops_dtype tdt = sp->table_dtype ? sp->table_dtype : DSOPS_BF16;
+    const dsops_dtype hdt = sp->had_dtype ? sp->had_dtype : DSOPS_BF16;
+    dsops_indexer_prolog_v4_args *a = &p->a;
+    a->rope_mode = sp->rope_mode;
+    a->rope_inverse = sp->rope_inverse;
+    if (sp->weights_scale != 0.0f)
+        a->weights_scale = sp->weights_scale;
 
-static dsops_status i4_call_prepared(void *pv, const dsops_prepared *prep)
-{
-    i4_problem *p = pv;
-    dsops_indexer_prolog_v4_args b = p->a;
-    b.prepared = prep;
-    return i4_call(p, &b);
-}
-
-static void i4_run_tier(i4_problem *p, const ref_outs *r, const char *label, int with_prepared)
-{
-    dsops_status st = i4_call(p, &p->a);
-    if (!tu_check(st == DSOPS_OK, "%s: status %s (%s)", label, dsops_status_name(st), dsops_last_error()))
-        return;
-    i4_check(label, p->out, r);
-    const int64_t zt = p->sp.zero_tokens < p->sp.T ? p->sp.zero_tokens : p->sp.T;
-    if (zt > 0) {
-        /* qr = 0, qr_scale = 0: qf = 0, so q_idx = 0 and q_idx_scale = 0 exactly */
-        int64_t bad = 0;
-        const int64_t NI = p->sp.NI, DI = p->sp.DI;
-        for (int64_t e = 0; e < zt * NI * DI; e++)
-            bad += get_f(&p->out[0].t, e) != 0.0f;
-        for (int64_t e = 0; e < zt * NI; e++)
-            bad += get_f(&p->out[1].t, e) != 0.0f;
-        tu_check(bad == 0, "%s: %lld values of q_idx / q_idx_scale of the zero tokens are not 0", label, (long long)bad);
+    int64_t s[3];
+    s[0] = T, s[1] = Q;
+    a->qr = in_make(&p->pl.in, "qr", DSOPS_INT8, 2, s, sp->padded);                /* [T, Q] int8 */
+    s[0] = T;
+    a->qr_scale = in_make(&p->pl.in, "qr_scale", DSOPS_FP32, 1, s, 0);             /* [T] fp32 */
+    s[0] = NI * DI, s[1] = Q;
+    a->idx_wq_b = in_make(&p->pl.in, "idx_wq_b", DSOPS_INT8, 2, s, 0);             /* [NI*DI, Q] int8 */
+    s[0] = NI * DI;
+    a->idx_wq_b_scale = in_make(&p->pl.in, "idx_wq_b_scale", DSOPS_FP32, 1, s, 0); /* [NI*DI] fp32 */
+    if (sp->sign_data) {
+        fill_sign_rows(&a->qr, &a->qr_scale, &r);
+        fill_sign_rows(&a->idx_wq_b, &a->idx_wq_b_scale, &r);
+    } else {
+        fill_q8_rows(&a->qr, &a->qr_scale, &r, 1.0f);
+        fill_q8_rows(&a->idx_wq_b, &a->idx_wq_b_scale, &r, 0.1f);
     }
-    if (!with_prepared)
-        return;
-    check_prepared_equal(label, p->out, p->nout, p, i4_prepare, i4_call_prepared);
+    for (int64_t t = 0; t < sp->zero_tokens && t < T; t++) {
+        for (int64_t k = 0; k < Q; k++)
+            set_f(&a->qr, t * Q + k, 0.0f);
+        set_f(&a->qr_scale, t, 0.0f);
+    }
+    s[0] = T, s[1] = H;
+    a->x = in_make(&p->pl.in, "x", DSOPS_BF16, 2, s, sp->padded);                  /* [T, H] bf16 */
+    fill_uniform(&a->x, &r, -1, 1);
+    s[0] = NI, s[1] = H;
+    a->weights_proj = in_make(&p->pl.in, "weights_proj", DSOPS_BF16, 2, s, 0);     /* [NI, H] bf16 */
+    fill_uniform(&a->weights_proj, &r, -0.1f, 0.1f);
+    s[0] = T, s[1] = 64;
+    a->rope_cos = in_make(&p->pl.in, "rope_cos", tdt, 2, s, sp->padded);           /* [T, 64] */
+    a->rope_sin = in_make(&p->pl.in, "rope_sin", tdt, 2, s, sp->padded);           /* [T, 64] */
+    fill_uniform(&a->rope_cos, &r, -1, 1);
+    fill_uniform(&a->rope_sin, &r, -1, 1);
+    s[0] = DI, s[1] = DI;
+    a->hadamard = in_make(&p->pl.in, "hadamard", hdt, 2, s, 0);                    /* [DI, DI] */
+    if (sp->had == HAD_SYLVESTER)
+        dsops_ref_hadamard_matrix(&a->hadamard);
+    else
+        fill_uniform(&a->hadamard, &r, -1.0f / sqrtf((float)DI), 1.0f / sqrtf((float)DI));
+
+    s[0] = T, s[1] = NI, s[2] = DI;
+    prolog_output(&p->pl, "q_idx", DSOPS_INT8, 3, s, sp->padded);               /* [T, NI, DI] int8 */
+    s[0] = T, s[1] = NI;
+    prolog_output(&p->pl, "q_idx_scale", DSOPS_FP16, 2, s, sp->padded);         /* [T, NI] fp16 */
+    prolog_output(&p->pl, "weights", DSOPS_FP16, 2, s, sp->padded);             /* [T, NI] fp16 */
+    return p;
 }
 
 static void i4_run(const char *label, const i4_spec *sp)
@@ -1149,22 +1136,11 @@ static void i4_run(const char *label, const i4_spec *sp)
     if (!tu_selected(label))
         return;
     i4_problem *p = i4_make(sp, tu_label_seed(label));
-    ref_outs r = i4_reference(&p->a, p->out);
-    if ((double)sp->T * sp->NI * sp->DI * (sp->Q + sp->DI) < 4e7)
-        i4_shadow_check(label, &p->a, &r);
-    for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
-        if (!tu_set_tier(ctx, isa))
-            continue;
-        char l[300];
-        snprintf(l, sizeof l, "%s [%s]", label, dsops_isa_name((dsops_isa)isa));
-        i4_run_tier(p, &r, l, 1);
-    }
-    tu_set_tier(ctx, dsops_isa_detected());
-    ref_free(r.v, 3);
-    i4_free(p);
+    prolog_run(label, &p->pl, (double)sp->T * sp->NI * sp->DI * (sp->Q + sp->DI) < 4e7);
 }
 
-/* T 5, H 96, Q 80, NI 3, DI 96 (random matrix) */
+/* T 5, H 96, Q 80, NI 3, DI 96 (random matrix). The case list below mirrors test_mla_small on purpose: a base
+ * spec and one changed field per labelled problem, so that each label reads as its own case. */
 static i4_spec i4_base(void)
 {
     i4_spec s;
@@ -1239,6 +1215,9 @@ static void test_idx_small(void)
  * prepared objects made from other weights
  * ================================================================================================== */
 
+static const weight_group M4_WEIGHTS[3] = {{{"wq_a", NULL}}, {{"wq_b", "wq_b_scale"}}, {{"wkv", NULL}}};
+static const weight_group I4_WEIGHTS[2] = {{{"idx_wq_b", "idx_wq_b_scale"}}, {{"weights_proj", NULL}}};
+
 static void test_prepared_mismatch(void)
 {
     if (!tu_selected("prepared_mismatch"))
@@ -1252,36 +1231,22 @@ static void test_prepared_mismatch(void)
         dsops_status st = dsops_mla_prolog_v4_prepare(ctx, &p->a, &prep);
         if (tu_check(st == DSOPS_OK && prep, "prepared_mismatch mla %s: prepare: %s (%s)", w ? "int8" : "bf16",
                      dsops_status_name(st), dsops_last_error())) {
-            const char *names[3] = {"wq_a", "wq_b", "wkv"};
-            for (int k = 0; k < 3; k++) {
-                dsops_mla_prolog_v4_args b = p->a;
-                b.prepared = prep;
-                if (k == 0) b.wq_a = q->a.wq_a;
-                if (k == 1) b.wq_b = q->a.wq_b, b.wq_b_scale = q->a.wq_b_scale;
-                if (k == 2) b.wkv = q->a.wkv;
-                st = m4_call(p, &b);
-                char l[200];
-                snprintf(l, sizeof l, "prepared_mismatch mla %s other %s", w ? "int8" : "bf16", names[k]);
-                tu_check(st == DSOPS_ERR_PARAM, "%s: status %s (%s), expected DSOPS_ERR_PARAM", l, dsops_status_name(st),
-                         dsops_last_error());
-                tu_check(st == DSOPS_OK || strstr(dsops_last_error(), "prepared") != NULL, "%s: message \"%s\" lacks \"prepared\"",
-                         l, dsops_last_error());
-                for (int i = 0; i < p->nout; i++)
-                    ob_outside_kept(&p->out[i], l); /* nothing written: every byte still the sentinel */
-            }
+            expect_other_weights_rejected(w ? "prepared_mismatch mla int8" : "prepared_mismatch mla bf16", &p->pl,
+                                          &q->pl, prep, M4_WEIGHTS, 3);
             /* the same weights with other activations and outputs: valid, bitwise the unprepared result */
             dsops_mla_prolog_v4_args b = q->a;
             b.wq_a = p->a.wq_a, b.wq_b = p->a.wq_b, b.wq_b_scale = p->a.wq_b_scale, b.wkv = p->a.wkv;
-            st = m4_call(q, &b);
+            st = prolog_call(&q->pl, &b);
             size_t n1 = 0, n2 = 0;
-            unsigned char *g1 = st == DSOPS_OK ? gather_all(q->out, q->nout, &n1) : NULL;
+            unsigned char *g1 = st == DSOPS_OK ? gather_all(q->pl.out, q->pl.nout, &n1) : NULL;
             b.prepared = prep;
-            dsops_status st2 = m4_call(q, &b);
+            dsops_status st2 = prolog_call(&q->pl, &b);
             tu_check(st == DSOPS_OK && st2 == DSOPS_OK, "prepared_mismatch mla reuse with other activations: %s / %s (%s)",
                      dsops_status_name(st), dsops_status_name(st2), dsops_last_error());
             if (g1 && st2 == DSOPS_OK) {
-                unsigned char *g2 = gather_all(q->out, q->nout, &n2);
-                bytes_equal("prepared_mismatch mla reuse: prepared result differs", g1, n1, g2, n2);
+                unsigned char *g2 = gather_all(q->pl.out, q->pl.nout, &n2);
+                tu_check_same_bytes("prepared_mismatch mla reuse: the prepared result", g2, n2, g1, n1,
+                                    "the unprepared one");
                 free(g2);
             }
             free(g1);
@@ -1290,57 +1255,34 @@ static void test_prepared_mismatch(void)
             i4_problem *ip = i4_make(&is, 3);
             dsops_indexer_prolog_v4_args ib = ip->a;
             ib.prepared = prep;
-            st = i4_call(ip, &ib);
-            tu_check(st == DSOPS_ERR_PARAM, "prepared_mismatch: an mla_prolog_v4 object given to indexer_prolog_v4: %s, "
-                     "expected DSOPS_ERR_PARAM", dsops_status_name(st));
-            for (int i = 0; i < ip->nout; i++)
-                ob_outside_kept(&ip->out[i], "prepared_mismatch mla object for the indexer");
-            i4_free(ip);
+            expect_prepared_rejected("prepared_mismatch: an mla_prolog_v4 object given to indexer_prolog_v4", &ip->pl,
+                                     &ib);
+            prolog_free(&ip->pl);
             dsops_prepared_destroy(prep);
         }
-        m4_free(p);
-        m4_free(q);
+        prolog_free(&p->pl);
+        prolog_free(&q->pl);
     }
     /* indexer */
-    {
-        i4_spec s = i4_base();
-        i4_problem *p = i4_make(&s, tu_label_seed("prepared_mismatch_ip"));
-        i4_problem *q = i4_make(&s, tu_label_seed("prepared_mismatch_iq"));
-        dsops_prepared *prep = NULL;
-        dsops_status st = dsops_indexer_prolog_v4_prepare(ctx, &p->a, &prep);
-        if (tu_check(st == DSOPS_OK && prep, "prepared_mismatch idx: prepare: %s (%s)", dsops_status_name(st),
-                     dsops_last_error())) {
-            const char *names[2] = {"idx_wq_b", "weights_proj"};
-            for (int k = 0; k < 2; k++) {
-                dsops_indexer_prolog_v4_args b = p->a;
-                b.prepared = prep;
-                if (k == 0) b.idx_wq_b = q->a.idx_wq_b, b.idx_wq_b_scale = q->a.idx_wq_b_scale;
-                if (k == 1) b.weights_proj = q->a.weights_proj;
-                st = i4_call(p, &b);
-                char l[200];
-                snprintf(l, sizeof l, "prepared_mismatch idx other %s", names[k]);
-                tu_check(st == DSOPS_ERR_PARAM, "%s: status %s (%s), expected DSOPS_ERR_PARAM", l, dsops_status_name(st),
-                         dsops_last_error());
-                tu_check(st == DSOPS_OK || strstr(dsops_last_error(), "prepared") != NULL, "%s: message \"%s\" lacks \"prepared\"",
-                         l, dsops_last_error());
-                for (int i = 0; i < p->nout; i++)
-                    ob_outside_kept(&p->out[i], l);
-            }
-            m4_spec ms = m4_base(1);
-            m4_problem *mp = m4_make(&ms, 4);
-            dsops_mla_prolog_v4_args mb = mp->a;
-            mb.prepared = prep;
-            st = m4_call(mp, &mb);
-            tu_check(st == DSOPS_ERR_PARAM, "prepared_mismatch: an indexer_prolog_v4 object given to mla_prolog_v4: %s, "
-                     "expected DSOPS_ERR_PARAM", dsops_status_name(st));
-            for (int i = 0; i < mp->nout; i++)
-                ob_outside_kept(&mp->out[i], "prepared_mismatch indexer object for mla");
-            m4_free(mp);
-            dsops_prepared_destroy(prep);
-        }
-        i4_free(p);
-        i4_free(q);
+    i4_spec s = i4_base();
+    i4_problem *p = i4_make(&s, tu_label_seed("prepared_mismatch_ip"));
+    i4_problem *q = i4_make(&s, tu_label_seed("prepared_mismatch_iq"));
+    dsops_prepared *prep = NULL;
+    dsops_status st = dsops_indexer_prolog_v4_prepare(ctx, &p->a, &prep);
+    if (tu_check(st == DSOPS_OK && prep, "prepared_mismatch idx: prepare: %s (%s)", dsops_status_name(st),
+                 dsops_last_error())) {
+        expect_other_weights_rejected("prepared_mismatch idx", &p->pl, &q->pl, prep, I4_WEIGHTS, 2);
+        /* an indexer object given to mla */
+        m4_spec ms = m4_base(1);
+        m4_problem *mp = m4_make(&ms, 4);
+        dsops_mla_prolog_v4_args mb = mp->a;
+        mb.prepared = prep;
+        expect_prepared_rejected("prepared_mismatch: an indexer_prolog_v4 object given to mla_prolog_v4", &mp->pl, &mb);
+        prolog_free(&mp->pl);
+        dsops_prepared_destroy(prep);
     }
+    prolog_free(&p->pl);
+    prolog_free(&q->pl);
 }
 
 /* ==================================================================================================
@@ -1356,46 +1298,23 @@ static void test_threads(void)
         if (!tu_set_tier(ctx, tiers[ti]))
             continue;
         for (int v = 0; v < 3; v++) {
-            m4_problem *mp = NULL;
-            i4_problem *ip = NULL;
+            prolog *pl;
             if (v < 2) {
                 m4_spec s = m4_base(v);
                 s.T = 13, s.H = 256, s.Q = 192, s.N = 6, s.D = 128;
-                mp = m4_make(&s, tu_label_seed("threads") + (uint64_t)v);
+                pl = &m4_make(&s, tu_label_seed("threads") + (uint64_t)v)->pl;
             } else {
                 i4_spec s = i4_base();
                 s.T = 13, s.H = 256, s.Q = 192, s.NI = 6, s.DI = 128, s.had = HAD_SYLVESTER;
-                ip = i4_make(&s, tu_label_seed("threads") + 2);
+                pl = &i4_make(&s, tu_label_seed("threads") + 2)->pl;
             }
-            unsigned char *first = NULL;
-            size_t n0 = 0;
-            for (int th = 1; th <= 3; th++) {
-                set_threads(th);
-                char l[200];
-                snprintf(l, sizeof l, "threads %s [%s] %d threads", v == 0 ? "mla4 bf16" : (v == 1 ? "mla4 int8" : "idx4"),
-                         dsops_isa_name((dsops_isa)tiers[ti]), th);
-                dsops_status st = mp ? m4_call(mp, &mp->a) : i4_call(ip, &ip->a);
-                if (!tu_check(st == DSOPS_OK, "%s: status %s (%s)", l, dsops_status_name(st), dsops_last_error()))
-                    continue;
-                size_t n;
-                unsigned char *g = mp ? gather_all(mp->out, mp->nout, &n) : gather_all(ip->out, ip->nout, &n);
-                if (!first) {
-                    first = g, n0 = n;
-                    continue;
-                }
-                char w[260];
-                snprintf(w, sizeof w, "%s: differs from 1 thread", l);
-                bytes_equal(w, first, n0, g, n);
-                free(g);
-            }
-            free(first);
-            if (mp)
-                m4_free(mp);
-            if (ip)
-                i4_free(ip);
+            char l[200];
+            snprintf(l, sizeof l, "threads %s [%s]", v == 0 ? "mla4 bf16" : (v == 1 ? "mla4 int8" : "idx4"),
+                     dsops_isa_name((dsops_isa)tiers[ti]));
+            rc_check_threads(ctx, l, prolog_run_gather, pl);
+            prolog_free(pl);
         }
     }
-    set_threads(2);
     tu_set_tier(ctx, dsops_isa_detected());
 }
 
@@ -1467,20 +1386,17 @@ static void test_case_tables(void)
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 5);
-    if (dsops_context_create(&ctx) != DSOPS_OK) {
-        printf("cannot create a context: %s\n", dsops_last_error());
-        return 1;
-    }
-    set_threads(2);
+    ctx = tu_context();
+    rc_set_threads(ctx, 2);
     printf("tiers: scalar ... %s, threads %d\n", dsops_isa_name(dsops_isa_detected()), dsops_context_threads(ctx));
-    double t0 = now_s();
+    double t0 = tu_now();
     test_case_tables();
     test_mla_small();
     test_idx_small();
-    double t1 = now_s();
+    double t1 = tu_now();
     test_prepared_mismatch();
     test_threads();
-    printf("small problems %.1f s, prepared / threads %.1f s\n", t1 - t0, now_s() - t1);
+    printf("small problems %.1f s, prepared / threads %.1f s\n", t1 - t0, tu_now() - t1);
     dsops_context_destroy(ctx);
     return tu_finish();
 }
