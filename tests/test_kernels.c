@@ -280,12 +280,13 @@ static void test_dots(const dsops_kernel_table *t, tu_rng *r, int nh, int n, int
     free(o);
 }
 
-/* Row-dot kernels (few-row linear maps from row-major weights): int8 exact, bf16 within the fp32 bound.
+/* Row-dot kernels (few-row linear maps from row-major weights, and from the lanes layout): int8 exact, bf16
+ * within the fp32 bound.
  * Rows 0 and 1 of x and W sit at the int8 extremes (-128, 127): x 127 against W 127 makes every pair of
  * biased products 255 * 127 * 2, past what an int16 pair sum (vpmaddubsw) holds. */
 static void test_rowdot(const dsops_kernel_table *t, tu_rng *r, int M, int N, int K)
 {
-    if (!tu_check(t->linear.rowdot_bf16 && t->linear.rowdot_s8 && t->linear.rowdot_bf16_lanes,
+    if (!tu_check(t->linear.rowdot_bf16 && t->linear.rowdot_s8 && t->linear.rowdot_bf16_lanes && t->linear.rowdot_s8_lanes,
                   "%s has no row-dot kernels", dsops_isa_name(t->isa)))
         return;
     size_t ldx = (size_t)K + 3, ldw = (size_t)K + 5, ldy = (size_t)N + 2;
@@ -316,7 +317,11 @@ static void test_rowdot(const dsops_kernel_table *t, tu_rng *r, int M, int N, in
     dsops_linear_pack_lanes(wb, N, K, (int64_t)ldw, 1, wl);
     t->linear.rowdot_bf16_lanes(xb, ldx, M, wl, N, K, yl, ldy);
     t->linear.rowdot_s8(xbias, (size_t)K, M, w8, ldw, N, K, wsum, y8, ldy);
-    int exact = 1;
+    int8_t *wl8 = calloc(dsops_linear_lanes_elems(N, K) + 1, 1);
+    int32_t *yl8 = calloc((size_t)M * ldy, 4);
+    dsops_linear_pack_lanes_s8(w8, N, K, (int64_t)ldw, 1, wl8);
+    t->linear.rowdot_s8_lanes(xbias, (size_t)K, M, wl8, N, K, wsum, yl8, ldy);
+    int exact = 1, exact_l = 1;
     double worst = 0;
     for (int m = 0; m < M; m++)
         for (int n = 0; n < N; n++) {
@@ -329,16 +334,20 @@ static void test_rowdot(const dsops_kernel_table *t, tu_rng *r, int M, int N, in
                 mag += fabs(p);
             }
             exact &= y8[m * ldy + n] == ref8;
+            exact_l &= yl8[m * ldy + n] == ref8;
             double err = fabs((double)yb[m * ldy + n] - ref) / (mag * K * 6e-8 + 1e-30);
             double err_l = fabs((double)yl[m * ldy + n] - ref) / (mag * K * 6e-8 + 1e-30);
             worst = err > worst ? err : worst;
             worst = err_l > worst ? err_l : worst;
         }
     tu_check(exact, "%s rowdot_s8 (M %d, N %d, K %d) is not exact", dsops_isa_name(t->isa), M, N, K);
+    tu_check(exact_l, "%s rowdot_s8_lanes (M %d, N %d, K %d) is not exact", dsops_isa_name(t->isa), M, N, K);
     tu_check(worst <= 1.0, "%s rowdot_bf16 / rowdot_bf16_lanes (M %d, N %d, K %d): error %.3g of the fp32 bound",
              dsops_isa_name(t->isa), M, N, K, worst);
     free(wl);
     free(yl);
+    free(wl8);
+    free(yl8);
     free(xb);
     free(wb);
     free(x8);

@@ -21,6 +21,8 @@
 /* From this many rows on, bf16 maps with a lanes copy use it (it was 18-45 % faster than the row kernels at 4,
  * 8 and 16 rows, weights in memory or in cache); with fewer rows its register tile waits on FMA latency. */
 #define LANES_MIN_M 4
+/* The same for int8 maps (see docs/PERFORMANCE.md). */
+#define LANES_MIN_M_S8 4
 
 typedef struct linear_chunk {
     int64_t n0, n;              /* first column, columns */
@@ -54,8 +56,9 @@ struct dsops_linear {
     linear_chunk *chunks;
     int32_t *wsum128;               /* int8 with stride_k 1: 128 * sum_k W[n][k], for the row-dot path */
     void *rows;                     /* PATH_OWN with stride_k != 1: a row-major copy of W [N, K] */
-    uint16_t *lanes;                /* bf16 on CPUs whose best tier is AVX2 or below: W in the lanes layout of
-                                     * src/kernels/linear/linear.h, for the row dots of LANES_MIN_M rows and more */
+    void *lanes;                    /* bf16 and int8 on CPUs whose best tier is AVX2 or below: W in the lanes
+                                     * layout of src/kernels/linear/linear.h, for the row dots of LANES_MIN_M rows
+                                     * and more */
 };
 
 static dsops_status dnnl_failed(dnnl_status_t st, const char *what)
@@ -344,13 +347,15 @@ dsops_status dsops_linear_create(dsops_linear_engine *e, const void *w, dsops_dt
     }
     /* the AVX2 row dots of many rows run at up to 90 % of the FMA peak on weights laid out as lanes, against
      * about 60 % on rows (docs/PERFORMANCE.md); the AVX-512 tiers keep their own row kernels */
-    if (status == DSOPS_OK && dtype == DSOPS_BF16 && (stride_k == 1 || l->rows) && N > 0 && K > 0 &&
-        dsops_isa_detected() <= DSOPS_ISA_AVX2) {
-        l->lanes = malloc(sizeof *l->lanes * dsops_linear_lanes_elems(N, K));
+    if (status == DSOPS_OK && (dtype == DSOPS_BF16 || (dtype == DSOPS_INT8 && l->wsum128)) &&
+        (stride_k == 1 || l->rows) && N > 0 && K > 0 && dsops_isa_detected() <= DSOPS_ISA_AVX2) {
+        l->lanes = malloc(dsops_elem_size(dtype) * dsops_linear_lanes_elems(N, K));
         if (!l->lanes)
             status = dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate %lld weights in lanes", (long long)(N * K));
-        else
+        else if (dtype == DSOPS_BF16)
             dsops_linear_pack_lanes((const uint16_t *)base, N, K, ldw, 1, l->lanes);
+        else
+            dsops_linear_pack_lanes_s8((const int8_t *)base, N, K, ldw, 1, l->lanes);
     }
     if (status != DSOPS_OK) {
         dsops_linear_destroy(l);
@@ -528,8 +533,12 @@ static void run_rowdot(const dsops_linear_kernels *k, const dsops_linear_job *jo
         int mb = (int)(M - m0 < ROWDOT_MAX_M ? M - m0 : ROWDOT_MAX_M);
         if (l->dtype == DSOPS_BF16 && l->lanes && mb >= LANES_MIN_M && k->rowdot_bf16_lanes)
             k->rowdot_bf16_lanes((const uint16_t *)job->x + m0 * job->ldx, (size_t)job->ldx, mb,
-                                 l->lanes + dsops_lanes_at(l->N, l->K, c->n0, 0), (int)c->n, (int)l->K,
-                                 (float *)job->y + m0 * job->ldy + c->n0, (size_t)job->ldy);
+                                 (const uint16_t *)l->lanes + dsops_lanes_at(l->N, l->K, c->n0, 0), (int)c->n,
+                                 (int)l->K, (float *)job->y + m0 * job->ldy + c->n0, (size_t)job->ldy);
+        else if (l->dtype == DSOPS_INT8 && l->lanes && mb >= LANES_MIN_M_S8 && k->rowdot_s8_lanes)
+            k->rowdot_s8_lanes(xb + m0 * l->K, (size_t)l->K, mb,
+                               (const int8_t *)l->lanes + dsops_lanes_at(l->N, l->K, c->n0, 0), (int)c->n, (int)l->K,
+                               l->wsum128 + c->n0, (int32_t *)job->y + m0 * job->ldy + c->n0, (size_t)job->ldy);
         else if (l->dtype == DSOPS_BF16)
             k->rowdot_bf16((const uint16_t *)job->x + m0 * job->ldx, (size_t)job->ldx, mb, (const uint16_t *)w,
                            (size_t)ldw, (int)c->n, (int)l->K, (float *)job->y + m0 * job->ldy + c->n0, (size_t)job->ldy);

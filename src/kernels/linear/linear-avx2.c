@@ -334,8 +334,99 @@ static void rowdot_bf16_lanes__avx2(const uint16_t *x, size_t ldx, int M, const 
     }
 }
 
+/* ---- int8 weights in the lanes layout ----------------------------------------------------------------------
+ * The int8 row tile widens 6 vectors (2 of x, 4 of W) per 8 vpmaddwd, and the widening (a lane-crossing
+ * vpmovsx / vpmovzx) issues once per cycle on Zen 3, so the tile ran at a third of the vpmaddwd rate. On lanes,
+ * x is widened once per pair block into int16 pairs (one int32 each, broadcast as is) and one 32-byte piece of W
+ * (16 lanes x 2 values) widens into 2 vectors that serve S8_TILE_H rows: 2 widenings per 2 S8_TILE_H vpmaddwd.
+ * Exact as the row tile (same products, int32 sums modulo 2^32). */
+#define S8_TILE_H 4
+
+/* Rows r < H of the tile: c[r][0..15] (+)= sum over the np pairs of the piece bj; the last pair block also
+ * removes ws (wsum128 of the 16 lanes). ahead: the next piece, a line per two pairs, or NULL. */
+INLINE void s8_lanes_tile(const int32_t *xp, const int H, const int8_t *bj, int np, int first, int last,
+                          const int32_t *ws, int32_t *c, size_t cs, const char *ahead)
+{
+    __m256i acc[S8_TILE_H][2];
+#pragma GCC unroll 4
+    for (int h = 0; h < H; h++) {
+        acc[h][0] = first ? _mm256_setzero_si256() : _mm256_loadu_si256((const __m256i *)(c + (size_t)h * cs));
+        acc[h][1] = first ? _mm256_setzero_si256() : _mm256_loadu_si256((const __m256i *)(c + (size_t)h * cs + 8));
+    }
+    for (int p = 0; p < np; p++) {
+        if (ahead && !(p & 1))
+            _mm_prefetch(ahead + (size_t)p * 32, _MM_HINT_T0);
+        const __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(bj + (size_t)p * 32)));
+        const __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(bj + (size_t)p * 32 + 16)));
+#pragma GCC unroll 4
+        for (int h = 0; h < H; h++) {
+            const __m256i xv = _mm256_set1_epi32(xp[(size_t)h * DSOPS_LANES_PAIRS + p]);
+            acc[h][0] = _mm256_add_epi32(acc[h][0], _mm256_madd_epi16(w0, xv));
+            acc[h][1] = _mm256_add_epi32(acc[h][1], _mm256_madd_epi16(w1, xv));
+        }
+    }
+    const __m256i ws0 = _mm256_loadu_si256((const __m256i *)ws), ws1 = _mm256_loadu_si256((const __m256i *)(ws + 8));
+#pragma GCC unroll 4
+    for (int h = 0; h < H; h++) {
+        if (last) {
+            acc[h][0] = _mm256_sub_epi32(acc[h][0], ws0);
+            acc[h][1] = _mm256_sub_epi32(acc[h][1], ws1);
+        }
+        _mm256_storeu_si256((__m256i *)(c + (size_t)h * cs), acc[h][0]);
+        _mm256_storeu_si256((__m256i *)(c + (size_t)h * cs + 8), acc[h][1]);
+    }
+}
+
+static void rowdot_s8_lanes__avx2(const uint8_t *xb, size_t ldx, int M, const int8_t *wl, int N, int K,
+                                  const int32_t *wsum128, int32_t *y, size_t ldy)
+{
+    _Alignas(32) int32_t xp[MAX_PASSES * MT * LANE_PAIRS]; /* [M][LANE_PAIRS] x[2p] | x[2p + 1] << 16 */
+    int32_t part[MAX_PASSES * MT * 16];                    /* outputs of a last block of fewer than 16 rows */
+    int32_t ws[16];
+    const int pairs = (K + 1) / 2, blocks = (N + 15) / 16;
+    for (int g0 = 0; g0 < blocks; g0 += LANE_GROUP) {
+        const int g1 = blocks - g0 < LANE_GROUP ? blocks : g0 + LANE_GROUP;
+        for (int p0 = 0; p0 < pairs || p0 == 0; p0 += LANE_PAIRS) {
+            const int np = pairs - p0 < LANE_PAIRS ? pairs - p0 : LANE_PAIRS, k0 = 2 * p0;
+            const int first = p0 == 0, last = p0 + LANE_PAIRS >= pairs;
+            for (int m = 0; m < M; m++) {
+                const uint8_t *src = xb + (size_t)m * ldx + k0;
+                int32_t *dst = xp + (size_t)m * LANE_PAIRS;
+                int i = 0;
+                for (; i + 16 <= np && k0 + 2 * i + 32 <= K; i += 16) /* 32 bytes -> 16 pairs */
+                    _mm256_store_si256((__m256i *)(dst + i),
+                                       _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(src + 2 * i)))),
+                    _mm256_store_si256((__m256i *)(dst + i + 8),
+                                       _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(src + 2 * i + 16))));
+                for (; i < np; i++) /* past an odd K the weight is 0: any x value there adds nothing */
+                    dst[i] = (int32_t)src[2 * i] | (k0 + 2 * i + 1 < K ? (int32_t)src[2 * i + 1] << 16 : 0);
+            }
+            for (int b = g0; b < g1; b++) {
+                const int n0 = 16 * b, nn = N - n0 < 16 ? N - n0 : 16;
+                const int8_t *bj = wl + dsops_lanes_at(N, K, n0, p0); /* the next piece in memory order */
+                int32_t *c = nn == 16 ? y + n0 : part; /* the partial sums wait there between blocks of pairs */
+                const size_t cs = nn == 16 ? ldy : 16;
+                for (int i = 0; i < 16; i++)
+                    ws[i] = i < nn ? wsum128[n0 + i] : 0;
+                const char *ahead = (const char *)(bj + (size_t)np * 32);
+                int r0 = 0;
+                for (; r0 + S8_TILE_H <= M; r0 += S8_TILE_H)
+                    s8_lanes_tile(xp + (size_t)r0 * LANE_PAIRS, S8_TILE_H, bj, np, first, last, ws,
+                                  c + (size_t)r0 * cs, cs, r0 == 0 ? ahead : NULL);
+                for (; r0 < M; r0++)
+                    s8_lanes_tile(xp + (size_t)r0 * LANE_PAIRS, 1, bj, np, first, last, ws, c + (size_t)r0 * cs, cs,
+                                  r0 == 0 ? ahead : NULL);
+                if (nn < 16 && last)
+                    for (int m = 0; m < M; m++)
+                        memcpy(y + (size_t)m * ldy + n0, part + (size_t)m * 16, (size_t)nn * 4);
+            }
+        }
+    }
+}
+
 const dsops_linear_kernels dsops_linear_kernels__avx2 = {
     .rowdot_bf16 = rowdot_bf16__avx2,
     .rowdot_s8 = rowdot_s8__avx2,
     .rowdot_bf16_lanes = rowdot_bf16_lanes__avx2,
+    .rowdot_s8_lanes = rowdot_s8_lanes__avx2,
 };

@@ -1,6 +1,8 @@
 /* Few-row linear maps y[m][n] = sum_k x[m][k] * W[n][k] from row-major weights, portable C. Like the SIMD
  * tiers, each (m, n) keeps 16 independent partial sums (k mod 16), added in a fixed tree at the end; the
  * independent sums let the compiler use the baseline vector registers without reordering any sum. */
+#include <string.h>
+
 #include "dispatch.h"
 #include "internal.h"
 
@@ -64,12 +66,12 @@ static void rowdot_s8__scalar(const uint8_t *xb, size_t ldx, int M, const int8_t
 
 size_t dsops_linear_lanes_elems(int64_t N, int64_t K) { return (size_t)((N + 15) / 16) * (size_t)((K + 1) / 2) * 32; }
 
-/* In the layout's memory order: the writes stream, the reads walk 16 rows of W at a time. */
-void dsops_linear_pack_lanes(const uint16_t *w, int64_t N, int64_t K, int64_t stride_n, int64_t stride_k,
-                             uint16_t *lanes)
+/* In the layout's memory order: the writes stream, the reads walk 16 rows of W at a time. es: bytes per element
+ * (a constant at each call, so the copies compile to plain loads and stores). */
+static inline void pack_lanes(const unsigned char *w, size_t es, int64_t N, int64_t K, int64_t stride_n,
+                              int64_t stride_k, unsigned char *out)
 {
     const int64_t pairs = (K + 1) / 2, blocks = (N + 15) / 16;
-    uint16_t *out = lanes;
     for (int64_t g0 = 0; g0 < blocks; g0 += DSOPS_LANES_GROUP) {
         const int64_t g1 = blocks - g0 < DSOPS_LANES_GROUP ? blocks : g0 + DSOPS_LANES_GROUP;
         for (int64_t p0 = 0; p0 < pairs; p0 += DSOPS_LANES_PAIRS) {
@@ -77,10 +79,26 @@ void dsops_linear_pack_lanes(const uint16_t *w, int64_t N, int64_t K, int64_t st
             for (int64_t b = g0; b < g1; b++)
                 for (int64_t p = p0; p < p1; p++)
                     for (int64_t n = 16 * b; n < 16 * b + 16; n++)
-                        for (int64_t k = 2 * p; k < 2 * p + 2; k++)
-                            *out++ = n < N && k < K ? w[n * stride_n + k * stride_k] : 0;
+                        for (int64_t k = 2 * p; k < 2 * p + 2; k++, out += es) {
+                            if (n < N && k < K)
+                                memcpy(out, w + (size_t)(n * stride_n + k * stride_k) * es, es);
+                            else
+                                memset(out, 0, es);
+                        }
         }
     }
+}
+
+void dsops_linear_pack_lanes(const uint16_t *w, int64_t N, int64_t K, int64_t stride_n, int64_t stride_k,
+                             uint16_t *lanes)
+{
+    pack_lanes((const unsigned char *)w, 2, N, K, stride_n, stride_k, (unsigned char *)lanes);
+}
+
+void dsops_linear_pack_lanes_s8(const int8_t *w, int64_t N, int64_t K, int64_t stride_n, int64_t stride_k,
+                                int8_t *lanes)
+{
+    pack_lanes((const unsigned char *)w, 1, N, K, stride_n, stride_k, (unsigned char *)lanes);
 }
 
 /* Output by output, products in the layout's order, added one at a time (no contraction in this file). */
@@ -102,8 +120,27 @@ static void rowdot_bf16_lanes__scalar(const uint16_t *x, size_t ldx, int M, cons
         }
 }
 
+static void rowdot_s8_lanes__scalar(const uint8_t *xb, size_t ldx, int M, const int8_t *wl, int N, int K,
+                                    const int32_t *wsum128, int32_t *y, size_t ldy)
+{
+    const int pairs = (K + 1) / 2;
+    for (int n = 0; n < N; n++)
+        for (int m = 0; m < M; m++) {
+            const uint8_t *xm = xb + (size_t)m * ldx;
+            uint32_t acc = 0; /* modulo 2^32, as rowdot_s8 */
+            for (int p = 0; p < pairs; p++) {
+                const int8_t *v = wl + dsops_lanes_at(N, K, n, p) + 2 * (n % 16);
+                acc += (uint32_t)((int32_t)xm[2 * p] * (int32_t)v[0]);
+                if (2 * p + 1 < K)
+                    acc += (uint32_t)((int32_t)xm[2 * p + 1] * (int32_t)v[1]);
+            }
+            y[(size_t)m * ldy + n] = (int32_t)(acc - (uint32_t)wsum128[n]);
+        }
+}
+
 const dsops_linear_kernels dsops_linear_kernels__scalar = {
     .rowdot_bf16 = rowdot_bf16__scalar,
     .rowdot_s8 = rowdot_s8__scalar,
     .rowdot_bf16_lanes = rowdot_bf16_lanes__scalar,
+    .rowdot_s8_lanes = rowdot_s8_lanes__scalar,
 };

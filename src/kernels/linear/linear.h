@@ -34,6 +34,9 @@ static inline size_t dsops_lanes_at(int64_t N, int64_t K, int64_t n, int64_t p)
 size_t dsops_linear_lanes_elems(int64_t N, int64_t K);
 void dsops_linear_pack_lanes(const uint16_t *w, int64_t N, int64_t K, int64_t stride_n, int64_t stride_k,
                              uint16_t *lanes);
+/* The same layout for int8 weights, one byte per element (dsops_lanes_at counts elements). */
+void dsops_linear_pack_lanes_s8(const int8_t *w, int64_t N, int64_t K, int64_t stride_n, int64_t stride_k,
+                                int8_t *lanes);
 
 typedef struct dsops_linear_kernels {
     void (*rowdot_bf16)(const uint16_t *x, size_t ldx, int M, const uint16_t *w, size_t ldw, int N, int K, float *y,
@@ -44,6 +47,9 @@ typedef struct dsops_linear_kernels {
                               size_t ldy);
     void (*rowdot_s8)(const uint8_t *xb, size_t ldx, int M, const int8_t *w, size_t ldw, int N, int K,
                       const int32_t *wsum128, int32_t *y, size_t ldy);
+    /* The int8 product from all N rows of W in the lanes layout (wl: its start); exact like rowdot_s8. */
+    void (*rowdot_s8_lanes)(const uint8_t *xb, size_t ldx, int M, const int8_t *wl, int N, int K,
+                            const int32_t *wsum128, int32_t *y, size_t ldy);
 } dsops_linear_kernels;
 
 #endif
