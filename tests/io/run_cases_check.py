@@ -12,8 +12,10 @@ Per case whose work and bytes stay under --max-work / --max-bytes (and, for an o
                                       judged the same way (unless the judge is the library's own stages: the
                                       fused layer, which tests/test_dia.c holds against the oracle chain)
 
-and, so that the judge is seen to fail, OUT with every floating-point element changed must be refused (once
-per operator).
+and, once per operator: OUT with every floating-point element changed must be refused (so that the judge is
+seen to fail); calls with an unknown tensor in IN, an unknown --set name or preset, --threads 0 or an unknown
+--isa fail in both programs without writing OUT; OUT fed back as IN gives the same OUT (the outputs stored in
+IN are ignored, OUT's metadata is read back); OUT may name IN.
 
 The per-operator checks beside this file (run_*_check.py) keep what is particular to one operator: its
 parameters on the command line, metadata and errors.
@@ -24,13 +26,14 @@ Prints "N passed, N failed" last and exits non-zero on failure.
 """
 
 import os
+import shutil
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import runcheck  # noqa: E402
-from runcheck import read_safetensors, run, write_safetensors  # noqa: E402
+from runcheck import bad_calls, read_safetensors, run, write_safetensors  # noqa: E402
 
 # What a case may cost to be run here (the oracle runs twice, single-threaded): FLOP or OP, and bytes.
 MAX_WORK = 6e8
@@ -96,6 +99,35 @@ def refused_when_changed(chk, args, work, name, out):
     chk.check(rc == 1 and changed, "%s: OUT with %s changed is refused" % (name, ", ".join(changed)), text)
 
 
+def file_rules(chk, args, work, name, inp, op, out):
+    """What `dsops run` does with any operator's files (once per operator): calls that must fail without writing
+    OUT, OUT fed back as IN (the outputs stored there are ignored, its metadata is read), OUT may be IN."""
+    t, meta = read_safetensors(inp)
+    extra = os.path.join(work, name + ".extra.safetensors")
+    write_safetensors(extra, dict(t, no_such_tensor=np.zeros(2, np.float32)), meta)
+    bad_calls(chk, args, work, [
+        ("%s: unknown tensor in IN" % name, [op, "--in", extra], "DSOPS_ERR_PARAM", "no_such_tensor"),
+        ("%s: unknown --set name" % name, [op, "--in", inp, "--set", "no_such_param=1"], "DSOPS_ERR_PARAM"),
+        ("%s: unknown preset" % name, [op, "--in", inp, "--set", "preset=v5"], "DSOPS_ERR_PARAM"),
+        ("%s: bad --threads" % name, [op, "--in", inp, "--threads", "0"], "DSOPS_ERR_PARAM"),
+        ("%s: bad --isa" % name, [op, "--in", inp, "--isa", "avx1024"], "DSOPS_ERR_PARAM"),
+    ], existing_out=False, leftovers=True)
+    first, first_meta = read_safetensors(out)
+    merged = dict(t)
+    merged.update({n: v for n, v in first.items() if n not in t})  # the outputs; in-out tensors keep IN's state
+    fed = os.path.join(work, name + ".fed.safetensors")
+    write_safetensors(fed, merged, dict(first_meta, threads="7"))
+    second = os.path.join(work, name + ".second.safetensors")
+    r = run([args.tool, "run", op, "--in", fed, "--out", second], args.verbose)
+    chk.check(r.returncode == 0 and tensor_bytes(chk, second) == tensor_bytes(chk, out),
+              name + ": OUT fed back as IN gives the same OUT (outputs in IN ignored)", r.stderr.strip())
+    same = os.path.join(work, name + ".same.safetensors")
+    shutil.copy(inp, same)
+    r = run([args.tool, "run", op, "--in", same, "--out", same, "--threads", "1"], args.verbose)
+    chk.check(r.returncode == 0 and tensor_bytes(chk, same) == tensor_bytes(chk, out), name + ": OUT may be IN",
+              r.stderr.strip())
+
+
 def run_case(chk, args, work, name, inp, op, judge, refuse):
     outs = []
     for threads in ("1", "3"):
@@ -111,6 +143,7 @@ def run_case(chk, args, work, name, inp, op, judge, refuse):
     chk.check(rc == 0, "%s: dsops run agrees with the %s" % (name, judge), text)
     if refuse:
         refused_when_changed(chk, args, work, name, outs[0])
+        file_rules(chk, args, work, name, inp, op, outs[0])
     ref = os.path.join(work, name + ".ref.safetensors")
     r = run([args.ref, op, "--in", inp, "--out", ref], args.verbose)
     if not chk.check(r.returncode == 0, "%s: dsops_ref_run %s succeeds" % (name, op), r.stderr.strip()):
