@@ -15,6 +15,8 @@ typedef struct dsops_sfa_case {
     int N, Dc, Dr, K, BS;    /* heads, latent, rope, top-k width, block size */
     dsops_kv_layout layout;
     int with_lse;            /* lse requested */
+    int nan_unread;          /* every cache row no token reads holds NaN (int8: NaN scales too): they must not
+                              * reach any output */
     int ci;                  /* 1 if the case fits the CI budget of docs/CASES.md */
     const char *ci_variant;  /* for ci == 0: the name of its scaled-down "_ci" case */
 } dsops_sfa_case;

@@ -60,9 +60,63 @@ static const dsops_sfa_case sfa_cases[] = {
     /* Edge and error cases: every index is -1 or >= seqused, so every token is lonely (out 0, lse +Inf) */
     {.name = "v32_sfa_edge_all_invalid", .B = 2, .S = 2, .seqused = {1000, 3}, V32_DIMS,
      .layout = DSOPS_KV_SPLIT_BF16, .with_lse = 1, .ci = 1},
+    /* every cache row that no token reads (not indexed, past seqused, blocks of no sequence) holds NaN */
+    {.name = "v32_sfa_edge_nan_unread", .B = 3, .S = 2, .seqused = {3000, 70, 2049}, V32_DIMS,
+     .layout = DSOPS_KV_SPLIT_INT8, .with_lse = 1, .nan_unread = 1, .ci = 1},
+    {.name = "v32_sfa_edge_nan_unread_bf16", .B = 3, .S = 2, .seqused = {3000, 70, 2049}, V32_DIMS,
+     .layout = DSOPS_KV_SPLIT_BF16, .with_lse = 1, .nan_unread = 1, .ci = 1},
+    {.name = "v32_sfa_packed_edge_nan_unread", .B = 3, .S = 2, .seqused = {3000, 70, 2049}, V32_DIMS,
+     .layout = DSOPS_KV_PACKED656, .with_lse = 1, .nan_unread = 1, .ci = 1},
 };
 
 #define EDGE_ALL_INVALID "v32_sfa_edge_all_invalid"
+
+/* Every physical cache row that no token reads (spec §4.4 steps 1-2: the first min(L, K) entries of its row,
+ * those in [0, seqused)) becomes NaN: bf16 values NaN, int8 values -1 with NaN scales. 0 when memory runs out. */
+static int fill_unread_with_nan(dsops_sfa_problem *p, const int32_t *idx, const int32_t *bt)
+{
+    const dsops_sfa_case *c = &p->c;
+    const int64_t rows = p->NB * c->BS, K = c->K, S = c->S;
+    unsigned char *read = calloc((size_t)(rows > 0 ? rows : 1), 1); /* [NB * BS] 1: some token reads the row */
+    if (!read)
+        return 0;
+    for (int b = 0; b < c->B; b++)
+        for (int64_t i = 0; i < S; i++) {
+            int64_t L = (int64_t)c->seqused[b] - (S - 1 - i), cnt = L < 0 ? 0 : (L > K ? K : L);
+            const int32_t *row = idx + ((int64_t)b * S + i) * K;
+            for (int64_t j = 0; j < cnt; j++)
+                if (row[j] >= 0 && row[j] < c->seqused[b])
+                    read[(int64_t)bt[b * p->MB + row[j] / c->BS] * c->BS + row[j] % c->BS] = 1;
+        }
+    const uint16_t nan16 = 0x7fc0;
+    const float nan32 = NAN;
+    const dsops_sparse_flash_attention_v32_args *a = &p->args;
+    for (int64_t r = 0; r < rows; r++) {
+        if (read[r])
+            continue;
+        if (c->layout == DSOPS_KV_PACKED656) {
+            unsigned char *row = (unsigned char *)a->kv_packed.data + r * 656;
+            memset(row, 0xff, (size_t)c->Dc);                 /* int8 latent: -1 */
+            for (int k = 0; k < c->Dr; k++)                    /* bf16 rope at [Dc, Dc + 2 Dr) */
+                memcpy(row + c->Dc + 2 * k, &nan16, 2);
+            for (int g = 0; g < c->Dc / 128; g++)              /* fp32 scales after the rope */
+                memcpy(row + c->Dc + 2 * c->Dr + 4 * g, &nan32, 4);
+            continue;
+        }
+        if (c->layout == DSOPS_KV_SPLIT_INT8) {
+            memset((int8_t *)a->key_nope.data + r * c->Dc, 0xff, (size_t)c->Dc);
+            for (int g = 0; g < c->Dc / 128; g++)
+                ((float *)a->key_nope_scale.data)[r * (c->Dc / 128) + g] = nan32;
+        } else {
+            for (int k = 0; k < c->Dc; k++)
+                ((uint16_t *)a->key_nope.data)[r * c->Dc + k] = nan16;
+        }
+        for (int k = 0; k < c->Dr; k++)
+            ((uint16_t *)a->key_rope.data)[r * c->Dr + k] = nan16;
+    }
+    free(read);
+    return 1;
+}
 
 const dsops_sfa_case *dsops_sfa_cases(int *count) { return CASES_TABLE(sfa_cases, count); }
 const dsops_sfa_case *dsops_sfa_case_find(const char *name) { return CASES_FIND(sfa_cases, name); }
@@ -236,6 +290,8 @@ dsops_sfa_problem *dsops_sfa_problem_make(const dsops_sfa_case *c, uint64_t seed
         }
     }
     p->attended = attended;
+    if (c->nan_unread && !fill_unread_with_nan(p, idx, bt))
+        goto fail;
     p->flops = 2.0 * N * (double)attended * (double)(Dc + Dr + Dc);
     p->gathered_bytes = (double)attended * (double)row_bytes(c);
     return p;
