@@ -53,6 +53,7 @@ typedef struct dsops_li_case {
     int cmp_ratio;
     int int8;                /* 1: int8 variant, 0: bf16 variant */
     int with_scores;         /* topk_scores requested */
+    int ties;                /* every key row is a copy of one of 4 rows: scores tie in groups of thousands */
     int ci;
     const char *ci_variant;
 } dsops_li_case;

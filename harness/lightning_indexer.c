@@ -77,6 +77,12 @@ static const dsops_li_case li_cases[] = {
      .int8 = 1, .ci = 1},
     {.name = "li_bench_bf16_t1_kv64k", .B = 1, .S = 1, .seqused = {65536}, LI_DIMS, .K = 2048, .cmp_ratio = 1,
      .int8 = 0, .ci = 1},
+    /* four distinct keys: the top-k boundary falls inside a group of equal scores, so any of its members may
+     * fill the last places, but the same ones whatever the thread count */
+    {.name = "v32_li_edge_ties", .B = 2, .S = 2, .seqused = {5000, 300}, LI_DIMS, .K = 2048, .cmp_ratio = 1,
+     .int8 = 1, .with_scores = 1, .ties = 1, .ci = 1},
+    {.name = "v32_li_edge_ties_bf16", .B = 2, .S = 2, .seqused = {5000, 300}, LI_DIMS, .K = 2048, .cmp_ratio = 1,
+     .int8 = 0, .with_scores = 1, .ties = 1, .ci = 1},
 };
 
 const dsops_li_case *dsops_li_cases(int *count) { return CASES_TABLE(li_cases, count); }
@@ -237,6 +243,11 @@ dsops_li_problem *dsops_li_problem_make(const dsops_li_case *c, uint64_t seed)
             ks[row] = li_int8_row(kind, &rk, (int8_t *)key + row * DI, DI);
         else
             li_bf16_row(&rk, (uint16_t *)key + row * DI, DI);
+    }
+    for (int64_t row = 4; c->ties && row < rows; row++) {
+        memcpy((char *)key + (size_t)(row * DI) * esz, (char *)key + (size_t)(row % 4 * DI) * esz, (size_t)DI * esz);
+        if (c->int8)
+            ks[row] = ks[row % 4];
     }
 
     /* outputs */
