@@ -67,7 +67,7 @@ void record_view_copy(dsops_tensor *t, unsigned char *dense, record_copy copy)
     }
 }
 
-void record_format_param(const void *args, const dsops_param_desc *p, char *buf, size_t len)
+bool record_format_param(const void *args, const dsops_param_desc *p, char *buf, size_t len)
 {
     const char *src = (const char *)args + p->offset;
     switch (p->type) {
@@ -75,19 +75,19 @@ void record_format_param(const void *args, const dsops_param_desc *p, char *buf,
         float f;
         memcpy(&f, src, sizeof f);
         snprintf(buf, len, "%.9g", (double)f);
-        return;
+        return true;
     }
     case DSOPS_PARAM_DOUBLE: {
         double d;
         memcpy(&d, src, sizeof d);
         snprintf(buf, len, "%.17g", d);
-        return;
+        return true;
     }
     case DSOPS_PARAM_INT: {
         int i;
         memcpy(&i, src, sizeof i);
         snprintf(buf, len, "%d", i);
-        return;
+        return true;
     }
     case DSOPS_PARAM_BOOL: {
         int i = 0;
@@ -99,7 +99,7 @@ void record_format_param(const void *args, const dsops_param_desc *p, char *buf,
             memcpy(&i, src, sizeof i);
         }
         snprintf(buf, len, "%s", i ? "true" : "false");
-        return;
+        return i == 0 || i == 1; /* an int flag's "not given yet" (-1: follow the tensors) has no spelling */
     }
     case DSOPS_PARAM_ENUM: {
         int v;
@@ -107,11 +107,12 @@ void record_format_param(const void *args, const dsops_param_desc *p, char *buf,
         for (const dsops_enum_value *e = p->spellings; e->spelling != NULL; e++)
             if (e->value == v) {
                 snprintf(buf, len, "%s", e->spelling);
-                return;
+                return true;
             }
         snprintf(buf, len, "%d", v);
-        return;
+        return true;
     }
     }
     buf[0] = '\0';
+    return false;
 }

@@ -27,7 +27,8 @@ typedef enum record_copy {
 } record_copy;
 void record_view_copy(dsops_tensor *t, unsigned char *dense, record_copy how);
 
-/* The text of a parameter's value in a record, as `dsops run --set` reads it back. */
-void record_format_param(const void *args, const dsops_param_desc *p, char *buf, size_t len);
+/* The text of a parameter's value in a record, as `dsops run --set` reads it back; false when the value has no
+ * such text (a tri-state flag still at "follow the tensors", which `dsops run` infers itself). */
+bool record_format_param(const void *args, const dsops_param_desc *p, char *buf, size_t len);
 
 #endif

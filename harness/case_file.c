@@ -33,15 +33,8 @@ int case_file_write_inputs(const bench_problem *bp, const char *op, const char *
     ok = ok && dsops_st_writer_set_metadata(w, "operator", op, err, sizeof err) == 0 &&
          dsops_st_writer_set_metadata(w, "case", case_name, err, sizeof err) == 0;
     for (size_t p = 0; ok && p < d->n_params; p++) {
-        const dsops_param_desc *pd = &d->params[p];
-        int flag = 0;
-        if (pd->type == DSOPS_PARAM_BOOL && pd->size == sizeof flag) {
-            memcpy(&flag, (const char *)bp->args + pd->offset, sizeof flag);
-            if (flag != 0 && flag != 1)
-                continue; /* "from the tensors" (e.g. the compressor's rotate -1): `dsops run` infers it too */
-        }
-        record_format_param(bp->args, pd, value, sizeof value);
-        ok = dsops_st_writer_set_metadata(w, d->params[p].name, value, err, sizeof err) == 0;
+        if (record_format_param(bp->args, &d->params[p], value, sizeof value)) /* else `dsops run` infers it */
+            ok = dsops_st_writer_set_metadata(w, d->params[p].name, value, err, sizeof err) == 0;
     }
     ok = ok && dsops_st_writer_save(w, path, err, sizeof err) == 0;
     dsops_st_writer_destroy(w);

@@ -551,8 +551,8 @@ static int run_main(run_state *s, int argc, char **argv, const dsops_run_overrid
     char value[64];
     bool ok = dsops_st_writer_set_metadata(s->writer, "operator", op->name, err, sizeof err) == 0;
     for (size_t p = 0; ok && p < op->n_params; p++) {
-        record_format_param(s->args, &op->params[p], value, sizeof value);
-        ok = dsops_st_writer_set_metadata(s->writer, op->params[p].name, value, err, sizeof err) == 0;
+        if (record_format_param(s->args, &op->params[p], value, sizeof value))
+            ok = dsops_st_writer_set_metadata(s->writer, op->params[p].name, value, err, sizeof err) == 0;
     }
     snprintf(value, sizeof value, "%d", dsops_context_threads(s->ctx));
     ok = ok && dsops_st_writer_set_metadata(s->writer, "dsops_version", dsops_version(), err, sizeof err) == 0 &&
