@@ -29,10 +29,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import runcheck  # noqa: E402
-from runcheck import (bad_calls, bf16_from_f32, compare_close, compare_outputs, f32_from_bf16,  # noqa: E402
-                      latent_caches, np_q8, np_rmsnorm, packed656_fields, param_value, programs, q8_rows,
-                      read_safetensors, run, run_both, sylvester, ub, values, wq_b_entries, write_mutated,
-                      write_safetensors)
+from runcheck import (both_accept, bad_calls, bf16_from_f32, compare_close, compare_outputs, f32_from_bf16,  # noqa: E402
+                      latent_caches, np_q8, np_rmsnorm, packed656_fields, param_value, q8_rows, run,
+                      run_both, sylvester, ub, values, wq_b_entries, write_mutated)
 
 MLA = "mla_prolog_v32"
 IDX = "indexer_prolog_v32"
@@ -409,19 +408,10 @@ def check_errors(chk, args, work, rng):
             if n in ("x", "qr", "rope_cos", "rope_sin", "cache_index", "qr_scale"):
                 arr = arr[:0]
             t[n] = (tag, arr) if tag else arr
-        ep = os.path.join(work, "empty_%s.safetensors" % op)
-        write_safetensors(ep, t)
-        for who, cmd in programs(args):
-            eo = os.path.join(work, "empty_%s.out.safetensors" % op)
-            r = run(cmd + [op, "--in", ep, "--out", eo], args.verbose)
-            ok = r.returncode == 0
-            if ok:
-                o, _ = read_safetensors(eo)
-                first = "q_nope" if op == MLA else "q_idx"
-                cache = "kv_cache" if op == MLA else "idx_k_cache"
-                ok = o[first][1].shape[0] == 0 and o[cache][1].tobytes() == tensor_of(base, cache)[1].tobytes()
-            chk.check(ok, "%s: %s with no tokens gives empty outputs and unchanged caches" % (who, op),
-                      r.stderr.strip())
+        first, cache = ("q_nope", "kv_cache") if op == MLA else ("q_idx", "idx_k_cache")
+        both_accept(chk, args, work, "empty_" + op, op + " with no tokens gives empty outputs and unchanged caches",
+                    op, t, lambda o, m: (o[first][1].shape[0] == 0 and
+                                         o[cache][1].tobytes() == tensor_of(base, cache)[1].tobytes()))
     r = run([args.tool, "run", "--help"], args.verbose)
     chk.check(r.returncode == 0 and MLA in r.stdout and IDX in r.stdout and "eps_ckv" in r.stdout and
               "weights_scale" in r.stdout and "qr_scale" in r.stdout,

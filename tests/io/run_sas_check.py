@@ -29,8 +29,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import runcheck  # noqa: E402
-from runcheck import (BF16_NAN, THREADS, bad_calls, bf16_from_f32, compare_close, f32_from_bf16,  # noqa: E402
-                      params_of, programs, read_safetensors, ref_run, round_bf16, run, tool_runs, write_safetensors)
+from runcheck import (both_accept, BF16_NAN, THREADS, bad_calls, bf16_from_f32, compare_close, f32_from_bf16,  # noqa: E402
+                      params_of, ref_run, round_bf16, run, tool_runs, write_safetensors)
 
 TOL_OUT = (1e-4, 2.0 ** -7, 0.005)      # normalised, fp32
 TOL_OUT_TILED = (5e-4, 5e-4, 0.005)
@@ -346,16 +346,8 @@ def check_errors(chk, args, work, rng):
     te = {"q": ("BF16", np.zeros((0, 2, 128), np.uint16)), "cu_seqlens_q": np.zeros(2, np.int32),
           "seqused_kv": np.array([5], np.int32), "ori_kv": ("BF16", np.zeros((1, 8, 128), np.uint16)),
           "ori_block_table": np.zeros((1, 1), np.int32)}
-    ep = os.path.join(work, "empty.safetensors")
-    write_safetensors(ep, te)
-    for who, base in programs(args):
-        eo = os.path.join(work, "empty.out.safetensors")
-        r = run(base + ["swa", "--in", ep, "--out", eo], args.verbose)
-        ok = r.returncode == 0
-        if ok:
-            o, _ = read_safetensors(eo)
-            ok = o["out"][1].shape == (0, 2, 128) and o["lse"][1].shape == (0, 2)
-        chk.check(ok, who + ": swa with T = 0 gives empty out and lse", r.stderr.strip())
+    both_accept(chk, args, work, "empty", "swa with T = 0 gives empty out and lse", "swa", te,
+                lambda o, m: o["out"][1].shape == (0, 2, 128) and o["lse"][1].shape == (0, 2))
 
     r = run([args.tool, "run", "--help"], args.verbose)
     chk.check(r.returncode == 0 and all(s in r.stdout for s in ("\nsas\n", "\nswa\n", "\ncfa\n", "\nscfa\n",

@@ -26,8 +26,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import runcheck  # noqa: E402
-from runcheck import (BF16_NAN, bad_calls, bf16_from_f32, compare_close, f32_from_bf16, programs,  # noqa: E402
-                      read_safetensors, ref_run, round_bf16, run, tool_runs, write_mutated, write_safetensors)
+from runcheck import (both_accept, BF16_NAN, bad_calls, bf16_from_f32, compare_close, f32_from_bf16, ref_run,  # noqa: E402
+                      round_bf16, run, tool_runs, write_mutated, write_safetensors)
 
 OP = "sparse_flash_attention_v32"
 OUT_TOL = (1e-4, 0.005, 0.005)
@@ -315,18 +315,10 @@ def check_errors(chk, args, work, rng):
              "key_rope": ("BF16", np.zeros((2, BS, Dr), np.uint16)),
              "topk_indices": np.zeros((0, K), np.int32), "block_table": np.zeros((B, 2), np.int32),
              "cu_seqlens_q": np.zeros(B + 1, np.int32), "seqused_kv": np.full(B, 5, np.int32)}
-        ep = os.path.join(work, "empty%d.safetensors" % B)
-        write_safetensors(ep, t)
-        for who, base in programs(args):
-            eo = os.path.join(work, "empty%d.out.safetensors" % B)
-            r = run(base + [op, "--in", ep, "--out", eo], args.verbose)
-            ok = r.returncode == 0
-            if ok:
-                o, m = read_safetensors(eo)
-                ok = (o["out"][1].shape == (0, N, Dc) and o["lse"][1].shape == (0, N) and
-                      abs(float(m.get("softmax_scale", "0")) - 0.13523378) < 1e-6)
-            chk.check(ok, "%s: empty work with B = %d gives empty outputs and the preset's scale" % (who, B),
-                      r.stderr.strip())
+        both_accept(chk, args, work, "empty%d" % B,
+                    "empty work with B = %d gives empty outputs and the preset's scale" % B, op, t,
+                    lambda o, m: (o["out"][1].shape == (0, N, Dc) and o["lse"][1].shape == (0, N) and
+                                  abs(float(m.get("softmax_scale", "0")) - 0.13523378) < 1e-6))
     # missing --out is a usage error
     r = run([args.tool, "run", op, "--in", good], args.verbose)
     chk.check(r.returncode != 0 and "DSOPS_RUN_ERR_USAGE" in r.stderr, "missing --out -> usage error")

@@ -423,6 +423,17 @@ def bad_calls(chk, args, work, cases, exit_code=None, existing_out=True, leftove
                     chk.check(not left, what + ": no temporary file left", str(left))
 
 
+def both_accept(chk, args, work, name, what, op, tensors, judge, sets=()):
+    """Writes tensors as NAME's IN and runs both programs on it: each must succeed and judge(outputs,
+    metadata) of its OUT must hold. what: the text of the check after the program's name."""
+    inp = os.path.join(work, name + ".in.safetensors")
+    write_safetensors(inp, tensors)
+    for who, base in programs(args):
+        out = os.path.join(work, name + ".out.safetensors")
+        r = run(base + [op, "--in", inp, "--out", out] + set_args(sets), args.verbose)
+        chk.check(r.returncode == 0 and judge(*read_safetensors(out)), "%s: %s" % (who, what), r.stderr.strip())
+
+
 # ---- the command line -----------------------------------------------------------------------------
 
 
