@@ -284,6 +284,29 @@ DSOPS_API dsops_status dsops_nd_to_fractal_nz(dsops_context *ctx, const dsops_fr
 /* Writes nd from nz. */
 DSOPS_API dsops_status dsops_fractal_nz_to_nd(dsops_context *ctx, const dsops_fractal_nz_args *args);
 
+/* FlashMLA's FP8 KV caches (spec §2.12), byte for byte: fp8_cache_quantize writes a cache from bf16 rows,
+ * fp8_cache_dequantize writes the bf16 rows the cache stands for. Per token, the first D - 64 values are cut
+ * into tiles; each tile's scale is the power of two 2^ceil(log2(max(amax / 448, 1e-4))) and its values are
+ * stored as e4m3 (the "fn" format: no infinities, S.1111.111 is NaN, largest 448) of value / scale; the last
+ * 64 values (rope) are kept as bf16. Dequantised: bf16(fp32(e4m3) * scale), rope copied. */
+typedef enum dsops_fp8_cache_layout {
+    DSOPS_FP8_CACHE_V32 = 0,   /* D 576, 4 tiles of 128; per token 656 B: 512 e4m3 | 4 fp32 scales | 64 bf16 */
+    DSOPS_FP8_CACHE_MODEL1 = 1 /* D 512, 7 tiles of 64; per block: BS x (448 e4m3 | 64 bf16), then
+                                  BS x (7 ue8m0 scales | 1 zero byte), then zero bytes to the block's end */
+} dsops_fp8_cache_layout;
+
+typedef struct dsops_fp8_cache_args {
+    dsops_tensor kv;               /* [NB, BS, D] bf16: in for quantize, out for dequantize */
+    dsops_tensor cache;            /* V32: [NB, BS, 656] uint8; MODEL1: [NB, BB] uint8 with BB >= BS * 584
+                                      (FlashMLA: BS * 584 rounded up to a multiple of 576) */
+    dsops_fp8_cache_layout layout; /* default V32 */
+} dsops_fp8_cache_args;
+
+/* Writes cache from kv (every byte of every block, padding zero). */
+DSOPS_API dsops_status dsops_fp8_cache_quantize(dsops_context *ctx, const dsops_fp8_cache_args *args);
+/* Writes kv from cache (padding bytes are not read). */
+DSOPS_API dsops_status dsops_fp8_cache_dequantize(dsops_context *ctx, const dsops_fp8_cache_args *args);
+
 /* ---------------------------------------------------------------------------------------------
  * sparse_flash_attention_v32 (spec §4.4)
  *
