@@ -48,6 +48,14 @@ static void run_problem(const char *label, const lp_spec *sp)
 
 static const char *vname(int int8) { return int8 ? "int8" : "bf16"; }
 
+/* run_problem under the label "<name>_<variant>" (v: the vname variant). */
+static void run_variant(const char *name, int v, const lp_spec *sp)
+{
+    char label[100];
+    snprintf(label, sizeof label, "%s_%s", name, vname(v));
+    run_problem(label, sp);
+}
+
 /* Three sequences with prefill and decode tokens, some rows shorter than K. */
 static lp_spec base_spec(int int8)
 {
@@ -101,43 +109,36 @@ static void test_block_sizes_and_ratios(void)
 static void test_ties(void)
 {
     for (int v = 0; v < 2; v++) {
-        char label[100];
         /* every score of a token equal: rows 0, 1, ..., min(n, K)-1 exactly */
         lp_spec s = base_spec(v);
         s.data = LP_DATA_EQUAL;
-        snprintf(label, sizeof label, "all_equal_%s", vname(v));
-        run_problem(label, &s);
+        run_variant("all_equal", v, &s);
         s.K = 2048; /* docs/CASES.md prim_topk_ties: equal scores give ascending indices, n < K a -1 tail */
-        snprintf(label, sizeof label, "prim_topk_ties_%s", vname(v));
-        run_problem(label, &s);
+        run_variant("prim_topk_ties", v, &s);
 
         /* tie groups of exact scores, several NI and K */
         s = base_spec(v);
         s.data = LP_DATA_TIES;
         s.NI = 7;
-        snprintf(label, sizeof label, "ties_%s", vname(v));
-        run_problem(label, &s);
+        run_variant("ties", v, &s);
         s.NI = 64;
         s.DI = 128;
         s.K = 200;
         s.BS = 64;
-        snprintf(label, sizeof label, "ties_n64_k200_%s", vname(v));
-        run_problem(label, &s);
+        run_variant("ties_n64_k200", v, &s);
 
         /* every weight negative: scores <= 0, with many zeros of either sign (equal) */
         s = base_spec(v);
         s.data = LP_DATA_TIES;
         s.neg_weights = 1;
-        snprintf(label, sizeof label, "ties_neg_weights_%s", vname(v));
-        run_problem(label, &s);
+        run_variant("ties_neg_weights", v, &s);
 
         /* NaN weights: the whole row is NaN, ranked by index */
         s = base_spec(v);
         s.data = LP_DATA_TIES;
         s.nan_weights = 1;
         s.S[0] = 4, s.S[1] = 4, s.S[2] = 4;
-        snprintf(label, sizeof label, "ties_nan_weights_%s", vname(v));
-        run_problem(label, &s);
+        run_variant("ties_nan_weights", v, &s);
     }
     /* int8 only: NaN key scales among exact scores, negative key scales, ws overflow / underflow */
     {
@@ -157,28 +158,23 @@ static void test_ties(void)
 static void test_numeric_edges(void)
 {
     for (int v = 0; v < 2; v++) {
-        char label[100];
         lp_spec s = base_spec(v);
         s.neg_weights = 1;
-        snprintf(label, sizeof label, "neg_weights_%s", vname(v));
-        run_problem(label, &s);
+        run_variant("neg_weights", v, &s);
 
         s = base_spec(v);
         s.nan_weights = 1;
         s.S[0] = 4, s.S[1] = 4, s.S[2] = 4;
-        snprintf(label, sizeof label, "nan_weights_%s", vname(v));
-        run_problem(label, &s);
+        run_variant("nan_weights", v, &s);
 
         s = base_spec(v);
         s.nan_fill = 1;
         s.extra_blocks = 2;
         s.garbage_table = 1;
         s.extra_cols = 2;
-        snprintf(label, sizeof label, "nan_unused_rows_%s", vname(v));
-        run_problem(label, &s);
+        run_variant("nan_unused_rows", v, &s);
         s.cmp_ratio = 4;
-        snprintf(label, sizeof label, "nan_unused_rows_ratio4_%s", vname(v));
-        run_problem(label, &s);
+        run_variant("nan_unused_rows_ratio4", v, &s);
     }
     lp_spec s = base_spec(1);
     s.neg_scales = 1;
@@ -298,7 +294,6 @@ static void test_shapes(void)
 static void test_sequences(void)
 {
     for (int v = 0; v < 2; v++) {
-        char label[100];
         /* tokens with no visible key: S_b = 0, seqused 0, S_b > seqused, L < cmp_ratio */
         lp_spec s = base_spec(v);
         s.B = 6;
@@ -306,12 +301,10 @@ static void test_sequences(void)
         for (int b = 0; b < 6; b++)
             s.S[b] = S[b], s.seqused[b] = U[b];
         s.dead_seq_garbage = 1;
-        snprintf(label, sizeof label, "zero_len_%s", vname(v));
-        run_problem(label, &s);
+        run_variant("zero_len", v, &s);
         s.cmp_ratio = 4;
         s.seqused[1] = 13, s.seqused[4] = 3, s.seqused[5] = 6; /* n: 2..3, 0, 0..1 */
-        snprintf(label, sizeof label, "zero_len_ratio4_%s", vname(v));
-        run_problem(label, &s);
+        run_variant("zero_len_ratio4", v, &s);
 
         /* MTP: S 1 ... 4, many sequences, some empty */
         s = base_spec(v);
@@ -322,55 +315,44 @@ static void test_sequences(void)
         s.K = 64;
         s.BS = 16;
         s.dead_seq_garbage = 1;
-        snprintf(label, sizeof label, "mtp_multi_seq_%s", vname(v));
-        run_problem(label, &s);
+        run_variant("mtp_multi_seq", v, &s);
         s.cmp_ratio = 4;
-        snprintf(label, sizeof label, "mtp_multi_seq_ratio4_%s", vname(v));
-        run_problem(label, &s);
+        run_variant("mtp_multi_seq_ratio4", v, &s);
     }
 }
 
 static void test_views_and_outputs(void)
 {
     for (int v = 0; v < 2; v++) {
-        char label[100];
         lp_spec s = base_spec(v);
         s.with_scores = 0;
-        snprintf(label, sizeof label, "no_scores_%s", vname(v));
-        run_problem(label, &s);
+        run_variant("no_scores", v, &s);
         s.data = LP_DATA_TIES;
-        snprintf(label, sizeof label, "no_scores_ties_%s", vname(v));
-        run_problem(label, &s);
+        run_variant("no_scores_ties", v, &s);
 
         s = base_spec(v);
         s.strided_q = s.strided_kv = s.strided_out = 1;
         s.nan_fill = 1;
         s.garbage_table = 1;
-        snprintf(label, sizeof label, "strided_all_%s", vname(v));
-        run_problem(label, &s);
+        run_variant("strided_all", v, &s);
         s.with_scores = 0;
-        snprintf(label, sizeof label, "strided_all_no_scores_%s", vname(v));
-        run_problem(label, &s);
+        run_variant("strided_all_no_scores", v, &s);
 
         s = base_spec(v);
         s.strided_q = 1;
-        snprintf(label, sizeof label, "strided_q_%s", vname(v));
-        run_problem(label, &s);
+        run_variant("strided_q", v, &s);
         s = base_spec(v);
         s.strided_kv = 1;
         s.cmp_ratio = 3;
-        snprintf(label, sizeof label, "strided_kv_%s", vname(v));
-        run_problem(label, &s);
+        run_variant("strided_kv", v, &s);
 
         /* empty calls */
         s = base_spec(v);
         s.S[0] = s.S[1] = s.S[2] = 0;
-        snprintf(label, sizeof label, "empty_t0_%s", vname(v));
-        run_problem(label, &s);
+        run_variant("empty_t0", v, &s);
         s = base_spec(v);
         s.B = 0;
-        snprintf(label, sizeof label, "empty_b0_%s", vname(v));
-        run_problem(label, &s);
+        run_variant("empty_b0", v, &s);
     }
 }
 

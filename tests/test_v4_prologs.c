@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "cases.h"
+#include "problem_common.h"
 #include "ref.h"
 #include "run_common.h"
 #include "test_util.h"
@@ -283,7 +284,22 @@ static void fill_uniform(const dsops_tensor *t, tu_rng *r, float lo, float hi)
         set_f(t, e, tu_rng_uniform(r, lo, hi));
 }
 
-/* Rows of w [rows, cols] int8 = Q8 (spec §2.7) of the bf16 row amp * U(-1,1); scale [rows] fp32. */
+/* The inputs rope_cos, rope_sin [T, 64] of dtype dt, U(-1,1). */
+static void in_rope_tables(inputs *in, dsops_dtype dt, int64_t T, int padded, tu_rng *r, dsops_tensor *cos,
+                           dsops_tensor *sin)
+{
+    const int64_t s[2] = {T, 64};
+    *cos = in_make(in, "rope_cos", dt, 2, s, padded);                           /* [T, 64] */
+    *sin = in_make(in, "rope_sin", dt, 2, s, padded);                           /* [T, 64] */
+    fill_uniform(cos, r, -1, 1);
+    fill_uniform(sin, r, -1, 1);
+}
+
+/* Rows of w [rows, cols] int8 = Q8 (spec §2.7) of a row of values; scale [rows] fp32. The values are the
+ * bf16 row amp * U(-1,1), or with amp 0 values from {-1, 0}: Q8 gives {-127, 0} with scale 1/127 (0 for a
+ * zero row), the docs/CASES.md sign data. */
+#define SIGN_DATA 0.0f /* the amp of fill_q8_rows for values from {-1, 0} */
+
 static void fill_q8_rows(const dsops_tensor *w, const dsops_tensor *scale, tu_rng *r, float amp)
 {
     const int64_t rows = w->shape[0], cols = w->shape[1];
@@ -291,7 +307,7 @@ static void fill_q8_rows(const dsops_tensor *w, const dsops_tensor *scale, tu_rn
     int8_t *q = tu_calloc((size_t)cols, 1);
     for (int64_t i = 0; i < rows; i++) {
         for (int64_t k = 0; k < cols; k++)
-            v[k] = tu_round_bf16(amp * tu_rng_uniform(r, -1, 1));
+            v[k] = amp != 0.0f ? tu_round_bf16(amp * tu_rng_uniform(r, -1, 1)) : (tu_rng_u64(r) & 1 ? -1.0f : 0.0f);
         float s;
         dsops_ref_q8_group(v, cols, q, &s);
         for (int64_t k = 0; k < cols; k++)
@@ -335,6 +351,22 @@ static void shadow_rot(const double *x, const double *c, const double *s_in, dso
             y[j + 32] = x[2 * j + 1] * c[j + 32] + x[2 * j] * s[j + 32];
         }
     }
+}
+
+/* Row t of the tables rope_cos, rope_sin [T, 64] as fp64 into c[64], s[64]. */
+static void shadow_tables(const dsops_tensor *cos, const dsops_tensor *sin, int64_t t, double *c, double *s)
+{
+    for (int e = 0; e < 64; e++)
+        c[e] = get_f(cos, t * 64 + e), s[e] = get_f(sin, t * 64 + e);
+}
+
+/* The rotation of the last 64 of v[0 .. n-1] in place, each result rounded to bf16. */
+static void shadow_rot_tail(double *v, int64_t n, const double *c, const double *s, dsops_rope_mode m, int inv)
+{
+    double y[64];
+    shadow_rot(v + n - 64, c, s, m, inv, y);
+    for (int e = 0; e < 64; e++)
+        v[n - 64 + e] = rb(y[e]);
 }
 
 /* Q8 of spec §2.7 in the spec's fp32 steps (the shadows feed it fp64 values rounded to fp32). */
@@ -712,12 +744,28 @@ static void m4_compare(const char *label, const prolog *pl, const ref_outs *r)
         m4_check_zero_cq(label, p, zero_cq_tokens);
 }
 
+/* out[n] = x[t] . w[n] for x [T, H], w [rows, H] (rounded to bf16 unless int8: the int8 variant keeps the
+ * fp32 sum); returns the sum of the squares of out[0 .. rows-1], the RMSNorm that follows. */
+static double shadow_proj(const dsops_tensor *x, const dsops_tensor *w, int64_t t, int int8, double *out)
+{
+    const int64_t H = x->shape[1], rows = w->shape[0];
+    double sumsq = 0;
+    for (int64_t n = 0; n < rows; n++) {
+        double acc = 0;
+        for (int64_t k = 0; k < H; k++)
+            acc += (double)get_f(x, t * H + k) * get_f(w, n * H + k);
+        out[n] = int8 ? acc : rb(acc);
+        sumsq += out[n] * out[n];
+    }
+    return sumsq;
+}
+
 /* An independent fp64 evaluation of §3.3 on a small problem (the oracle's structure: head and dimension
  * mapping, the rotated slice, rounding points, the order of the scale multiplies). */
 static void m4_shadow_check(const char *label, const prolog *pl, const ref_outs *r)
 {
     const dsops_mla_prolog_v4_args *a = pl->args;
-    const int64_t T = a->x.shape[0], H = a->x.shape[1], Q = a->wq_a.shape[0], D = a->wkv.shape[0];
+    const int64_t T = a->x.shape[0], Q = a->wq_a.shape[0], D = a->wkv.shape[0];
     const int64_t ND = a->wq_b.shape[0], N = ND / D;
     const int int8 = a->wq_b.dtype == DSOPS_INT8;
     double *q = tu_calloc((size_t)(T * ND), 8), *kv = tu_calloc((size_t)(T * D), 8);
@@ -725,17 +773,9 @@ static void m4_shadow_check(const char *label, const prolog *pl, const ref_outs 
     double *qs = tu_calloc((size_t)(T > 0 ? T : 1), 8), *av = tu_calloc((size_t)Q, 8), *cq = tu_calloc((size_t)Q, 8);
     double *qb = tu_calloc((size_t)ND, 8), *v = tu_calloc((size_t)D, 8);
     for (int64_t t = 0; t < T; t++) {
-        double c[64], s[64], y[64];
-        for (int e = 0; e < 64; e++)
-            c[e] = get_f(&a->rope_cos, t * 64 + e), s[e] = get_f(&a->rope_sin, t * 64 + e);
-        double ss = 0;
-        for (int64_t n = 0; n < Q; n++) {
-            double acc = 0;
-            for (int64_t k = 0; k < H; k++)
-                acc += (double)get_f(&a->x, t * H + k) * get_f(&a->wq_a, n * H + k);
-            av[n] = int8 ? acc : rb(acc);
-            ss += av[n] * av[n];
-        }
+        double c[64], s[64];
+        shadow_tables(&a->rope_cos, &a->rope_sin, t, c, s);
+        const double ss = shadow_proj(&a->x, &a->wq_a, t, int8, av);
         const double rq = sqrt(ss / (double)Q + a->eps_cq);
         for (int64_t n = 0; n < Q; n++) {
             cq[n] = av[n] / rq * get_f(&a->gamma_cq, n);
@@ -770,25 +810,14 @@ static void m4_shadow_check(const char *label, const prolog *pl, const ref_outs 
             const double rh = sqrt(sh / (double)D + a->eps_qh);
             for (int64_t d = 0; d < D; d++)
                 v[d] = rb(qb[h * D + d] / rh);
-            shadow_rot(v + D - 64, c, s, a->rope_mode, a->rope_inverse, y);
-            for (int e = 0; e < 64; e++)
-                v[D - 64 + e] = rb(y[e]);
+            shadow_rot_tail(v, D, c, s, a->rope_mode, a->rope_inverse);
             memcpy(q + t * ND + h * D, v, sizeof(double) * (size_t)D);
         }
-        double sk = 0;
-        for (int64_t d = 0; d < D; d++) {
-            double acc = 0;
-            for (int64_t k = 0; k < H; k++)
-                acc += (double)get_f(&a->x, t * H + k) * get_f(&a->wkv, d * H + k);
-            v[d] = int8 ? acc : rb(acc);
-            sk += v[d] * v[d];
-        }
+        const double sk = shadow_proj(&a->x, &a->wkv, t, int8, v);
         const double rk = sqrt(sk / (double)D + a->eps_ckv);
         for (int64_t d = 0; d < D; d++)
             v[d] = rb(v[d] / rk * get_f(&a->gamma_ckv, d));
-        shadow_rot(v + D - 64, c, s, a->rope_mode, a->rope_inverse, y);
-        for (int e = 0; e < 64; e++)
-            v[D - 64 + e] = rb(y[e]);
+        shadow_rot_tail(v, D, c, s, a->rope_mode, a->rope_inverse);
         memcpy(kv + t * D, v, sizeof(double) * (size_t)D);
     }
     const tu_tol tols[4] = {TOL_BF16, TOL_BF16, int8 ? TOL_INT8 : TOL_BF16, TOL_QR_SCALE};
@@ -850,11 +879,7 @@ static m4_problem *m4_make(const m4_spec *sp, uint64_t seed)
     s[0] = D;
     a->gamma_ckv = in_make(&p->pl.in, "gamma_ckv", gkdt, 1, s, 0);                /* [D] */
     fill_uniform(&a->gamma_ckv, &r, -1, 1);
-    s[0] = T, s[1] = 64;
-    a->rope_cos = in_make(&p->pl.in, "rope_cos", tdt, 2, s, sp->padded);          /* [T, 64] */
-    a->rope_sin = in_make(&p->pl.in, "rope_sin", tdt, 2, s, sp->padded);          /* [T, 64] */
-    fill_uniform(&a->rope_cos, &r, -1, 1);
-    fill_uniform(&a->rope_sin, &r, -1, 1);
+    in_rope_tables(&p->pl.in, tdt, T, sp->padded, &r, &a->rope_cos, &a->rope_sin);
 
     s[0] = T, s[1] = N, s[2] = D;
     prolog_output(&p->pl, "q", DSOPS_BF16, 3, s, sp->padded);                  /* [T, N, D] bf16 */
@@ -875,11 +900,6 @@ static void m4_run(const char *label, const m4_spec *sp)
         return;
     m4_problem *p = m4_make(sp, tu_label_seed(label));
     prolog_run(label, &p->pl, (double)sp->T * sp->N * sp->D * sp->Q < 4e7);
-}
-
-static const char *rope_name(dsops_rope_mode m)
-{
-    return m == DSOPS_ROPE_INTERLEAVED ? "interleaved" : (m == DSOPS_ROPE_HALF ? "half" : "in_half_out");
 }
 
 /* T 5, H 96, Q 80, N 3, D 128 */
@@ -910,7 +930,7 @@ static void test_mla_small(void)
                 s.rope_mode = (dsops_rope_mode)m;
                 s.rope_inverse = inv;
                 s.table_dtype = (m + inv + w) % 2 ? DSOPS_FP32 : DSOPS_BF16;
-                snprintf(label, sizeof label, "mla4_%s_rope_%s_inv%d_tables_%s", v, rope_name((dsops_rope_mode)m), inv,
+                snprintf(label, sizeof label, "mla4_%s_rope_%s_inv%d_tables_%s", v, pc_rope_name((dsops_rope_mode)m), inv,
                          dsops_dtype_name(s.table_dtype));
                 m4_run(label, &s);
             }
@@ -983,25 +1003,6 @@ typedef struct i4_problem {
     dsops_indexer_prolog_v4_args a;
 } i4_problem;
 
-/* Rows of w [rows, cols] int8 from {-1, 0} through Q8: {-127, 0}, scale 1/127 (0 for a zero row). */
-static void fill_sign_rows(const dsops_tensor *w, const dsops_tensor *scale, tu_rng *r)
-{
-    const int64_t rows = w->shape[0], cols = w->shape[1];
-    float *v = tu_calloc((size_t)cols, sizeof(float));
-    int8_t *q = tu_calloc((size_t)cols, 1);
-    for (int64_t i = 0; i < rows; i++) {
-        for (int64_t k = 0; k < cols; k++)
-            v[k] = tu_rng_u64(r) & 1 ? -1.0f : 0.0f;
-        float s;
-        dsops_ref_q8_group(v, cols, q, &s);
-        for (int64_t k = 0; k < cols; k++)
-            *(int8_t *)elem_at(w, i, k, 0) = q[k];
-        set_f(scale, i, s);
-    }
-    free(v);
-    free(q);
-}
-
 /* The library's outputs against the oracle: tolerances, and q_idx / q_idx_scale exactly 0 for the tokens
  * whose qr row is 0. */
 static void i4_compare(const char *label, const prolog *pl, const ref_outs *r)
@@ -1032,9 +1033,8 @@ static void i4_shadow_check(const char *label, const prolog *pl, const ref_outs 
     double *qi = tu_calloc((size_t)(T * NI * DI), 8), *qs = tu_calloc((size_t)(T * NI), 8);
     double *w = tu_calloc((size_t)(T * NI), 8), *u = tu_calloc((size_t)DI, 8), *hq = tu_calloc((size_t)DI, 8);
     for (int64_t t = 0; t < T; t++) {
-        double c[64], s[64], y[64];
-        for (int e = 0; e < 64; e++)
-            c[e] = get_f(&a->rope_cos, t * 64 + e), s[e] = get_f(&a->rope_sin, t * 64 + e);
+        double c[64], s[64];
+        shadow_tables(&a->rope_cos, &a->rope_sin, t, c, s);
         for (int64_t h = 0; h < NI; h++) {
             for (int64_t d = 0; d < DI; d++) {
                 const int64_t n = h * DI + d;
@@ -1044,9 +1044,7 @@ static void i4_shadow_check(const char *label, const prolog *pl, const ref_outs 
                 /* (dot * qr_scale) * idx_wq_b_scale: fp32 products, as the Math */
                 u[d] = rb((double)(((float)dot * get_f(&a->qr_scale, t)) * get_f(&a->idx_wq_b_scale, n)));
             }
-            shadow_rot(u + DI - 64, c, s, a->rope_mode, a->rope_inverse, y);
-            for (int e = 0; e < 64; e++)
-                u[DI - 64 + e] = rb(y[e]);
+            shadow_rot_tail(u, DI, c, s, a->rope_mode, a->rope_inverse);
             for (int64_t j = 0; j < DI; j++) {
                 double acc = 0;
                 for (int64_t k = 0; k < DI; k++)
@@ -1094,8 +1092,8 @@ static i4_problem *i4_make(const i4_spec *sp, uint64_t seed)
     s[0] = NI * DI;
     a->idx_wq_b_scale = in_make(&p->pl.in, "idx_wq_b_scale", DSOPS_FP32, 1, s, 0); /* [NI*DI] fp32 */
     if (sp->sign_data) {
-        fill_sign_rows(&a->qr, &a->qr_scale, &r);
-        fill_sign_rows(&a->idx_wq_b, &a->idx_wq_b_scale, &r);
+        fill_q8_rows(&a->qr, &a->qr_scale, &r, SIGN_DATA);
+        fill_q8_rows(&a->idx_wq_b, &a->idx_wq_b_scale, &r, SIGN_DATA);
     } else {
         fill_q8_rows(&a->qr, &a->qr_scale, &r, 1.0f);
         fill_q8_rows(&a->idx_wq_b, &a->idx_wq_b_scale, &r, 0.1f);
@@ -1111,11 +1109,7 @@ static i4_problem *i4_make(const i4_spec *sp, uint64_t seed)
     s[0] = NI, s[1] = H;
     a->weights_proj = in_make(&p->pl.in, "weights_proj", DSOPS_BF16, 2, s, 0);     /* [NI, H] bf16 */
     fill_uniform(&a->weights_proj, &r, -0.1f, 0.1f);
-    s[0] = T, s[1] = 64;
-    a->rope_cos = in_make(&p->pl.in, "rope_cos", tdt, 2, s, sp->padded);           /* [T, 64] */
-    a->rope_sin = in_make(&p->pl.in, "rope_sin", tdt, 2, s, sp->padded);           /* [T, 64] */
-    fill_uniform(&a->rope_cos, &r, -1, 1);
-    fill_uniform(&a->rope_sin, &r, -1, 1);
+    in_rope_tables(&p->pl.in, tdt, T, sp->padded, &r, &a->rope_cos, &a->rope_sin);
     s[0] = DI, s[1] = DI;
     a->hadamard = in_make(&p->pl.in, "hadamard", hdt, 2, s, 0);                    /* [DI, DI] */
     if (sp->had == HAD_SYLVESTER)
@@ -1175,7 +1169,7 @@ static void test_idx_small(void)
             s.rope_mode = (dsops_rope_mode)m;
             s.rope_inverse = inv;
             s.table_dtype = inv ? DSOPS_FP32 : DSOPS_BF16;
-            snprintf(label, sizeof label, "idx4_rope_%s_inv%d_di%d_tables_%s", rope_name((dsops_rope_mode)m), inv, s.DI,
+            snprintf(label, sizeof label, "idx4_rope_%s_inv%d_di%d_tables_%s", pc_rope_name((dsops_rope_mode)m), inv, s.DI,
                      dsops_dtype_name(s.table_dtype));
             i4_run(label, &s);
         }
