@@ -97,5 +97,6 @@ void *bench_keep_output(const void *src, size_t n, char *why, size_t cap)
 
 const char *bench_layout_name(dsops_kv_layout layout)
 {
-    return layout == DSOPS_KV_SPLIT_BF16 ? "split_bf16" : layout == DSOPS_KV_SPLIT_INT8 ? "split_int8" : "packed656";
+    static const char *const words[] = {"split_bf16", "split_int8", "packed656", "flashmla_fp8"}; /* enum order */
+    return (unsigned)layout < sizeof words / sizeof *words ? words[layout] : "unknown";
 }

@@ -316,16 +316,31 @@ static void pack656_row(const float *v, uint8_t *dst)
     }
 }
 
+/* One FlashMLA FP8 row [656] from 576 values rounded to bf16, through the library's public quantiser
+ * (spec §2.12; tests/test_fp8_cache.c holds it to the oracle byte for byte). */
+static void fp8_row(const float *v, uint8_t *dst)
+{
+    uint16_t row[576];
+    for (int k = 0; k < 576; k++)
+        row[k] = cases_bf16_bits(v[k]);
+    int64_t ks[3] = {1, 1, 576}, cs[3] = {1, 1, 656};
+    dsops_fp8_cache_args a = {.layout = DSOPS_FP8_CACHE_V32};
+    a.kv = dsops_tensor_make(row, DSOPS_BF16, 3, ks);
+    a.cache = dsops_tensor_make(dst, DSOPS_UINT8, 3, cs);
+    (void)dsops_fp8_cache_quantize(NULL, &a); /* valid by construction */
+}
+
 int cases_fill_latent_cache(void **buffers, int *nbuffers, int capacity, dsops_kv_layout layout, int64_t NB,
                             int64_t BS, int Dc, int Dr, uint64_t seed, uint64_t stream, cases_latent_cache *out)
 {
     const int64_t rows = NB * BS;
     const int G = Dc / 128;
     memset(out, 0, sizeof *out);
-    if (Dc + Dr > CASES_MAX_KV_ROW || (layout == DSOPS_KV_PACKED656 && (Dc != 512 || Dr != 64)))
+    const int packed = layout == DSOPS_KV_PACKED656 || layout == DSOPS_KV_FLASHMLA_FP8,
+              int8 = layout == DSOPS_KV_SPLIT_INT8;
+    if (Dc + Dr > CASES_MAX_KV_ROW || (packed && (Dc != 512 || Dr != 64)))
         return 0;
-    const int packed = layout == DSOPS_KV_PACKED656, int8 = layout == DSOPS_KV_SPLIT_INT8;
-    uint8_t *kv = NULL;     /* packed656: [NB, BS, 656] */
+    uint8_t *kv = NULL;     /* packed656, flashmla_fp8: [NB, BS, 656] */
     uint16_t *rope = NULL;  /* split: [NB, BS, Dr] bf16 */
     void *nope = NULL;      /* split: [NB, BS, Dc] bf16 or int8 */
     float *scale = NULL;    /* split_int8: [NB, BS, Dc/128] fp32 */
@@ -345,7 +360,10 @@ int cases_fill_latent_cache(void **buffers, int *nbuffers, int capacity, dsops_k
         rng r = cases_row_rng(seed, stream, row);
         cases_rng_uniform_pm1(&r, v, (size_t)(Dc + Dr));
         if (packed) {
-            pack656_row(v, kv + row * 656);
+            if (layout == DSOPS_KV_PACKED656)
+                pack656_row(v, kv + row * 656);
+            else
+                fp8_row(v, kv + row * 656);
             continue;
         }
         if (int8) {

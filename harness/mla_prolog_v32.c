@@ -40,6 +40,8 @@ static const dsops_mlap_case mlap_cases[] = {
     /* caches for 1024 tokens per sequence, as the other int8 cases */
     {.name = "v32_mla_prolog_int8_b4_s2_packed", .B = 4, .S = 2, .kv = 1024, MLAP_DIMS, .int8_wq_b = 1,
      .layout = DSOPS_KV_PACKED656, .ci = 1},
+    {.name = "v32_mla_prolog_int8_b4_s2_fp8", .B = 4, .S = 2, .kv = 1024, MLAP_DIMS, .int8_wq_b = 1,
+     .layout = DSOPS_KV_FLASHMLA_FP8, .ci = 1},
 };
 
 static void *mlap_alloc(dsops_mlap_problem *p, size_t bytes) { return ALLOC_OWNED(p, bytes); }
@@ -54,7 +56,7 @@ dsops_mlap_problem *dsops_mlap_problem_make(const dsops_mlap_case *c, uint64_t s
 {
     if (!c || c->B < 0 || c->S < 0 || c->kv < c->S || c->H < 1 || c->H > CASES_MAX_ROW || c->Q < 1 ||
         c->Q > CASES_MAX_ROW || c->N < 1 || c->Dqn < 1 || c->Dc < 1 || c->Dc + 64 > CASES_MAX_KV_ROW || c->BS < 1 ||
-        (c->layout != DSOPS_KV_SPLIT_BF16 && c->Dc % 128 != 0) || (c->layout == DSOPS_KV_PACKED656 && c->Dc != 512))
+        (c->layout != DSOPS_KV_SPLIT_BF16 && c->Dc % 128 != 0) || ((c->layout == DSOPS_KV_PACKED656 || c->layout == DSOPS_KV_FLASHMLA_FP8) && c->Dc != 512))
         return NULL;
     dsops_mlap_problem *p = calloc(1, sizeof *p);
     if (!p)
@@ -163,7 +165,9 @@ static int mlap_collect(const dsops_mlap_problem *p, mlap_result r[MLAP_RESULTS]
 {
     const dsops_mla_prolog_v32_args *a = &p->args;
     const int64_t T = p->T, N = p->c.N, Dc = p->c.Dc, G = Dc / 128, Q = p->c.Q;
-    const int int8_qr = p->wq_b_int8, int8_cache = p->c.layout != DSOPS_KV_SPLIT_BF16;
+    /* a byte of an int8 or e4m3 latent: neighbouring bytes are neighbouring values */
+    const int int8_qr = p->wq_b_int8, int8_cache = p->c.layout != DSOPS_KV_SPLIT_BF16,
+              fp8 = p->c.layout == DSOPS_KV_FLASHMLA_FP8;
     const int64_t *slot = a->cache_index.data;
     int64_t nw = 0;
     for (int64_t t = 0; t < T; t++)
@@ -176,7 +180,8 @@ static int mlap_collect(const dsops_mlap_problem *p, mlap_result r[MLAP_RESULTS]
         {"qr_scale", DSOPS_FP32, int8_qr ? (size_t)T : 0, 2.5e-5, 0.005, 0.005, NULL},
         {"cache latent", int8_cache ? DSOPS_INT8 : DSOPS_BF16, (size_t)(nw * Dc), int8_cache ? 1.0 : 1e-4,
          int8_cache ? 0.0 : 1.0 / 128, 0.005, NULL},
-        {"cache scales", DSOPS_FP32, int8_cache ? (size_t)(nw * G) : 0, 2.5e-5, 0.005, 0.0, NULL},
+        /* fp8 scales are powers of two: a latent whose amax sits at 448 * 2^k may double its scale */
+        {"cache scales", DSOPS_FP32, int8_cache ? (size_t)(nw * G) : 0, 2.5e-5, 0.005, fp8 ? 0.005 : 0.0, NULL},
         {"cache rope", DSOPS_BF16, (size_t)(nw * 64), 1e-4, 1.0 / 128, 0.005, NULL},
     };
     int ok = 1;
@@ -193,7 +198,7 @@ static int mlap_collect(const dsops_mlap_problem *p, mlap_result r[MLAP_RESULTS]
     if (int8_qr)
         memcpy(r[MLAP_QR_SCALE].bytes, a->qr_scale.data, (size_t)T * 4);
     /* cache rows: split layouts [rows, Dc] latent, [rows, G] fp32 scales, [rows, 64] bf16 rope; packed656
-     * rows of Dc int8, 64 bf16 rope, G fp32 scales */
+     * rows of Dc int8, 64 bf16 rope, G fp32 scales; flashmla_fp8 rows of Dc e4m3, G fp32 scales, 64 bf16 rope */
     const size_t lat_bytes = (size_t)Dc * (int8_cache ? 1 : 2), sc_bytes = (size_t)G * 4;
     for (int64_t t = 0, w = 0; t < T; t++) {
         if (slot[t] < 0)
@@ -203,6 +208,9 @@ static int mlap_collect(const dsops_mlap_problem *p, mlap_result r[MLAP_RESULTS]
         if (p->c.layout == DSOPS_KV_PACKED656) {
             const unsigned char *row = (const unsigned char *)a->kv_packed.data + slot[t] * 656;
             memcpy(lat, row, lat_bytes), memcpy(kr, row + Dc, 128), memcpy(sc, row + Dc + 128, sc_bytes);
+        } else if (fp8) { /* e4m3 latent, fp32 scales, bf16 rope */
+            const unsigned char *row = (const unsigned char *)a->kv_packed.data + slot[t] * 656;
+            memcpy(lat, row, lat_bytes), memcpy(sc, row + Dc, sc_bytes), memcpy(kr, row + Dc + sc_bytes, 128);
         } else {
             memcpy(lat, (const unsigned char *)a->kv_cache.data + slot[t] * lat_bytes, lat_bytes);
             memcpy(kr, (const unsigned char *)a->kr_cache.data + slot[t] * 128, 128);

@@ -67,6 +67,14 @@ static const dsops_sfa_case sfa_cases[] = {
      .layout = DSOPS_KV_SPLIT_BF16, .with_lse = 1, .nan_unread = 1, .ci = 1},
     {.name = "v32_sfa_packed_edge_nan_unread", .B = 3, .S = 2, .seqused = {3000, 70, 2049}, V32_DIMS,
      .layout = DSOPS_KV_PACKED656, .with_lse = 1, .nan_unread = 1, .ci = 1},
+    /* FlashMLA's FP8 rows (flashmla_fp8, spec §2.12): the decode shapes of the int8 layouts, and NaN (e4m3 NaN
+     * bytes, scales and rope) in every row no token reads */
+    {.name = "v32_sfa_fp8_b4_s2_mixed", .B = 4, .S = 2, .seqused = {65536, 16381, 666, 15}, V32_DIMS,
+     .layout = DSOPS_KV_FLASHMLA_FP8, .with_lse = 1, .ci = 1},
+    {.name = "v32_sfa_fp8_b4_s2_kv64k", .B = 4, .S = 2, .seqused = {REP4(65536)}, V32_DIMS,
+     .layout = DSOPS_KV_FLASHMLA_FP8, .ci = 1},
+    {.name = "v32_sfa_fp8_edge_nan_unread", .B = 3, .S = 2, .seqused = {3000, 70, 2049}, V32_DIMS,
+     .layout = DSOPS_KV_FLASHMLA_FP8, .with_lse = 1, .nan_unread = 1, .ci = 1},
 };
 
 #define EDGE_ALL_INVALID "v32_sfa_edge_all_invalid"
@@ -103,6 +111,15 @@ static int fill_unread_with_nan(dsops_sfa_problem *p, const int32_t *idx, const 
                 memcpy(row + c->Dc + 2 * c->Dr + 4 * g, &nan32, 4);
             continue;
         }
+        if (c->layout == DSOPS_KV_FLASHMLA_FP8) { /* e4m3 NaN bytes, NaN scales, NaN rope */
+            unsigned char *row = (unsigned char *)a->kv_packed.data + r * 656;
+            memset(row, 0x7f, 512);
+            for (int g = 0; g < 4; g++)
+                memcpy(row + 512 + 4 * g, &nan32, 4);
+            for (int k = 0; k < 64; k++)
+                memcpy(row + 528 + 2 * k, &nan16, 2);
+            continue;
+        }
         if (c->layout == DSOPS_KV_SPLIT_INT8) {
             memset((int8_t *)a->key_nope.data + r * c->Dc, 0xff, (size_t)c->Dc);
             for (int g = 0; g < c->Dc / 128; g++)
@@ -130,6 +147,7 @@ static int64_t row_bytes(const dsops_sfa_case *c)
     case DSOPS_KV_SPLIT_BF16: return (int64_t)(c->Dc + c->Dr) * 2;
     case DSOPS_KV_SPLIT_INT8: return (int64_t)c->Dc + (int64_t)(c->Dc / 128) * 4 + (int64_t)c->Dr * 2;
     case DSOPS_KV_PACKED656: return 656;
+    case DSOPS_KV_FLASHMLA_FP8: return 656;
     }
     return 0;
 }

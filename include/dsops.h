@@ -177,7 +177,9 @@ typedef enum dsops_p_mode {
 typedef enum dsops_kv_layout {
     DSOPS_KV_SPLIT_BF16 = 0,  /* key_nope [NB,BS,Dc] bf16 + key_rope [NB,BS,Dr] bf16 */
     DSOPS_KV_SPLIT_INT8 = 1,  /* key_nope [NB,BS,Dc] int8 + key_nope_scale [NB,BS,Dc/128] fp32 + key_rope bf16 */
-    DSOPS_KV_PACKED656 = 2    /* kv_packed [NB,BS,656] uint8: 512 int8 | 64 bf16 rope | 4 fp32 scales */
+    DSOPS_KV_PACKED656 = 2,   /* kv_packed [NB,BS,656] uint8: 512 int8 | 64 bf16 rope | 4 fp32 scales */
+    DSOPS_KV_FLASHMLA_FP8 = 3 /* kv_packed [NB,BS,656] uint8, FlashMLA's V32 FP8 row (spec §2.12):
+                                 512 e4m3 | 4 fp32 power-of-two scales | 64 bf16 rope */
 } dsops_kv_layout;
 
 /* ---------------------------------------------------------------------------------------------

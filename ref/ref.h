@@ -93,6 +93,8 @@ float dsops_ref_f32_from_e4m3(uint8_t b);
 uint8_t dsops_ref_e4m3_from_f32(float v);
 void dsops_ref_fp8_cache_quantize(const dsops_fp8_cache_args *a);
 void dsops_ref_fp8_cache_dequantize(const dsops_fp8_cache_args *a);
+/* One V32 token: row[0..575] bf16 -> dst[0..655]. */
+void dsops_ref_fp8_v32_row(const uint16_t *row, uint8_t *dst);
 
 /* ---- DeepSeek-V4 hyper-connections (spec §3.1, §3.2) ---------------------------------------------- */
 

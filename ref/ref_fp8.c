@@ -127,6 +127,15 @@ void dsops_ref_fp8_cache_quantize(const dsops_fp8_cache_args *a)
     }
 }
 
+void dsops_ref_fp8_v32_row(const uint16_t *row, uint8_t *dst)
+{
+    int64_t ks[3] = {1, 1, 576}, cs[3] = {1, 1, 656};
+    dsops_fp8_cache_args a = {.layout = DSOPS_FP8_CACHE_V32};
+    a.kv = dsops_tensor_make((void *)row, DSOPS_BF16, 3, ks);
+    a.cache = dsops_tensor_make(dst, DSOPS_UINT8, 3, cs);
+    dsops_ref_fp8_cache_quantize(&a);
+}
+
 void dsops_ref_fp8_cache_dequantize(const dsops_fp8_cache_args *a)
 {
     int tiles, tile, token_bytes;

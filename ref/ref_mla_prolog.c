@@ -37,7 +37,8 @@
 static void mlap_store_row(const dsops_mla_prolog_v32_args *a, int64_t Dc, int64_t r, const float *ckv,
                            const float *krope)
 {
-    const dsops_tensor *ref = a->kv_layout == DSOPS_KV_PACKED656 ? &a->kv_packed : &a->kv_cache;
+    const int packed = a->kv_layout == DSOPS_KV_PACKED656 || a->kv_layout == DSOPS_KV_FLASHMLA_FP8;
+    const dsops_tensor *ref = packed ? &a->kv_packed : &a->kv_cache;
     const int64_t BS = ref->shape[1];
     const int64_t blk = r / BS, off = r % BS;
     int8_t q[QG];
@@ -75,6 +76,18 @@ static void mlap_store_row(const dsops_mla_prolog_v32_args *a, int64_t Dc, int64
             ref_put_u8(&a->kv_packed, blk, off, PACKED_ROPE_BYTE + 2 * e + 1, (uint8_t)(h >> 8));
         }
         break;
+    case DSOPS_KV_FLASHMLA_FP8: {                                         /* kv_packed [NB, BS, 656] uint8 */
+        uint16_t row[576];                                                /* Dc 512 latent + 64 rope, bf16 */
+        uint8_t bytes[656];
+        for (int64_t c = 0; c < Dc; c++)
+            row[c] = dsops_ref_bf16_from_f32(ckv[c]);
+        for (int64_t e = 0; e < DR; e++)
+            row[Dc + e] = dsops_ref_bf16_from_f32(krope[e]);
+        dsops_ref_fp8_v32_row(row, bytes);
+        for (int k = 0; k < 656; k++)
+            ref_put_u8(&a->kv_packed, blk, off, k, bytes[k]);
+        break;
+    }
     }
 }
 

@@ -47,6 +47,8 @@ static float packed_f32(const dsops_tensor *kv, int64_t blk, int64_t off, int64_
 #define PACKED_NOPE_BYTE 0    /* 512 int8 latent values */
 #define PACKED_ROPE_BYTE 512  /* 64 bf16 rope values */
 #define PACKED_SCALE_BYTE 640 /* 4 fp32 scales, one per 128 latent values */
+#define FP8_SCALE_BYTE 512    /* FlashMLA's FP8 row (§2.12): 512 e4m3 values, then 4 fp32 scales, */
+#define FP8_ROPE_BYTE 528     /* then 64 bf16 rope values */
 
 /* Step 3 of §4.4: the key of cache row (blk, off) as fp32 copies of bf16 values.
  * key: [Dc + Dr]; key[0 : Dc] is also the value V. */
@@ -78,6 +80,15 @@ static void load_key(const dsops_sparse_flash_attention_v32_args *a, int64_t Dc,
         for (int64_t c = 0; c < Dr; c++)
             key[Dc + c] = dsops_ref_f32_from_bf16(packed_u16(&a->kv_packed, blk, off, PACKED_ROPE_BYTE + 2 * c));
         break;
+    case DSOPS_KV_FLASHMLA_FP8:                                           /* kv_packed [NB, BS, 656] uint8 */
+        for (int64_t c = 0; c < Dc; c++) {
+            float v = dsops_ref_f32_from_e4m3(ref_get_u8(&a->kv_packed, blk, off, c));
+            float s = packed_f32(&a->kv_packed, blk, off, FP8_SCALE_BYTE + 4 * (c / 128));
+            key[c] = ref_round_bf16(isnan(v) ? v : v * s);
+        }
+        for (int64_t c = 0; c < Dr; c++)
+            key[Dc + c] = dsops_ref_f32_from_bf16(packed_u16(&a->kv_packed, blk, off, FP8_ROPE_BYTE + 2 * c));
+        break;
     }
 }
 
@@ -91,7 +102,8 @@ void dsops_ref_sparse_flash_attention_v32(const dsops_sparse_flash_attention_v32
     const int64_t Dqk = Dc + Dr;
     const int64_t K = a->topk_indices.shape[1];           /* topk_indices [T, K] */
     const int64_t B = a->seqused_kv.shape[0];             /* seqused_kv [B], cu_seqlens_q [B+1] */
-    const int64_t BS = a->kv_layout == DSOPS_KV_PACKED656 ? a->kv_packed.shape[1] : a->key_nope.shape[1];
+    const int64_t BS = a->kv_layout == DSOPS_KV_PACKED656 || a->kv_layout == DSOPS_KV_FLASHMLA_FP8 ? a->kv_packed.shape[1]
+                                                                                           : a->key_nope.shape[1];
     const float sigma = a->softmax_scale;
     const int has_len = a->topk_length.data != NULL;      /* topk_length [T] (optional) */
     const int has_lse = a->lse.data != NULL;              /* lse [T, N] (optional) */

@@ -83,6 +83,24 @@ static void store_row(const tp_problem *p, int64_t blk, int64_t off, const row_d
         }
         break;
     }
+    case DSOPS_KV_FLASHMLA_FP8: { /* the int8 draws as e4m3 bytes (NaN patterns moved to +-448), fp32 scales */
+        uint8_t *row = tf_eaddr(&a->kv_packed, blk, off, 0);
+        for (int c = 0; c < 512; c++) {
+            uint8_t b = (uint8_t)rd->nope_i8[c];
+            row[c] = (b & 0x7f) == 0x7f ? (uint8_t)(b - 1) : b;
+        }
+        for (int g = 0; g < 4; g++) {
+            uint32_t u;
+            memcpy(&u, &rd->scale[g], 4);
+            for (int k = 0; k < 4; k++)
+                row[512 + 4 * g + k] = (uint8_t)(u >> (8 * k));
+        }
+        for (int c = 0; c < 64; c++) {
+            row[528 + 2 * c] = (uint8_t)(rd->rope[c] & 0xff);
+            row[528 + 2 * c + 1] = (uint8_t)(rd->rope[c] >> 8);
+        }
+        break;
+    }
     }
 }
 
@@ -364,10 +382,11 @@ void tp_set_key_rope(tp_problem *p, int64_t b, int64_t idx, int64_t c, float v)
     const dsops_sparse_flash_attention_v32_args *a = &p->args;
     int64_t blk = p->table[b * p->MB + idx / p->sp.BS], off = idx % p->sp.BS;
     uint16_t h = tu_bf16(v);
-    if (p->sp.layout == DSOPS_KV_PACKED656) {
+    if (p->sp.layout == DSOPS_KV_PACKED656 || p->sp.layout == DSOPS_KV_FLASHMLA_FP8) {
+        const int at = p->sp.layout == DSOPS_KV_PACKED656 ? 512 : 528; /* the rope's first byte */
         uint8_t *row = tf_eaddr(&a->kv_packed, blk, off, 0);
-        row[512 + 2 * c] = (uint8_t)(h & 0xff);
-        row[512 + 2 * c + 1] = (uint8_t)(h >> 8);
+        row[at + 2 * c] = (uint8_t)(h & 0xff);
+        row[at + 2 * c + 1] = (uint8_t)(h >> 8);
     } else {
         pc_put_u16(&a->key_rope, blk, off, c, h);
     }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "dispatch.h"
+#include "ref.h"
 #include "test_util.h"
 
 static float rnd_bf16(tu_rng *r, float lo, float hi) { return tu_round_bf16(tu_rng_uniform(r, lo, hi)); }
@@ -135,6 +136,28 @@ static void test_rounding(const dsops_kernel_table *t, const dsops_kernel_table 
     ref->attn.dequant_int8(q, bad_scales, 512, b);
     tu_check(memcmp(a, b, 512 * 2) == 0, "%s dequant_int8 (non-finite scales) differs from scalar",
              dsops_isa_name(t->isa));
+
+    /* e4m3: all 256 bytes twice over, with powers of two, other scales, tiny scales (subnormal products)
+     * and non-finite ones; the scalar tier against the bytes' values of spec §2.12 */
+    uint8_t e[512];
+    for (int i = 0; i < 512; i++)
+        e[i] = (uint8_t)(i < 256 ? (uint64_t)i : tu_rng_u64(r));
+    const float e_scales[3][4] = {{1.0f, 0x1p-13f, 0x1p20f, 0.3f}, {-1.7e-3f, 1e-40f, 0x1p-140f, 3e37f},
+                                  {INFINITY, NAN, -NAN, 0.0f}};
+    for (int s = 0; s < 3; s++) {
+        t->attn.dequant_e4m3(e, e_scales[s], 512, a);
+        ref->attn.dequant_e4m3(e, e_scales[s], 512, b);
+        tu_check(memcmp(a, b, 512 * 2) == 0, "%s dequant_e4m3 (scale set %d) differs from scalar",
+                 dsops_isa_name(t->isa), s);
+    }
+    ref->attn.dequant_e4m3(e, e_scales[0], 512, b);
+    int wrong = 0;
+    for (int i = 0; i < 512; i++) {
+        float v = dsops_ref_f32_from_e4m3(e[i]), want = isnan(v) ? v : v * e_scales[0][i / 128];
+        uint16_t w = dsops_ref_bf16_from_f32(want);
+        wrong += b[i] != w;
+    }
+    tu_check(wrong == 0, "scalar dequant_e4m3 gives bf16(value * scale) of the spec (%d wrong)", wrong);
 }
 
 /* Packing: bitwise the scalar tier's, and through each tier's own kernels: QK with one-hot queries (query d = unit vector d) reads every key value back, PV with one-hot weights

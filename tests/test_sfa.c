@@ -1,6 +1,6 @@
 /* sparse_flash_attention_v32 against the reference oracle, on every available ISA tier (the named cases of
  * docs/CASES.md run in tests/test_cases.c, against the family's check in harness/sparse_flash_attention_v32.c):
- *   - adversarial problems: odd block sizes, permuted tables with garbage in unused entries, the
+ *   - adversarial problems in the four cache layouts: odd block sizes, permuted tables with garbage in unused entries, the
  *     invalid-index zoo, all-invalid rows, zero-length sequences, topk_length, NaN in every unused cache
  *     row, int8 at -128/127, extreme logits, -Inf scores, odd shapes, strided views, lse on/off, all
  *     probability modes, empty calls;
@@ -45,7 +45,8 @@ static void run_problem(const char *label, const tp_spec *sp)
 
 static const char *layout_name(dsops_kv_layout l)
 {
-    return l == DSOPS_KV_SPLIT_BF16 ? "bf16" : (l == DSOPS_KV_SPLIT_INT8 ? "int8" : "packed");
+    static const char *names[] = {"bf16", "int8", "packed", "fp8"}; /* dsops_kv_layout order */
+    return names[l];
 }
 
 /* A mixed problem: three sequences with prefill and decode tokens, lengths below and above K. */
@@ -71,7 +72,7 @@ static tp_spec base_spec(dsops_kv_layout layout)
 static void test_block_sizes(void)
 {
     static const int bss[] = {1, 3, 17, 130};
-    for (int l = 0; l < 3; l++)
+    for (int l = 0; l < 4; l++)
         for (int i = 0; i < 4; i++) {
             tp_spec s = base_spec((dsops_kv_layout)l);
             s.BS = bss[i];
@@ -86,7 +87,7 @@ static void test_block_sizes(void)
 
 static void test_index_modes(void)
 {
-    for (int l = 0; l < 3; l++) {
+    for (int l = 0; l < 4; l++) {
         char label[100];
         tp_spec s = base_spec((dsops_kv_layout)l);
         s.index_mode = TP_IDX_VALID;
@@ -126,7 +127,7 @@ static void test_index_modes(void)
 
 static void test_poison(void)
 {
-    for (int l = 0; l < 3; l++) {
+    for (int l = 0; l < 4; l++) {
         char label[100];
         tp_spec s = base_spec((dsops_kv_layout)l);
         s.nan_fill = 1;
@@ -155,7 +156,7 @@ static void test_poison(void)
 static void test_extreme_logits(void)
 {
     static const dsops_p_mode modes[] = {DSOPS_P_NORMALISED, DSOPS_P_FP32, DSOPS_P_TILED};
-    for (int l = 0; l < 3; l++)
+    for (int l = 0; l < 4; l++)
         for (int m = 0; m < 3; m++) {
             char label[100];
             tp_spec s = base_spec((dsops_kv_layout)l);
@@ -188,7 +189,7 @@ static void test_shapes(void)
 {
     static const int Ns[] = {1, 3, 17};
     static const int Ks[] = {1, 5, 33};
-    for (int l = 0; l < 3; l++)
+    for (int l = 0; l < 4; l++)
         for (int ni = 0; ni < 3; ni++)
             for (int ki = 0; ki < 3; ki++) {
                 char label[100];
@@ -219,7 +220,7 @@ static void test_shapes(void)
         run_problem(label, &s);
     }
     /* many heads and a longer list: exercise head blocking and several tiles */
-    for (int l = 0; l < 3; l++) {
+    for (int l = 0; l < 4; l++) {
         char label[100];
         tp_spec s = base_spec((dsops_kv_layout)l);
         s.N = tu_quick() ? 20 : 67;
@@ -233,7 +234,7 @@ static void test_shapes(void)
 
 static void test_strided_and_modes(void)
 {
-    for (int l = 0; l < 3; l++) {
+    for (int l = 0; l < 4; l++) {
         char label[100];
         tp_spec s = base_spec((dsops_kv_layout)l);
         s.strided_q = s.strided_kv = s.strided_out = 1;
@@ -273,7 +274,7 @@ static void test_strided_and_modes(void)
         dsops_p_mode m;
         int tile;
     } modes[] = {{DSOPS_P_NORMALISED, 0}, {DSOPS_P_FP32, 0}, {DSOPS_P_TILED, 1}, {DSOPS_P_TILED, 7}, {DSOPS_P_TILED, 128}};
-    for (int l = 0; l < 3; l++)
+    for (int l = 0; l < 4; l++)
         for (int m = 0; m < 5; m++) {
             char label[100];
             tp_spec s = base_spec((dsops_kv_layout)l);
@@ -350,7 +351,7 @@ static void test_nan_rule(void)
         dsops_p_mode m;
         int tile;
     } modes[] = {{DSOPS_P_NORMALISED, 0}, {DSOPS_P_FP32, 0}, {DSOPS_P_TILED, 1}, {DSOPS_P_TILED, 5}};
-    for (int l = 0; l < 3; l++)
+    for (int l = 0; l < 4; l++)
         for (int m = 0; m < 4; m++)
             for (int inf = 0; inf < 2; inf++) {
                 char label[100];
@@ -404,7 +405,7 @@ static void test_nan_rule(void)
 
 static void test_empty(void)
 {
-    for (int l = 0; l < 3; l++) {
+    for (int l = 0; l < 4; l++) {
         char label[100];
         tp_spec s = base_spec((dsops_kv_layout)l);
         s.S[0] = s.S[1] = s.S[2] = 0; /* T = 0 */

@@ -24,7 +24,7 @@ static tp_problem *base(dsops_kv_layout layout)
     s.S[0] = 2, s.S[1] = 1, s.S[2] = 2;
     s.seqused[0] = 300, s.seqused[1] = 500, s.seqused[2] = 40;
     s.N = 2;
-    s.Dc = layout == DSOPS_KV_PACKED656 ? 512 : 128;
+    s.Dc = layout == DSOPS_KV_PACKED656 || layout == DSOPS_KV_FLASHMLA_FP8 ? 512 : 128;
     s.Dr = 64;
     s.K = 8;
     s.BS = 64;
@@ -92,6 +92,12 @@ static void packed_dc256(void *problem, char *frag)
     p->args.q_nope.shape[2] = 256;
     p->args.out.shape[2] = 256;
     FRAG("shape[2] = 256");
+}
+/* the message names the layout that requires Dc 512 */
+static void fp8_dc256(void *problem, char *frag)
+{
+    packed_dc256(problem, frag);
+    FRAG("flashmla_fp8");
 }
 static void packed_dr32(void *problem, char *frag) { tp_problem *p = problem; p->args.q_rope.shape[2] = 32; FRAG("shape[2] = 32"); }
 
@@ -169,6 +175,7 @@ static void alias_out_lse_partial(void *problem, char *frag)
 #define I8 DSOPS_KV_SPLIT_INT8
 #define BF DSOPS_KV_SPLIT_BF16
 #define PK DSOPS_KV_PACKED656
+#define F8 DSOPS_KV_FLASHMLA_FP8
 
 /* variant: the kv layout */
 static const val_bad_case bad_cases[] = {
@@ -204,6 +211,10 @@ static const val_bad_case bad_cases[] = {
     {"int8_dc_not_multiple_of_128", I8, DSOPS_ERR_SHAPE, int8_dc64},
     {"packed_dc_not_512", PK, DSOPS_ERR_SHAPE, packed_dc256},
     {"packed_dr_not_64", PK, DSOPS_ERR_SHAPE, packed_dr32},
+    {"fp8_dc_not_512", F8, DSOPS_ERR_SHAPE, fp8_dc256},
+    {"fp8_dr_not_64", F8, DSOPS_ERR_SHAPE, packed_dr32},
+    {"shape_kv_packed_row_fp8", F8, DSOPS_ERR_SHAPE, shape_packed_row},
+    {"null_kv_packed_fp8", F8, DSOPS_ERR_NULL, null_kv_packed},
     {"dtype_key_nope_int8_layout", I8, DSOPS_ERR_DTYPE, dtype_key_nope},
     {"dtype_key_nope_bf16_layout", BF, DSOPS_ERR_DTYPE, dtype_key_nope_bf16},
     {"dtype_q_nope", I8, DSOPS_ERR_DTYPE, dtype_q_nope},

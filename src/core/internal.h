@@ -66,6 +66,18 @@ static inline uint16_t dsops_bf16_round_bits(float f)
 
 static inline float dsops_round_bf16(float f) { return dsops_bf16_value(dsops_bf16_round_bits(f)); }
 
+/* The value of an e4m3fn byte (spec §2.12): S.EEEE.MMM, bias 7, E = 0 subnormal, S.1111.111 a quiet NaN with
+ * the byte's sign. Exact in fp32 (and bf16). */
+static inline float dsops_e4m3_value(uint8_t b)
+{
+    const uint32_t sign = (uint32_t)(b & 0x80u) << 24, mag = b & 0x7fu;
+    if (mag == 0x7fu)
+        return dsops_f32_from_bits(sign | 0x7fc00000u);
+    if (mag < 8u) /* subnormal: M * 2^-9 */
+        return dsops_f32_from_bits(sign | dsops_bits_from_f32((float)mag * 0x1p-9f));
+    return dsops_f32_from_bits(sign | ((mag << 20) + (120u << 23))); /* exponent rebiased from 7 to 127 */
+}
+
 /* fp16 <-> fp32: exact widening; round to nearest even with subnormals, |v| >= 65520 -> Inf. */
 static inline float dsops_fp16_value(uint16_t h)
 {

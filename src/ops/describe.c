@@ -23,6 +23,7 @@ static const dsops_enum_value run_p_modes[] = {
 static const dsops_enum_value run_kv_layouts[] = {{"split_bf16", DSOPS_KV_SPLIT_BF16},
                                                 {"split_int8", DSOPS_KV_SPLIT_INT8},
                                                 {"packed656", DSOPS_KV_PACKED656},
+                                                {"flashmla_fp8", DSOPS_KV_FLASHMLA_FP8},
                                                 {NULL, 0}};
 
 /* ---- sparse_flash_attention_v32 ------------------------------------------------------------- */
@@ -51,7 +52,7 @@ static const dsops_param_desc sfa_params[] = {
     RUN_PARAM(sfa_args, p_mode, DSOPS_PARAM_ENUM, run_p_modes, NULL),
     RUN_PARAM(sfa_args, p_tile, DSOPS_PARAM_INT, NULL, "tile length of p_mode=tiled"),
     RUN_PARAM(sfa_args, kv_layout, DSOPS_PARAM_ENUM, run_kv_layouts,
-              "default: packed656 if kv_packed is given, split_int8 if key_nope is I8, else split_bf16"),
+              "default: packed656 if kv_packed is given (flashmla_fp8 rows, of the same size, must be named), split_int8 if key_nope is I8, else split_bf16"),
 };
 enum { SFA_PARAM_KV_LAYOUT = 3 };
 
@@ -482,6 +483,89 @@ static dsops_status to_nd_call(dsops_context *ctx, const void *args)
     return dsops_fractal_nz_to_nd(ctx, &((const nz_run_args *)args)->op);
 }
 
+/* fp8_cache_quantize / fp8_cache_dequantize (spec §2.12). A MODEL1 cache [NB, BB] does not give BS back, so the
+ * way back takes it as the parameter `block_size` (required for MODEL1; a V32 cache has it as shape[1]). */
+typedef struct fp8c_run_args {
+    dsops_fp8_cache_args op;
+    int64_t block_size; /* fp8_cache_dequantize of a MODEL1 cache: BS; -1 until given */
+} fp8c_run_args;
+
+static const dsops_enum_value run_fp8_layouts[] = {
+    {"v32", DSOPS_FP8_CACHE_V32}, {"model1", DSOPS_FP8_CACHE_MODEL1}, {NULL, 0}};
+
+#define FP8C_KV(dir) {"kv", offsetof(fp8c_run_args, op.kv), dir, DSOPS_DTYPE_BIT(DSOPS_BF16), "[NB, BS, D], D 576 (v32) or 512 (model1)"}
+#define FP8C_CACHE(dir)                                                                                          \
+    {"cache", offsetof(fp8c_run_args, op.cache), dir, DSOPS_DTYPE_BIT(DSOPS_UINT8),                              \
+     "v32: [NB, BS, 656]; model1: [NB, BB], BB = BS * 584 rounded up to 576"}
+
+static const dsops_tensor_desc fp8q_tensors[] = {FP8C_KV(DSOPS_ARG_IN), FP8C_CACHE(DSOPS_ARG_OUT)};
+static const dsops_tensor_desc fp8d_tensors[] = {FP8C_CACHE(DSOPS_ARG_IN), FP8C_KV(DSOPS_ARG_OUT)};
+
+static const dsops_param_desc fp8q_params[] = {
+    {"layout", DSOPS_PARAM_ENUM, offsetof(fp8c_run_args, op.layout), sizeof(dsops_fp8_cache_layout), run_fp8_layouts,
+     "FlashMLA's V32_FP8Sparse (v32, default) or MODEL1_FP8Sparse (model1)", false},
+};
+static const dsops_param_desc fp8d_params[] = {
+    {"layout", DSOPS_PARAM_ENUM, offsetof(fp8c_run_args, op.layout), sizeof(dsops_fp8_cache_layout), run_fp8_layouts,
+     "FlashMLA's V32_FP8Sparse (v32, default) or MODEL1_FP8Sparse (model1)", false},
+    {"block_size", DSOPS_PARAM_INT, offsetof(fp8c_run_args, block_size), sizeof(int64_t), NULL,
+     "BS of a model1 cache (required there)", false},
+};
+
+static dsops_status fp8c_init(void *args, dsops_preset preset)
+{
+    (void)preset;
+    fp8c_run_args *w = args;
+    memset(w, 0, sizeof *w);
+    w->op.layout = DSOPS_FP8_CACHE_V32;
+    w->block_size = -1;
+    return DSOPS_OK;
+}
+
+static dsops_status fp8q_output_shapes(void *args, char *msg, size_t len)
+{
+    fp8c_run_args *w = args;
+    const dsops_tensor *kv = &w->op.kv;
+    if (kv->ndim != 3) {
+        snprintf(msg, len, "kv has rank %d, expected 3 ([NB, BS, D])", kv->ndim);
+        return DSOPS_ERR_SHAPE;
+    }
+    const int64_t NB = kv->shape[0], BS = kv->shape[1];
+    if (w->op.layout == DSOPS_FP8_CACHE_V32)
+        w->op.cache = dsops_tensor_make(NULL, DSOPS_UINT8, 3, (int64_t[]){NB, BS, 656});
+    else
+        w->op.cache = dsops_tensor_make(NULL, DSOPS_UINT8, 2, (int64_t[]){NB, (BS * 584 + 575) / 576 * 576});
+    return DSOPS_OK;
+}
+
+static dsops_status fp8d_output_shapes(void *args, char *msg, size_t len)
+{
+    fp8c_run_args *w = args;
+    const dsops_tensor *c = &w->op.cache;
+    const bool v32 = w->op.layout == DSOPS_FP8_CACHE_V32;
+    if (c->ndim != (v32 ? 3 : 2)) {
+        snprintf(msg, len, "cache has rank %d, expected %s", c->ndim, v32 ? "3 ([NB, BS, 656])" : "2 ([NB, BB])");
+        return DSOPS_ERR_SHAPE;
+    }
+    if (!v32 && w->block_size < 0) {
+        snprintf(msg, len, "block_size = %lld: a model1 cache needs it (>= 0)", (long long)w->block_size);
+        return DSOPS_ERR_PARAM;
+    }
+    const int64_t BS = v32 ? c->shape[1] : w->block_size;
+    w->op.kv = dsops_tensor_make(NULL, DSOPS_BF16, 3, (int64_t[]){c->shape[0], BS, v32 ? 576 : 512});
+    return DSOPS_OK;
+}
+
+static dsops_status fp8q_call(dsops_context *ctx, const void *args)
+{
+    return dsops_fp8_cache_quantize(ctx, &((const fp8c_run_args *)args)->op);
+}
+
+static dsops_status fp8d_call(dsops_context *ctx, const void *args)
+{
+    return dsops_fp8_cache_dequantize(ctx, &((const fp8c_run_args *)args)->op);
+}
+
 /* ---- sparse_attention_v32 (the fused V3.2 layer) ------------------------------------------------- */
 
 /* The caches are in-out: read from IN, updated by the call and written to OUT. The top-k width is the
@@ -542,7 +626,7 @@ static const dsops_param_desc dia_params[] = {
     RUN_PARAM(dia_args, p_mode, DSOPS_PARAM_ENUM, run_p_modes, "default normalised (vendor DIA golden: fp32)"),
     RUN_PARAM(dia_args, p_tile, DSOPS_PARAM_INT, NULL, "tile length of p_mode=tiled"),
     RUN_PARAM(dia_args, kv_layout, DSOPS_PARAM_ENUM, run_kv_layouts,
-              "default: packed656 if kv_packed is given, split_int8 if kv_cache is I8, else split_bf16"),
+              "default: packed656 if kv_packed is given (flashmla_fp8 must be named), split_int8 if kv_cache is I8, else split_bf16"),
     RUN_PARAM(dia_args, topk, DSOPS_PARAM_INT, NULL, "K, the top-k width (default 2048; sizes topk_indices)"),
 };
 enum { DIA_PARAM_KV_LAYOUT = 11 };
@@ -626,7 +710,7 @@ static const dsops_param_desc mlap_params[] = {
     RUN_PARAM(mlap_args, rope_mode, DSOPS_PARAM_ENUM, run_rope_modes, "default interleaved_in_half_out"),
     RUN_PARAM(mlap_args, rope_inverse, DSOPS_PARAM_BOOL, NULL, "default false"),
     RUN_PARAM(mlap_args, kv_layout, DSOPS_PARAM_ENUM, run_kv_layouts,
-              "default: packed656 if kv_packed is given, split_int8 if kv_cache is I8, else split_bf16"),
+              "default: packed656 if kv_packed is given (flashmla_fp8 must be named), split_int8 if kv_cache is I8, else split_bf16"),
 };
 enum { MLAP_PARAM_KV_LAYOUT = 4 };
 
@@ -1212,6 +1296,10 @@ static const dsops_op_desc ops[] = {
      nz_init, NULL, to_nz_output_shapes, to_nz_call, NULL, NULL, 0},
     {"fractal_nz_to_nd", sizeof(nz_run_args), to_nd_tensors, RUN_COUNT(to_nd_tensors), to_nd_params,
      RUN_COUNT(to_nd_params), DSOPS_PRESET_V32, nz_init, NULL, to_nd_output_shapes, to_nd_call, NULL, NULL, 0},
+    {"fp8_cache_quantize", sizeof(fp8c_run_args), fp8q_tensors, RUN_COUNT(fp8q_tensors), fp8q_params,
+     RUN_COUNT(fp8q_params), DSOPS_PRESET_V32, fp8c_init, NULL, fp8q_output_shapes, fp8q_call, NULL, NULL, 0},
+    {"fp8_cache_dequantize", sizeof(fp8c_run_args), fp8d_tensors, RUN_COUNT(fp8d_tensors), fp8d_params,
+     RUN_COUNT(fp8d_params), DSOPS_PRESET_V32, fp8c_init, NULL, fp8d_output_shapes, fp8d_call, NULL, NULL, 0},
     {"sparse_attention_v32", sizeof(dia_args), dia_tensors, RUN_COUNT(dia_tensors), dia_params, RUN_COUNT(dia_params),
      DSOPS_PRESET_V32, dia_init, dia_infer, dia_output_shapes, dia_call, NULL, dia_prepare, offsetof(dia_args, prepared)},
     {"mla_prolog_v32", sizeof(mlap_args), mlap_tensors, RUN_COUNT(mlap_tensors), mlap_params, RUN_COUNT(mlap_params),

@@ -8,6 +8,7 @@
 
 #include "dsops.h"
 #include "internal.h"
+#include "primitives.h"
 
 /* What a layout fixes (spec §2.12). */
 typedef struct fp8_geometry {
@@ -42,17 +43,6 @@ static uint8_t e4m3_from_f32(float v)
     }
     a += ((uint32_t)(7 - 127) << 23) + 0x7ffffu + ((a >> 20) & 1u); /* rebias and round the 20 dropped bits */
     return sign | (uint8_t)(a >> 20);                                /* 464 <= |v| < 480 rounds to 0x7f: NaN */
-}
-
-static float f32_from_e4m3(uint8_t b)
-{
-    const float sign = (b & 0x80u) ? -1.0f : 1.0f;
-    const int e = (b >> 3) & 15, m = b & 7;
-    if ((b & 0x7fu) == E4M3_NAN) /* a quiet NaN with the byte's sign */
-        return dsops_f32_from_bits((b & 0x80u) ? 0xffc00000u : 0x7fc00000u);
-    if (e == 0)
-        return sign * ldexpf((float)m, -9);
-    return sign * ldexpf((float)(8 + m), e - 10);
 }
 
 /* The tile scale of §2.12 as the reference computes it: 2^ceil(log2(max(amax / 448, 1e-4))) in fp32;
@@ -192,7 +182,7 @@ static void dequantize_token(const dsops_fp8_cache_args *a, const fp8_geometry *
     for (int64_t i = 0; i < g->tiles; i++) {
         const float scale = v32 ? get_f32(a, g, n, b, nope + 4 * i) : scale_from_ue8m0(*scale_byte(a, g, n, b, i));
         for (int64_t e = 0; e < g->tile; e++) {
-            const float v = f32_from_e4m3(*token_byte(a, g, n, b, i * g->tile + e));
+            const float v = dsops_e4m3_value(*token_byte(a, g, n, b, i * g->tile + e));
             /* a NaN value keeps its own sign (as x86 arithmetic propagates the NaN operand) */
             *kv_value(a, n, b, i * g->tile + e) = dsops_bf16_round_bits(isnan(v) ? v : v * scale);
         }
@@ -201,6 +191,17 @@ static void dequantize_token(const dsops_fp8_cache_args *a, const fp8_geometry *
     for (int64_t r = 0; r < ROPE; r++)
         *kv_value(a, n, b, nope + r) = (uint16_t)(*token_byte(a, g, n, b, rope_at + 2 * r) |
                                                   (*token_byte(a, g, n, b, rope_at + 2 * r + 1) << 8));
+}
+
+void dsops_fp8_v32_row(const uint16_t *row, uint8_t *dst)
+{
+    /* the cache layer's quantiser on a one-token [1, 1, 576] / [1, 1, 656] view */
+    const int64_t ks[3] = {1, 1, 576}, cs[3] = {1, 1, 656};
+    dsops_fp8_cache_args a = {.layout = DSOPS_FP8_CACHE_V32};
+    a.kv = dsops_tensor_make((void *)row, DSOPS_BF16, 3, ks);
+    a.cache = dsops_tensor_make(dst, DSOPS_UINT8, 3, cs);
+    const fp8_geometry g = geometry_of(DSOPS_FP8_CACHE_V32);
+    quantize_token(&a, &g, 0, 0);
 }
 
 dsops_status dsops_fp8_cache_quantize(dsops_context *ctx, const dsops_fp8_cache_args *a)

@@ -122,6 +122,11 @@ static dsops_status check_shapes(const mlap_args *a, mlap_dims *d)
             return dsops_fail(DSOPS_ERR_SHAPE, "w_uk.shape[2] = %lld (Dc), expected 512 (packed656)", (long long)d->Dc);
         DSOPS_TRY(check_cache(&a->kv_packed, "kv_packed", DSOPS_UINT8, PACKED_ROW, d, true));
         break;
+    case DSOPS_KV_FLASHMLA_FP8:
+        if (d->Dc != 512)
+            return dsops_fail(DSOPS_ERR_SHAPE, "w_uk.shape[2] = %lld (Dc), expected 512 (flashmla_fp8)", (long long)d->Dc);
+        DSOPS_TRY(check_cache(&a->kv_packed, "kv_packed", DSOPS_UINT8, PACKED_ROW, d, true));
+        break;
     default:
         return dsops_fail(DSOPS_ERR_PARAM, "kv_layout = %d is not a dsops_kv_layout value", (int)a->kv_layout);
     }
@@ -338,6 +343,13 @@ static void store_token(const mlap_args *a, const mlap_dims *d, int64_t t, const
     if (a->kv_layout == DSOPS_KV_SPLIT_BF16) {
         memcpy(dsops_at3(&a->kv_cache, blk, off, 0), ckv, (size_t)Dc * 2);
         memcpy(dsops_at3(&a->kr_cache, blk, off, 0), krope, DR * 2);
+        return;
+    }
+    if (a->kv_layout == DSOPS_KV_FLASHMLA_FP8) { /* FlashMLA's FP8 row of the bf16 latent and rope (§2.12) */
+        uint16_t row[512 + DR];
+        memcpy(row, ckv, 512 * 2);
+        memcpy(row + 512, krope, DR * 2);
+        dsops_fp8_v32_row(row, dsops_at3(&a->kv_packed, blk, off, 0));
         return;
     }
     int8_t q[512];

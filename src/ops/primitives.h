@@ -31,6 +31,9 @@ void dsops_rope_row(const float *x, const float *c, const float *s, dsops_rope_m
 void dsops_rope_bf16_slice(const uint16_t *src, const dsops_tensor *cos, const dsops_tensor *sin, int64_t t,
                            dsops_rope_mode mode, bool inverse, uint16_t *dst);
 
+/* One token of FlashMLA's V32 FP8 layout (spec §2.12): row[0..575] bf16 (512 latent, 64 rope) -> dst[0..655]. */
+void dsops_fp8_v32_row(const uint16_t *row, uint8_t *dst);
+
 /* One Q8 group (spec §2.7): q[0..n-1] and the fp32 scale. */
 void dsops_q8_group(const float *v, int n, int8_t *q, float *scale);
 

@@ -95,8 +95,9 @@ static dsops_status derive_dims(const dia_args *a, dia_dims *d)
     }
     /* one block table for every cache: the latent and indexer caches must have the same blocks, else a block that
      * stage 3 accepts could be out of range in stage 4, after stages 1-3 wrote */
-    const dsops_tensor *latent = a->kv_layout == DSOPS_KV_PACKED656 ? &a->kv_packed : &a->kv_cache;
-    const char *lname = a->kv_layout == DSOPS_KV_PACKED656 ? "kv_packed" : "kv_cache";
+    const bool packed = a->kv_layout == DSOPS_KV_PACKED656 || a->kv_layout == DSOPS_KV_FLASHMLA_FP8;
+    const dsops_tensor *latent = packed ? &a->kv_packed : &a->kv_cache;
+    const char *lname = packed ? "kv_packed" : "kv_cache";
     if (latent->data && a->idx_k_cache.data && latent->ndim == 3 && a->idx_k_cache.ndim == 3 &&
         (latent->shape[0] != a->idx_k_cache.shape[0] || latent->shape[1] != a->idx_k_cache.shape[1]))
         return dsops_fail(DSOPS_ERR_SHAPE,

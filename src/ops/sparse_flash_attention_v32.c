@@ -39,12 +39,17 @@ typedef struct sfa_dims {
     int64_t T, N, Dc, Dr, K, B, MB, NB, BS;
 } sfa_dims;
 
+/* The layouts whose rows are one 656-byte kv_packed row: packed656 and FlashMLA's FP8 row (spec §2.12). */
+static bool packed_row(dsops_kv_layout l) { return l == DSOPS_KV_PACKED656 || l == DSOPS_KV_FLASHMLA_FP8; }
+
+static const char *packed_name(dsops_kv_layout l) { return l == DSOPS_KV_PACKED656 ? "packed656" : "flashmla_fp8"; }
+
 static int32_t i32_at2(const dsops_tensor *t, int64_t i, int64_t j) { return *(const int32_t *)dsops_at2(t, i, j); }
 
 static dsops_status check_shapes(const sfa_args *a, sfa_dims *d)
 {
     const unsigned bf16 = DSOPS_DT(DSOPS_BF16), i32 = DSOPS_DT(DSOPS_INT32);
-    if ((int)a->kv_layout < 0 || (int)a->kv_layout > DSOPS_KV_PACKED656)
+    if ((int)a->kv_layout < 0 || (int)a->kv_layout > DSOPS_KV_FLASHMLA_FP8)
         return dsops_fail(DSOPS_ERR_PARAM, "kv_layout = %d is not a dsops_kv_layout value", (int)a->kv_layout);
     if ((int)a->p_mode < 0 || (int)a->p_mode > DSOPS_P_FP32)
         return dsops_fail(DSOPS_ERR_PARAM, "p_mode = %d is not a dsops_p_mode value", (int)a->p_mode);
@@ -72,13 +77,16 @@ static dsops_status check_shapes(const sfa_args *a, sfa_dims *d)
 
     const dsops_tensor *cache0;
     const char *cache0_name;
-    if (a->kv_layout == DSOPS_KV_PACKED656) {
+    if (packed_row(a->kv_layout)) {
+        const char *layout = packed_name(a->kv_layout);
         DSOPS_TRY(dsops_check_tensor(&a->kv_packed, "kv_packed", 3, DSOPS_DT(DSOPS_UINT8), true));
-        DSOPS_TRY(dsops_check_dim(&a->kv_packed, "kv_packed", 2, PACKED656_ROW, "bytes of a packed656 row"));
+        DSOPS_TRY(dsops_check_dim(&a->kv_packed, "kv_packed", 2, PACKED656_ROW, "bytes of a 656-byte row"));
         if (d->Dc != 512)
-            return dsops_fail(DSOPS_ERR_SHAPE, "q_nope.shape[2] = %lld, expected 512 (packed656 layout)", (long long)d->Dc);
+            return dsops_fail(DSOPS_ERR_SHAPE, "q_nope.shape[2] = %lld, expected 512 (%s layout)", (long long)d->Dc,
+                              layout);
         if (d->Dr != 64)
-            return dsops_fail(DSOPS_ERR_SHAPE, "q_rope.shape[2] = %lld, expected 64 (packed656 layout)", (long long)d->Dr);
+            return dsops_fail(DSOPS_ERR_SHAPE, "q_rope.shape[2] = %lld, expected 64 (%s layout)", (long long)d->Dr,
+                              layout);
         cache0 = &a->kv_packed;
         cache0_name = "kv_packed";
     } else {
@@ -219,6 +227,13 @@ static void row_int8(const void *src, int j, uint16_t *dst)
     memcpy(dst + r->Dc, r->ptr[j].rope, (size_t)r->Dr * 2);
 }
 
+static void row_e4m3(const void *src, int j, uint16_t *dst)
+{
+    const sfa_rows *r = src;
+    r->k->dequant_e4m3((const uint8_t *)r->ptr[j].nope, r->ptr[j].scales, r->Dc, dst);
+    memcpy(dst + r->Dc, r->ptr[j].rope, (size_t)r->Dr * 2);
+}
+
 static void prefetch_bytes(const void *p, size_t bytes)
 {
     const char *c = p;
@@ -257,6 +272,11 @@ static int collect_rows(const sfa_args *a, const sfa_dims *d, int64_t b, int64_t
             p->nope = row;
             p->rope = (const uint16_t *)(row + 512);
             p->scales = row + 640;
+        } else if (a->kv_layout == DSOPS_KV_FLASHMLA_FP8) {
+            const uint8_t *row = dsops_at3(&a->kv_packed, blk, off, 0); /* [656]: e4m3 | scales | rope */
+            p->nope = row;
+            p->scales = row + 512;
+            p->rope = (const uint16_t *)(row + 528);
         } else {
             p->nope = dsops_at3(&a->key_nope, blk, off, 0);
             p->rope = dsops_at3(&a->key_rope, blk, off, 0);
@@ -331,7 +351,10 @@ dsops_status dsops_sparse_flash_attention_v32(dsops_context *ctx, const sfa_args
         }
         sfa_rows src = {&kt->attn, rows, (int)d.Dc, (int)d.Dr,
                         (size_t)d.Dc * (a->kv_layout == DSOPS_KV_SPLIT_BF16 ? 2 : 1)};
-        dsops_attn_keys keys = {a->kv_layout == DSOPS_KV_SPLIT_BF16 ? row_split_bf16 : row_int8, prefetch_row, &src};
+        dsops_attn_keys keys = {a->kv_layout == DSOPS_KV_SPLIT_BF16       ? row_split_bf16
+                                : a->kv_layout == DSOPS_KV_FLASHMLA_FP8 ? row_e4m3
+                                                                        : row_int8,
+                                prefetch_row, &src};
         dsops_attn_shape sh = shape;
         sh.nh = (int)nh;
         dsops_attn_call call = {

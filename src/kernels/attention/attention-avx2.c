@@ -222,6 +222,40 @@ static void dequant_int8__avx2(const int8_t *q, const void *scales, int n, uint1
     }
 }
 
+/* 8 e4m3 bytes (zero-extended to dwords) times scale: normal values by rebiasing the exponent, subnormals
+ * (E = 0) as M * 2^-9 through an integer conversion (no fp32 subnormal is ever formed), then the sign. */
+INLINE __m256 e4m3_times(__m256i v, __m256 scale)
+{
+    const __m256i mag = _mm256_and_si256(v, _mm256_set1_epi32(0x7f));
+    __m256 f = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_slli_epi32(mag, 20), _mm256_set1_epi32(120 << 23)));
+    const __m256 sub = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(8), mag));
+    f = _mm256_blendv_ps(f, _mm256_mul_ps(_mm256_cvtepi32_ps(mag), _mm256_set1_ps(0x1p-9f)), sub);
+    f = _mm256_or_ps(f, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(v, _mm256_set1_epi32(0x80)), 24)));
+    /* the NaN byte: a quiet NaN with its sign, whatever the scale (set after the product, whose NaN operand
+     * order the compiler may swap) */
+    const __m256 nan = _mm256_castsi256_ps(_mm256_cmpeq_epi32(mag, _mm256_set1_epi32(0x7f)));
+    const __m256 qnan = _mm256_or_ps(_mm256_and_ps(f, _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u))),
+                                     _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)));
+    return _mm256_blendv_ps(_mm256_mul_ps(f, scale), qnan, nan);
+}
+
+static void dequant_e4m3__avx2(const uint8_t *q, const void *scales, int n, uint16_t *dst)
+{
+    for (int g = 0; g < n / 128; g++) {
+        float scale;
+        memcpy(&scale, (const char *)scales + 4 * g, 4);
+        const __m256 sv = _mm256_set1_ps(scale);
+        const uint8_t *qg = q + 128 * g;
+        uint16_t *dg = dst + 128 * g;
+        for (int c = 0; c < 128; c += 16) {
+            __m128i b = _mm_loadu_si128((const __m128i *)(qg + c));
+            __m256 lo = e4m3_times(_mm256_cvtepu8_epi32(b), sv);
+            __m256 hi = e4m3_times(_mm256_cvtepu8_epi32(_mm_srli_si128(b, 8)), sv);
+            store16_bf16(dg + c, lo, hi);
+        }
+    }
+}
+
 /* Kt: the rows as dword (bf16 pair) columns, transposed in 8x8 blocks: block (keys e0..e0+7, pairs
  * dp..dp+7) lands as 8 half-rows of the tile. Vp: rows 2pr and 2pr+1 interleaved element-wise. */
 static void pack_keys__avx2(const uint16_t *rows, size_t row_stride, int dpairs, int dv, uint16_t *kt_tile,
@@ -271,6 +305,7 @@ const dsops_attention_kernels dsops_attention_kernels__avx2 = {
     .scale_to_bf16 = scale_to_bf16__avx2,
     .scale_to_f32 = scale_to_f32__avx2,
     .dequant_int8 = dequant_int8__avx2,
+    .dequant_e4m3 = dequant_e4m3__avx2,
     .pack_keys = pack_keys__avx2,
     .store_bf16 = store_bf16__avx2,
 };

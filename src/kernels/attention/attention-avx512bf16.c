@@ -211,6 +211,33 @@ static void dequant_int8__avx512bf16(const int8_t *q, const void *scales, int n,
     }
 }
 
+/* 16 e4m3 bytes times scale (as the AVX2 tier: exponent rebiased, subnormals through an integer conversion,
+ * the sign, the NaN byte a quiet NaN with its sign). */
+INLINE __m512 e4m3_times(__m128i bytes, __m512 scale)
+{
+    const __m512i v = _mm512_cvtepu8_epi32(bytes), mag = _mm512_and_si512(v, _mm512_set1_epi32(0x7f));
+    const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(v, _mm512_set1_epi32(0x80)), 24);
+    __m512 f = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_slli_epi32(mag, 20), _mm512_set1_epi32(120 << 23)));
+    f = _mm512_mask_mul_ps(f, _mm512_cmplt_epi32_mask(mag, _mm512_set1_epi32(8)), _mm512_cvtepi32_ps(mag),
+                           _mm512_set1_ps(0x1p-9f));
+    f = _mm512_mul_ps(_mm512_or_ps(f, _mm512_castsi512_ps(sign)), scale);
+    /* the NaN byte: a quiet NaN with its sign, whatever the scale */
+    return _mm512_mask_mov_ps(f, _mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x7f)),
+                              _mm512_castsi512_ps(_mm512_or_si512(sign, _mm512_set1_epi32(0x7fc00000))));
+}
+
+static void dequant_e4m3__avx512bf16(const uint8_t *q, const void *scales, int n, uint16_t *dst)
+{
+    for (int g = 0; g < n / 128; g++) {
+        float scale;
+        memcpy(&scale, (const char *)scales + 4 * g, 4);
+        __m512 sv = _mm512_set1_ps(scale);
+#pragma GCC unroll 8
+        for (int c = 128 * g; c < 128 * g + 128; c += 16)
+            _mm256_storeu_si256((__m256i *)(dst + c), bf16_rne(e4m3_times(_mm_loadu_si128((const __m128i *)(q + c)), sv)));
+    }
+}
+
 /* ---- packing: 16 key rows -> one Kt tile (16x16 dword transposes) and 8 Vp pairs ------------- */
 
 static void pack_keys__avx512bf16(const uint16_t *rows, size_t row_stride, int dpairs, int dv, uint16_t *kt_tile,
@@ -256,6 +283,7 @@ const dsops_attention_kernels dsops_attention_kernels__avx512bf16 = {
     .scale_to_bf16 = scale_to_bf16__avx512bf16,
     .scale_to_f32 = scale_to_f32__avx512bf16,
     .dequant_int8 = dequant_int8__avx512bf16,
+    .dequant_e4m3 = dequant_e4m3__avx512bf16,
     .pack_keys = pack_keys__avx512bf16,
     .store_bf16 = store_bf16__avx512bf16,
 };

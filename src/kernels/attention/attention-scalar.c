@@ -99,6 +99,18 @@ static void dequant_int8__scalar(const int8_t *q, const void *scales, int n, uin
     }
 }
 
+static void dequant_e4m3__scalar(const uint8_t *q, const void *scales, int n, uint16_t *dst)
+{
+    for (int g = 0; g < n / 128; g++) {
+        float scale;
+        memcpy(&scale, (const char *)scales + 4 * g, 4);
+        for (int c = 128 * g; c < 128 * g + 128; c++) {
+            const float v = dsops_e4m3_value(q[c]);
+            dst[c] = dsops_bf16_round_bits(isnan(v) ? v : v * scale);
+        }
+    }
+}
+
 static void pack_keys__scalar(const uint16_t *rows, size_t row_stride, int dpairs, int dv, uint16_t *kt_tile,
                               uint16_t *vp, size_t vp_block_stride)
 {
@@ -134,6 +146,7 @@ const dsops_attention_kernels dsops_attention_kernels__scalar = {
     .scale_to_bf16 = scale_to_bf16__scalar,
     .scale_to_f32 = scale_to_f32__scalar,
     .dequant_int8 = dequant_int8__scalar,
+    .dequant_e4m3 = dequant_e4m3__scalar,
     .pack_keys = pack_keys__scalar,
     .store_bf16 = store_bf16__scalar,
 };

@@ -1,0 +1,147 @@
+"""FlashMLA's FP8 KV caches (docs/OPERATORS.md §2.12) through the Python package, against an independent NumPy
+formulation that uses ml_dtypes' float8_e4m3fn and float8_e8m0fnu conversions:
+
+- fp8_cache_quantize: V32 (656 bytes per token) and MODEL1 (blocks of 448 e4m3 + 64 bf16 per token, then 7 ue8m0
+  scales and a zero byte per token, padded to a multiple of 576) over block sizes 1, 2, 61, 64 and 69, rows of
+  random magnitudes, zero, tiny (scale clamped at 2^-13), huge, NaN and Inf tiles; every byte;
+- fp8_cache_dequantize: the rows those caches stand for, and caches of random bytes (any e4m3 byte, NaN
+  included; V32 scales of any sign and size); the 256 e4m3 bytes against ml_dtypes' values;
+- the round trip within half an e4m3 step; errors for a wrong D, a short MODEL1 block and a missing block_size.
+"""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import dsops
+
+BF16 = dsops.bfloat16
+E4M3 = ml_dtypes.float8_e4m3fn
+LAYOUTS = {"v32": (576, 4, 128), "model1": (512, 7, 64)}  # D, tiles, tile width
+
+
+def np_scales(tiles):
+    """Per tile [..., tiles, width] of fp32 values: 2^ceil(log2(max(amax / 448, 1e-4))); NaN stays NaN."""
+    amax = np.max(np.abs(tiles), axis=-1)  # NaN propagates
+    with np.errstate(invalid="ignore", divide="ignore"):
+        inv = (amax / np.float32(448)).astype(np.float32)
+        return np.exp2(np.ceil(np.log2(np.maximum(inv, np.float32(1e-4))))).astype(np.float32)
+
+
+def np_quantize(kv, layout):
+    """The cache bytes of kv [NB, BS, D] (bf16), as FlashMLA lays them out."""
+    D, tiles, width = LAYOUTS[layout]
+    NB, BS, _ = kv.shape
+    f = kv.astype(np.float32)
+    nope = f[..., : tiles * width].reshape(NB, BS, tiles, width)
+    s = np_scales(nope)
+    s = np.where(np.isnan(np.max(np.abs(nope), axis=-1)), np.float32(np.nan), s).astype(np.float32)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        q = (nope / s[..., None]).astype(E4M3).view(np.uint8).reshape(NB, BS, tiles * width)
+    rope = kv[..., tiles * width :].view(np.uint8).reshape(NB, BS, 128)
+    if layout == "v32":
+        return np.concatenate([q, s.view(np.uint8).reshape(NB, BS, 16), rope], axis=-1)
+    BB = (BS * 584 + 575) // 576 * 576
+    cache = np.zeros((NB, BB), np.uint8)
+    cache[:, : BS * 576] = np.concatenate([q, rope], axis=-1).reshape(NB, BS * 576)
+    e8 = s.astype(ml_dtypes.float8_e8m0fnu).view(np.uint8)  # exact: powers of two; NaN -> 0xff
+    e8 = np.where(np.isinf(s), np.uint8(0xFF), e8)
+    scales = np.zeros((NB, BS, 8), np.uint8)
+    scales[..., :7] = e8
+    cache[:, BS * 576 : BS * 584] = scales.reshape(NB, BS * 8)
+    return cache
+
+
+def np_dequantize(cache, layout, BS):
+    D, tiles, width = LAYOUTS[layout]
+    NB = cache.shape[0]
+    if layout == "v32":
+        q = cache[..., :512]
+        s = cache[..., 512:528].copy().view(np.float32).reshape(NB, BS, 4)
+        rope = cache[..., 528:].copy().view(np.uint16)
+    else:
+        body = cache[:, : BS * 576].reshape(NB, BS, 576)
+        q, rope = body[..., :448], body[..., 448:].copy().view(np.uint16)
+        e8 = cache[:, BS * 576 : BS * 584].reshape(NB, BS, 8)[..., :7].copy()
+        s = e8.view(ml_dtypes.float8_e8m0fnu).astype(np.float32)
+    v = q.copy().view(E4M3).astype(np.float32).reshape(NB, BS, tiles, width)
+    with np.errstate(invalid="ignore", over="ignore"):
+        prod = np.where(np.isnan(v), v, v * s[..., None]).astype(np.float32)
+    out = np.empty((NB, BS, D), np.uint16)
+    out[..., : tiles * width] = prod.reshape(NB, BS, -1).astype(BF16).view(np.uint16)
+    out[..., tiles * width :] = rope
+    return out
+
+
+def rows(rng, NB, BS, D, kind):
+    mag = {"random": np.exp(rng.uniform(-10, 10, (NB, BS, 1))), "tiny": 1e-7, "huge": 1e35, "zero": 0.0}
+    x = (rng.standard_normal((NB, BS, D)) * mag.get(kind, 1.0)).astype(np.float32)
+    if kind == "nan":
+        x[:, :, 3] = np.nan
+        x[:, ::2, 70] = -np.nan
+    if kind == "inf":
+        x[:, :, 5] = np.inf
+        x[:, 1::2, 200] = -np.inf
+    return x.astype(BF16)
+
+
+@pytest.mark.parametrize("layout", ["v32", "model1"])
+@pytest.mark.parametrize("BS", [1, 2, 61, 64, 69])
+@pytest.mark.parametrize("kind", ["random", "tiny", "huge", "zero", "nan", "inf"])
+def test_quantize_and_back(layout, BS, kind):
+    rng = np.random.default_rng(BS * 7 + len(kind))
+    D = LAYOUTS[layout][0]
+    kv = rows(rng, 3, BS, D, kind)
+    cache = dsops.fp8_cache_quantize(kv=kv, layout=layout)["cache"]
+    want = np_quantize(kv, layout)
+    assert cache.shape == want.shape and np.array_equal(cache, want)
+    back = dsops.fp8_cache_dequantize(cache=cache, layout=layout, block_size=BS)["kv"]
+    assert np.array_equal(back.view(np.uint16), np_dequantize(want, layout, BS))
+    if kind in ("random", "tiny", "huge", "zero"):
+        x, y = kv.astype(np.float32), back.astype(np.float32)
+        nope = D - 64
+        s = np.repeat(np_scales(x[..., :nope].reshape(3, BS, -1, 64 if layout == "model1" else 128)),
+                      64 if layout == "model1" else 128, axis=-1)
+        assert np.all(np.abs(x[..., :nope] - y[..., :nope]) <= np.abs(x[..., :nope]) * (2.0**-4 + 2.0**-8) + s * 2.0**-10)
+        assert np.array_equal(kv[..., nope:].view(np.uint16), back[..., nope:].view(np.uint16))
+
+
+@pytest.mark.parametrize("layout", ["v32", "model1"])
+def test_dequantize_random_bytes(layout):
+    rng = np.random.default_rng(3)
+    BS = 7
+    D = LAYOUTS[layout][0]
+    kv = rows(rng, 2, BS, D, "random")
+    cache = np_quantize(kv, layout)
+    cache[:] = rng.integers(0, 256, cache.shape, dtype=np.uint8)
+    if layout == "v32":  # fp32 scales of any sign and size, not only powers of two
+        s = (rng.standard_normal((2, BS, 4)) * np.exp(rng.uniform(-20, 20, (2, BS, 4)))).astype(np.float32)
+        cache[..., 512:528] = s.view(np.uint8).reshape(2, BS, 16)
+    got = dsops.fp8_cache_dequantize(cache=cache, layout=layout, block_size=BS)["kv"]
+    assert np.array_equal(got.view(np.uint16), np_dequantize(cache, layout, BS))
+
+
+def test_every_e4m3_byte():
+    # one MODEL1 block of 2 tokens whose scales are 2^0 (ue8m0 127): the rows hold the bytes' values
+    BS = 2
+    cache = np.zeros((1, (BS * 584 + 575) // 576 * 576), np.uint8)
+    body = cache[0, : BS * 576].reshape(BS, 576)
+    body[:, :448] = (np.arange(BS * 448) % 256).reshape(BS, 448)
+    cache[0, BS * 576 : BS * 584] = np.tile(np.array([127] * 7 + [0], np.uint8), BS)
+    got = dsops.fp8_cache_dequantize(cache=cache, layout="model1", block_size=BS)["kv"].astype(np.float32)
+    want = body[:, :448].copy().view(E4M3).astype(np.float32)
+    nan = np.isnan(want)
+    assert nan.sum() == 7  # 0x7f four times and 0xff three times among 896 bytes
+    assert np.array_equal(np.isnan(got[0, :, :448]), nan) and np.all(got[0, :, :448][~nan] == want[~nan])
+
+
+def test_errors():
+    kv = np.zeros((2, 4, 512), BF16)
+    with pytest.raises(dsops.Error) as e:
+        dsops.fp8_cache_quantize(kv=kv, layout="v32")
+    assert e.value.status == "DSOPS_ERR_SHAPE" and "kv.shape[2]" in str(e.value)
+    with pytest.raises(dsops.Error) as e:
+        dsops.fp8_cache_dequantize(cache=np.zeros((2, 100), np.uint8), layout="model1", block_size=4)
+    assert e.value.status == "DSOPS_ERR_SHAPE" and "584" in str(e.value)
+    with pytest.raises(dsops.Error) as e:
+        dsops.fp8_cache_dequantize(cache=np.zeros((2, 2880), np.uint8), layout="model1")
+    assert "block_size" in str(e.value)
