@@ -51,6 +51,9 @@ static const dsops_dia_case dia_cases[] = {
     /* dsops: the int8 variant (W8A8C8 prologs, int8 latent cache) */
     {.name = "v32_dia_int8_b4_s2_mixed", .B = 4, .S = 2, DIA_MIXED, .table_width = 1024, DIA_DIMS, .int8 = 1,
      .layout = DSOPS_KV_SPLIT_INT8, .ci = 1},
+    /* dsops: the int8 variant on FlashMLA's FP8 latent rows (flashmla_fp8) */
+    {.name = "v32_dia_int8_b4_s2_fp8", .B = 4, .S = 2, DIA_MIXED, .table_width = 1024, DIA_DIMS, .int8 = 1,
+     .layout = DSOPS_KV_FLASHMLA_FP8, .ci = 1},
     /* Edge and error cases: the test corrupts a needed block-table entry and expects DSOPS_ERR_INDEX with
      * every cache byte untouched */
     {.name = "v32_dia_edge_validate_before_write", .B = 2, .S = 2, .seqused = {300, 1000}, DIA_DIMS,
@@ -118,7 +121,7 @@ dsops_dia_problem *dsops_dia_problem_make(const dsops_dia_case *c, uint64_t seed
     if (!c || c->B < 0 || c->B > 128 || c->H < 1 || c->H > CASES_MAX_ROW || c->Q < 1 || c->Q > CASES_MAX_ROW ||
         c->N < 1 || c->Dqn < 1 || c->Dc < 1 || c->Dc + 64 > CASES_MAX_KV_ROW || c->NI < 1 || c->DI < 64 ||
         c->DI > CASES_MAX_ROW || c->K < 1 || c->BS < 1 || c->table_width < 0 ||
-        (c->layout != DSOPS_KV_SPLIT_BF16 && c->Dc % 128 != 0) || (c->layout == DSOPS_KV_PACKED656 && c->Dc != 512))
+        (c->layout != DSOPS_KV_SPLIT_BF16 && c->Dc % 128 != 0) || ((c->layout == DSOPS_KV_PACKED656 || c->layout == DSOPS_KV_FLASHMLA_FP8) && c->Dc != 512))
         return NULL;
     for (int b = 0; b < c->B; b++)
         if (dia_tokens(c, b) < 0 || c->seqused[b] < dia_tokens(c, b))
