@@ -6,7 +6,7 @@
  * comes from the bracket of its note ("[T, N, Dc]", "[N*(Dqn+64), Q]", ...), evaluated with small values of the
  * dimension symbols (T = 3, N = 2, Dc = 128, ...); inputs get the lowest dtype their mask allows; optional tensors
  * are present unless their note names them as part of another variant (", int8 ...", ", split_int8",
- * ", packed656"); the description's infer and output_shapes helpers then give the outputs. Index tensors get
+ * ", packed_int8"); the description's infer and output_shapes helpers then give the outputs. Index tensors get
  * values that make sense for their name (a partition for cu_seqlens_q, in-range block tables, distinct slots for
  * cache_index, ...). The rest of the input is a list of changes to that baseline: symbol values, scalar parameters,
  * presence, dtype, rank, extents and strides of tensors (zero, negative, padded, overlapping), single index values,
@@ -602,7 +602,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         *v->t = dsops_tensor_make(NULL, dt, rank, shape);
         const char *note = d->note ? d->note : "";
         v->present = is_required(d->role) ||
-                     !(strstr(note, ", int8") || strstr(note, ", split_int8") || strstr(note, ", packed656"));
+                     !(strstr(note, ", int8") || strstr(note, ", split_int8") || strstr(note, ", packed_int8"));
         /* a non-NULL marker until the memory exists, so that infer sees which tensors are given */
         v->t->data = v->present ? (void *)v : NULL;
     }

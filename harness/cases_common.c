@@ -298,7 +298,7 @@ void cases_fill_range(uint64_t seed, uint64_t stream, int64_t rows, int64_t cols
 
 /* ---- paged caches ------------------------------------------------------------------------------- */
 
-/* One packed656 row [656] from 576 values: four int8 groups of 128, their fp32 scales, then 64 bf16 rope
+/* One packed_int8 row [656] from 576 values: four int8 groups of 128, their fp32 scales, then 64 bf16 rope
  * values, each little-endian. */
 static void pack656_row(const float *v, uint8_t *dst)
 {
@@ -336,11 +336,11 @@ int cases_fill_latent_cache(void **buffers, int *nbuffers, int capacity, dsops_k
     const int64_t rows = NB * BS;
     const int G = Dc / 128;
     memset(out, 0, sizeof *out);
-    const int packed = layout == DSOPS_KV_PACKED656 || layout == DSOPS_KV_FLASHMLA_FP8,
+    const int packed = layout == DSOPS_KV_PACKED_INT8 || layout == DSOPS_KV_FLASHMLA_FP8,
               int8 = layout == DSOPS_KV_SPLIT_INT8;
     if (Dc + Dr > CASES_MAX_KV_ROW || (packed && (Dc != 512 || Dr != 64)))
         return 0;
-    uint8_t *kv = NULL;     /* packed656, flashmla_fp8: [NB, BS, 656] */
+    uint8_t *kv = NULL;     /* packed_int8, flashmla_fp8: [NB, BS, 656] */
     uint16_t *rope = NULL;  /* split: [NB, BS, Dr] bf16 */
     void *nope = NULL;      /* split: [NB, BS, Dc] bf16 or int8 */
     float *scale = NULL;    /* split_int8: [NB, BS, Dc/128] fp32 */
@@ -360,7 +360,7 @@ int cases_fill_latent_cache(void **buffers, int *nbuffers, int capacity, dsops_k
         rng r = cases_row_rng(seed, stream, row);
         cases_rng_uniform_pm1(&r, v, (size_t)(Dc + Dr));
         if (packed) {
-            if (layout == DSOPS_KV_PACKED656)
+            if (layout == DSOPS_KV_PACKED_INT8)
                 pack656_row(v, kv + row * 656);
             else
                 fp8_row(v, kv + row * 656);

@@ -81,13 +81,13 @@ void cases_fill_range(uint64_t seed, uint64_t stream, int64_t rows, int64_t cols
 
 /* A paged latent cache of NB blocks of BS rows in `layout`, every row random: Dc latent and Dr rope values
  * U(-1,1) drawn from (seed, stream, row); int8 layouts quantise the latent per 128-group with
- * cases_quant_group (packed656: Dc 512, Dr 64); flashmla_fp8 rows are the library's FP8 quantisation of the
+ * cases_quant_group (packed_int8: Dc 512, Dr 64); flashmla_fp8 rows are the library's FP8 quantisation of the
  * bf16 row (Dc 512, Dr 64). Tensors absent in the layout stay zero. */
 typedef struct cases_latent_cache {
     dsops_tensor nope;        /* split layouts: [NB, BS, Dc] bf16 or int8 */
     dsops_tensor nope_scale;  /* split_int8: [NB, BS, Dc/128] fp32 */
     dsops_tensor rope;        /* split layouts: [NB, BS, Dr] bf16 */
-    dsops_tensor packed;      /* packed656, flashmla_fp8: [NB, BS, 656] uint8 */
+    dsops_tensor packed;      /* packed_int8, flashmla_fp8: [NB, BS, 656] uint8 */
 } cases_latent_cache;
 /* 1, or 0 when memory or the buffer list runs out. */
 int cases_fill_latent_cache(void **buffers, int *nbuffers, int capacity, dsops_kv_layout layout, int64_t NB,

@@ -31,7 +31,7 @@ static float to_bf16_value(float f) { return cases_bf16_value(cases_bf16_bits(f)
 dsops_sfa_composite *dsops_sfa_composite_make(const dsops_sfa_problem *p)
 {
     const dsops_sparse_flash_attention_v32_args *a = &p->args;
-    if (a->kv_layout == DSOPS_KV_PACKED656)
+    if (a->kv_layout == DSOPS_KV_PACKED_INT8)
         return NULL;
     dsops_sfa_composite *c = calloc(1, sizeof *c);
     if (!c)

@@ -8,7 +8,7 @@
 
 typedef struct dsops_sfa_composite dsops_sfa_composite;
 
-/* A composite over problem p (split_bf16 or split_int8 caches; NULL for packed656 or out of memory). It
+/* A composite over problem p (split_bf16 or split_int8 caches; NULL for packed_int8 or out of memory). It
  * keeps pointers into p and writes p's `out`. */
 dsops_sfa_composite *dsops_sfa_composite_make(const dsops_sfa_problem *p);
 void dsops_sfa_composite_free(dsops_sfa_composite *c);

@@ -39,7 +39,7 @@ static const dsops_mlap_case mlap_cases[] = {
      .layout = DSOPS_KV_SPLIT_BF16, .ci = 1},
     /* caches for 1024 tokens per sequence, as the other int8 cases */
     {.name = "v32_mla_prolog_int8_b4_s2_packed", .B = 4, .S = 2, .kv = 1024, MLAP_DIMS, .int8_wq_b = 1,
-     .layout = DSOPS_KV_PACKED656, .ci = 1},
+     .layout = DSOPS_KV_PACKED_INT8, .ci = 1},
     {.name = "v32_mla_prolog_int8_b4_s2_fp8", .B = 4, .S = 2, .kv = 1024, MLAP_DIMS, .int8_wq_b = 1,
      .layout = DSOPS_KV_FLASHMLA_FP8, .ci = 1},
 };
@@ -56,7 +56,7 @@ dsops_mlap_problem *dsops_mlap_problem_make(const dsops_mlap_case *c, uint64_t s
 {
     if (!c || c->B < 0 || c->S < 0 || c->kv < c->S || c->H < 1 || c->H > CASES_MAX_ROW || c->Q < 1 ||
         c->Q > CASES_MAX_ROW || c->N < 1 || c->Dqn < 1 || c->Dc < 1 || c->Dc + 64 > CASES_MAX_KV_ROW || c->BS < 1 ||
-        (c->layout != DSOPS_KV_SPLIT_BF16 && c->Dc % 128 != 0) || ((c->layout == DSOPS_KV_PACKED656 || c->layout == DSOPS_KV_FLASHMLA_FP8) && c->Dc != 512))
+        (c->layout != DSOPS_KV_SPLIT_BF16 && c->Dc % 128 != 0) || ((c->layout == DSOPS_KV_PACKED_INT8 || c->layout == DSOPS_KV_FLASHMLA_FP8) && c->Dc != 512))
         return NULL;
     dsops_mlap_problem *p = calloc(1, sizeof *p);
     if (!p)
@@ -197,7 +197,7 @@ static int mlap_collect(const dsops_mlap_problem *p, mlap_result r[MLAP_RESULTS]
     memcpy(r[MLAP_QR].bytes, a->qr.data, r[MLAP_QR].n * dsops_dtype_size(r[MLAP_QR].dt));
     if (int8_qr)
         memcpy(r[MLAP_QR_SCALE].bytes, a->qr_scale.data, (size_t)T * 4);
-    /* cache rows: split layouts [rows, Dc] latent, [rows, G] fp32 scales, [rows, 64] bf16 rope; packed656
+    /* cache rows: split layouts [rows, Dc] latent, [rows, G] fp32 scales, [rows, 64] bf16 rope; packed_int8
      * rows of Dc int8, 64 bf16 rope, G fp32 scales; flashmla_fp8 rows of Dc e4m3, G fp32 scales, 64 bf16 rope */
     const size_t lat_bytes = (size_t)Dc * (int8_cache ? 1 : 2), sc_bytes = (size_t)G * 4;
     for (int64_t t = 0, w = 0; t < T; t++) {
@@ -205,7 +205,7 @@ static int mlap_collect(const dsops_mlap_problem *p, mlap_result r[MLAP_RESULTS]
             continue;
         unsigned char *lat = r[MLAP_LATENT].bytes + w * lat_bytes, *sc = r[MLAP_LATENT_SCALE].bytes + w * sc_bytes,
                       *kr = r[MLAP_KR].bytes + w * 128;
-        if (p->c.layout == DSOPS_KV_PACKED656) {
+        if (p->c.layout == DSOPS_KV_PACKED_INT8) {
             const unsigned char *row = (const unsigned char *)a->kv_packed.data + slot[t] * 656;
             memcpy(lat, row, lat_bytes), memcpy(kr, row + Dc, 128), memcpy(sc, row + Dc + 128, sc_bytes);
         } else if (fp8) { /* e4m3 latent, fp32 scales, bf16 rope */

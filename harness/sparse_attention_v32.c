@@ -121,7 +121,7 @@ dsops_dia_problem *dsops_dia_problem_make(const dsops_dia_case *c, uint64_t seed
     if (!c || c->B < 0 || c->B > 128 || c->H < 1 || c->H > CASES_MAX_ROW || c->Q < 1 || c->Q > CASES_MAX_ROW ||
         c->N < 1 || c->Dqn < 1 || c->Dc < 1 || c->Dc + 64 > CASES_MAX_KV_ROW || c->NI < 1 || c->DI < 64 ||
         c->DI > CASES_MAX_ROW || c->K < 1 || c->BS < 1 || c->table_width < 0 ||
-        (c->layout != DSOPS_KV_SPLIT_BF16 && c->Dc % 128 != 0) || ((c->layout == DSOPS_KV_PACKED656 || c->layout == DSOPS_KV_FLASHMLA_FP8) && c->Dc != 512))
+        (c->layout != DSOPS_KV_SPLIT_BF16 && c->Dc % 128 != 0) || ((c->layout == DSOPS_KV_PACKED_INT8 || c->layout == DSOPS_KV_FLASHMLA_FP8) && c->Dc != 512))
         return NULL;
     for (int b = 0; b < c->B; b++)
         if (dia_tokens(c, b) < 0 || c->seqused[b] < dia_tokens(c, b))

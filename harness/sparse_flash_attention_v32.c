@@ -37,24 +37,24 @@ static const dsops_sfa_case sfa_cases[] = {
     {.name = "v32_sfa_b1_s256_int8_kv64k_ci", .B = 1, .S = 16, .seqused = {65536}, V32_DIMS,
      .layout = DSOPS_KV_SPLIT_INT8, .ci = 1},
     {.name = "v32_sfa_packed_b4_s2_mixed", .B = 4, .S = 2, .seqused = {65536, 16381, 666, 15}, V32_DIMS,
-     .layout = DSOPS_KV_PACKED656, .ci = 1},
+     .layout = DSOPS_KV_PACKED_INT8, .ci = 1},
     {.name = "v32_sfa_packed_b4_s2_kv64k", .B = 4, .S = 2, .seqused = {REP4(65536)}, V32_DIMS,
-     .layout = DSOPS_KV_PACKED656, .ci = 1},
+     .layout = DSOPS_KV_PACKED_INT8, .ci = 1},
     {.name = "v32_sfa_packed_b1_s256_kv64k", .B = 1, .S = 256, .seqused = {65536}, V32_DIMS,
-     .layout = DSOPS_KV_PACKED656, .ci = 0, .ci_variant = "v32_sfa_packed_b1_s256_kv64k_ci"},
+     .layout = DSOPS_KV_PACKED_INT8, .ci = 0, .ci_variant = "v32_sfa_packed_b1_s256_kv64k_ci"},
     {.name = "v32_sfa_packed_b1_s256_kv64k_ci", .B = 1, .S = 16, .seqused = {65536}, V32_DIMS,
-     .layout = DSOPS_KV_PACKED656, .ci = 1},
+     .layout = DSOPS_KV_PACKED_INT8, .ci = 1},
     {.name = "v32_sfa_packed_b64_s2_kv64k", .B = 64, .S = 2, .seqused = {REP64(65536)}, V32_DIMS,
-     .layout = DSOPS_KV_PACKED656, .ci = 0, .ci_variant = "v32_sfa_packed_b64_s2_kv64k_ci"},
+     .layout = DSOPS_KV_PACKED_INT8, .ci = 0, .ci_variant = "v32_sfa_packed_b64_s2_kv64k_ci"},
     {.name = "v32_sfa_packed_b64_s2_kv64k_ci", .B = 8, .S = 2, .seqused = {REP8(65536)}, V32_DIMS,
-     .layout = DSOPS_KV_PACKED656, .ci = 1},
+     .layout = DSOPS_KV_PACKED_INT8, .ci = 1},
     {.name = "v32_sfa_packed_b64_s2_uniform", .B = 64, .S = 2,
      .seqused = {REP8(16384), REP8(32768), REP8(49152), REP16(65536), REP8(81920), REP8(98304), REP8(114688)},
-     V32_DIMS, .layout = DSOPS_KV_PACKED656, .ci = 0, .ci_variant = "v32_sfa_packed_b64_s2_uniform_ci"},
+     V32_DIMS, .layout = DSOPS_KV_PACKED_INT8, .ci = 0, .ci_variant = "v32_sfa_packed_b64_s2_uniform_ci"},
     /* one sequence per length class plus a second 65536 */
     {.name = "v32_sfa_packed_b64_s2_uniform_ci", .B = 8, .S = 2,
      .seqused = {16384, 32768, 49152, 65536, 65536, 81920, 98304, 114688}, V32_DIMS,
-     .layout = DSOPS_KV_PACKED656, .ci = 1},
+     .layout = DSOPS_KV_PACKED_INT8, .ci = 1},
     {.name = "v32_sfa_b4_s2_int8_mixed_lse", .B = 4, .S = 2, .seqused = {65536, 16381, 666, 15}, V32_DIMS,
      .layout = DSOPS_KV_SPLIT_INT8, .with_lse = 1, .ci = 1},
     /* Edge and error cases: every index is -1 or >= seqused, so every token is lonely (out 0, lse +Inf) */
@@ -66,7 +66,7 @@ static const dsops_sfa_case sfa_cases[] = {
     {.name = "v32_sfa_edge_nan_unread_bf16", .B = 3, .S = 2, .seqused = {3000, 70, 2049}, V32_DIMS,
      .layout = DSOPS_KV_SPLIT_BF16, .with_lse = 1, .nan_unread = 1, .ci = 1},
     {.name = "v32_sfa_packed_edge_nan_unread", .B = 3, .S = 2, .seqused = {3000, 70, 2049}, V32_DIMS,
-     .layout = DSOPS_KV_PACKED656, .with_lse = 1, .nan_unread = 1, .ci = 1},
+     .layout = DSOPS_KV_PACKED_INT8, .with_lse = 1, .nan_unread = 1, .ci = 1},
     /* FlashMLA's FP8 rows (flashmla_fp8, spec §2.12): the decode shapes of the int8 layouts, and NaN (e4m3 NaN
      * bytes, scales and rope) in every row no token reads */
     {.name = "v32_sfa_fp8_b4_s2_mixed", .B = 4, .S = 2, .seqused = {65536, 16381, 666, 15}, V32_DIMS,
@@ -102,7 +102,7 @@ static int fill_unread_with_nan(dsops_sfa_problem *p, const int32_t *idx, const 
     for (int64_t r = 0; r < rows; r++) {
         if (read[r])
             continue;
-        if (c->layout == DSOPS_KV_PACKED656) {
+        if (c->layout == DSOPS_KV_PACKED_INT8) {
             unsigned char *row = (unsigned char *)a->kv_packed.data + r * 656;
             memset(row, 0xff, (size_t)c->Dc);                 /* int8 latent: -1 */
             for (int k = 0; k < c->Dr; k++)                    /* bf16 rope at [Dc, Dc + 2 Dr) */
@@ -146,7 +146,7 @@ static int64_t row_bytes(const dsops_sfa_case *c)
     switch (c->layout) {
     case DSOPS_KV_SPLIT_BF16: return (int64_t)(c->Dc + c->Dr) * 2;
     case DSOPS_KV_SPLIT_INT8: return (int64_t)c->Dc + (int64_t)(c->Dc / 128) * 4 + (int64_t)c->Dr * 2;
-    case DSOPS_KV_PACKED656: return 656;
+    case DSOPS_KV_PACKED_INT8: return 656;
     case DSOPS_KV_FLASHMLA_FP8: return 656;
     }
     return 0;
@@ -158,7 +158,7 @@ dsops_sfa_problem *dsops_sfa_problem_make(const dsops_sfa_case *c, uint64_t seed
 {
     if (!c || c->B < 0 || c->B > 128 || c->S < 0 || c->N < 1 || c->Dc < 1 || c->Dr < 1 || c->Dc + c->Dr > CASES_MAX_KV_ROW ||
         c->K < 1 || c->BS < 1 || (c->layout != DSOPS_KV_SPLIT_BF16 && c->Dc % 128 != 0) ||
-        (c->layout == DSOPS_KV_PACKED656 && (c->Dc != 512 || c->Dr != 64)))
+        (c->layout == DSOPS_KV_PACKED_INT8 && (c->Dc != 512 || c->Dr != 64)))
         return NULL;
     dsops_sfa_problem *p = calloc(1, sizeof *p);
     if (!p)

@@ -177,10 +177,12 @@ typedef enum dsops_p_mode {
 typedef enum dsops_kv_layout {
     DSOPS_KV_SPLIT_BF16 = 0,  /* key_nope [NB,BS,Dc] bf16 + key_rope [NB,BS,Dr] bf16 */
     DSOPS_KV_SPLIT_INT8 = 1,  /* key_nope [NB,BS,Dc] int8 + key_nope_scale [NB,BS,Dc/128] fp32 + key_rope bf16 */
-    DSOPS_KV_PACKED656 = 2,   /* kv_packed [NB,BS,656] uint8: 512 int8 | 64 bf16 rope | 4 fp32 scales */
+    DSOPS_KV_PACKED_INT8 = 2, /* kv_packed [NB,BS,656] uint8: 512 int8 | 64 bf16 rope | 4 fp32 scales (dsops's
+                                 own row, not FlashMLA's; formerly DSOPS_KV_PACKED656) */
     DSOPS_KV_FLASHMLA_FP8 = 3 /* kv_packed [NB,BS,656] uint8, FlashMLA's V32 FP8 row (spec §2.12):
                                  512 e4m3 | 4 fp32 power-of-two scales | 64 bf16 rope */
 } dsops_kv_layout;
+#define DSOPS_KV_PACKED656 DSOPS_KV_PACKED_INT8 /* the former name, kept for existing callers */
 
 /* ---------------------------------------------------------------------------------------------
  * Shared primitives (spec §2.3 - §2.8)
@@ -327,7 +329,7 @@ DSOPS_API dsops_status dsops_fp8_cache_dequantize(dsops_context *ctx, const dsop
  * hold a NaN, reach +Inf or are all -Inf is "poisoned": out and lse are NaN (spec §2.10 A3).
  *
  * Errors: DSOPS_ERR_NULL (required tensor absent), _SHAPE (rank/extent; Dc % 128 for int8 layouts;
- * packed656 needs Dc = 512, Dr = 64), _DTYPE, _PARAM (non-finite softmax_scale, bad enum, p_tile < 1),
+ * packed_int8 needs Dc = 512, Dr = 64), _DTYPE, _PARAM (non-finite softmax_scale, bad enum, p_tile < 1),
  * _INDEX (cu_seqlens_q not a valid partition of T, seqused_kv < 0, topk_length < 0, a used index whose
  * block-table column is >= MB or whose block is outside [0, NB)), _ALIAS (out / lse overlap an input
  * or each other), _NOMEM (scratch: about (K*(Dqk+Dv)*2 + N*K*6 + N*Dv*4) bytes per thread),
@@ -340,7 +342,7 @@ typedef struct dsops_sparse_flash_attention_v32_args {
     dsops_tensor key_nope;        /* [NB, BS, Dc] bf16 (split_bf16) or int8 (split_int8) */
     dsops_tensor key_nope_scale;  /* [NB, BS, Dc/128] fp32 (split_int8 only) */
     dsops_tensor key_rope;        /* [NB, BS, Dr] bf16 (split layouts) */
-    dsops_tensor kv_packed;       /* [NB, BS, 656] uint8 (packed656 only) */
+    dsops_tensor kv_packed;       /* [NB, BS, 656] uint8 (packed_int8 only) */
     dsops_tensor topk_indices;    /* [T, K] int32, logical token positions of the sequence */
     dsops_tensor topk_length;     /* [T] int32, optional */
     dsops_tensor block_table;     /* [B, MB] int32 */
@@ -387,7 +389,7 @@ DSOPS_API void dsops_prepared_destroy(dsops_prepared *prepared);
  *   kva = bf16(x wkv_a^T); ckv = bf16(RMSNorm(kva[0:Dc]; gamma_ckv, eps_ckv));
  *   krope = bf16(rot(kva[Dc:Dc+64])); row cache_index[t] (if >= 0) of the kv caches receives ckv and
  *   krope in the chosen layout (int8 layouts: Q8 per 128 values of ckv).
- * Dr is 64. Errors: _NULL, _SHAPE (extents; Dc % 128 for int8 layouts; packed656: Dc 512; Q <= 131072
+ * Dr is 64. Errors: _NULL, _SHAPE (extents; Dc % 128 for int8 layouts; packed_int8: Dc 512; Q <= 131072
  * for int8 wq_b), _DTYPE, _PARAM (eps, enums, a prepared object made from other weights), _INDEX
  * (cache_index >= NB*BS or repeated among the non-negative values: nothing is written), _ALIAS, _NOMEM.
  * ------------------------------------------------------------------------------------------- */
@@ -407,7 +409,7 @@ typedef struct dsops_mla_prolog_v32_args {
     dsops_tensor kv_cache;        /* [NB, BS, Dc] bf16 (split_bf16) or int8 (split_int8), in-out */
     dsops_tensor kv_scale_cache;  /* [NB, BS, Dc/128] fp32 (split_int8), in-out */
     dsops_tensor kr_cache;        /* [NB, BS, 64] bf16 (split layouts), in-out */
-    dsops_tensor kv_packed;       /* [NB, BS, 656] uint8 (packed656), in-out */
+    dsops_tensor kv_packed;       /* [NB, BS, 656] uint8 (packed_int8), in-out */
     dsops_tensor q_nope;          /* [T, N, Dc] bf16, out */
     dsops_tensor q_rope;          /* [T, N, 64] bf16, out */
     dsops_tensor qr;              /* [T, Q] bf16 (bf16 wq_b) or int8 (int8 wq_b), out */

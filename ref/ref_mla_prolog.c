@@ -37,7 +37,7 @@
 static void mlap_store_row(const dsops_mla_prolog_v32_args *a, int64_t Dc, int64_t r, const float *ckv,
                            const float *krope)
 {
-    const int packed = a->kv_layout == DSOPS_KV_PACKED656 || a->kv_layout == DSOPS_KV_FLASHMLA_FP8;
+    const int packed = a->kv_layout == DSOPS_KV_PACKED_INT8 || a->kv_layout == DSOPS_KV_FLASHMLA_FP8;
     const dsops_tensor *ref = packed ? &a->kv_packed : &a->kv_cache;
     const int64_t BS = ref->shape[1];
     const int64_t blk = r / BS, off = r % BS;
@@ -61,7 +61,7 @@ static void mlap_store_row(const dsops_mla_prolog_v32_args *a, int64_t Dc, int64
         for (int64_t e = 0; e < DR; e++)
             ref_put_bf16(&a->kr_cache, blk, off, e, krope[e]);
         break;
-    case DSOPS_KV_PACKED656:                                              /* kv_packed [NB, BS, 656] uint8 */
+    case DSOPS_KV_PACKED_INT8:                                              /* kv_packed [NB, BS, 656] uint8 */
         for (int64_t g = 0; g < Dc / QG; g++) {
             dsops_ref_q8_group(ckv + g * QG, QG, q, &s);
             for (int64_t c = 0; c < QG; c++)

@@ -30,7 +30,7 @@ uint16_t dsops_ref_bf16_from_f32(float f)
 
 float dsops_ref_f32_from_bf16(uint16_t h) { return ref_f32_from_bits((uint32_t)h << 16); }
 
-/* Little-endian multi-byte fields of a packed656 row, byte by byte through the byte stride. */
+/* Little-endian multi-byte fields of a packed_int8 row, byte by byte through the byte stride. */
 static uint16_t packed_u16(const dsops_tensor *kv, int64_t blk, int64_t off, int64_t byte)
 {
     return (uint16_t)(ref_get_u8(kv, blk, off, byte) | (ref_get_u8(kv, blk, off, byte + 1) << 8));
@@ -71,7 +71,7 @@ static void load_key(const dsops_sparse_flash_attention_v32_args *a, int64_t Dc,
         for (int64_t c = 0; c < Dr; c++)
             key[Dc + c] = ref_get_f(&a->key_rope, blk, off, c);           /* key_rope [NB, BS, Dr] bf16 */
         break;
-    case DSOPS_KV_PACKED656:                                              /* kv_packed [NB, BS, 656] uint8 */
+    case DSOPS_KV_PACKED_INT8:                                              /* kv_packed [NB, BS, 656] uint8 */
         for (int64_t c = 0; c < Dc; c++) {
             float q = (float)(int8_t)ref_get_u8(&a->kv_packed, blk, off, PACKED_NOPE_BYTE + c);
             float s = packed_f32(&a->kv_packed, blk, off, PACKED_SCALE_BYTE + 4 * (c / 128));
@@ -102,7 +102,7 @@ void dsops_ref_sparse_flash_attention_v32(const dsops_sparse_flash_attention_v32
     const int64_t Dqk = Dc + Dr;
     const int64_t K = a->topk_indices.shape[1];           /* topk_indices [T, K] */
     const int64_t B = a->seqused_kv.shape[0];             /* seqused_kv [B], cu_seqlens_q [B+1] */
-    const int64_t BS = a->kv_layout == DSOPS_KV_PACKED656 || a->kv_layout == DSOPS_KV_FLASHMLA_FP8 ? a->kv_packed.shape[1]
+    const int64_t BS = a->kv_layout == DSOPS_KV_PACKED_INT8 || a->kv_layout == DSOPS_KV_FLASHMLA_FP8 ? a->kv_packed.shape[1]
                                                                                            : a->key_nope.shape[1];
     const float sigma = a->softmax_scale;
     const int has_len = a->topk_length.data != NULL;      /* topk_length [T] (optional) */

@@ -14,7 +14,7 @@
 
 /* ---- element access -------------------------------------------------------------------------------- */
 
-/* packed656 row fields */
+/* packed_int8 row fields */
 static float packed_rope(const dsops_tensor *kv, int64_t blk, int64_t off, int64_t e)
 {
     uint16_t h = (uint16_t)(*tf_eaddr(kv, blk, off, 512 + 2 * e) | (*tf_eaddr(kv, blk, off, 512 + 2 * e + 1) << 8));
@@ -31,12 +31,12 @@ static float packed_scale(const dsops_tensor *kv, int64_t blk, int64_t off, int6
     return f;
 }
 
-/* Cache row (blk, off) of the args' layout as fp32: latent [Dc], scales [Dc / 128] (split_int8, packed656)
+/* Cache row (blk, off) of the args' layout as fp32: latent [Dc], scales [Dc / 128] (split_int8, packed_int8)
  * and rope [64]. */
 static void read_cache_row(const dsops_mla_prolog_v32_args *a, int64_t Dc, int64_t blk, int64_t off, float *lat,
                            float *scale, float *kr)
 {
-    const int packed = a->kv_layout == DSOPS_KV_PACKED656;
+    const int packed = a->kv_layout == DSOPS_KV_PACKED_INT8;
     for (int64_t c = 0; c < Dc; c++)
         lat[c] = packed ? (float)(int8_t)*tf_eaddr(&a->kv_packed, blk, off, c) : tf_getf(&a->kv_cache, blk, off, c);
     for (int64_t g = 0; g < Dc / 128; g++)
@@ -57,7 +57,7 @@ static void fill_cache_rows(mp_problem *p, tu_rng *r)
     const int64_t NB = sp->NB, BS = sp->BS, Dc = sp->Dc, G = Dc / 128;
     for (int64_t b = 0; b < NB; b++)
         for (int64_t o = 0; o < BS; o++) {
-            if (sp->layout == DSOPS_KV_PACKED656) {
+            if (sp->layout == DSOPS_KV_PACKED_INT8) {
                 for (int64_t k = 0; k < 656; k++) {
                     uint8_t v = (uint8_t)tu_rng_u64(r);
                     if (sp->nan_cache)
@@ -159,12 +159,12 @@ mp_problem *mp_make(const mp_spec *spec, uint64_t seed)
     }
 
     /* caches */
-    if (sp->layout == DSOPS_KV_PACKED656) {
+    if (sp->layout == DSOPS_KV_PACKED_INT8) {
         s[0] = NB, s[1] = BS, s[2] = 656;
         a->kv_packed = tf_alloc_view(&p->fx, DSOPS_UINT8, 3, s, sp->strided ? 16 : 0, 1, 0);
     } else if (share & 4) {
         /* one buffer of rows: split_bf16 [latent Dc | rope 64] bf16 (+ pad); split_int8 bytes
-         * [latent Dc int8 | rope 64 bf16 | Dc/128 fp32 scales], the packed656 arrangement for Dc = 512 */
+         * [latent Dc int8 | rope 64 bf16 | Dc/128 fp32 scales], the packed_int8 arrangement for Dc = 512 */
         const int int8 = sp->layout == DSOPS_KV_SPLIT_INT8;
         const int64_t rowb = int8 ? Dc + 2 * DR + 4 * G : 2 * (Dc + DR + 4);
         const int64_t blkb = BS * rowb + 16;
@@ -257,7 +257,7 @@ static void each_written(const void *args, tf_elem_fn fn, void *ctx)
         const int64_t r = tf_get_index(&a->cache_index, t);
         if (r < 0)
             continue;
-        if (a->kv_layout == DSOPS_KV_PACKED656) {
+        if (a->kv_layout == DSOPS_KV_PACKED_INT8) {
             pc_each_in_cache_row(&a->kv_packed, r, fn, ctx);
             continue;
         }
@@ -305,7 +305,7 @@ mp_ref *mp_reference(const dsops_mla_prolog_v32_args *a)
     memset(&ra.kv_scale_cache, 0, sizeof ra.kv_scale_cache);
     memset(&ra.kr_cache, 0, sizeof ra.kr_cache);
     memset(&ra.kv_packed, 0, sizeof ra.kv_packed);
-    if (a->kv_layout == DSOPS_KV_PACKED656) {
+    if (a->kv_layout == DSOPS_KV_PACKED_INT8) {
         s[2] = 656;
         ra.kv_packed = dsops_tensor_make(tf_xcalloc((size_t)(rows * 656)), DSOPS_UINT8, 3, s);
     } else {
@@ -405,7 +405,7 @@ int mp_check(mp_problem *p, const mp_ref *r, const char *label)
             const int64_t row = tf_get_index(&a->cache_index, t);
             if (row < 0)
                 continue;
-            const int64_t BS = (a->kv_layout == DSOPS_KV_PACKED656 ? a->kv_packed : a->kv_cache).shape[1];
+            const int64_t BS = (a->kv_layout == DSOPS_KV_PACKED_INT8 ? a->kv_packed : a->kv_cache).shape[1];
             read_cache_row(a, Dc, row / BS, row % BS, lat + w * Dc, sc + w * G, kr + w * DR);
             w++;
         }

@@ -33,7 +33,7 @@ typedef struct mp_spec {
     mp_index_mode index_mode;
     int strided;                      /* 0 dense; 1 every tensor a padded view in its own buffer; 2 padded and
                                        * shared: q_nope / q_rope one [T, N, Dc+64] buffer, cos / sin one
-                                       * buffer, split caches one row buffer (split_int8: packed656-like rows) */
+                                       * buffer, split caches one row buffer (split_int8: packed_int8-like rows) */
     int share;                        /* with strided 2, which buffers are shared: 1 q_nope / q_rope, 2 cos / sin,
                                        * 4 split caches, 8 (with 1) padding between the tokens of the q buffer
                                        * (0: 1 | 2 | 4) */

@@ -8,7 +8,7 @@
 
 const char *pc_layout_name(dsops_kv_layout l)
 {
-    return l == DSOPS_KV_SPLIT_BF16 ? "split_bf16" : (l == DSOPS_KV_SPLIT_INT8 ? "split_int8" : "packed656");
+    return l == DSOPS_KV_SPLIT_BF16 ? "split_bf16" : (l == DSOPS_KV_SPLIT_INT8 ? "split_int8" : "packed_int8");
 }
 
 const char *pc_rope_name(dsops_rope_mode m)

@@ -20,7 +20,7 @@
 
 /* ---- names in test labels ---------------------------------------------------------------------------- */
 
-const char *pc_layout_name(dsops_kv_layout l);  /* split_bf16, split_int8, packed656 */
+const char *pc_layout_name(dsops_kv_layout l);  /* split_bf16, split_int8, packed_int8 */
 const char *pc_rope_name(dsops_rope_mode m);    /* interleaved, half, in_half_out */
 
 /* ---- views ------------------------------------------------------------------------------------------- */

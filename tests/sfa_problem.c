@@ -67,7 +67,7 @@ static void store_row(const tp_problem *p, int64_t blk, int64_t off, const row_d
         for (int c = 0; c < Dr; c++)
             pc_put_u16(&a->key_rope, blk, off, c, rd->rope[c]);
         break;
-    case DSOPS_KV_PACKED656: {
+    case DSOPS_KV_PACKED_INT8: {
         uint8_t *row = tf_eaddr(&a->kv_packed, blk, off, 0);
         for (int c = 0; c < 512; c++)
             row[c] = (uint8_t)rd->nope_i8[c];
@@ -382,8 +382,8 @@ void tp_set_key_rope(tp_problem *p, int64_t b, int64_t idx, int64_t c, float v)
     const dsops_sparse_flash_attention_v32_args *a = &p->args;
     int64_t blk = p->table[b * p->MB + idx / p->sp.BS], off = idx % p->sp.BS;
     uint16_t h = tu_bf16(v);
-    if (p->sp.layout == DSOPS_KV_PACKED656 || p->sp.layout == DSOPS_KV_FLASHMLA_FP8) {
-        const int at = p->sp.layout == DSOPS_KV_PACKED656 ? 512 : 528; /* the rope's first byte */
+    if (p->sp.layout == DSOPS_KV_PACKED_INT8 || p->sp.layout == DSOPS_KV_FLASHMLA_FP8) {
+        const int at = p->sp.layout == DSOPS_KV_PACKED_INT8 ? 512 : 528; /* the rope's first byte */
         uint8_t *row = tf_eaddr(&a->kv_packed, blk, off, 0);
         row[at + 2 * c] = (uint8_t)(h & 0xff);
         row[at + 2 * c + 1] = (uint8_t)(h >> 8);

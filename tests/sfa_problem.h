@@ -35,7 +35,7 @@ typedef struct tp_spec {
     int int8_extreme;             /* int8 latents only -128 / 127 */
     int strided_q;                /* q_nope / q_rope: views into one [T, N, Dc+Dr+pad] buffer */
     int strided_kv;               /* 1: cache views into one padded buffer; 2 (split_int8, Dc 512, Dr 64):
-                                   * views into a packed656-compatible buffer, no padding */
+                                   * views into a packed_int8-compatible buffer, no padding */
     int strided_out;              /* out / lse: padded views (the padding must stay untouched) */
     int extra_blocks;             /* physical blocks no table entry refers to */
     int extra_cols;               /* block-table columns beyond the needed ones */

@@ -156,7 +156,7 @@ int main(int argc, char **argv)
     ctx = tu_context();
     builder_problem("mixed_bf16_normalised", DSOPS_KV_SPLIT_BF16, DSOPS_P_NORMALISED, 128);
     builder_problem("mixed_int8_tiled7", DSOPS_KV_SPLIT_INT8, DSOPS_P_TILED, 7);
-    builder_problem("mixed_packed_fp32", DSOPS_KV_PACKED656, DSOPS_P_FP32, 128);
+    builder_problem("mixed_packed_fp32", DSOPS_KV_PACKED_INT8, DSOPS_P_FP32, 128);
     li_builder_problem("li_mixed_int8", 1, 1, 0, LP_DATA_RANDOM);
     li_builder_problem("li_mixed_bf16_ratio4", 0, 4, 0, LP_DATA_RANDOM);
     li_builder_problem("li_one_token_16k_int8", 1, 1, 1, LP_DATA_RANDOM);

@@ -25,7 +25,7 @@
 
 static dsops_context *ctx;
 
-/* Small shapes: H 256, Q 128, N 4, Dqn 32, Dc 128 (512 for packed656), NI 4, DI 64, BS 16. */
+/* Small shapes: H 256, Q 128, N 4, Dqn 32, Dc 128 (512 for packed_int8), NI 4, DI 64, BS 16. */
 static dsops_dia_case small_case(const char *name, int int8, dsops_kv_layout layout, int K)
 {
     dsops_dia_case c;
@@ -39,7 +39,7 @@ static dsops_dia_case small_case(const char *name, int int8, dsops_kv_layout lay
         c.seqused[b] = used[b];
     }
     c.table_width = 24; /* a few columns no sequence needs */
-    c.H = 256, c.Q = 128, c.N = 4, c.Dqn = 32, c.Dc = layout == DSOPS_KV_PACKED656 ? 512 : 128;
+    c.H = 256, c.Q = 128, c.N = 4, c.Dqn = 32, c.Dc = layout == DSOPS_KV_PACKED_INT8 ? 512 : 128;
     c.NI = 4, c.DI = 64, c.K = K, c.BS = 16;
     c.int8 = int8;
     c.layout = layout;
@@ -97,7 +97,7 @@ static void check_small(int int8, dsops_kv_layout layout, int K, int p_mode)
 
 static void test_small(void)
 {
-    const dsops_kv_layout layouts[3] = {DSOPS_KV_SPLIT_BF16, DSOPS_KV_SPLIT_INT8, DSOPS_KV_PACKED656};
+    const dsops_kv_layout layouts[3] = {DSOPS_KV_SPLIT_BF16, DSOPS_KV_SPLIT_INT8, DSOPS_KV_PACKED_INT8};
     for (int int8 = 0; int8 <= 1; int8++)
         for (int li = 0; li < 3; li++)
             check_small(int8, layouts[li], li == 0 ? 16 : li == 1 ? 64 : 32, DSOPS_P_NORMALISED);

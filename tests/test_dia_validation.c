@@ -33,7 +33,7 @@ static dsops_dia_case small_case(const char *name, int int8, dsops_kv_layout lay
         c.seqused[b] = used[b];
     }
     c.table_width = 12;
-    c.H = 128, c.Q = 64, c.N = 2, c.Dqn = 16, c.Dc = layout == DSOPS_KV_PACKED656 ? 512 : 128;
+    c.H = 128, c.Q = 64, c.N = 2, c.Dqn = 16, c.Dc = layout == DSOPS_KV_PACKED_INT8 ? 512 : 128;
     c.NI = 2, c.DI = 64, c.K = 16, c.BS = 16;
     c.int8 = int8;
     c.layout = layout;
@@ -200,7 +200,7 @@ static void test_edge_named(void)
 
 static void test_edge_small(void)
 {
-    const dsops_kv_layout layouts[3] = {DSOPS_KV_SPLIT_BF16, DSOPS_KV_SPLIT_INT8, DSOPS_KV_PACKED656};
+    const dsops_kv_layout layouts[3] = {DSOPS_KV_SPLIT_BF16, DSOPS_KV_SPLIT_INT8, DSOPS_KV_PACKED_INT8};
     for (int int8 = 0; int8 <= 1; int8++)
         for (int li = 0; li < 3; li++) {
             char name[96];

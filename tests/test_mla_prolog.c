@@ -1,5 +1,5 @@
 /* mla_prolog_v32 against the reference oracle (docs/OPERATORS.md §4.1), on every available ISA tier:
- *   - small problems in every variant: bf16 / int8 wq_b x split_bf16 / split_int8 / packed656, the three
+ *   - small problems in every variant: bf16 / int8 wq_b x split_bf16 / split_int8 / packed_int8, the three
  *     rope modes and rope_inverse, gammas and tables in bf16 and fp32, negative cache indices, block
  *     sizes 1 / 3 / 16, odd shapes, padded and shared (interleaved) views, NaN in untouched cache rows,
  *     all-zero and overflowing Q8 groups, int8 weights at -128 / 127, empty calls;
@@ -36,7 +36,7 @@ static void run_problem(const char *label, const mp_spec *sp)
 
 /* ---- small problems -------------------------------------------------------------------------------- */
 
-/* H 256, Q 128, N 4, Dqn 32, Dc 128 (split_bf16), 256 (split_int8) or 512 (packed656), T 5, BS 16 */
+/* H 256, Q 128, N 4, Dqn 32, Dc 128 (split_bf16), 256 (split_int8) or 512 (packed_int8), T 5, BS 16 */
 static mp_spec base_spec(int int8_wq_b, dsops_kv_layout layout)
 {
     mp_spec s;
@@ -46,7 +46,7 @@ static mp_spec base_spec(int int8_wq_b, dsops_kv_layout layout)
     s.Q = 128;
     s.N = 4;
     s.Dqn = 32;
-    s.Dc = layout == DSOPS_KV_PACKED656 ? 512 : (layout == DSOPS_KV_SPLIT_INT8 ? 256 : 128);
+    s.Dc = layout == DSOPS_KV_PACKED_INT8 ? 512 : (layout == DSOPS_KV_SPLIT_INT8 ? 256 : 128);
     s.BS = 16;
     s.int8_wq_b = int8_wq_b;
     s.layout = layout;
@@ -153,7 +153,7 @@ static void test_views(void)
             s.T = 6;
             snprintf(label, sizeof label, "strided_%s_%s", w ? "int8" : "bf16", pc_layout_name((dsops_kv_layout)l));
             run_problem(label, &s);
-            if (l == DSOPS_KV_PACKED656)
+            if (l == DSOPS_KV_PACKED_INT8)
                 continue;
             /* views that interleave without sharing an element (spec V9 forbids overlapping elements) */
             s.strided = 2;
@@ -170,12 +170,12 @@ static void test_views(void)
                      pc_layout_name((dsops_kv_layout)l));
             run_problem(label, &s);
         }
-    /* split_int8 views into a buffer of packed656 rows (Dc 512) */
+    /* split_int8 views into a buffer of packed_int8 rows (Dc 512) */
     mp_spec s = base_spec(1, DSOPS_KV_SPLIT_INT8);
     s.Dc = 512;
     s.strided = 2;
     s.share = 4;
-    run_problem("shared_cache_views_split_int8_as_packed656_rows", &s);
+    run_problem("shared_cache_views_split_int8_as_packed_int8_rows", &s);
 }
 
 static void test_edges(void)
@@ -222,7 +222,7 @@ static void test_edges(void)
         s = base_spec(1, DSOPS_KV_SPLIT_INT8);
         s.T = 2, s.H = 65, s.Q = 17, s.N = 1, s.Dqn = 1, s.Dc = 128, s.BS = 3;
         run_problem("odd_h65_q17_n1_dqn1_int8", &s);
-        s = base_spec(0, DSOPS_KV_PACKED656);
+        s = base_spec(0, DSOPS_KV_PACKED_INT8);
         s.T = 4, s.N = 1, s.Dqn = 7, s.BS = 1;
         run_problem("odd_n1_dqn7_packed_bs1", &s);
     }
@@ -235,9 +235,9 @@ static void test_edges(void)
         s.layout = DSOPS_KV_SPLIT_BF16;
         run_problem("wide_bf16_split_bf16", &s);
         s.int8_wq_b = 1;
-        s.layout = DSOPS_KV_PACKED656;
+        s.layout = DSOPS_KV_PACKED_INT8;
         s.strided = 1;
-        run_problem("wide_int8_packed656_strided", &s);
+        run_problem("wide_int8_packed_int8_strided", &s);
     }
     /* empty call: T = 0 */
     for (int l = 0; l < 3; l++) {

@@ -14,13 +14,13 @@
 
 static dsops_context *ctx;
 
-/* The base problem: T 5, H 256, Q 128, N 4, Dqn 32, Dc 256 (512 for packed656), BS 16, NB 4; tokens
+/* The base problem: T 5, H 256, Q 128, N 4, Dqn 32, Dc 256 (512 for packed_int8), BS 16, NB 4; tokens
  * 0, 2, 3 write rows, tokens 1 and 4 have negative indices. */
 static mp_problem *base(int int8_wq_b, dsops_kv_layout layout)
 {
     mp_spec s;
     memset(&s, 0, sizeof s);
-    s.T = 5, s.H = 256, s.Q = 128, s.N = 4, s.Dqn = 32, s.Dc = layout == DSOPS_KV_PACKED656 ? 512 : 256;
+    s.T = 5, s.H = 256, s.Q = 128, s.N = 4, s.Dqn = 32, s.Dc = layout == DSOPS_KV_PACKED_INT8 ? 512 : 256;
     s.BS = 16, s.NB = 4;
     s.int8_wq_b = int8_wq_b;
     s.layout = layout;
@@ -57,7 +57,7 @@ static void null_q_nope(void *problem, char *frag) { mp_problem *p = problem; A-
 static void null_q_rope(void *problem, char *frag) { mp_problem *p = problem; A->q_rope.data = NULL; FRAG("q_rope"); }
 static void null_qr(void *problem, char *frag) { mp_problem *p = problem; A->qr.data = NULL; FRAG("qr"); }
 static void null_qr_scale(void *problem, char *frag) { mp_problem *p = problem; A->qr_scale.data = NULL; FRAG("qr_scale"); }
-/* split_int8 caches given to a packed656 call are ignored, but its own cache must be there */
+/* split_int8 caches given to a packed_int8 call are ignored, but its own cache must be there */
 static void packed_given_split(void *problem, char *frag)
 {
     mp_problem *p = problem;
@@ -112,7 +112,7 @@ static void int8_dc192(void *problem, char *frag)
     A->kv_scale_cache.shape[2] = 1;
     FRAG("128");
 }
-/* packed656 needs Dc = 512 */
+/* packed_int8 needs Dc = 512 */
 static void packed_dc256(void *problem, char *frag)
 {
     mp_problem *p = problem;
@@ -204,8 +204,8 @@ static void alias_scale_index(void *problem, char *frag)
 #define VARIANT(int8_wq_b, layout) ((int)(layout) * 2 + (int8_wq_b))
 #define BF VARIANT(0, DSOPS_KV_SPLIT_BF16)
 #define I8 VARIANT(1, DSOPS_KV_SPLIT_INT8)
-#define PK VARIANT(1, DSOPS_KV_PACKED656)
-#define BP VARIANT(0, DSOPS_KV_PACKED656)
+#define PK VARIANT(1, DSOPS_KV_PACKED_INT8)
+#define BP VARIANT(0, DSOPS_KV_PACKED_INT8)
 
 static const val_bad_case bad_cases[] = {
     {"null_x", BF, DSOPS_ERR_NULL, null_x},
@@ -269,7 +269,7 @@ static const val_bad_case bad_cases[] = {
     {"stride_kv_cache_inner", BF, DSOPS_ERR_SHAPE, stride_kv},
     {"split_int8_dc192", I8, DSOPS_ERR_SHAPE, int8_dc192},
     {"split_int8_dc192_bf16_wq_b", VARIANT(0, DSOPS_KV_SPLIT_INT8), DSOPS_ERR_SHAPE, int8_dc192},
-    {"packed656_dc256", PK, DSOPS_ERR_SHAPE, packed_dc256},
+    {"packed_int8_dc256", PK, DSOPS_ERR_SHAPE, packed_dc256},
     {"int8_wq_b_q_131073", I8, DSOPS_ERR_SHAPE, int8_q_too_large},
 
     {"dtype_x", BF, DSOPS_ERR_DTYPE, dtype_x},

@@ -262,7 +262,7 @@ static void test_strided_and_modes(void)
         snprintf(label, sizeof label, "no_lse_%s", layout_name((dsops_kv_layout)l));
         run_problem(label, &s);
     }
-    /* a packed656-compatible byte buffer read through split_int8 views */
+    /* a packed_int8-compatible byte buffer read through split_int8 views */
     {
         tp_spec s = base_spec(DSOPS_KV_SPLIT_INT8);
         s.Dc = 512;

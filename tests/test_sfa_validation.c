@@ -13,7 +13,7 @@
 
 static dsops_context *ctx;
 
-/* The base problem: 3 sequences (S 2, 1, 2; seqused 300, 500, 40), N 2, Dc 128 (512 for packed656),
+/* The base problem: 3 sequences (S 2, 1, 2; seqused 300, 500, 40), N 2, Dc 128 (512 for packed_int8),
  * Dr 64, K 8, BS 64. Every index lies in the first block of its sequence, every table column >= 1 holds
  * garbage, so only column 0 is needed. Tokens: 0, 1 (seq 0), 2 (seq 1), 3, 4 (seq 2). */
 static tp_problem *base(dsops_kv_layout layout)
@@ -24,7 +24,7 @@ static tp_problem *base(dsops_kv_layout layout)
     s.S[0] = 2, s.S[1] = 1, s.S[2] = 2;
     s.seqused[0] = 300, s.seqused[1] = 500, s.seqused[2] = 40;
     s.N = 2;
-    s.Dc = layout == DSOPS_KV_PACKED656 || layout == DSOPS_KV_FLASHMLA_FP8 ? 512 : 128;
+    s.Dc = layout == DSOPS_KV_PACKED_INT8 || layout == DSOPS_KV_FLASHMLA_FP8 ? 512 : 128;
     s.Dr = 64;
     s.K = 8;
     s.BS = 64;
@@ -174,7 +174,7 @@ static void alias_out_lse_partial(void *problem, char *frag)
 
 #define I8 DSOPS_KV_SPLIT_INT8
 #define BF DSOPS_KV_SPLIT_BF16
-#define PK DSOPS_KV_PACKED656
+#define PK DSOPS_KV_PACKED_INT8
 #define F8 DSOPS_KV_FLASHMLA_FP8
 
 /* variant: the kv layout */

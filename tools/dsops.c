@@ -362,7 +362,7 @@ static void bench_alternatives(const bench_case_ref *c, const bench_problem *op,
     const int sfa = c->family == &bench_family_sparse_flash_attention_v32; /* else lightning_indexer */
     if (sfa) {
         dsops_sfa_problem *p = op->p;
-        if (p->args.kv_layout == DSOPS_KV_PACKED656)
+        if (p->args.kv_layout == DSOPS_KV_PACKED_INT8)
             return; /* the alternatives read split caches */
         if (op->run(ctx, p) != DSOPS_OK) /* the operator's out, current */
             return;

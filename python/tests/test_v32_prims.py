@@ -11,7 +11,7 @@ formulations of docs/OPERATORS.md, on small random cases and a few adversarial o
   layout, round trip byte-exact with garbage in the NZ padding;
 - cache_store (§2.8) into int8 caches with fp32 and fp16 scales, padding -1 and a strided cache_index, rows
   nobody addresses bit-identical, repeated / out-of-range slots (ERR_INDEX, nothing written);
-- mla_prolog_v32 (§4.1): bf16 and int8 wq_b, split_bf16, split_int8 and packed656 caches, a zero token, padding
+- mla_prolog_v32 (§4.1): bf16 and int8 wq_b, split_bf16, split_int8 and packed_int8 caches, a zero token, padding
   tokens, NaN in the norm weights (Q8 groups holding NaN: zeros and scale NaN);
 - indexer_prolog_v32 (§4.2): int8 and bf16, Sylvester and random (non-symmetric) Hadamard matrices or none, an
   all-zero key, fp16 weights overflowing to Inf;
@@ -523,7 +523,7 @@ def latent_caches(r, layout, NB, BS, Dc):
 def mla_case(seed, i8, layout, T=8, H=256, Q=128, N=4, Dqn=32, Dc=128, NB=6, BS=16, tables="bf16",
              gammas="bf16", pad=(2, 5), zero_token=3):
     r = rng(seed)
-    if layout == "packed656":
+    if layout == "packed_int8":
         Dc = 512
     a = dict(x=bf(r.uniform(-1, 1, (T, H))), wq_a=bf(r.uniform(-0.1, 0.1, (Q, H))),
              w_uk=bf(r.uniform(-0.1, 0.1, (N, Dqn, Dc))), wkv_a=bf(r.uniform(-0.1, 0.1, (Dc + 64, H))))
@@ -573,7 +573,7 @@ def np_mla(a, eps_cq=1e-6, eps_ckv=1e-6, rope_mode="interleaved_in_half_out", ro
 
 
 def packed_fields(rows):
-    """packed656 rows [n, 656] uint8 -> int8 latent [n, 512], rope values [n, 64], scales [n, 4]."""
+    """packed_int8 rows [n, 656] uint8 -> int8 latent [n, 512], rope values [n, 64], scales [n, 4]."""
     rows = np.ascontiguousarray(rows)
     return (rows[:, :512].view(np.int8), f32(rows[:, 512:640].copy().view("<u2").view(BF16)),
             rows[:, 640:656].copy().view("<f4").astype(np.float32))
@@ -611,7 +611,7 @@ MLA_CASES = {
     "int8_split_bf16_inverse": dict(i8=True, layout="split_bf16",
                                     kw=dict(rope_mode="interleaved", rope_inverse=1, eps_ckv=0.0),
                                     build=dict(zero_token=None)),
-    "int8_packed656": dict(i8=True, layout="packed656", kw=dict(kv_layout="packed656", rope_mode="half"),
+    "int8_packed_int8": dict(i8=True, layout="packed_int8", kw=dict(kv_layout="packed_int8", rope_mode="half"),
                            build=dict(T=5, pad=(1,))),
 }
 

@@ -22,7 +22,8 @@ static const dsops_enum_value run_p_modes[] = {
 
 static const dsops_enum_value run_kv_layouts[] = {{"split_bf16", DSOPS_KV_SPLIT_BF16},
                                                 {"split_int8", DSOPS_KV_SPLIT_INT8},
-                                                {"packed656", DSOPS_KV_PACKED656},
+                                                {"packed_int8", DSOPS_KV_PACKED_INT8},
+                                                {"packed656", DSOPS_KV_PACKED_INT8}, /* the former spelling */
                                                 {"flashmla_fp8", DSOPS_KV_FLASHMLA_FP8},
                                                 {NULL, 0}};
 
@@ -37,7 +38,7 @@ static const dsops_tensor_desc sfa_tensors[] = {
                "[NB, BS, Dc], split layouts (I8: split_int8)"),
     RUN_TENSOR(sfa_args, key_nope_scale, DSOPS_ARG_IN_OPT, DSOPS_DTYPE_BIT(DSOPS_FP32), "[NB, BS, Dc/128], split_int8"),
     RUN_TENSOR(sfa_args, key_rope, DSOPS_ARG_IN_OPT, DSOPS_DTYPE_BIT(DSOPS_BF16), "[NB, BS, Dr], split layouts"),
-    RUN_TENSOR(sfa_args, kv_packed, DSOPS_ARG_IN_OPT, DSOPS_DTYPE_BIT(DSOPS_UINT8), "[NB, BS, 656], packed656"),
+    RUN_TENSOR(sfa_args, kv_packed, DSOPS_ARG_IN_OPT, DSOPS_DTYPE_BIT(DSOPS_UINT8), "[NB, BS, 656], packed_int8 or flashmla_fp8"),
     RUN_TENSOR(sfa_args, topk_indices, DSOPS_ARG_IN, DSOPS_DTYPE_BIT(DSOPS_INT32), "[T, K]"),
     RUN_TENSOR(sfa_args, topk_length, DSOPS_ARG_IN_OPT, DSOPS_DTYPE_BIT(DSOPS_INT32), "[T]"),
     RUN_TENSOR(sfa_args, block_table, DSOPS_ARG_IN, DSOPS_DTYPE_BIT(DSOPS_INT32), "[B, MB]"),
@@ -52,7 +53,7 @@ static const dsops_param_desc sfa_params[] = {
     RUN_PARAM(sfa_args, p_mode, DSOPS_PARAM_ENUM, run_p_modes, NULL),
     RUN_PARAM(sfa_args, p_tile, DSOPS_PARAM_INT, NULL, "tile length of p_mode=tiled"),
     RUN_PARAM(sfa_args, kv_layout, DSOPS_PARAM_ENUM, run_kv_layouts,
-              "default: packed656 if kv_packed is given (flashmla_fp8 rows, of the same size, must be named), split_int8 if key_nope is I8, else split_bf16"),
+              "default: packed_int8 if kv_packed is given (flashmla_fp8 rows, of the same size, must be named), split_int8 if key_nope is I8, else split_bf16"),
 };
 enum { SFA_PARAM_KV_LAYOUT = 3 };
 
@@ -66,7 +67,7 @@ static void sfa_infer(void *args, const bool *given)
     sfa_args *a = args;
     if (!given[SFA_PARAM_KV_LAYOUT]) {
         if (a->kv_packed.data != NULL)
-            a->kv_layout = DSOPS_KV_PACKED656;
+            a->kv_layout = DSOPS_KV_PACKED_INT8;
         else if (a->key_nope.data != NULL && a->key_nope.dtype == DSOPS_INT8)
             a->kv_layout = DSOPS_KV_SPLIT_INT8;
         else
@@ -604,7 +605,7 @@ static const dsops_tensor_desc dia_tensors[] = {
                "[NB, BS, Dc], split layouts (I8: split_int8)"),
     RUN_TENSOR(dia_args, kv_scale_cache, DSOPS_ARG_INOUT_OPT, DSOPS_DTYPE_BIT(DSOPS_FP32), "[NB, BS, Dc/128], split_int8"),
     RUN_TENSOR(dia_args, kr_cache, DSOPS_ARG_INOUT_OPT, DSOPS_DTYPE_BIT(DSOPS_BF16), "[NB, BS, 64], split layouts"),
-    RUN_TENSOR(dia_args, kv_packed, DSOPS_ARG_INOUT_OPT, DSOPS_DTYPE_BIT(DSOPS_UINT8), "[NB, BS, 656], packed656"),
+    RUN_TENSOR(dia_args, kv_packed, DSOPS_ARG_INOUT_OPT, DSOPS_DTYPE_BIT(DSOPS_UINT8), "[NB, BS, 656], packed_int8 or flashmla_fp8"),
     RUN_TENSOR(dia_args, idx_k_cache, DSOPS_ARG_INOUT, DSOPS_DTYPE_BIT(DSOPS_BF16) | DSOPS_DTYPE_BIT(DSOPS_INT8),
                "[NB, BS, DI], dtype of idx_wq_b"),
     RUN_TENSOR(dia_args, idx_k_scale_cache, DSOPS_ARG_INOUT_OPT, DSOPS_DTYPE_BIT(DSOPS_FP16), "[NB, BS], int8 variant"),
@@ -626,7 +627,7 @@ static const dsops_param_desc dia_params[] = {
     RUN_PARAM(dia_args, p_mode, DSOPS_PARAM_ENUM, run_p_modes, "default normalised (vendor DIA golden: fp32)"),
     RUN_PARAM(dia_args, p_tile, DSOPS_PARAM_INT, NULL, "tile length of p_mode=tiled"),
     RUN_PARAM(dia_args, kv_layout, DSOPS_PARAM_ENUM, run_kv_layouts,
-              "default: packed656 if kv_packed is given (flashmla_fp8 must be named), split_int8 if kv_cache is I8, else split_bf16"),
+              "default: packed_int8 if kv_packed is given (flashmla_fp8 must be named), split_int8 if kv_cache is I8, else split_bf16"),
     RUN_PARAM(dia_args, topk, DSOPS_PARAM_INT, NULL, "K, the top-k width (default 2048; sizes topk_indices)"),
 };
 enum { DIA_PARAM_KV_LAYOUT = 11 };
@@ -638,7 +639,7 @@ static void dia_infer(void *args, const bool *given)
     dia_args *a = args;
     if (!given[DIA_PARAM_KV_LAYOUT]) {
         if (a->kv_packed.data != NULL)
-            a->kv_layout = DSOPS_KV_PACKED656;
+            a->kv_layout = DSOPS_KV_PACKED_INT8;
         else if (a->kv_cache.data != NULL && a->kv_cache.dtype == DSOPS_INT8)
             a->kv_layout = DSOPS_KV_SPLIT_INT8;
         else
@@ -696,7 +697,7 @@ static const dsops_tensor_desc mlap_tensors[] = {
                "[NB, BS, Dc], split layouts (I8: split_int8)"),
     RUN_TENSOR(mlap_args, kv_scale_cache, DSOPS_ARG_INOUT_OPT, DSOPS_DTYPE_BIT(DSOPS_FP32), "[NB, BS, Dc/128], split_int8"),
     RUN_TENSOR(mlap_args, kr_cache, DSOPS_ARG_INOUT_OPT, DSOPS_DTYPE_BIT(DSOPS_BF16), "[NB, BS, 64], split layouts"),
-    RUN_TENSOR(mlap_args, kv_packed, DSOPS_ARG_INOUT_OPT, DSOPS_DTYPE_BIT(DSOPS_UINT8), "[NB, BS, 656], packed656"),
+    RUN_TENSOR(mlap_args, kv_packed, DSOPS_ARG_INOUT_OPT, DSOPS_DTYPE_BIT(DSOPS_UINT8), "[NB, BS, 656], packed_int8 or flashmla_fp8"),
     RUN_TENSOR(mlap_args, q_nope, DSOPS_ARG_OUT, DSOPS_DTYPE_BIT(DSOPS_BF16), "[T, N, Dc]"),
     RUN_TENSOR(mlap_args, q_rope, DSOPS_ARG_OUT, DSOPS_DTYPE_BIT(DSOPS_BF16), "[T, N, 64]"),
     RUN_TENSOR(mlap_args, qr, DSOPS_ARG_OUT, DSOPS_DTYPE_BIT(DSOPS_BF16) | DSOPS_DTYPE_BIT(DSOPS_INT8), "[T, Q], dtype of wq_b"),
@@ -710,7 +711,7 @@ static const dsops_param_desc mlap_params[] = {
     RUN_PARAM(mlap_args, rope_mode, DSOPS_PARAM_ENUM, run_rope_modes, "default interleaved_in_half_out"),
     RUN_PARAM(mlap_args, rope_inverse, DSOPS_PARAM_BOOL, NULL, "default false"),
     RUN_PARAM(mlap_args, kv_layout, DSOPS_PARAM_ENUM, run_kv_layouts,
-              "default: packed656 if kv_packed is given (flashmla_fp8 must be named), split_int8 if kv_cache is I8, else split_bf16"),
+              "default: packed_int8 if kv_packed is given (flashmla_fp8 must be named), split_int8 if kv_cache is I8, else split_bf16"),
 };
 enum { MLAP_PARAM_KV_LAYOUT = 4 };
 
@@ -721,7 +722,7 @@ static void mlap_infer(void *args, const bool *given)
     mlap_args *a = args;
     if (!given[MLAP_PARAM_KV_LAYOUT]) {
         if (a->kv_packed.data != NULL)
-            a->kv_layout = DSOPS_KV_PACKED656;
+            a->kv_layout = DSOPS_KV_PACKED_INT8;
         else if (a->kv_cache.data != NULL && a->kv_cache.dtype == DSOPS_INT8)
             a->kv_layout = DSOPS_KV_SPLIT_INT8;
         else

@@ -117,9 +117,9 @@ static dsops_status check_shapes(const mlap_args *a, mlap_dims *d)
         DSOPS_TRY(check_cache(&a->kv_scale_cache, "kv_scale_cache", DSOPS_FP32, d->Dc / INT8_GROUP, d, false));
         DSOPS_TRY(check_cache(&a->kr_cache, "kr_cache", DSOPS_BF16, DR, d, false));
         break;
-    case DSOPS_KV_PACKED656:
+    case DSOPS_KV_PACKED_INT8:
         if (d->Dc != 512)
-            return dsops_fail(DSOPS_ERR_SHAPE, "w_uk.shape[2] = %lld (Dc), expected 512 (packed656)", (long long)d->Dc);
+            return dsops_fail(DSOPS_ERR_SHAPE, "w_uk.shape[2] = %lld (Dc), expected 512 (packed_int8)", (long long)d->Dc);
         DSOPS_TRY(check_cache(&a->kv_packed, "kv_packed", DSOPS_UINT8, PACKED_ROW, d, true));
         break;
     case DSOPS_KV_FLASHMLA_FP8:

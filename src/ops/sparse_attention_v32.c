@@ -95,7 +95,7 @@ static dsops_status derive_dims(const dia_args *a, dia_dims *d)
     }
     /* one block table for every cache: the latent and indexer caches must have the same blocks, else a block that
      * stage 3 accepts could be out of range in stage 4, after stages 1-3 wrote */
-    const bool packed = a->kv_layout == DSOPS_KV_PACKED656 || a->kv_layout == DSOPS_KV_FLASHMLA_FP8;
+    const bool packed = a->kv_layout == DSOPS_KV_PACKED_INT8 || a->kv_layout == DSOPS_KV_FLASHMLA_FP8;
     const dsops_tensor *latent = packed ? &a->kv_packed : &a->kv_cache;
     const char *lname = packed ? "kv_packed" : "kv_cache";
     if (latent->data && a->idx_k_cache.data && latent->ndim == 3 && a->idx_k_cache.ndim == 3 &&

@@ -39,10 +39,10 @@ typedef struct sfa_dims {
     int64_t T, N, Dc, Dr, K, B, MB, NB, BS;
 } sfa_dims;
 
-/* The layouts whose rows are one 656-byte kv_packed row: packed656 and FlashMLA's FP8 row (spec §2.12). */
-static bool packed_row(dsops_kv_layout l) { return l == DSOPS_KV_PACKED656 || l == DSOPS_KV_FLASHMLA_FP8; }
+/* The layouts whose rows are one 656-byte kv_packed row: packed_int8 and FlashMLA's FP8 row (spec §2.12). */
+static bool packed_row(dsops_kv_layout l) { return l == DSOPS_KV_PACKED_INT8 || l == DSOPS_KV_FLASHMLA_FP8; }
 
-static const char *packed_name(dsops_kv_layout l) { return l == DSOPS_KV_PACKED656 ? "packed656" : "flashmla_fp8"; }
+static const char *packed_name(dsops_kv_layout l) { return l == DSOPS_KV_PACKED_INT8 ? "packed_int8" : "flashmla_fp8"; }
 
 static int32_t i32_at2(const dsops_tensor *t, int64_t i, int64_t j) { return *(const int32_t *)dsops_at2(t, i, j); }
 
@@ -199,7 +199,7 @@ static dsops_status check_indices(const sfa_args *a, const sfa_dims *d)
 /* ---- execution ------------------------------------------------------------------------------- */
 
 /* Cache addresses of one used index: latent (bf16 or int8), rope (bf16), int8 group scales (fp32).
- * For packed656 rows all three point into the one 656-byte row. */
+ * For packed_int8 rows all three point into the one 656-byte row. */
 typedef struct sfa_row_ptrs {
     const void *nope;
     const uint16_t *rope;
@@ -267,7 +267,7 @@ static int collect_rows(const sfa_args *a, const sfa_dims *d, int64_t b, int64_t
             continue;
         int64_t blk = i32_at2(&a->block_table, b, idx / d->BS), off = idx % d->BS;
         sfa_row_ptrs *p = &rows[n++];
-        if (a->kv_layout == DSOPS_KV_PACKED656) {
+        if (a->kv_layout == DSOPS_KV_PACKED_INT8) {
             const uint8_t *row = dsops_at3(&a->kv_packed, blk, off, 0); /* [656] */
             p->nope = row;
             p->rope = (const uint16_t *)(row + 512);

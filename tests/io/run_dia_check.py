@@ -2,7 +2,7 @@
 """End-to-end check of `dsops run sparse_attention_v32` (docs/OPERATORS.md section 4.5) against the oracle chain.
 
 The script builds small fused-layer problems with numpy (bf16 and int8 variants; split_bf16, split_int8 and
-packed656 latent caches; several sequences with MTP S 1-2, one shorter than K; random caches for the history
+packed_int8 latent caches; several sequences with MTP S 1-2, one shorter than K; random caches for the history
 and cache_index[t] = slot(b, p_t) through a permuted block table whose unneeded columns hold garbage), writes
 them as safetensors files and runs
 
@@ -27,7 +27,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import runcheck  # noqa: E402
 from runcheck import (bad_calls, bf16_from_f32, compare_close, f32_from_bf16, latent_caches,  # noqa: E402
-                      packed656_fields, q8_rows, read_safetensors, ref_run, run, sylvester, tool_runs, ub, values,
+                      packed_int8_fields, q8_rows, read_safetensors, ref_run, run, sylvester, tool_runs, ub, values,
                       wq_b_entries, write_mutated, write_safetensors)
 
 OP = "sparse_attention_v32"
@@ -39,7 +39,7 @@ TOL_SCALE = (2.5e-5, 0.005, 0.005)
 
 
 def build_problem(rng, variant, layout, S, seqused, K, H=128, Q=64, N=2, Dqn=16, NI=2, DI=64, BS=16):
-    Dc = 512 if layout == "packed656" else 128
+    Dc = 512 if layout == "packed_int8" else 128
     B, T = len(S), sum(S)
     i8 = variant == "int8"
     blocks = [(u + BS - 1) // BS for u in seqused]
@@ -128,8 +128,8 @@ def compare_caches(chk, label, got, ref, names):
         gtag, g = got[n]
         rtag, r = ref[n]
         if n == "kv_packed":
-            parts = zip(("latent", "rope", "scales"), packed656_fields(g.reshape(-1, 656)),
-                        packed656_fields(r.reshape(-1, 656)), (TOL_INT8, TOL_BF16, TOL_SCALE))
+            parts = zip(("latent", "rope", "scales"), packed_int8_fields(g.reshape(-1, 656)),
+                        packed_int8_fields(r.reshape(-1, 656)), (TOL_INT8, TOL_BF16, TOL_SCALE))
             for what, a, b, tol in parts:
                 ok, text = compare_close(a.astype(np.float64), b.astype(np.float64), *tol)
                 chk.check(ok, "%s: kv_packed %s vs oracle chain" % (label, what), text)
@@ -146,7 +146,7 @@ CASES = [
          sets=["topk=24", "mla_eps_cq=1e-5", "mla_eps_ckv=1e-5", "idx_rope_mode=interleaved_in_half_out"]),
     dict(name="int8_split_int8", variant="int8", layout="split_int8", S=[2, 2, 1], seqused=[20, 200, 1], K=32,
          sets=["topk=32"]),
-    dict(name="int8_packed656", variant="int8", layout="packed656", S=[2, 1], seqused=[50, 17], K=16,
+    dict(name="int8_packed_int8", variant="int8", layout="packed_int8", S=[2, 1], seqused=[50, 17], K=16,
          sets=["topk=16", "p_mode=tiled", "p_tile=7"]),
 ]
 

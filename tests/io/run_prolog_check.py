@@ -2,7 +2,7 @@
 """End-to-end check of `dsops run mla_prolog_v32` and `dsops run indexer_prolog_v32` (docs/OPERATORS.md 4.1, 4.2).
 
 The script builds small prolog problems with numpy (H 256, Q 128; MLA: N 4, Dqn 32, Dc 128 or 512 for
-packed656; indexer: NI 4, DI 64 or NI 2, DI 128), with caches random in every row (NaN in some rows no
+packed_int8; indexer: NI 4, DI 64 or NI 2, DI 128), with caches random in every row (NaN in some rows no
 token writes), distinct cache rows for the tokens and a few tokens with cache_index -1, writes them as
 safetensors files and runs
 
@@ -11,7 +11,7 @@ safetensors files and runs
 
 Both variants of each prolog are covered (bf16 / int8 wq_b; bf16 / int8 indexer), and the three kv layouts
 of the MLA prolog (given by inference, --set and IN's metadata). Every output and every in-out cache is
-compared with the tolerances of sections 4.1 / 4.2: the addressed cache rows with compare_close (packed656
+compared with the tolerances of sections 4.1 / 4.2: the addressed cache rows with compare_close (packed_int8
 rows field by field), every other row bit-identical to IN. Outputs of one variant only (qr_scale,
 q_idx_scale: int8) must be absent from OUT for the other variant. A few oracle values are checked against
 an independent numpy evaluation (qr / qr_scale, the normalised latent of split_bf16 rows, the indexer
@@ -30,7 +30,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import runcheck  # noqa: E402
 from runcheck import (both_accept, bad_calls, bf16_from_f32, compare_close, compare_outputs, f32_from_bf16,  # noqa: E402
-                      latent_caches, np_q8, np_rmsnorm, packed656_fields, param_value, q8_rows, run,
+                      latent_caches, np_q8, np_rmsnorm, packed_int8_fields, param_value, q8_rows, run,
                       run_both, sylvester, ub, values, wq_b_entries, write_mutated)
 
 MLA = "mla_prolog_v32"
@@ -75,7 +75,7 @@ def poison_rows(rng, rows_total, ci, count=3):
 
 
 def build_mla(rng, variant, layout, T, N=4, Dqn=32, gamma_dtype="bf16", table_dtype="bf16", NB=6, BS=16):
-    Dc = 512 if layout == "packed656" else 128
+    Dc = 512 if layout == "packed_int8" else 128
     i8 = variant == "int8"
     t = {}
     t["x"] = ub(rng, (T, H))
@@ -171,7 +171,7 @@ def compare_cache(chk, label, name, inp, got, ref):
     chk.check(g2[other].tobytes() == b2[other].tobytes() and r2[other].tobytes() == b2[other].tobytes(),
               "%s: %s rows not addressed are bit-identical to IN" % (label, name))
     if name == "kv_packed":
-        parts = zip(("latent", "rope", "scales"), packed656_fields(g2[hit]), packed656_fields(r2[hit]),
+        parts = zip(("latent", "rope", "scales"), packed_int8_fields(g2[hit]), packed_int8_fields(r2[hit]),
                     (TOL_I8, TOL_BF16, TOL_KV_SCALE))
         for what, a, b, tol in parts:
             ok, text = compare_close(a.astype(np.float64), b.astype(np.float64), *tol)
@@ -243,11 +243,11 @@ MLA_CASES = [
     dict(name="mla_bf16_split_bf16", variant="bf16", layout="split_bf16", T=12, via="infer", sets=[], meta={}),
     dict(name="mla_int8_split_int8", variant="int8", layout="split_int8", T=12, via="metadata",
          sets=["eps_cq=1e-5", "eps_ckv=1e-5"], meta={"rope_mode": "half"}, gamma="fp32"),
-    dict(name="mla_int8_packed656", variant="int8", layout="packed656", T=10, via="set",
+    dict(name="mla_int8_packed_int8", variant="int8", layout="packed_int8", T=10, via="set",
          sets=["rope_mode=interleaved", "rope_inverse=true"], meta={}, tables="fp32"),
     dict(name="mla_bf16_split_int8", variant="bf16", layout="split_int8", T=9, via="infer",
          sets=["rope_mode=interleaved_in_half_out"], meta={}),
-    dict(name="mla_bf16_packed656", variant="bf16", layout="packed656", T=6, via="infer", sets=["eps_cq=0"], meta={}),
+    dict(name="mla_bf16_packed_int8", variant="bf16", layout="packed_int8", T=6, via="infer", sets=["eps_cq=0"], meta={}),
 ]
 
 IDX_CASES = [
@@ -382,7 +382,7 @@ def check_errors(chk, args, work, rng):
         ("mla: cache_index repeated", [MLA, "--in", mla_dup], "DSOPS_ERR_INDEX"),
         ("mla: cache_index beyond NB*BS", [MLA, "--in", mla_far], "DSOPS_ERR_INDEX"),
         ("mla: split_int8 without kr_cache", [MLA, "--in", mla_no_kr], "DSOPS_ERR_NULL"),
-        ("mla: kv_layout=packed656 with Dc 128", [MLA, "--in", mla_good, "--set", "kv_layout=packed656"],
+        ("mla: kv_layout=packed_int8 with Dc 128", [MLA, "--in", mla_good, "--set", "kv_layout=packed_int8"],
          "DSOPS_ERR_SHAPE"),
         ("mla: kv_layout=split_bf16 with I8 caches", [MLA, "--in", mla_good, "--set", "kv_layout=split_bf16"],
          "DSOPS_ERR_DTYPE"),

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """End-to-end check of `dsops run sparse_flash_attention_v32` against the reference oracle.
 
-For every KV layout (split_bf16, split_int8, packed656) the script builds a problem with numpy (several
+For every KV layout (split_bf16, split_int8, packed_int8) the script builds a problem with numpy (several
 sequences, MTP S=2, a few heads, -1 and out-of-range top-k entries, a lonely token, permuted block tables,
 NaN-poisoned cache rows that no token uses), writes it as a safetensors file by hand, and runs
 
@@ -196,7 +196,7 @@ CASES = [
          BS=8, topk_length=False, sets=[], layout_via="metadata"),
     dict(name="split_int8_tiled", layout="split_int8", B=2, S=[2, 2], seqused=[100, 33], N=2, Dc=128, Dr=64,
          K=48, BS=16, topk_length=False, sets=["p_mode=tiled", "p_tile=8"], layout_via="infer"),
-    dict(name="packed656", layout="packed656", B=2, S=[2, 2], seqused=[70, 1], N=3, Dc=512, Dr=64, K=32, BS=32,
+    dict(name="packed_int8", layout="packed_int8", B=2, S=[2, 2], seqused=[70, 1], N=3, Dc=512, Dr=64, K=32, BS=32,
          topk_length=True, sets=[], layout_via="infer"),
 ]
 
@@ -302,7 +302,7 @@ def check_errors(chk, args, work, rng):
         ("preset without this operator", [op, "--in", good, "--set", "preset=v4_flash"], "DSOPS_ERR_PARAM"),
         ("missing required tensor", [op, "--in", missing_q_rope], "DSOPS_ERR_NULL"),
         ("dtype mismatch", [op, "--in", f32_q], "DSOPS_ERR_DTYPE"),
-        ("layout tensors missing", [op, "--in", good, "--set", "kv_layout=packed656"], "DSOPS_ERR_NULL"),
+        ("layout tensors missing", [op, "--in", good, "--set", "kv_layout=packed_int8"], "DSOPS_ERR_NULL"),
         ("block outside [0, NB)", [op, "--in", bad_block], "DSOPS_ERR_INDEX"),
     ]
     bad_calls(chk, args, work, cases, leftovers=True)

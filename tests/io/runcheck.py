@@ -130,8 +130,8 @@ def compare_close(out, ref, atol, rtol, ratio):
     return nfail <= allowed, text
 
 
-def packed656_fields(rows):
-    """Rows [n, 656] (uint8) of a packed656 cache -> latent [n, 512] int8, rope [n, 64] float32 values of
+def packed_int8_fields(rows):
+    """Rows [n, 656] (uint8) of a packed_int8 cache -> latent [n, 512] int8, rope [n, 64] float32 values of
     bf16, scales [n, 4] float32."""
     return (rows[:, :512].view(np.int8), f32_from_bf16(rows[:, 512:640].copy().view("<u2")),
             rows[:, 640:].copy().view("<f4"))
@@ -181,7 +181,7 @@ def wq_b_entries(rng, rows, Q, int8):
 def latent_caches(layout, lat, rope, NB, BS, nan_rows=()):
     """The MLA latent caches of a kv layout as IN entries, from fp32 latent rows lat [NB*BS, Dc] and bf16
     rope bits [NB*BS, 64]: split_bf16 kv_cache, kr_cache; split_int8 kv_cache, kv_scale_cache (Q8 per 128),
-    kr_cache; packed656 kv_packed. The rows nan_rows hold NaN (the bf16 latent, or the int8 rows' scales)."""
+    kr_cache; packed_int8 kv_packed. The rows nan_rows hold NaN (the bf16 latent, or the int8 rows' scales)."""
     rows, Dc = lat.shape
     nan_rows = list(nan_rows)
     if layout == "split_bf16":
