@@ -6,7 +6,9 @@ formulation that uses ml_dtypes' float8_e4m3fn and float8_e8m0fnu conversions:
   random magnitudes, zero, tiny (scale clamped at 2^-13), huge, NaN and Inf tiles; every byte;
 - fp8_cache_dequantize: the rows those caches stand for, and caches of random bytes (any e4m3 byte, NaN
   included; V32 scales of any sign and size); the 256 e4m3 bytes against ml_dtypes' values;
-- the round trip within half an e4m3 step; errors for a wrong D, a short MODEL1 block and a missing block_size.
+- the round trip within half an e4m3 step; errors for a wrong D, a short MODEL1 block and a missing block_size;
+- sparse_flash_attention_v32 with kv_layout flashmla_fp8 (scales that are not powers of two) against §4.4 in
+  NumPy on the dequantised rows, and byte-equal to the split bf16 call on those rows.
 """
 import ml_dtypes
 import numpy as np
@@ -145,3 +147,26 @@ def test_errors():
     with pytest.raises(dsops.Error) as e:
         dsops.fp8_cache_dequantize(cache=np.zeros((2, 2880), np.uint8), layout="model1")
     assert "block_size" in str(e.value)
+
+
+def test_sfa_reads_flashmla_fp8_rows():
+    """sparse_flash_attention_v32 on FlashMLA's V32 rows (kv_layout flashmla_fp8) against §4.4 in NumPy on the rows
+    those bytes stand for (this file's dequantisation), and byte-equal to the split bf16 call on those rows."""
+    from test_ops import close_ratio, np_sfa, sfa_case
+
+    a = sfa_case(5, False)  # bf16 latent rows [NB, BS, 512], rope [NB, BS, 64]
+    kv = np.concatenate([a.pop("key_nope"), a.pop("key_rope")], axis=-1)
+    NB, BS, _ = kv.shape
+    cache = np_quantize(kv, "v32")
+    cache[..., 512:528] = (cache[..., 512:528].copy().view(np.float32) * np.float32(1.3)).view(np.uint8)  # not 2^k
+    rows_ = np_dequantize(cache, "v32", BS).view(BF16)
+    got = dsops.sparse_flash_attention_v32(**a, kv_packed=cache, kv_layout="flashmla_fp8")
+    split = dict(a, key_nope=rows_[..., :512].copy(), key_rope=rows_[..., 512:].copy())
+    want = dsops.sparse_flash_attention_v32(**split)
+    assert np.array_equal(got["out"].view(np.uint16), want["out"].view(np.uint16))
+    assert np.array_equal(got["lse"], want["lse"])
+    scale = np.float32(192 ** -0.5 * (0.1 * np.log(40) + 1) ** 2)
+    ok, bad = close_ratio(got["out"].astype(np.float32), np_sfa(split, scale), 1e-4, 0.005, 0.005)
+    assert ok, f"{bad} elements outside 1e-4 / 0.005"
+    with pytest.raises(dsops.Error):  # rows of another size than 656 bytes are refused
+        dsops.sparse_flash_attention_v32(**a, kv_packed=cache[..., :600], kv_layout="flashmla_fp8")
