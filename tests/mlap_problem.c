@@ -14,38 +14,44 @@
 
 /* ---- element access -------------------------------------------------------------------------------- */
 
-/* packed_int8 row fields */
-static float packed_rope(const dsops_tensor *kv, int64_t blk, int64_t off, int64_t e)
+/* Fields of the 656-byte rows: packed_int8 (int8 | rope at 512 | scales at 640) and flashmla_fp8 (e4m3 | scales
+ * at 512 | rope at 528). */
+static int packed_layout(dsops_kv_layout l) { return l == DSOPS_KV_PACKED_INT8 || l == DSOPS_KV_FLASHMLA_FP8; }
+
+static float packed_rope(const dsops_tensor *kv, dsops_kv_layout l, int64_t blk, int64_t off, int64_t e)
 {
-    uint16_t h = (uint16_t)(*tf_eaddr(kv, blk, off, 512 + 2 * e) | (*tf_eaddr(kv, blk, off, 512 + 2 * e + 1) << 8));
+    const int64_t at = l == DSOPS_KV_PACKED_INT8 ? 512 : 528;
+    uint16_t h = (uint16_t)(*tf_eaddr(kv, blk, off, at + 2 * e) | (*tf_eaddr(kv, blk, off, at + 2 * e + 1) << 8));
     return tu_f32(h);
 }
 
-static float packed_scale(const dsops_tensor *kv, int64_t blk, int64_t off, int64_t g)
+static float packed_scale(const dsops_tensor *kv, dsops_kv_layout l, int64_t blk, int64_t off, int64_t g)
 {
+    const int64_t at = l == DSOPS_KV_PACKED_INT8 ? 640 : 512;
     uint32_t u = 0;
     for (int k = 3; k >= 0; k--)
-        u = (u << 8) | *tf_eaddr(kv, blk, off, 640 + 4 * g + k);
+        u = (u << 8) | *tf_eaddr(kv, blk, off, at + 4 * g + k);
     float f;
     memcpy(&f, &u, 4);
     return f;
 }
 
-/* Cache row (blk, off) of the args' layout as fp32: latent [Dc], scales [Dc / 128] (split_int8, packed_int8)
- * and rope [64]. */
+/* Cache row (blk, off) of the args' layout as fp32: latent [Dc], scales [Dc / 128] (split_int8, packed_int8,
+ * flashmla_fp8) and rope [64]. An e4m3 latent byte is read as the int8 of its bits, so that neighbouring values
+ * are 1 apart, as for an int8 latent (the tolerance of the int8 layouts). */
 static void read_cache_row(const dsops_mla_prolog_v32_args *a, int64_t Dc, int64_t blk, int64_t off, float *lat,
                            float *scale, float *kr)
 {
-    const int packed = a->kv_layout == DSOPS_KV_PACKED_INT8;
+    const int packed = packed_layout(a->kv_layout);
     for (int64_t c = 0; c < Dc; c++)
         lat[c] = packed ? (float)(int8_t)*tf_eaddr(&a->kv_packed, blk, off, c) : tf_getf(&a->kv_cache, blk, off, c);
     for (int64_t g = 0; g < Dc / 128; g++)
         if (packed)
-            scale[g] = packed_scale(&a->kv_packed, blk, off, g);
+            scale[g] = packed_scale(&a->kv_packed, a->kv_layout, blk, off, g);
         else if (a->kv_layout == DSOPS_KV_SPLIT_INT8)
             scale[g] = tf_getf(&a->kv_scale_cache, blk, off, g);
     for (int64_t e = 0; e < DR; e++)
-        kr[e] = packed ? packed_rope(&a->kv_packed, blk, off, e) : tf_getf(&a->kr_cache, blk, off, e);
+        kr[e] = packed ? packed_rope(&a->kv_packed, a->kv_layout, blk, off, e) : tf_getf(&a->kr_cache, blk, off, e);
 }
 
 /* ---- problem builder ------------------------------------------------------------------------------- */
@@ -57,7 +63,7 @@ static void fill_cache_rows(mp_problem *p, tu_rng *r)
     const int64_t NB = sp->NB, BS = sp->BS, Dc = sp->Dc, G = Dc / 128;
     for (int64_t b = 0; b < NB; b++)
         for (int64_t o = 0; o < BS; o++) {
-            if (sp->layout == DSOPS_KV_PACKED_INT8) {
+            if (packed_layout(sp->layout)) { /* the NaN pattern is aimed at packed_int8's fields */
                 for (int64_t k = 0; k < 656; k++) {
                     uint8_t v = (uint8_t)tu_rng_u64(r);
                     if (sp->nan_cache)
@@ -159,7 +165,7 @@ mp_problem *mp_make(const mp_spec *spec, uint64_t seed)
     }
 
     /* caches */
-    if (sp->layout == DSOPS_KV_PACKED_INT8) {
+    if (packed_layout(sp->layout)) {
         s[0] = NB, s[1] = BS, s[2] = 656;
         a->kv_packed = tf_alloc_view(&p->fx, DSOPS_UINT8, 3, s, sp->strided ? 16 : 0, 1, 0);
     } else if (share & 4) {
@@ -257,7 +263,7 @@ static void each_written(const void *args, tf_elem_fn fn, void *ctx)
         const int64_t r = tf_get_index(&a->cache_index, t);
         if (r < 0)
             continue;
-        if (a->kv_layout == DSOPS_KV_PACKED_INT8) {
+        if (packed_layout(a->kv_layout)) {
             pc_each_in_cache_row(&a->kv_packed, r, fn, ctx);
             continue;
         }
@@ -305,7 +311,7 @@ mp_ref *mp_reference(const dsops_mla_prolog_v32_args *a)
     memset(&ra.kv_scale_cache, 0, sizeof ra.kv_scale_cache);
     memset(&ra.kr_cache, 0, sizeof ra.kr_cache);
     memset(&ra.kv_packed, 0, sizeof ra.kv_packed);
-    if (a->kv_layout == DSOPS_KV_PACKED_INT8) {
+    if (packed_layout(a->kv_layout)) {
         s[2] = 656;
         ra.kv_packed = dsops_tensor_make(tf_xcalloc((size_t)(rows * 656)), DSOPS_UINT8, 3, s);
     } else {
@@ -405,7 +411,7 @@ int mp_check(mp_problem *p, const mp_ref *r, const char *label)
             const int64_t row = tf_get_index(&a->cache_index, t);
             if (row < 0)
                 continue;
-            const int64_t BS = (a->kv_layout == DSOPS_KV_PACKED_INT8 ? a->kv_packed : a->kv_cache).shape[1];
+            const int64_t BS = (packed_layout(a->kv_layout) ? a->kv_packed : a->kv_cache).shape[1];
             read_cache_row(a, Dc, row / BS, row % BS, lat + w * Dc, sc + w * G, kr + w * DR);
             w++;
         }

@@ -8,7 +8,8 @@
 
 const char *pc_layout_name(dsops_kv_layout l)
 {
-    return l == DSOPS_KV_SPLIT_BF16 ? "split_bf16" : (l == DSOPS_KV_SPLIT_INT8 ? "split_int8" : "packed_int8");
+    static const char *const names[] = {"split_bf16", "split_int8", "packed_int8", "flashmla_fp8"}; /* enum order */
+    return (unsigned)l < sizeof names / sizeof *names ? names[l] : "unknown";
 }
 
 const char *pc_rope_name(dsops_rope_mode m)

@@ -1,6 +1,6 @@
 /* mla_prolog_v32 against the reference oracle (docs/OPERATORS.md §4.1), on every available ISA tier:
- *   - small problems in every variant: bf16 / int8 wq_b x split_bf16 / split_int8 / packed_int8, the three
- *     rope modes and rope_inverse, gammas and tables in bf16 and fp32, negative cache indices, block
+ *   - small problems in every variant: bf16 / int8 wq_b x split_bf16 / split_int8 / packed_int8 /
+ *     flashmla_fp8 (its e4m3 bytes compared as neighbouring integers, like int8), the three rope modes and rope_inverse, gammas and tables in bf16 and fp32, negative cache indices, block
  *     sizes 1 / 3 / 16, odd shapes, padded and shared (interleaved) views, NaN in untouched cache rows,
  *     all-zero and overflowing Q8 groups, int8 weights at -128 / 127, empty calls;
  *   - each call also with a prepared object (dsops_mla_prolog_v32_prepare), which must give bitwise the
@@ -46,7 +46,7 @@ static mp_spec base_spec(int int8_wq_b, dsops_kv_layout layout)
     s.Q = 128;
     s.N = 4;
     s.Dqn = 32;
-    s.Dc = layout == DSOPS_KV_PACKED_INT8 ? 512 : (layout == DSOPS_KV_SPLIT_INT8 ? 256 : 128);
+    s.Dc = layout == DSOPS_KV_PACKED_INT8 || layout == DSOPS_KV_FLASHMLA_FP8 ? 512 : (layout == DSOPS_KV_SPLIT_INT8 ? 256 : 128);
     s.BS = 16;
     s.int8_wq_b = int8_wq_b;
     s.layout = layout;
@@ -59,7 +59,7 @@ static mp_spec base_spec(int int8_wq_b, dsops_kv_layout layout)
 static void test_variants(void)
 {
     for (int w = 0; w < 2; w++)
-        for (int l = 0; l < 3; l++) {
+        for (int l = 0; l < 4; l++) {
             char label[100];
             mp_spec s = base_spec(w, (dsops_kv_layout)l);
             snprintf(label, sizeof label, "variant_%s_%s", w ? "int8" : "bf16", pc_layout_name((dsops_kv_layout)l));
@@ -99,7 +99,7 @@ static void test_rope_and_dtypes(void)
             run_problem(label, &s);
         }
     /* large eps: the placement of eps inside the square root matters */
-    for (int l = 0; l < 3; l++) {
+    for (int l = 0; l < 4; l++) {
         char label[100];
         mp_spec s = base_spec(l == 2, (dsops_kv_layout)l);
         s.eps_cq = 0.7f;
@@ -123,7 +123,7 @@ static void test_tokens_and_blocks(void)
                  pc_layout_name((dsops_kv_layout)l));
         run_problem(label, &s);
     }
-    for (int l = 0; l < 3; l++)
+    for (int l = 0; l < 4; l++)
         for (int b = 0; b < 3; b++) {
             char label[100];
             mp_spec s = base_spec(l != 0, (dsops_kv_layout)l);
@@ -134,7 +134,7 @@ static void test_tokens_and_blocks(void)
             snprintf(label, sizeof label, "blocks_bs%d_%s", bss[b], pc_layout_name((dsops_kv_layout)l));
             run_problem(label, &s);
         }
-    for (int l = 0; l < 3; l++) {
+    for (int l = 0; l < 4; l++) {
         char label[100];
         mp_spec s = base_spec(l == 1, (dsops_kv_layout)l);
         s.index_mode = MP_IDX_NONE;
@@ -146,7 +146,7 @@ static void test_tokens_and_blocks(void)
 static void test_views(void)
 {
     for (int w = 0; w < 2; w++)
-        for (int l = 0; l < 3; l++) {
+        for (int l = 0; l < 4; l++) {
             char label[100];
             mp_spec s = base_spec(w, (dsops_kv_layout)l);
             s.strided = 1;
@@ -181,7 +181,7 @@ static void test_views(void)
 static void test_edges(void)
 {
     char label[100];
-    for (int l = 0; l < 3; l++) {
+    for (int l = 0; l < 4; l++) {
         /* all-zero x rows: zero Q8 groups (q 0, scale 0); with eps 0 the norm is 0/0 = NaN (q 0, scale NaN) */
         for (int e = 0; e < 2; e++) {
             mp_spec s = base_spec(l != 0, (dsops_kv_layout)l);
@@ -240,7 +240,7 @@ static void test_edges(void)
         run_problem("wide_int8_packed_int8_strided", &s);
     }
     /* empty call: T = 0 */
-    for (int l = 0; l < 3; l++) {
+    for (int l = 0; l < 4; l++) {
         mp_spec s = base_spec(l == 1, (dsops_kv_layout)l);
         s.T = 0;
         s.NB = 2;
