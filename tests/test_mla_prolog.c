@@ -1,8 +1,9 @@
 /* mla_prolog_v32 against the reference oracle (docs/OPERATORS.md §4.1), on every available ISA tier:
  *   - small problems in every variant: bf16 / int8 wq_b x split_bf16 / split_int8 / packed_int8 /
  *     flashmla_fp8 (its e4m3 bytes compared as neighbouring integers, like int8), the three rope modes and
- *     rope_inverse, gammas and tables in bf16 and fp32, negative cache indices, block sizes 1 / 3 / 16, odd shapes, padded and shared (interleaved) views, NaN in untouched cache rows,
- *     all-zero and overflowing Q8 groups, int8 weights at -128 / 127, empty calls;
+ *     rope_inverse, gammas and tables in bf16 and fp32, negative cache indices, block sizes 1 / 3 / 16, odd
+ *     shapes, padded and shared (interleaved) views, NaN in untouched cache rows, all-zero and overflowing Q8
+ *     groups, int8 weights at -128 / 127, empty calls;
  *   - each call also with a prepared object (dsops_mla_prolog_v32_prepare), which must give bitwise the
  *     same bytes as the unprepared call;
  *   - every byte of the output and cache buffers that the call does not address stays bit-identical;
