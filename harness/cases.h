@@ -386,6 +386,7 @@ typedef struct dsops_sas_case {
     int BSW, BSC;            /* block sizes of the window and compressed pools */
     int with_sinks, with_lse;
     int vendor_count;        /* scfa: cmp_topk_length = the vendor's count (docs/OPERATORS.md §3.7), else absent */
+    int model1_fp8;          /* both pools as FlashMLA's MODEL1 FP8 blocks of the same bf16 rows (D 512) */
     uint64_t seed;           /* data seed of docs/CASES.md (42, or 0 for cfa) */
     double vendor_us;
     const char *vendor;

@@ -85,6 +85,16 @@ static const dsops_sas_case sas_cases[] = {
      * more */
     {.name = "v4_sas_edge_n1_bs1", .variant = DSOPS_SAS_SCFA, .B = 2, .S = 3, .seqused = {37, 300}, .N = 1,
      .D = 512, .BSW = 1, .BSC = 1, .K = 16, .with_sinks = 1, .with_lse = 1, .seed = 42, .ci = 1},
+
+    /* dsops: both pools as FlashMLA's MODEL1 FP8 blocks (pool_layout model1_fp8) of the rows above */
+    {.name = "v4_swa_fp8_b64_s2_kv8k", .variant = DSOPS_SAS_SWA, .B = 64, .S = 2, .seqused = {REP64(8192)},
+     SAS_DIMS, .with_sinks = 1, .seed = 42, .model1_fp8 = 1, .ci = 1},
+    {.name = "v4_cfa_fp8_b4_s2_kv8k", .variant = DSOPS_SAS_CFA, .B = 4, .S = 2, .seqused = {REP4(8192)},
+     SAS_DIMS, .with_sinks = 1, .with_lse = 1, .seed = 0, .model1_fp8 = 1, .ci = 1},
+    {.name = "v4_scfa_fp8_b64_s2_kv8k", .variant = DSOPS_SAS_SCFA, .B = 64, .S = 2, .seqused = {REP64(8192)},
+     SAS_DIMS, .K = 512, .with_sinks = 1, .vendor_count = 1, .seed = 42, .model1_fp8 = 1, .ci = 1},
+    {.name = "v4_scfa_fp8_edge_n1_bs1", .variant = DSOPS_SAS_SCFA, .B = 2, .S = 3, .seqused = {37, 300}, .N = 1,
+     .D = 512, .BSW = 1, .BSC = 1, .K = 16, .with_sinks = 1, .with_lse = 1, .seed = 42, .model1_fp8 = 1, .ci = 1},
 };
 
 const dsops_sas_case *dsops_sas_cases(int *count) { return CASES_TABLE(sas_cases, count); }
@@ -135,6 +145,24 @@ static int sas_seq_len(const dsops_sas_case *c, int b)
 /* A paged pool of rows [NB, BS, D] bf16 U(-1,1) and its table [B, MB]: sequence b needs logical blocks
  * first[b] ... last[b] (none when last[b] < first[b]), each a distinct physical block drawn from a random
  * permutation; every other column is -1. Returns 0, or 1 when memory runs out. */
+/* FlashMLA's MODEL1 FP8 blocks of rows [NB, BS, 512] bf16, quantised by the library's public primitive (spec §2.12;
+ * tests/test_fp8_cache.c holds it to the oracle) into blocks padded to a multiple of 576 bytes, as FlashMLA sizes
+ * them, and viewed as FlashMLA views them: [NB, BS, 584] uint8 with the block length as stride[0]. 1 on failure. */
+static int sas_model1_pool(dsops_sas_problem *p, const dsops_tensor *rows, dsops_tensor *pool)
+{
+    const int64_t NB = rows->shape[0], BS = rows->shape[1], BB = (BS * 584 + 575) / 576 * 576;
+    uint8_t *blocks = sas_alloc(p, (size_t)(NB * BB));
+    if (!blocks)
+        return 1;
+    dsops_fp8_cache_args q = {.kv = *rows, .layout = DSOPS_FP8_CACHE_MODEL1};
+    q.cache = dsops_tensor_make(blocks, DSOPS_UINT8, 2, (int64_t[]){NB, BB});
+    if (dsops_fp8_cache_quantize(NULL, &q) != DSOPS_OK)
+        return 1;
+    *pool = dsops_tensor_make(blocks, DSOPS_UINT8, 3, (int64_t[]){NB, BS, 584});
+    pool->stride[0] = BB;
+    return 0;
+}
+
 static int sas_make_pool(dsops_sas_problem *p, uint64_t seed, uint64_t stream, int B, const int64_t *first,
                          const int64_t *last, int64_t MB, int64_t BS, int64_t D, dsops_tensor *pool,
                          dsops_tensor *table)
@@ -160,6 +188,10 @@ static int sas_make_pool(dsops_sas_problem *p, uint64_t seed, uint64_t stream, i
     cases_fill_bf16(seed, stream, NB * BS, D, 1.0f, rows);
     *pool = dsops_tensor_make(rows, DSOPS_BF16, 3, (int64_t[]){NB, BS, D});
     *table = dsops_tensor_make(bt, DSOPS_INT32, 2, (int64_t[]){B, MB});
+    if (p->c.model1_fp8) {
+        const dsops_tensor bf16_rows = *pool;
+        return sas_model1_pool(p, &bf16_rows, pool);
+    }
     return 0;
 }
 
@@ -220,6 +252,7 @@ dsops_sas_problem *dsops_sas_problem_make(const dsops_sas_case *c, uint64_t seed
         sas_default_params(&p->args, c->variant);
     if (sp.win_size >= 0)
         p->args.win_size = sp.win_size;
+    p->args.pool_layout = c->model1_fp8 ? DSOPS_SAS_POOL_MODEL1_FP8 : DSOPS_SAS_POOL_BF16;
     const int64_t win = p->args.win_size, R = p->args.cmp_ratio;
     const int has_cmp = p->args.cmp_mode != DSOPS_CMP_NONE, sparse = p->args.cmp_mode == DSOPS_CMP_SPARSE;
     if ((win > 0 && c->BSW < 1) || (has_cmp && (c->BSC < 1 || R < 1)))
@@ -384,7 +417,7 @@ dsops_sas_problem *dsops_sas_problem_make(const dsops_sas_case *c, uint64_t seed
     }
     p->attended = attended;
     p->flops = 2.0 * (double)N * (double)attended * 2.0 * (double)D;
-    p->kv_bytes = (double)attended * (double)D * 2.0;
+    p->kv_bytes = (double)attended * (c->model1_fp8 ? 584.0 : (double)D * 2.0);
     return p;
 
 fail:
@@ -574,9 +607,9 @@ static void sas_list_line(const void *cv, const char *not_ci)
     const dsops_sas_case *c = cv;
     char S[16], op[16];
     snprintf(op, sizeof op, "sas (%s)", sas_variant_name(c->variant));
-    printf("%-40s %-27s B %-3d S %-5s kv %-6d N %d D %d K %d BS %d/%d%s%s\n", c->name, op, c->B,
+    printf("%-40s %-27s B %-3d S %-5s kv %-6d N %d D %d K %d BS %d/%d%s%s%s\n", c->name, op, c->B,
            sas_tokens_word(c, S), c->seqused[0], c->N, c->D, c->K, c->BSW, c->BSC,
-           c->vendor_count ? ", vendor count" : "", not_ci);
+           c->vendor_count ? ", vendor count" : "", c->model1_fp8 ? ", model1_fp8" : "", not_ci);
 }
 
 /* `dsops bench swa` (or cfa, scfa): the cases of one preset */

@@ -785,13 +785,22 @@ typedef enum dsops_sas_variant {
     DSOPS_SAS_SCFA = 2     /* win_size 128, sparse, cmp_ratio 4, p_mode normalised */
 } dsops_sas_variant;
 
+/* How the two pools of sas hold their rows. */
+typedef enum dsops_sas_pool_layout {
+    DSOPS_SAS_POOL_BF16 = 0,       /* [NB, BS, D] bf16 rows */
+    DSOPS_SAS_POOL_MODEL1_FP8 = 1  /* FlashMLA's MODEL1 FP8 blocks (spec §2.12), D = 512: [NB, BS, 584] uint8 as
+                                      FlashMLA views them, stride[0] the block's length in bytes (>= BS * 584),
+                                      stride[1] 584, stride[2] 1; row b of a block: its 448 e4m3 and 64 bf16 at
+                                      byte 576 b, its 7 ue8m0 scales at byte 576 BS + 8 b */
+} dsops_sas_pool_layout;
+
 typedef struct dsops_sas_args {
     dsops_tensor q;                 /* [T, N, D] bf16 */
     dsops_tensor cu_seqlens_q;      /* [B+1] int32 */
     dsops_tensor seqused_kv;        /* [B] int32: original tokens per sequence, this call's included */
-    dsops_tensor ori_kv;            /* [NBW, BSW, D] bf16: window pool (required iff win_size > 0) */
+    dsops_tensor ori_kv;            /* [NBW, BSW, D] bf16 (or MODEL1 FP8 blocks): window pool (iff win_size > 0) */
     dsops_tensor ori_block_table;   /* [B, MBW] int32 */
-    dsops_tensor cmp_kv;            /* [NBC, BSC, D] bf16: compressed pool (required unless cmp_mode none) */
+    dsops_tensor cmp_kv;            /* [NBC, BSC, D] bf16 (or MODEL1 FP8 blocks): compressed pool (unless cmp_mode none) */
     dsops_tensor cmp_block_table;   /* [B, MBC] int32 */
     dsops_tensor cmp_indices;       /* [T, K] int32 (sparse): logical compressed indices, -1 = skip */
     dsops_tensor cmp_topk_length;   /* [T] int32, optional (sparse) */
@@ -804,6 +813,7 @@ typedef struct dsops_sas_args {
     int cmp_ratio;                  /* >= 1; cfa 128, scfa 4 */
     dsops_p_mode p_mode;            /* swa / scfa normalised, cfa tiled */
     int p_tile;                     /* >= 1 for p_mode tiled; cfa 128 */
+    dsops_sas_pool_layout pool_layout; /* both pools; default bf16 */
 } dsops_sas_args;
 
 /* Clears every tensor and fills the parameters of `variant` (V4-Flash and V4-Pro presets are the same here;

@@ -25,9 +25,26 @@
 
 /* One entry of the key list: its pool row (physical block, row in the block). */
 typedef struct sas_key {
-    const dsops_tensor *pool; /* ori_kv or cmp_kv [NB, BS, D] bf16 */
+    const dsops_tensor *pool; /* ori_kv or cmp_kv [NB, BS, D] bf16 (or MODEL1 FP8 blocks) */
     int64_t blk, row;
 } sas_key;
+
+/* Value d of a key's row. MODEL1 FP8 blocks (§2.12; pool [NB, BS, 584] uint8, stride[0] the block's bytes):
+ * row r's 448 e4m3 values and 64 bf16 rope values at byte 576 r of its block, its 7 ue8m0 scales at byte
+ * 576 BS + 8 r; value d < 448 is bf16(e4m3 * 2^(scale byte of tile d / 64 - 127)), 0xff meaning NaN. */
+static float key_value(const dsops_sas_args *a, const sas_key *k, int64_t d)
+{
+    if (a->pool_layout == DSOPS_SAS_POOL_BF16)
+        return ref_get_f(k->pool, k->blk, k->row, d);
+    const uint8_t *block = (const uint8_t *)k->pool->data + k->blk * k->pool->stride[0];
+    const uint8_t *row = block + 576 * k->row;
+    if (d >= 448)
+        return dsops_ref_f32_from_bf16((uint16_t)(row[448 + 2 * (d - 448)] | (row[449 + 2 * (d - 448)] << 8)));
+    const uint8_t e = block[576 * k->pool->shape[1] + 8 * k->row + d / 64];
+    const float v = dsops_ref_f32_from_e4m3(row[d]);
+    const float s = e == 0xff ? NAN : (float)ldexp(1.0, e - 127);
+    return ref_round_bf16(isnan(v) ? v : v * s);
+}
 
 /* The window count w and the compressed count n_cmp(L) of §3.7 for a token that sees L positions. */
 static int64_t window_len(const dsops_sas_args *a, int64_t L)
@@ -215,7 +232,7 @@ static void sas_token(const dsops_sas_args *a, int64_t b, int64_t t, int64_t L, 
     const int64_t n = key_list(a, b, t, L, used_kv, sc->keys, &w);
     for (int64_t e = 0; e < n; e++)
         for (int64_t d = 0; d < D; d++)
-            sc->kv[e * D + d] = ref_get_f(sc->keys[e].pool, sc->keys[e].blk, sc->keys[e].row, d);
+            sc->kv[e * D + d] = key_value(a, &sc->keys[e], d);
     for (int64_t h = 0; h < N; h++)
         for (int64_t d = 0; d < D; d++)
             sc->qT[d * N + h] = ref_get_f(&a->q, t, h, d);

@@ -144,13 +144,18 @@ static void test_rounding(const dsops_kernel_table *t, const dsops_kernel_table 
         e[i] = (uint8_t)(i < 256 ? (uint64_t)i : tu_rng_u64(r));
     const float e_scales[3][4] = {{1.0f, 0x1p-13f, 0x1p20f, 0.3f}, {-1.7e-3f, 1e-40f, 0x1p-140f, 3e37f},
                                   {INFINITY, NAN, -NAN, 0.0f}};
-    for (int s = 0; s < 3; s++) {
-        t->attn.dequant_e4m3(e, e_scales[s], 512, a);
-        ref->attn.dequant_e4m3(e, e_scales[s], 512, b);
-        tu_check(memcmp(a, b, 512 * 2) == 0, "%s dequant_e4m3 (scale set %d) differs from scalar",
-                 dsops_isa_name(t->isa), s);
-    }
-    ref->attn.dequant_e4m3(e, e_scales[0], 512, b);
+    for (int s = 0; s < 3; s++)
+        for (int group = 64; group <= 128; group *= 2) { /* 64: 8 groups, the scales used twice over */
+            const float *sc = e_scales[s];
+            float twice[8];
+            for (int g = 0; g < 8; g++)
+                twice[g] = sc[g % 4];
+            t->attn.dequant_e4m3(e, group == 64 ? twice : sc, group, 512, a);
+            ref->attn.dequant_e4m3(e, group == 64 ? twice : sc, group, 512, b);
+            tu_check(memcmp(a, b, 512 * 2) == 0, "%s dequant_e4m3 (scale set %d, group %d) differs from scalar",
+                     dsops_isa_name(t->isa), s, group);
+        }
+    ref->attn.dequant_e4m3(e, e_scales[0], 128, 512, b);
     int wrong = 0;
     for (int i = 0; i < 512; i++) {
         float v = dsops_ref_f32_from_e4m3(e[i]), want = isnan(v) ? v : v * e_scales[0][i / 128];

@@ -235,6 +235,16 @@ static void p_ratio0_dense(void *problem, char *frag) { fixture *f = problem; A.
 static void p_tile0(void *problem, char *frag) { fixture *f = problem; A.p_mode = DSOPS_P_TILED, A.p_tile = 0; FRAG("p_tile"); }
 static void p_tile_neg(void *problem, char *frag) { fixture *f = problem; A.p_mode = DSOPS_P_TILED, A.p_tile = -3; FRAG("p_tile"); }
 static void p_pmode(void *problem, char *frag) { fixture *f = problem; A.p_mode = (dsops_p_mode)3; FRAG("p_mode"); }
+static void p_pool_layout(void *problem, char *frag) { fixture *f = problem; A.pool_layout = (dsops_sas_pool_layout)2; FRAG("pool_layout = 2"); }
+/* MODEL1 FP8 pools are uint8 blocks of D 512 rows: the fixture's bf16 pools, and uint8 pools with D 64 */
+static void model1_bf16_pools(void *problem, char *frag) { fixture *f = problem; A.pool_layout = DSOPS_SAS_POOL_MODEL1_FP8; FRAG("ori_kv"); }
+static void model1_d64(void *problem, char *frag)
+{
+    fixture *f = problem;
+    A.pool_layout = DSOPS_SAS_POOL_MODEL1_FP8;
+    A.ori_kv.dtype = DSOPS_UINT8;
+    FRAG("expected 512");
+}
 static void p_pmode_neg(void *problem, char *frag) { fixture *f = problem; A.p_mode = (dsops_p_mode)-1; FRAG("p_mode"); }
 static void p_cmode(void *problem, char *frag) { fixture *f = problem; A.cmp_mode = (dsops_cmp_mode)3; FRAG("cmp_mode"); }
 static void p_cmode_neg(void *problem, char *frag) { fixture *f = problem; A.cmp_mode = (dsops_cmp_mode)-1; FRAG("cmp_mode"); }
@@ -279,6 +289,9 @@ static void al_lse_cmp_bt(void *problem, char *frag) { fixture *f = problem; A.l
 /* one fixture: every row has variant 0 */
 static const val_bad_case bad_cases[] = {
     {"null_q", 0, DSOPS_ERR_NULL, null_q},
+    {"pool_layout_2", 0, DSOPS_ERR_PARAM, p_pool_layout},
+    {"model1_with_bf16_pools", 0, DSOPS_ERR_DTYPE, model1_bf16_pools},
+    {"model1_with_d64", 0, DSOPS_ERR_SHAPE, model1_d64},
     {"null_cu_seqlens_q", 0, DSOPS_ERR_NULL, null_cu},
     {"null_seqused_kv", 0, DSOPS_ERR_NULL, null_used},
     {"null_out", 0, DSOPS_ERR_NULL, null_out},

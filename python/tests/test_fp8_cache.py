@@ -170,3 +170,41 @@ def test_sfa_reads_flashmla_fp8_rows():
     assert ok, f"{bad} elements outside 1e-4 / 0.005"
     with pytest.raises(dsops.Error):  # rows of another size than 656 bytes are refused
         dsops.sparse_flash_attention_v32(**a, kv_packed=cache[..., :600], kv_layout="flashmla_fp8")
+
+
+def model1_view(rows):
+    """FlashMLA's MODEL1 blocks of bf16 rows [NB, BS, 512] (this file's quantisation) as FlashMLA views them:
+    [NB, BS, 584] uint8 with the padded block length as stride[0]; and the bf16 rows the blocks stand for."""
+    NB, BS, _ = rows.shape
+    blocks = np_quantize(rows, "model1")
+    view = np.lib.stride_tricks.as_strided(blocks, (NB, BS, 584), (blocks.shape[1], 584, 1))
+    return view, np_dequantize(blocks, "model1", BS).view(BF16)
+
+
+@pytest.mark.parametrize("variant,S,seqused,extra", [
+    ("swa", [3, 2, 1], [140, 1, 50], dict(BSW=16, sinks="finite")),
+    ("cfa", [2, 1], [300, 129], dict(BSW=16, BSC=3, sinks="finite")),
+    ("scfa", [4, 2, 1], [50, 3, 200], dict(BSW=16, BSC=4, K=16, topk_length=True)),
+])
+def test_sas_reads_model1_blocks(variant, S, seqused, extra):
+    """swa / cfa / scfa on pools of MODEL1 FP8 blocks (pool_layout inferred from the uint8 pools) give the bytes of
+    the bf16 call on the rows the blocks stand for, which NumPy's §3.7 confirms."""
+    from test_v4 import TOL_BF16, TOL_LSE, TOL_TILED, compare_close, np_sas, sas_case
+
+    a, p = sas_case(90 + len(variant), variant, {}, S, seqused, 4, 512, **extra)
+    fp8, dequantised = dict(a), dict(a)
+    for pool in ("ori_kv", "cmp_kv"):
+        if pool in a:
+            fp8[pool], dequantised[pool] = model1_view(a[pool])
+    got = getattr(dsops, variant)(**fp8)
+    want = getattr(dsops, variant)(**dequantised)
+    assert np.array_equal(got["out"].view(np.uint16), want["out"].view(np.uint16))
+    assert np.array_equal(got["lse"].view(np.uint32), want["lse"].view(np.uint32))
+    ref, rlse, _ = np_sas(dequantised, p)
+    compare_close(got["out"], ref, TOL_TILED if p["p_mode"] == "tiled" else TOL_BF16, "out")
+    compare_close(got["lse"], rlse, TOL_LSE, "lse")
+    # a MODEL1 pool whose rows are not 584 bytes apart is refused, naming the pool
+    bad = dict(fp8, ori_kv=np.ascontiguousarray(fp8["ori_kv"][:, :, :583]))
+    with pytest.raises(dsops.Error) as e:
+        getattr(dsops, variant)(**bad)
+    assert "ori_kv" in str(e.value)

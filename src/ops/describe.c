@@ -1132,9 +1132,11 @@ static const dsops_tensor_desc sas_tensors[] = {
     SAS_TENSOR(q, DSOPS_ARG_IN, DSOPS_DTYPE_BIT(DSOPS_BF16), "[T, N, D]"),
     SAS_TENSOR(cu_seqlens_q, DSOPS_ARG_IN, DSOPS_DTYPE_BIT(DSOPS_INT32), "[B+1]"),
     SAS_TENSOR(seqused_kv, DSOPS_ARG_IN, DSOPS_DTYPE_BIT(DSOPS_INT32), "[B], original tokens, the call's included"),
-    SAS_TENSOR(ori_kv, DSOPS_ARG_IN_OPT, DSOPS_DTYPE_BIT(DSOPS_BF16), "[NBW, BSW, D], window pool (win_size > 0)"),
+    SAS_TENSOR(ori_kv, DSOPS_ARG_IN_OPT, DSOPS_DTYPE_BIT(DSOPS_BF16) | DSOPS_DTYPE_BIT(DSOPS_UINT8),
+               "[NBW, BSW, D] bf16, or MODEL1 FP8 blocks [NBW, BSW, 584] uint8; window pool (win_size > 0)"),
     SAS_TENSOR(ori_block_table, DSOPS_ARG_IN_OPT, DSOPS_DTYPE_BIT(DSOPS_INT32), "[B, MBW], with ori_kv"),
-    SAS_TENSOR(cmp_kv, DSOPS_ARG_IN_OPT, DSOPS_DTYPE_BIT(DSOPS_BF16), "[NBC, BSC, D], compressed pool (cmp_mode dense, sparse)"),
+    SAS_TENSOR(cmp_kv, DSOPS_ARG_IN_OPT, DSOPS_DTYPE_BIT(DSOPS_BF16) | DSOPS_DTYPE_BIT(DSOPS_UINT8),
+               "[NBC, BSC, D] bf16, or MODEL1 FP8 blocks [NBC, BSC, 584] uint8; compressed pool (cmp_mode dense, sparse)"),
     SAS_TENSOR(cmp_block_table, DSOPS_ARG_IN_OPT, DSOPS_DTYPE_BIT(DSOPS_INT32), "[B, MBC], with cmp_kv"),
     SAS_TENSOR(cmp_indices, DSOPS_ARG_IN_OPT, DSOPS_DTYPE_BIT(DSOPS_INT32), "[T, K], cmp_mode sparse; -1 = skip"),
     SAS_TENSOR(cmp_topk_length, DSOPS_ARG_IN_OPT, DSOPS_DTYPE_BIT(DSOPS_INT32), "[T], cmp_mode sparse"),
@@ -1142,6 +1144,9 @@ static const dsops_tensor_desc sas_tensors[] = {
     SAS_TENSOR(out, DSOPS_ARG_OUT, DSOPS_DTYPE_BIT(DSOPS_BF16), "[T, N, D]"),
     SAS_TENSOR(lse, DSOPS_ARG_OUT_OPT, DSOPS_DTYPE_BIT(DSOPS_FP32), "[T, N]"),
 };
+
+static const dsops_enum_value run_sas_pool_layouts[] = {
+    {"bf16", DSOPS_SAS_POOL_BF16}, {"model1_fp8", DSOPS_SAS_POOL_MODEL1_FP8}, {NULL, 0}};
 
 static const dsops_param_desc sas_params[] = {
     {"variant", DSOPS_PARAM_ENUM, offsetof(sas_run_args, variant), sizeof(int), run_sas_variants,
@@ -1153,6 +1158,8 @@ static const dsops_param_desc sas_params[] = {
     SAS_PARAM(cmp_ratio, DSOPS_PARAM_INT, NULL, "cfa: 128, scfa: 4"),
     SAS_PARAM(p_mode, DSOPS_PARAM_ENUM, run_p_modes, "swa, scfa: normalised; cfa: tiled"),
     SAS_PARAM(p_tile, DSOPS_PARAM_INT, NULL, "tile length of p_mode=tiled (cfa: 128)"),
+    SAS_PARAM(pool_layout, DSOPS_PARAM_ENUM, run_sas_pool_layouts,
+              "default: model1_fp8 if a pool is uint8, else bf16"),
 };
 enum {
     SAS_PARAM_VARIANT = 0,
@@ -1161,7 +1168,8 @@ enum {
     SAS_PARAM_CMP_MODE = 3,
     SAS_PARAM_RATIO = 4,
     SAS_PARAM_P_MODE = 5,
-    SAS_PARAM_P_TILE = 6
+    SAS_PARAM_P_TILE = 6,
+    SAS_PARAM_POOL_LAYOUT = 7
 };
 
 static dsops_status sas_init_variant(void *args, dsops_preset preset, int fixed_variant)
@@ -1213,6 +1221,10 @@ static void sas_infer(void *args, const bool *given)
         w->op.p_mode = d.p_mode;
     if (!given[SAS_PARAM_P_TILE])
         w->op.p_tile = d.p_tile;
+    if (!given[SAS_PARAM_POOL_LAYOUT])
+        w->op.pool_layout = w->op.ori_kv.dtype == DSOPS_UINT8 || w->op.cmp_kv.dtype == DSOPS_UINT8
+                                ? DSOPS_SAS_POOL_MODEL1_FP8
+                                : DSOPS_SAS_POOL_BF16;
 }
 
 static dsops_status sas_output_shapes(void *args, char *msg, size_t len)

@@ -53,17 +53,32 @@ typedef struct sas_dims {
 
 static int32_t i32_at2(const dsops_tensor *t, int64_t i, int64_t j) { return *(const int32_t *)dsops_at2(t, i, j); }
 
-/* A pool [NB, BS, D] bf16 and its block table [B, MB] int32. */
-static dsops_status check_pool(const dsops_tensor *pool, const char *pname, const dsops_tensor *table,
-                               const char *tname, const sas_dims *d, int64_t *NB, int64_t *BS, int64_t *MB)
+enum { MODEL1_ROW = 584, MODEL1_BODY = 576, MODEL1_NOPE = 448, MODEL1_SCALES = 8 }; /* bytes (spec §2.12) */
+
+/* A pool [NB, BS, D] bf16, or MODEL1 FP8 blocks [NB, BS, 584] uint8, and its block table [B, MB] int32. */
+static dsops_status check_pool(const sas_args *a, const dsops_tensor *pool, const char *pname,
+                               const dsops_tensor *table, const char *tname, const sas_dims *d, int64_t *NB,
+                               int64_t *BS, int64_t *MB)
 {
-    DSOPS_TRY(dsops_check_tensor(pool, pname, 3, DSOPS_DT(DSOPS_BF16), true));
+    if (a->pool_layout == DSOPS_SAS_POOL_MODEL1_FP8) {
+        DSOPS_TRY(dsops_check_tensor(pool, pname, 3, DSOPS_DT(DSOPS_UINT8), true));
+        if (d->D != 512)
+            return dsops_fail(DSOPS_ERR_SHAPE, "q.shape[2] = %lld, expected 512 (MODEL1 FP8 pools)", (long long)d->D);
+        DSOPS_TRY(dsops_check_dim(pool, pname, 2, MODEL1_ROW, "584 bytes per token (MODEL1)"));
+        if (pool->stride[2] != 1 || pool->stride[1] != MODEL1_ROW || pool->stride[0] < pool->shape[1] * MODEL1_ROW)
+            return dsops_fail(DSOPS_ERR_SHAPE,
+                              "%s has strides [%lld, %lld, %lld]: MODEL1 blocks need [block bytes >= BS * 584, 584, 1]",
+                              pname, (long long)pool->stride[0], (long long)pool->stride[1], (long long)pool->stride[2]);
+    } else {
+        DSOPS_TRY(dsops_check_tensor(pool, pname, 3, DSOPS_DT(DSOPS_BF16), true));
+    }
     *NB = pool->shape[0];
     *BS = pool->shape[1];
     if (*NB < 1 || *NB > INT32_MAX || *BS < 1 || *BS > INT32_MAX)
         return dsops_fail(DSOPS_ERR_SHAPE, "%s has NB = %lld, BS = %lld, expected both in [1, 2^31)", pname,
                           (long long)*NB, (long long)*BS);
-    DSOPS_TRY(dsops_check_dim(pool, pname, 2, d->D, "D of q"));
+    if (a->pool_layout == DSOPS_SAS_POOL_BF16)
+        DSOPS_TRY(dsops_check_dim(pool, pname, 2, d->D, "D of q"));
     DSOPS_TRY(dsops_check_tensor(table, tname, 2, DSOPS_DT(DSOPS_INT32), false));
     DSOPS_TRY(dsops_check_dim(table, tname, 0, d->B, "B = cu_seqlens_q.shape[0] - 1"));
     *MB = table->shape[1];
@@ -82,6 +97,9 @@ static dsops_status check_params(const sas_args *a)
         return dsops_fail(DSOPS_ERR_PARAM, "cmp_ratio = %d, expected >= 1", a->cmp_ratio);
     if ((int)a->p_mode < 0 || (int)a->p_mode > DSOPS_P_FP32)
         return dsops_fail(DSOPS_ERR_PARAM, "p_mode = %d is not a dsops_p_mode value", (int)a->p_mode);
+    if ((int)a->pool_layout < 0 || (int)a->pool_layout > DSOPS_SAS_POOL_MODEL1_FP8)
+        return dsops_fail(DSOPS_ERR_PARAM, "pool_layout = %d is not a dsops_sas_pool_layout value",
+                          (int)a->pool_layout);
     if (a->p_mode == DSOPS_P_TILED && a->p_tile < 1)
         return dsops_fail(DSOPS_ERR_PARAM, "p_tile = %d, expected >= 1 (p_mode tiled)", a->p_tile);
     return DSOPS_OK;
@@ -109,9 +127,11 @@ static dsops_status check_shapes(const sas_args *a, sas_dims *d)
     d->window = a->win_size > 0;
     d->compressed = a->cmp_mode != DSOPS_CMP_NONE;
     if (d->window)
-        DSOPS_TRY(check_pool(&a->ori_kv, "ori_kv", &a->ori_block_table, "ori_block_table", d, &d->NBW, &d->BSW, &d->MBW));
+        DSOPS_TRY(check_pool(a, &a->ori_kv, "ori_kv", &a->ori_block_table, "ori_block_table", d, &d->NBW, &d->BSW,
+                             &d->MBW));
     if (d->compressed)
-        DSOPS_TRY(check_pool(&a->cmp_kv, "cmp_kv", &a->cmp_block_table, "cmp_block_table", d, &d->NBC, &d->BSC, &d->MBC));
+        DSOPS_TRY(check_pool(a, &a->cmp_kv, "cmp_kv", &a->cmp_block_table, "cmp_block_table", d, &d->NBC, &d->BSC,
+                             &d->MBC));
     d->K = 0;
     if (a->cmp_mode == DSOPS_CMP_SPARSE) {
         DSOPS_TRY(dsops_check_topk_tensor(&a->cmp_indices, "cmp_indices", d->T, "T of q", &d->K));
@@ -232,45 +252,72 @@ static dsops_status check_indices(const sas_args *a, const sas_dims *d, int64_t 
 
 /* ---- execution ------------------------------------------------------------------------------- */
 
+/* One row of the key list: D bf16 values, or a MODEL1 row's 576 bytes (448 e4m3, 64 bf16) and its 7 scales. */
+typedef struct sas_row {
+    const void *row;
+    const uint8_t *scales; /* MODEL1 only */
+} sas_row;
+
 typedef struct sas_rows {
-    const uint16_t *const *row; /* [n] pool rows of the key list, D bf16 each */
-    size_t bytes;
+    const sas_row *row; /* [n] */
+    size_t bytes;       /* of one row: D * 2, or 576 */
+    const dsops_attention_kernels *k;
 } sas_rows;
 
 static void row_copy(const void *src, int j, uint16_t *dst)
 {
     const sas_rows *r = src;
-    memcpy(dst, r->row[j], r->bytes);
+    memcpy(dst, r->row[j].row, r->bytes);
+}
+
+/* MODEL1 (spec §2.12): latent value c is bf16(e4m3 * 2^(ue8m0 of tile c / 64 - 127)), 0xff scales NaN. */
+static void row_model1(const void *src, int j, uint16_t *dst)
+{
+    const sas_rows *r = src;
+    float scales[7];
+    for (int i = 0; i < 7; i++) {
+        const uint8_t e = r->row[j].scales[i];
+        scales[i] = e == 0xff ? NAN : dsops_f32_from_bits(e == 0 ? 0x00400000u : (uint32_t)e << 23);
+    }
+    r->k->dequant_e4m3(r->row[j].row, scales, 64, MODEL1_NOPE, dst);
+    memcpy(dst + MODEL1_NOPE, (const uint8_t *)r->row[j].row + MODEL1_NOPE, 128);
 }
 
 static void row_prefetch(const void *src, int j)
 {
     const sas_rows *r = src;
-    const char *c = (const char *)r->row[j];
+    const char *c = (const char *)r->row[j].row;
     for (size_t off = 0; off < r->bytes; off += 64)
         __builtin_prefetch(c + off, 0, 2);
     __builtin_prefetch(c + r->bytes - 1, 0, 2);
+    if (r->row[j].scales)
+        __builtin_prefetch(r->row[j].scales, 0, 2);
 }
 
-static const uint16_t *pool_row(const dsops_tensor *pool, const dsops_tensor *table, int64_t BS, int64_t b, int64_t p)
+static sas_row pool_row(const sas_args *a, const dsops_tensor *pool, const dsops_tensor *table, int64_t BS, int64_t b,
+                        int64_t p)
 {
-    return dsops_at3(pool, i32_at2(table, b, p / BS), p % BS, 0);
+    const int64_t blk = i32_at2(table, b, p / BS), off = p % BS;
+    if (a->pool_layout == DSOPS_SAS_POOL_BF16)
+        return (sas_row){dsops_at3(pool, blk, off, 0), NULL};
+    const uint8_t *block = (const uint8_t *)pool->data + blk * pool->stride[0]; /* [BS x 576 | BS x 8] */
+    return (sas_row){block + off * MODEL1_BODY, block + BS * MODEL1_BODY + off * MODEL1_SCALES};
 }
 
 /* Token t's key list as row addresses (window oldest first, then compressed); returns its length. */
-static int collect_rows(const sas_args *a, const sas_dims *d, const sas_token *k, int64_t t, const uint16_t **rows)
+static int collect_rows(const sas_args *a, const sas_dims *d, const sas_token *k, int64_t t, sas_row *rows)
 {
     int n = 0;
     for (int64_t p = k->L - k->w; p < k->L; p++)
-        rows[n++] = pool_row(&a->ori_kv, &a->ori_block_table, d->BSW, k->b, p);
+        rows[n++] = pool_row(a, &a->ori_kv, &a->ori_block_table, d->BSW, k->b, p);
     if (a->cmp_mode == DSOPS_CMP_DENSE) {
         for (int64_t e = 0; e < k->n; e++)
-            rows[n++] = pool_row(&a->cmp_kv, &a->cmp_block_table, d->BSC, k->b, e);
+            rows[n++] = pool_row(a, &a->cmp_kv, &a->cmp_block_table, d->BSC, k->b, e);
     } else if (a->cmp_mode == DSOPS_CMP_SPARSE) {
         for (int64_t j = 0; j < k->n; j++) {
             int64_t idx = i32_at2(&a->cmp_indices, t, j);
             if (idx >= 0 && idx < k->nc_valid)
-                rows[n++] = pool_row(&a->cmp_kv, &a->cmp_block_table, d->BSC, k->b, idx);
+                rows[n++] = pool_row(a, &a->cmp_kv, &a->cmp_block_table, d->BSC, k->b, idx);
         }
     }
     return n;
@@ -300,7 +347,7 @@ dsops_status dsops_sas(dsops_context *ctx, const sas_args *a)
     int qw = dsops_attn_q_width(shape.dqk);
     size_t qbuf_bytes = dsops_align64((size_t)chunk_heads * (size_t)qw * 2);
     size_t sink_bytes = dsops_align64((size_t)chunk_heads * 4);
-    size_t rows_bytes = dsops_align64((size_t)list_max * sizeof(const uint16_t *));
+    size_t rows_bytes = dsops_align64((size_t)list_max * sizeof(sas_row));
     size_t per_thread = dsops_attn_scratch_bytes(&shape) + qbuf_bytes + sink_bytes + rows_bytes;
     char *scratch = dsops_scratch(use, per_thread * (size_t)threads);
     if (!scratch) {
@@ -314,7 +361,7 @@ dsops_status dsops_sas(dsops_context *ctx, const sas_args *a)
         char *mine = scratch + per_thread * (size_t)dsops_thread_num();
         uint16_t *qbuf = (uint16_t *)mine;                                    /* [chunk_heads][qw] */
         float *sink = (float *)(mine + qbuf_bytes);                          /* [chunk_heads] */
-        const uint16_t **rows = (const uint16_t **)(mine + qbuf_bytes + sink_bytes); /* [list_max] */
+        sas_row *rows = (sas_row *)(mine + qbuf_bytes + sink_bytes);          /* [list_max] */
         void *core_scratch = mine + qbuf_bytes + sink_bytes + rows_bytes;
         int64_t t = item / chunks, h0 = (item % chunks) * chunk_heads;
         int64_t nh = d.N - h0 < chunk_heads ? d.N - h0 : chunk_heads;
@@ -328,8 +375,9 @@ dsops_status dsops_sas(dsops_context *ctx, const sas_args *a)
             if (sinks)
                 sink[h] = *(const float *)dsops_at1(&a->sinks, h0 + h);
         }
-        sas_rows src = {rows, (size_t)d.D * 2};
-        dsops_attn_keys keys = {row_copy, row_prefetch, &src};
+        const bool model1 = a->pool_layout == DSOPS_SAS_POOL_MODEL1_FP8;
+        sas_rows src = {rows, model1 ? (size_t)MODEL1_BODY : (size_t)d.D * 2, &kt->attn};
+        dsops_attn_keys keys = {model1 ? row_model1 : row_copy, row_prefetch, &src};
         dsops_attn_shape sh = shape;
         sh.nh = (int)nh;
         dsops_attn_call call = {

@@ -230,7 +230,7 @@ static void row_int8(const void *src, int j, uint16_t *dst)
 static void row_e4m3(const void *src, int j, uint16_t *dst)
 {
     const sfa_rows *r = src;
-    r->k->dequant_e4m3((const uint8_t *)r->ptr[j].nope, r->ptr[j].scales, r->Dc, dst);
+    r->k->dequant_e4m3((const uint8_t *)r->ptr[j].nope, r->ptr[j].scales, 128, r->Dc, dst);
     memcpy(dst + r->Dc, r->ptr[j].rope, (size_t)r->Dr * 2);
 }
 

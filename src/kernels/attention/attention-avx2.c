@@ -239,15 +239,15 @@ INLINE __m256 e4m3_times(__m256i v, __m256 scale)
     return _mm256_blendv_ps(_mm256_mul_ps(f, scale), qnan, nan);
 }
 
-static void dequant_e4m3__avx2(const uint8_t *q, const void *scales, int n, uint16_t *dst)
+static void dequant_e4m3__avx2(const uint8_t *q, const void *scales, int group, int n, uint16_t *dst)
 {
-    for (int g = 0; g < n / 128; g++) {
+    for (int g = 0; g < n / group; g++) {
         float scale;
         memcpy(&scale, (const char *)scales + 4 * g, 4);
         const __m256 sv = _mm256_set1_ps(scale);
-        const uint8_t *qg = q + 128 * g;
-        uint16_t *dg = dst + 128 * g;
-        for (int c = 0; c < 128; c += 16) {
+        const uint8_t *qg = q + group * g;
+        uint16_t *dg = dst + group * g;
+        for (int c = 0; c < group; c += 16) {
             __m128i b = _mm_loadu_si128((const __m128i *)(qg + c));
             __m256 lo = e4m3_times(_mm256_cvtepu8_epi32(b), sv);
             __m256 hi = e4m3_times(_mm256_cvtepu8_epi32(_mm_srli_si128(b, 8)), sv);

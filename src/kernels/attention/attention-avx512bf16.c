@@ -226,14 +226,14 @@ INLINE __m512 e4m3_times(__m128i bytes, __m512 scale)
                               _mm512_castsi512_ps(_mm512_or_si512(sign, _mm512_set1_epi32(0x7fc00000))));
 }
 
-static void dequant_e4m3__avx512bf16(const uint8_t *q, const void *scales, int n, uint16_t *dst)
+static void dequant_e4m3__avx512bf16(const uint8_t *q, const void *scales, int group, int n, uint16_t *dst)
 {
-    for (int g = 0; g < n / 128; g++) {
+    for (int g = 0; g < n / group; g++) {
         float scale;
         memcpy(&scale, (const char *)scales + 4 * g, 4);
         __m512 sv = _mm512_set1_ps(scale);
-#pragma GCC unroll 8
-        for (int c = 128 * g; c < 128 * g + 128; c += 16)
+#pragma GCC unroll 4
+        for (int c = group * g; c < group * g + group; c += 16)
             _mm256_storeu_si256((__m256i *)(dst + c), bf16_rne(e4m3_times(_mm_loadu_si128((const __m128i *)(q + c)), sv)));
     }
 }

@@ -99,12 +99,12 @@ static void dequant_int8__scalar(const int8_t *q, const void *scales, int n, uin
     }
 }
 
-static void dequant_e4m3__scalar(const uint8_t *q, const void *scales, int n, uint16_t *dst)
+static void dequant_e4m3__scalar(const uint8_t *q, const void *scales, int group, int n, uint16_t *dst)
 {
-    for (int g = 0; g < n / 128; g++) {
+    for (int g = 0; g < n / group; g++) {
         float scale;
         memcpy(&scale, (const char *)scales + 4 * g, 4);
-        for (int c = 128 * g; c < 128 * g + 128; c++) {
+        for (int c = group * g; c < group * g + group; c++) {
             const float v = dsops_e4m3_value(q[c]);
             dst[c] = dsops_bf16_round_bits(isnan(v) ? v : v * scale);
         }

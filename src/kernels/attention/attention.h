@@ -38,9 +38,9 @@ typedef struct dsops_attention_kernels {
     /* dst[c] = bf16(f32(q[c]) * scales[c / 128]) for c < n (n % 128 == 0); the fp32 scales may be
      * unaligned (packed cache rows). */
     void (*dequant_int8)(const int8_t *q, const void *scales, int n, uint16_t *dst);
-    /* dst[c] = bf16(e4m3(q[c]) * scales[c / 128]) for c < n (n % 128 == 0), a NaN byte giving NaN with its own
-     * sign (spec §2.12); the fp32 scales may be unaligned (FlashMLA's cache rows). */
-    void (*dequant_e4m3)(const uint8_t *q, const void *scales, int n, uint16_t *dst);
+    /* dst[c] = bf16(e4m3(q[c]) * scales[c / group]) for c < n (group 64 or 128, n % group == 0), a NaN byte giving
+     * NaN with its own sign (spec §2.12); the fp32 scales may be unaligned (FlashMLA's cache rows). */
+    void (*dequant_e4m3)(const uint8_t *q, const void *scales, int group, int n, uint16_t *dst);
     /* Packs 16 staged key rows ([16][row_stride] bf16, 2*dpairs values each, zero rows for padding
      * keys) into one Kt tile and the 8 key pairs of Vp starting at `vp` (dims >= dv become 0). */
     void (*pack_keys)(const uint16_t *rows, size_t row_stride, int dpairs, int dv, uint16_t *kt_tile,
