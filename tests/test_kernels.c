@@ -142,9 +142,11 @@ static void test_rounding(const dsops_kernel_table *t, const dsops_kernel_table 
     uint8_t e[512];
     for (int i = 0; i < 512; i++)
         e[i] = (uint8_t)(i < 256 ? (uint64_t)i : tu_rng_u64(r));
-    const float e_scales[3][4] = {{1.0f, 0x1p-13f, 0x1p20f, 0.3f}, {-1.7e-3f, 1e-40f, 0x1p-140f, 3e37f},
-                                  {INFINITY, NAN, -NAN, 0.0f}};
-    for (int s = 0; s < 3; s++)
+    /* powers of two on both sides of 2^-117 (below it products can be subnormal: the SIMD tiers' shortcut for
+     * exact products must not be taken) and up to 2^127 (products overflow) */
+    const float e_scales[4][4] = {{1.0f, 0x1p-13f, 0x1p20f, 0.3f}, {-1.7e-3f, 1e-40f, 0x1p-140f, 3e37f},
+                                  {INFINITY, NAN, -NAN, 0.0f}, {0x1p-117f, 0x1p-126f, 0x1p-120f, 0x1p127f}};
+    for (int s = 0; s < 4; s++)
         for (int group = 64; group <= 128; group *= 2) { /* 64: 8 groups, the scales used twice over */
             const float *sc = e_scales[s];
             float twice[8];

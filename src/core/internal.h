@@ -66,6 +66,15 @@ static inline uint16_t dsops_bf16_round_bits(float f)
 
 static inline float dsops_round_bf16(float f) { return dsops_bf16_value(dsops_bf16_round_bits(f)); }
 
+/* True when every e4m3 value times `scale` is an exact fp32 normal, zero, Inf or NaN (scale a power of two from
+ * 2^-117 up: 4 significant bits, at least 2^-9 * 2^-117 = 2^-126 when not zero), so that its bf16 is its upper
+ * half and the SIMD dequantisers may skip the rounding step. */
+static inline bool dsops_e4m3_products_exact(float scale)
+{
+    const uint32_t u = dsops_bits_from_f32(scale), e = (u >> 23) & 0xffu;
+    return (u & 0x7fffffu) == 0 && e >= 10 && e <= 254;
+}
+
 /* The value of an e4m3fn byte (spec §2.12): S.EEEE.MMM, bias 7, E = 0 subnormal, S.1111.111 a quiet NaN with
  * the byte's sign. Exact in fp32 (and bf16). */
 static inline float dsops_e4m3_value(uint8_t b)

@@ -247,11 +247,18 @@ static void dequant_e4m3__avx2(const uint8_t *q, const void *scales, int group, 
         const __m256 sv = _mm256_set1_ps(scale);
         const uint8_t *qg = q + group * g;
         uint16_t *dg = dst + group * g;
+        const bool exact = dsops_e4m3_products_exact(scale); /* bf16 = the upper half of each product */
         for (int c = 0; c < group; c += 16) {
             __m128i b = _mm_loadu_si128((const __m128i *)(qg + c));
             __m256 lo = e4m3_times(_mm256_cvtepu8_epi32(b), sv);
             __m256 hi = e4m3_times(_mm256_cvtepu8_epi32(_mm_srli_si128(b, 8)), sv);
-            store16_bf16(dg + c, lo, hi);
+            if (exact) {
+                __m256i p = _mm256_packus_epi32(_mm256_srli_epi32(_mm256_castps_si256(lo), 16),
+                                                _mm256_srli_epi32(_mm256_castps_si256(hi), 16));
+                _mm256_storeu_si256((__m256i *)(dg + c), _mm256_permute4x64_epi64(p, _MM_SHUFFLE(3, 1, 2, 0)));
+            } else {
+                store16_bf16(dg + c, lo, hi);
+            }
         }
     }
 }
