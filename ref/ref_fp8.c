@@ -64,7 +64,8 @@ static uint16_t *kv_at(const dsops_fp8_cache_args *a, int64_t n, int64_t b, int6
     return (uint16_t *)t->data + n * t->stride[0] + b * t->stride[1] + d * t->stride[2];
 }
 
-/* The smallest power of two >= max(amax / 448, 1e-4); NaN and Inf pass through. */
+/* The smallest power of two >= max(amax / 448, 1e-4); NaN and Inf pass through. Found by doubling and halving,
+ * on purpose not as the library computes it (exp2(ceil(log2(...))), the reference formula of FlashMLA). */
 static float scale_of(float amax)
 {
     float x = amax / 448.0f;

@@ -204,32 +204,31 @@ void dsops_fp8_v32_row(const uint16_t *row, uint8_t *dst)
     quantize_token(&a, &g, 0, 0);
 }
 
-dsops_status dsops_fp8_cache_quantize(dsops_context *ctx, const dsops_fp8_cache_args *a)
+/* Both directions: every token of every block, and (quantising MODEL1) the block's padding. */
+static dsops_status fp8_cache_run(const dsops_fp8_cache_args *a, bool quantize)
 {
-    (void)ctx;
     fp8_geometry g;
     DSOPS_TRY(fp8_cache_check(a, &g));
     dsops_clear_error();
     const int64_t NB = a->kv.shape[0], BS = a->kv.shape[1];
     for (int64_t n = 0; n < NB; n++) {
         for (int64_t b = 0; b < BS; b++)
-            quantize_token(a, &g, n, b);
-        if (a->layout == DSOPS_FP8_CACHE_MODEL1) /* the block's padding */
+            (quantize ? quantize_token : dequantize_token)(a, &g, n, b);
+        if (quantize && a->layout == DSOPS_FP8_CACHE_MODEL1)
             for (int64_t j = BS * (g.token_bytes + g.scale_bytes); j < a->cache.shape[1]; j++)
                 *((uint8_t *)a->cache.data + n * a->cache.stride[0] + j * a->cache.stride[1]) = 0;
     }
     return DSOPS_OK;
 }
 
+dsops_status dsops_fp8_cache_quantize(dsops_context *ctx, const dsops_fp8_cache_args *a)
+{
+    (void)ctx; /* one pass over the tokens: no threads, no scratch */
+    return fp8_cache_run(a, true);
+}
+
 dsops_status dsops_fp8_cache_dequantize(dsops_context *ctx, const dsops_fp8_cache_args *a)
 {
     (void)ctx;
-    fp8_geometry g;
-    DSOPS_TRY(fp8_cache_check(a, &g));
-    dsops_clear_error();
-    const int64_t NB = a->kv.shape[0], BS = a->kv.shape[1];
-    for (int64_t n = 0; n < NB; n++)
-        for (int64_t b = 0; b < BS; b++)
-            dequantize_token(a, &g, n, b);
-    return DSOPS_OK;
+    return fp8_cache_run(a, false);
 }
