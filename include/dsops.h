@@ -261,12 +261,13 @@ typedef struct dsops_quant_q8_args {
 DSOPS_API dsops_status dsops_quant_q8(dsops_context *ctx, const dsops_quant_q8_args *args);
 
 /* cache_store: for each t with cache_index[t] >= 0, row cache_index[t] of the cache viewed as
- * [NB * BS, W] receives src[t] (bf16 cache) or its Q8 groups and scales (int8 cache). Duplicate or
+ * [NB * BS, W] receives src[t] (bf16 cache), its Q8 groups and scales (int8 cache) or its FlashMLA FP8 row
+ * (uint8 cache, spec §2.12: [NB, BS, 656] for W 576, MODEL1 blocks [NB, BS, 584] for W 512). Duplicate or
  * out-of-range slots are errors found before anything is written. */
 typedef struct dsops_cache_store_args {
     dsops_tensor src;          /* [T, W] bf16 */
     dsops_tensor cache_index;  /* [T] int64 */
-    dsops_tensor cache;        /* [NB, BS, W] bf16 or int8, in-out */
+    dsops_tensor cache;        /* [NB, BS, W] bf16 or int8; uint8 FP8 rows [NB, BS, 656 | 584]; in-out */
     dsops_tensor cache_scale;  /* [NB, BS, W / G] fp32 or fp16 (int8 cache only; [NB, BS] when G = W), in-out */
     int group;                 /* G for int8 caches (W % G == 0); 0 means W */
 } dsops_cache_store_args;

@@ -93,8 +93,9 @@ float dsops_ref_f32_from_e4m3(uint8_t b);
 uint8_t dsops_ref_e4m3_from_f32(float v);
 void dsops_ref_fp8_cache_quantize(const dsops_fp8_cache_args *a);
 void dsops_ref_fp8_cache_dequantize(const dsops_fp8_cache_args *a);
-/* One V32 token: row[0..575] bf16 -> dst[0..655]. */
+/* One V32 token: row[0..575] bf16 -> dst[0..655]; one MODEL1 token: row[0..511] -> body[0..575], scales[0..7]. */
 void dsops_ref_fp8_v32_row(const uint16_t *row, uint8_t *dst);
+void dsops_ref_fp8_model1_row(const uint16_t *row, uint8_t *body, uint8_t *scales);
 
 /* ---- DeepSeek-V4 hyper-connections (spec §3.1, §3.2) ---------------------------------------------- */
 

@@ -137,6 +137,18 @@ void dsops_ref_fp8_v32_row(const uint16_t *row, uint8_t *dst)
     dsops_ref_fp8_cache_quantize(&a);
 }
 
+void dsops_ref_fp8_model1_row(const uint16_t *row, uint8_t *body, uint8_t *scales)
+{
+    uint8_t block[584];
+    int64_t ks[3] = {1, 1, 512}, cs[2] = {1, 584};
+    dsops_fp8_cache_args a = {.layout = DSOPS_FP8_CACHE_MODEL1};
+    a.kv = dsops_tensor_make((void *)row, DSOPS_BF16, 3, ks);
+    a.cache = dsops_tensor_make(block, DSOPS_UINT8, 2, cs);
+    dsops_ref_fp8_cache_quantize(&a);
+    memcpy(body, block, 576);
+    memcpy(scales, block + 576, 8);
+}
+
 void dsops_ref_fp8_cache_dequantize(const dsops_fp8_cache_args *a)
 {
     int tiles, tile, token_bytes;

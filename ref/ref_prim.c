@@ -316,6 +316,21 @@ void dsops_ref_cache_store(const dsops_cache_store_args *a)
         if (slot < 0)
             continue;                                   /* padding token: nothing is stored */
         int64_t blk = slot / BS, row = slot % BS;
+        if (a->cache.dtype == DSOPS_UINT8) {            /* FlashMLA's FP8 rows (§2.12) */
+            uint16_t v[576];
+            uint8_t bytes[656];
+            for (int64_t w = 0; w < W; w++)
+                memcpy(&v[w], ref_at(&a->src, t, w, 0), 2);
+            if (a->cache.shape[2] == 656) {             /* cache [NB, BS, 656] uint8 */
+                dsops_ref_fp8_v32_row(v, bytes);
+                for (int64_t k = 0; k < 656; k++)
+                    *(uint8_t *)ref_at(&a->cache, blk, row, k) = bytes[k];
+            } else {                                    /* MODEL1 blocks [NB, BS, 584], stride[0] the block length */
+                uint8_t *block = (uint8_t *)a->cache.data + blk * a->cache.stride[0];
+                dsops_ref_fp8_model1_row(v, block + 576 * row, block + 576 * BS + 8 * row);
+            }
+            continue;
+        }
         if (a->cache.dtype == DSOPS_BF16) {
             for (int64_t w = 0; w < W; w++)             /* cache [NB, BS, W] bf16 */
                 memcpy(ref_at(&a->cache, blk, row, w), ref_at(&a->src, t, w, 0), 2);

@@ -5,6 +5,7 @@
  *  - whole caches of random rows, rows of tiny, huge, zero, NaN and Inf values, both layouts, padded and
  *    strided caches; dequantisation of those caches and of caches of random bytes;
  *  - dequantised values within half an e4m3 step of the row (scale x 2^-4 relative), rope exact;
+ *  - cache_store into both row layouts against the oracle (padding tokens, rows not addressed untouched);
  *  - validation: bad layout, ranks, extents, dtypes, a MODEL1 block too short, overlap; nothing written. */
 
 #include <math.h>
@@ -228,6 +229,49 @@ static void test_caches(void)
     }
 }
 
+/* cache_store into FP8 rows (V32 [NB, BS, 656]; MODEL1 blocks viewed [NB, BS, 584] with a padded block length):
+ * the oracle's bytes, padding tokens and unaddressed rows untouched; a uint8 cache of another row size refused. */
+static void test_cache_store(void)
+{
+    if (!tu_selected("cache_store"))
+        return;
+    tu_rng r;
+    tu_rng_seed(&r, tu_label_seed("cache_store"));
+    for (int layout = 0; layout < 2; layout++) {
+        const int64_t NB = 3, BS = 5, W = layout ? 512 : 576, T = 7;
+        const int64_t row = layout ? 584 : 656, block = layout ? (BS * 584 + 575) / 576 * 576 : BS * 656;
+        uint16_t *src = tu_alloc(sizeof(uint16_t) * (size_t)(T * W)); /* [T, W] bf16 */
+        fill_rows(src, T, W, 6, &r);
+        const int64_t slots[7] = {14, -1, 0, 9, 5, -3, 2}, ss[2] = {T, W}, is[1] = {T}, cs[3] = {NB, BS, row};
+        const size_t bytes = (size_t)(NB * block);
+        uint8_t *lib = tu_alloc(bytes);
+        memset(lib, 0xa5, bytes);
+        uint8_t *ref = tu_memdup(lib, bytes), *before = tu_memdup(lib, bytes);
+        dsops_cache_store_args a = {0};
+        a.src = dsops_tensor_make(src, DSOPS_BF16, 2, ss);
+        a.cache_index = dsops_tensor_make((void *)slots, DSOPS_INT64, 1, is);
+        a.cache = dsops_tensor_make(lib, DSOPS_UINT8, 3, cs);
+        a.cache.stride[0] = block;
+        const char *name = layout ? "cache_store model1" : "cache_store v32";
+        tu_check_accepted(name, dsops_cache_store(ctx, &a));
+        dsops_cache_store_args ra = a;
+        ra.cache.data = ref;
+        dsops_ref_cache_store(&ra);
+        tu_check_same_bytes(name, lib, bytes, ref, bytes, "cache bytes against the oracle");
+        /* only the five addressed rows may change */
+        int64_t changed = 0;
+        for (size_t i = 0; i < bytes; i++)
+            changed += lib[i] != before[i];
+        tu_check(changed > 0 && changed <= 5 * (row + 1), "%s: %lld bytes changed, at most the 5 addressed rows", name,
+                 (long long)changed);
+        a.cache.shape[2] = layout ? 583 : 655;
+        memcpy(ref, lib, bytes);
+        tu_check_rejected(name, dsops_cache_store(ctx, &a), DSOPS_ERR_SHAPE, "cache.shape[2]");
+        tu_check_unchanged(name, lib, ref, bytes, "cache written on error");
+        free(src), free(lib), free(ref), free(before);
+    }
+}
+
 static void test_validation(void)
 {
     if (!tu_selected("validation"))
@@ -287,6 +331,7 @@ int main(int argc, char **argv)
     ctx = tu_announced_context();
     test_e4m3_values();
     test_caches();
+    test_cache_store();
     test_validation();
     dsops_context_destroy(ctx);
     return tu_finish();

@@ -208,3 +208,35 @@ def test_sas_reads_model1_blocks(variant, S, seqused, extra):
     with pytest.raises(dsops.Error) as e:
         getattr(dsops, variant)(**bad)
     assert "ori_kv" in str(e.value)
+
+
+@pytest.mark.parametrize("layout", ["v32", "model1"])
+def test_cache_store_writes_fp8_rows(layout):
+    """cache_store into a uint8 cache writes FlashMLA's FP8 row of each addressed token (V32 [NB, BS, 656]; MODEL1
+    blocks in FlashMLA's view), the bytes NumPy's quantisation gives; other rows and padding stay as they were."""
+    rng = np.random.default_rng(12)
+    D = LAYOUTS[layout][0]
+    NB, BS = 3, 4
+    src = rows(rng, 1, 6, D, "random")[0]                      # [T, D] bf16
+    slots = np.array([5, -1, 0, 11, 2, -1], np.int64)
+    if layout == "v32":
+        backing = np.full((NB, BS, 656), 0xA5, np.uint8)
+        cache = backing
+    else:
+        BB = (BS * 584 + 575) // 576 * 576
+        backing = np.full((NB, BB), 0xA5, np.uint8)
+        cache = np.lib.stride_tricks.as_strided(backing, (NB, BS, 584), (BB, 584, 1))
+    before = backing.copy()
+    dsops.cache_store(src=src, cache_index=slots, cache=cache)
+    want = before.copy()
+    for t, r in enumerate(slots):
+        if r < 0:
+            continue
+        one = np_quantize(src[t][None, None], layout)
+        if layout == "v32":
+            want[r // BS, r % BS] = one[0, 0]
+        else:
+            blk, off = r // BS, r % BS
+            want[blk, 576 * off : 576 * off + 576] = one[0, :576]
+            want[blk, 576 * BS + 8 * off : 576 * BS + 8 * off + 8] = one[0, 576:584]
+    assert np.array_equal(backing, want)

@@ -354,7 +354,9 @@ typedef dsops_cache_store_args cst_args;
 static const dsops_tensor_desc cst_tensors[] = {
     RUN_TENSOR(cst_args, src, DSOPS_ARG_IN, DSOPS_DTYPE_BIT(DSOPS_BF16), "[T, W]"),
     RUN_TENSOR(cst_args, cache_index, DSOPS_ARG_IN, DSOPS_DTYPE_BIT(DSOPS_INT64), "[T], global slots, < 0: not stored"),
-    RUN_TENSOR(cst_args, cache, DSOPS_ARG_INOUT, DSOPS_DTYPE_BIT(DSOPS_BF16) | DSOPS_DTYPE_BIT(DSOPS_INT8), "[NB, BS, W]"),
+    RUN_TENSOR(cst_args, cache, DSOPS_ARG_INOUT,
+               DSOPS_DTYPE_BIT(DSOPS_BF16) | DSOPS_DTYPE_BIT(DSOPS_INT8) | DSOPS_DTYPE_BIT(DSOPS_UINT8),
+               "[NB, BS, W]; uint8: FlashMLA FP8 rows [NB, BS, 656] (W 576)"),
     RUN_TENSOR(cst_args, cache_scale, DSOPS_ARG_INOUT_OPT, DSOPS_DTYPE_BIT(DSOPS_FP32) | DSOPS_DTYPE_BIT(DSOPS_FP16),
                "[NB, BS, W / group] or [NB, BS] (group = W), int8 cache"),
 };

@@ -204,6 +204,20 @@ void dsops_fp8_v32_row(const uint16_t *row, uint8_t *dst)
     quantize_token(&a, &g, 0, 0);
 }
 
+void dsops_fp8_model1_row(const uint16_t *row, uint8_t *body, uint8_t *scales)
+{
+    /* a one-token block [1, 584]: its 576 body bytes, then its 8 scale bytes */
+    uint8_t block[584];
+    const int64_t ks[3] = {1, 1, 512}, cs[2] = {1, 584};
+    dsops_fp8_cache_args a = {.layout = DSOPS_FP8_CACHE_MODEL1};
+    a.kv = dsops_tensor_make((void *)row, DSOPS_BF16, 3, ks);
+    a.cache = dsops_tensor_make(block, DSOPS_UINT8, 2, cs);
+    const fp8_geometry g = geometry_of(DSOPS_FP8_CACHE_MODEL1);
+    quantize_token(&a, &g, 0, 0);
+    memcpy(body, block, 576);
+    memcpy(scales, block + 576, 8);
+}
+
 /* Both directions: every token of every block, and (quantising MODEL1) the block's padding. */
 static dsops_status fp8_cache_run(const dsops_fp8_cache_args *a, bool quantize)
 {

@@ -629,6 +629,24 @@ dsops_status dsops_quant_q8(dsops_context *ctx, const dsops_quant_q8_args *a)
 
 /* ---- cache_store (spec §2.8) ----------------------------------------------------------------- */
 
+enum { FP8_V32_ROW = 656, FP8_MODEL1_ROW = 584 };
+
+/* One FP8 row of token t at (blk, row) of a uint8 cache (spec §2.12); src is copied first (any stride). */
+static void store_fp8_row(const dsops_cache_store_args *a, int64_t t, int64_t blk, int64_t row)
+{
+    uint16_t v[576];
+    const int64_t W = a->src.shape[1];
+    for (int64_t w = 0; w < W; w++)
+        v[w] = *(const uint16_t *)dsops_at2(&a->src, t, w);
+    if (a->cache.shape[2] == FP8_V32_ROW) {
+        dsops_fp8_v32_row(v, dsops_at3(&a->cache, blk, row, 0));
+        return;
+    }
+    uint8_t *block = (uint8_t *)a->cache.data + blk * a->cache.stride[0]; /* [BS x 576 | BS x 8] */
+    const int64_t BS = a->cache.shape[1];
+    dsops_fp8_model1_row(v, block + row * 576, block + BS * 576 + row * 8);
+}
+
 static dsops_status cache_store_check(const dsops_cache_store_args *a, int *group)
 {
     DSOPS_TRY(dsops_check_tensor(&a->src, "src", 2, DSOPS_DT(DSOPS_BF16), true));
@@ -636,12 +654,31 @@ static dsops_status cache_store_check(const dsops_cache_store_args *a, int *grou
     DSOPS_TRY(check_width("src", 1, W, 1));
     DSOPS_TRY(dsops_check_tensor(&a->cache_index, "cache_index", 1, DSOPS_DT(DSOPS_INT64), false));
     DSOPS_TRY(dsops_check_dim(&a->cache_index, "cache_index", 0, T, "T of src"));
-    DSOPS_TRY(dsops_check_tensor(&a->cache, "cache", 3, DSOPS_DT(DSOPS_BF16) | DSOPS_DT(DSOPS_INT8), true));
-    DSOPS_TRY(dsops_check_dim(&a->cache, "cache", 2, W, "W of src"));
+    DSOPS_TRY(dsops_check_tensor(&a->cache, "cache", 3,
+                                 DSOPS_DT(DSOPS_BF16) | DSOPS_DT(DSOPS_INT8) | DSOPS_DT(DSOPS_UINT8), true));
     int64_t NB = a->cache.shape[0], BS = a->cache.shape[1];
     if (NB < 1 || BS < 1)
         return dsops_fail(DSOPS_ERR_SHAPE, "cache has NB = %lld, BS = %lld, expected both >= 1", (long long)NB,
                           (long long)BS);
+    if (a->cache.dtype == DSOPS_UINT8) { /* FlashMLA's FP8 rows (spec §2.12): V32 656 bytes, MODEL1 584 */
+        const int64_t bytes = a->cache.shape[2];
+        if (bytes != FP8_V32_ROW && bytes != FP8_MODEL1_ROW)
+            return dsops_fail(DSOPS_ERR_SHAPE, "cache.shape[2] = %lld: a uint8 cache holds FlashMLA's FP8 rows, "
+                              "656 bytes (V32, W 576) or 584 (MODEL1, W 512)", (long long)bytes);
+        if (W != (bytes == FP8_V32_ROW ? 576 : 512))
+            return dsops_fail(DSOPS_ERR_SHAPE, "src.shape[1] = %lld, expected %d for %lld-byte FP8 rows", (long long)W,
+                              bytes == FP8_V32_ROW ? 576 : 512, (long long)bytes);
+        if (bytes == FP8_MODEL1_ROW && (a->cache.stride[1] != FP8_MODEL1_ROW || a->cache.stride[0] < BS * FP8_MODEL1_ROW))
+            return dsops_fail(DSOPS_ERR_SHAPE, "cache has strides [%lld, %lld, 1]: MODEL1 blocks need [block bytes >= "
+                              "BS * 584, 584, 1]", (long long)a->cache.stride[0], (long long)a->cache.stride[1]);
+        if (dsops_tensor_present(&a->cache_scale))
+            return dsops_fail(DSOPS_ERR_PARAM, "cache_scale is given but cache holds FP8 rows (their scales are inside)");
+        *group = (int)W;
+        DSOPS_TRY(dsops_check_no_self_overlap(&a->cache, "cache"));
+        DSOPS_TRY(dsops_check_no_overlap(&a->cache, "cache", &a->src, "src"));
+        return dsops_check_no_overlap(&a->cache, "cache", &a->cache_index, "cache_index");
+    }
+    DSOPS_TRY(dsops_check_dim(&a->cache, "cache", 2, W, "W of src"));
     if (a->group < 0)
         return dsops_fail(DSOPS_ERR_PARAM, "group = %d, expected >= 1 (or 0 for W)", a->group);
     int G = a->group == 0 ? (int)W : a->group;
@@ -757,6 +794,10 @@ dsops_status dsops_cache_store(dsops_context *ctx, const dsops_cache_store_args 
         if (r < 0)
             continue; /* padding token: not stored */
         int64_t blk = r / BS, row = r % BS;
+        if (a->cache.dtype == DSOPS_UINT8) {
+            store_fp8_row(a, t, blk, row);
+            continue;
+        }
         const uint16_t *src = dsops_at2(&a->src, t, 0);
         if (!int8) {
             memcpy(dsops_at3(&a->cache, blk, row, 0), src, (size_t)W * 2);

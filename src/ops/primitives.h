@@ -33,6 +33,9 @@ void dsops_rope_bf16_slice(const uint16_t *src, const dsops_tensor *cos, const d
 
 /* One token of FlashMLA's V32 FP8 layout (spec §2.12): row[0..575] bf16 (512 latent, 64 rope) -> dst[0..655]. */
 void dsops_fp8_v32_row(const uint16_t *row, uint8_t *dst);
+/* One token of the MODEL1 layout: row[0..511] bf16 (448 latent, 64 rope) -> body[0..575] (e4m3 | rope) and
+ * scales[0..7] (7 ue8m0, then 0). */
+void dsops_fp8_model1_row(const uint16_t *row, uint8_t *body, uint8_t *scales);
 
 /* One Q8 group (spec §2.7): q[0..n-1] and the fp32 scale. */
 void dsops_q8_group(const float *v, int n, int8_t *q, float *scale);
