@@ -90,6 +90,7 @@ void dsops_ref_fractal_nz_to_nd(const void *nz, int64_t B, int64_t R, int64_t C,
 /* FlashMLA's FP8 KV caches (§2.12): an e4m3fn byte's value and the nearest byte to a value; the whole-cache
  * quantisation (every block byte written, padding zero) and dequantisation. */
 float dsops_ref_f32_from_e4m3(uint8_t b);
+float dsops_ref_f32_from_ue8m0(uint8_t b);
 uint8_t dsops_ref_e4m3_from_f32(float v);
 void dsops_ref_fp8_cache_quantize(const dsops_fp8_cache_args *a);
 void dsops_ref_fp8_cache_dequantize(const dsops_fp8_cache_args *a);

@@ -18,6 +18,9 @@ float dsops_ref_f32_from_e4m3(uint8_t b)
     return (float)(s ? -v : v);
 }
 
+/* The scale of a ue8m0 byte (§2.12): 2^(b - 127); 0xff is NaN. */
+float dsops_ref_f32_from_ue8m0(uint8_t b) { return b == 0xff ? NAN : (float)ldexp(1.0, (int)b - 127); }
+
 /* Nearest e4m3fn value, ties to the even byte; beyond 464 (halfway to 480, which e4m3fn lacks), Inf and NaN:
  * the NaN byte with v's sign. */
 uint8_t dsops_ref_e4m3_from_f32(float v)
@@ -165,8 +168,7 @@ void dsops_ref_fp8_cache_dequantize(const dsops_fp8_cache_args *a)
                         bytes[k] = *cache_at(a, n, b, nope + 4 * i + k, 0);
                     memcpy(&s, bytes, 4);
                 } else {
-                    uint8_t e = *cache_at(a, n, b, i, 1);
-                    s = e == 0xff ? NAN : (float)ldexp(1.0, e - 127);
+                    s = dsops_ref_f32_from_ue8m0(*cache_at(a, n, b, i, 1));
                 }
                 for (int e = 0; e < tile; e++) {
                     float v = dsops_ref_f32_from_e4m3(*cache_at(a, n, b, i * tile + e, 0));

@@ -42,7 +42,7 @@ static float key_value(const dsops_sas_args *a, const sas_key *k, int64_t d)
         return dsops_ref_f32_from_bf16((uint16_t)(row[448 + 2 * (d - 448)] | (row[449 + 2 * (d - 448)] << 8)));
     const uint8_t e = block[576 * k->pool->shape[1] + 8 * k->row + d / 64];
     const float v = dsops_ref_f32_from_e4m3(row[d]);
-    const float s = e == 0xff ? NAN : (float)ldexp(1.0, e - 127);
+    const float s = dsops_ref_f32_from_ue8m0(e);
     return ref_round_bf16(isnan(v) ? v : v * s);
 }
 

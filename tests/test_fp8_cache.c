@@ -264,10 +264,32 @@ static void test_cache_store(void)
             changed += lib[i] != before[i];
         tu_check(changed > 0 && changed <= 5 * (row + 1), "%s: %lld bytes changed, at most the 5 addressed rows", name,
                  (long long)changed);
-        a.cache.shape[2] = layout ? 583 : 655;
+        /* each rule of a uint8 cache refused before anything is written */
         memcpy(ref, lib, bytes);
-        tu_check_rejected(name, dsops_cache_store(ctx, &a), DSOPS_ERR_SHAPE, "cache.shape[2]");
-        tu_check_unchanged(name, lib, ref, bytes, "cache written on error");
+        float scale_buf[1];
+        const int64_t one[1] = {1};
+        struct {
+            const char *what, *frag;
+            dsops_status want;
+        } bad[4] = {{"rows of another size", "cache.shape[2]", DSOPS_ERR_SHAPE},
+                    {"src of another width", "src.shape[1]", DSOPS_ERR_SHAPE},
+                    {"cache_scale given", "cache_scale", DSOPS_ERR_PARAM},
+                    {"MODEL1 blocks overlapping", "strides", DSOPS_ERR_SHAPE}};
+        for (int k = 0; k < (layout ? 4 : 3); k++) {
+            dsops_cache_store_args b = a;
+            if (k == 0)
+                b.cache.shape[2] = layout ? 583 : 655;
+            else if (k == 1)
+                b.src.shape[1] = W - 64;
+            else if (k == 2)
+                b.cache_scale = dsops_tensor_make(scale_buf, DSOPS_FP32, 1, one);
+            else
+                b.cache.stride[0] = BS * 584 - 1;
+            char label[96];
+            snprintf(label, sizeof label, "%s: %s", name, bad[k].what);
+            tu_check_rejected(label, dsops_cache_store(ctx, &b), bad[k].want, bad[k].frag);
+            tu_check_unchanged(label, lib, ref, bytes, "cache written on error");
+        }
         free(src), free(lib), free(ref), free(before);
     }
 }

@@ -203,11 +203,13 @@ def test_sas_reads_model1_blocks(variant, S, seqused, extra):
     ref, rlse, _ = np_sas(dequantised, p)
     compare_close(got["out"], ref, TOL_TILED if p["p_mode"] == "tiled" else TOL_BF16, "out")
     compare_close(got["lse"], rlse, TOL_LSE, "lse")
-    # a MODEL1 pool whose rows are not 584 bytes apart is refused, naming the pool
-    bad = dict(fp8, ori_kv=np.ascontiguousarray(fp8["ori_kv"][:, :, :583]))
-    with pytest.raises(dsops.Error) as e:
-        getattr(dsops, variant)(**bad)
-    assert "ori_kv" in str(e.value)
+    # MODEL1 pools whose rows are not 584 bytes, or whose blocks overlap, are refused, naming the pool
+    pool = fp8["ori_kv"]
+    overlapping = np.lib.stride_tricks.as_strided(pool, pool.shape, (pool.shape[1] * 584 - 8, 584, 1))
+    for bad_pool, frag in ((np.ascontiguousarray(pool[:, :, :583]), "584"), (overlapping, "strides")):
+        with pytest.raises(dsops.Error) as e:
+            getattr(dsops, variant)(**dict(fp8, ori_kv=bad_pool))
+        assert "ori_kv" in str(e.value) and frag in str(e.value)
 
 
 @pytest.mark.parametrize("layout", ["v32", "model1"])

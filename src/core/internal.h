@@ -66,6 +66,12 @@ static inline uint16_t dsops_bf16_round_bits(float f)
 
 static inline float dsops_round_bf16(float f) { return dsops_bf16_value(dsops_bf16_round_bits(f)); }
 
+/* The scale a ue8m0 byte stands for (spec §2.12): 2^(b - 127), 0xff NaN (b 0 is the fp32 subnormal 2^-127). */
+static inline float dsops_ue8m0_value(uint8_t b)
+{
+    return b == 0xffu ? dsops_f32_from_bits(0x7fc00000u) : dsops_f32_from_bits(b ? (uint32_t)b << 23 : 0x00400000u);
+}
+
 /* True when every e4m3 value times `scale` is an exact fp32 normal, zero, Inf or NaN (scale a power of two from
  * 2^-117 up: 4 significant bits, at least 2^-9 * 2^-117 = 2^-126 when not zero), so that its bf16 is its upper
  * half and the SIMD dequantisers may skip the rounding step. */

@@ -67,11 +67,6 @@ static uint8_t ue8m0_from_scale(float s)
     return (uint8_t)((u >> 23) & 0xffu);
 }
 
-static float scale_from_ue8m0(uint8_t b)
-{
-    return b == 0xff ? NAN : ldexpf(1.0f, (int)b - 127);
-}
-
 static dsops_status fp8_cache_check(const dsops_fp8_cache_args *a, fp8_geometry *g)
 {
     if (!a)
@@ -180,7 +175,7 @@ static void dequantize_token(const dsops_fp8_cache_args *a, const fp8_geometry *
     const int64_t nope = g->tiles * g->tile;
     const bool v32 = a->layout == DSOPS_FP8_CACHE_V32;
     for (int64_t i = 0; i < g->tiles; i++) {
-        const float scale = v32 ? get_f32(a, g, n, b, nope + 4 * i) : scale_from_ue8m0(*scale_byte(a, g, n, b, i));
+        const float scale = v32 ? get_f32(a, g, n, b, nope + 4 * i) : dsops_ue8m0_value(*scale_byte(a, g, n, b, i));
         for (int64_t e = 0; e < g->tile; e++) {
             const float v = dsops_e4m3_value(*token_byte(a, g, n, b, i * g->tile + e));
             /* a NaN value keeps its own sign (as x86 arithmetic propagates the NaN operand) */

@@ -275,10 +275,8 @@ static void row_model1(const void *src, int j, uint16_t *dst)
 {
     const sas_rows *r = src;
     float scales[7];
-    for (int i = 0; i < 7; i++) {
-        const uint8_t e = r->row[j].scales[i];
-        scales[i] = e == 0xff ? NAN : dsops_f32_from_bits(e == 0 ? 0x00400000u : (uint32_t)e << 23);
-    }
+    for (int i = 0; i < 7; i++)
+        scales[i] = dsops_ue8m0_value(r->row[j].scales[i]);
     r->k->dequant_e4m3(r->row[j].row, scales, 64, MODEL1_NOPE, dst);
     memcpy(dst + MODEL1_NOPE, (const uint8_t *)r->row[j].row + MODEL1_NOPE, 128);
 }

@@ -231,19 +231,15 @@ static void dequant_e4m3__avx512bf16(const uint8_t *q, const void *scales, int g
     for (int g = 0; g < n / group; g++) {
         float scale;
         memcpy(&scale, (const char *)scales + 4 * g, 4);
-        __m512 sv = _mm512_set1_ps(scale);
-        if (dsops_e4m3_products_exact(scale)) { /* bf16 = the upper half of each product */
+        const __m512 sv = _mm512_set1_ps(scale);
+        const bool exact = dsops_e4m3_products_exact(scale); /* bf16 = the upper half of each product */
 #pragma GCC unroll 4
-            for (int c = group * g; c < group * g + group; c += 16)
-                _mm256_storeu_si256((__m256i *)(dst + c),
-                                    _mm512_cvtepi32_epi16(_mm512_srli_epi32(
-                                        _mm512_castps_si512(e4m3_times(_mm_loadu_si128((const __m128i *)(q + c)), sv)),
-                                        16)));
-            continue;
+        for (int c = group * g; c < group * g + group; c += 16) {
+            const __m512 v = e4m3_times(_mm_loadu_si128((const __m128i *)(q + c)), sv);
+            _mm256_storeu_si256((__m256i *)(dst + c),
+                                exact ? _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v), 16))
+                                      : bf16_rne(v));
         }
-#pragma GCC unroll 4
-        for (int c = group * g; c < group * g + group; c += 16)
-            _mm256_storeu_si256((__m256i *)(dst + c), bf16_rne(e4m3_times(_mm_loadu_si128((const __m128i *)(q + c)), sv)));
     }
 }
 
