@@ -117,6 +117,7 @@ static dsops_status make_chunk(const dsops_linear *l, linear_chunk *c)
     dnnl_memory_t from = NULL, to = NULL;
     dnnl_stream_t stream = NULL;
     float *widened = NULL;
+    char *dense = NULL; /* a dense copy of the chunk's weights when their strides have no oneDNN layout */
     int nd = l->kb > 1 ? 3 : 2;
     const int64_t R = DNNL_RUNTIME_DIM_VAL;
     dnnl_dims_t src_dims = {R, l->kblock}, w_dims = {l->kblock, c->n}, dst_dims = {R, c->n};
@@ -133,11 +134,26 @@ static dsops_status make_chunk(const dsops_linear *l, linear_chunk *c)
     DNNL_TRY(dnnl_memory_desc_init_by_strides(&src_md, nd, src_dims, weight_type(l), src_strides), "source descriptor");
     DNNL_TRY(dnnl_memory_desc_init_by_strides(&dst_md, nd, dst_dims, result_type(l), dst_strides), "result descriptor");
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&w_any, nd, w_dims, weight_type(l), dnnl_format_tag_any), "weights descriptor");
+    const char *src = (const char *)l->w + (size_t)(c->n0 * l->stride_n) * dsops_elem_size(l->dtype);
+    if (l->path != PATH_WIDENED &&
+        dnnl_memory_desc_init_by_strides(&w_plain, nd, w_dims, weight_type(l), w_strides) != dnnl_success) {
+        /* strides oneDNN takes no layout for (a view whose rows overlap, which an input may be): the chunk is
+         * copied dense first and reordered from there like any other */
+        const size_t es = dsops_elem_size(l->dtype);
+        if (!(dense = malloc(es * (size_t)(l->kblock * c->n)))) {
+            status = dsops_fail(DSOPS_ERR_NOMEM, "cannot allocate a dense copy of %lld weights", (long long)(l->kblock * c->n));
+            goto done;
+        }
+        for (int64_t k = 0; k < l->kblock; k++)
+            for (int64_t n = 0; n < c->n; n++)
+                memcpy(dense + (size_t)(k * c->n + n) * es, src + (size_t)(n * l->stride_n + k * l->stride_k) * es, es);
+        src = dense;
+        w_strides[0] = c->n, w_strides[1] = 1;
+    }
     DNNL_TRY(dnnl_memory_desc_init_by_strides(&w_plain, nd, w_dims, weight_type(l), w_strides), "weights descriptor");
     DNNL_TRY(dnnl_matmul_desc_init(&desc, &src_md, &w_any, NULL, &dst_md), "matmul descriptor");
     DNNL_TRY(dnnl_primitive_desc_create(&pd, &desc, NULL, l->engine, NULL), "matmul primitive descriptor");
     c->w_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-    const char *src = (const char *)l->w + (size_t)(c->n0 * l->stride_n) * dsops_elem_size(l->dtype);
     if (l->path == PATH_WIDENED) {
         /* widened here, not by a oneDNN reorder: its bf16 reorders need the CPU support its bf16 matmuls lack */
         if (!(widened = widen_weights(l, c, src))) {
@@ -146,7 +162,7 @@ static dsops_status make_chunk(const dsops_linear *l, linear_chunk *c)
             goto done;
         }
         src = (const char *)widened;
-    } else if (dnnl_memory_desc_equal(&w_plain, &c->w_md)) {
+    } else if (!dense && dnnl_memory_desc_equal(&w_plain, &c->w_md)) {
         /* the matmul reads the caller's layout as it is: no copy (the weights must stay unchanged) */
         DNNL_TRY(dnnl_memory_create(&c->w_mem, &c->w_md, l->engine, (void *)src), "weights memory");
         DNNL_TRY(dnnl_primitive_create(&c->matmul, pd), "matmul primitive");
@@ -182,6 +198,7 @@ done:
     if (pd)
         dnnl_primitive_desc_destroy(pd);
     free(widened);
+    free(dense);
     return status;
 }
 
