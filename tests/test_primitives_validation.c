@@ -306,6 +306,14 @@ static void nz_rows(void *problem, char *frag) { fixture *f = problem; f->nza.nz
 static void nz_c0(void *problem, char *frag) { fixture *f = problem; f->nza.nz.shape[3] = 8; FRAG("nz.shape[3] = 8"); }
 static void nz_alias(void *problem, char *frag) { fixture *f = problem; f->nza.nz.data = f->nd + 64; FRAG("overlaps"); }
 static void nz_self(void *problem, char *frag) { fixture *f = problem; f->nza.nz.stride[2] = 8; FRAG("nz"); }
+/* no element (one extent 0) but a column count whose rounding up to C0 would overflow int64 */
+static void nz_wide_empty(void *problem, char *frag)
+{
+    fixture *f = problem;
+    f->nza.nd.shape[1] = 0;
+    f->nza.nd.shape[2] = INT64_MAX;
+    FRAG("nd.shape[2] = 9223372036854775807 is above 2^60");
+}
 
 /* a row's variant: the operator (prim_op), for ok rows with the flag NOTHING_TO_DO: the call must leave the
  * whole fixture unchanged */
@@ -438,6 +446,7 @@ static const val_bad_case bad_cases[] = {
     {"to_nz_alias", ZN, DSOPS_ERR_ALIAS, nz_alias},
     {"to_nd_alias", ZD, DSOPS_ERR_ALIAS, nz_alias},
     {"to_nz_self_overlap", ZN, DSOPS_ERR_ALIAS, nz_self},
+    {"to_nz_extent_above_2p60", ZN, DSOPS_ERR_SHAPE, nz_wide_empty},
 };
 
 /* ---- valid but suspicious ------------------------------------------------------------------------------- */

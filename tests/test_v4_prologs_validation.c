@@ -957,8 +957,8 @@ static void test_prepare_checks(void)
     free_fixture(f);
 }
 
-/* hc_pre with x [0, 2^62, 32] over stride 0 (no element, a valid view): M = (2 + HC) * HC and HC * H do not fit in
- * int64, and the call is refused with DSOPS_ERR_SHAPE before they are computed (they once overflowed). */
+/* hc_pre with x [0, 2^32, 32] over stride 0 (no element, a valid view): M = (2 + HC) * HC does not fit in int64,
+ * and the call is refused with DSOPS_ERR_SHAPE before M is computed (it once overflowed). */
 static void test_hc_pre_huge_hc(void)
 {
     if (!tu_selected("hc_pre_huge_hc"))
@@ -969,7 +969,7 @@ static void test_hc_pre_huge_hc(void)
     uint16_t y[32];                          /* [0, 32] bf16 */
     dsops_hc_pre_args a;
     dsops_hc_pre_init(&a, DSOPS_PRESET_V4_FLASH);
-    const int64_t HC = (int64_t)1 << 62;
+    const int64_t HC = (int64_t)1 << 32; /* within the 2^60 bound on one extent, but HC^2 is not */
     a.x = dsops_tensor_make(x, DSOPS_BF16, 3, (int64_t[]){0, HC, 32});
     a.x.stride[1] = 0;
     a.hc_fn = dsops_tensor_make(fn, DSOPS_FP32, 2, (int64_t[]){8, 64});

@@ -84,6 +84,10 @@ dsops_status dsops_check_tensor(const dsops_tensor *t, const char *name, int ndi
             return dsops_fail(DSOPS_ERR_SHAPE, "%s.shape[%d] = %lld is negative", name, d, (long long)t->shape[d]);
         if (t->stride[d] < 0)
             return dsops_fail(DSOPS_ERR_SHAPE, "%s.stride[%d] = %lld is negative", name, d, (long long)t->stride[d]);
+        /* each extent on its own as well: a zero extent elsewhere must not let an operator's own
+         * arithmetic on this one (rounding up to a tile, say) overflow */
+        if (t->shape[d] > INT64_MAX / 8)
+            return dsops_fail(DSOPS_ERR_SHAPE, "%s.shape[%d] = %lld is above 2^60", name, d, (long long)t->shape[d]);
         if (t->shape[d] > 0 && count > INT64_MAX / 8 / t->shape[d])
             return dsops_fail(DSOPS_ERR_SHAPE, "%s has too many elements (int64 overflow)", name);
         count *= t->shape[d];
@@ -244,7 +248,7 @@ static bool measurable(const dsops_tensor *t)
         return false;
     int64_t count = 1, last = 0;
     for (int d = 0; d < t->ndim; d++) {
-        if (t->shape[d] < 0 || t->stride[d] < 0)
+        if (t->shape[d] < 0 || t->stride[d] < 0 || t->shape[d] > INT64_MAX / 8)
             return false;
         if (t->shape[d] > 0 && count > INT64_MAX / 8 / t->shape[d])
             return false;

@@ -445,6 +445,11 @@ static dsops_status to_nz_output_shapes(void *args, char *msg, size_t len)
     int b = nd->ndim - 2;
     int64_t shape[DSOPS_MAX_DIMS], C0 = 32 / (int64_t)dsops_dtype_size(nd->dtype);
     memcpy(shape, nd->shape, sizeof(int64_t) * (size_t)b);
+    for (int d = b; d < b + 2; d++)
+        if (nd->shape[d] < 0 || nd->shape[d] > INT64_MAX / 8) { /* nd is not validated yet: keep the rounding exact */
+            snprintf(msg, len, "nd.shape[%d] = %lld, expected 0 ... 2^60", d, (long long)nd->shape[d]);
+            return DSOPS_ERR_SHAPE;
+        }
     shape[b] = (nd->shape[b + 1] + C0 - 1) / C0;
     shape[b + 1] = (nd->shape[b] + 15) / 16 * 16;
     shape[b + 2] = C0;
