@@ -13,7 +13,6 @@ import zlib
 import numpy as np
 import pytest
 
-import dsops
 from dsops.compat import flash_mla
 from test_fp8_cache import BF16, np_dequantize, np_quantize
 
