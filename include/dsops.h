@@ -324,8 +324,9 @@ DSOPS_API dsops_status dsops_fp8_cache_dequantize(dsops_context *ctx, const dsop
  *     r = block_table[b][idx / BS] * BS + idx % BS
  *     key  K = [nope(r) ; rope(r)]  (Dqk = Dc + Dr), value V = nope(r)  (Dv = Dc), where an int8
  *     latent is dequantised as bf16(int8 * scale[group of 128]).
- * Per head h: s_e = fp32(dot(q_h, K_e) * softmax_scale); softmax in the chosen p_mode;
- * out[t,h] = bf16(sum_e P_e V_e); lse[t,h] = max_e s_e + ln(sum_e exp(s_e - max)).
+ * Per head h: s_e = fp32(dot(q_h, K_e) * softmax_scale); softmax in the chosen p_mode, with the sink
+ * sinks[h] in the denominator when sinks is given; out[t,h] = bf16(sum_e P_e V_e);
+ * lse[t,h] = max_e s_e + ln(sum_e exp(s_e - max)) (the sink excluded).
  * A token with no used index is "lonely": out = 0, lse = +Inf. A row (token, head) with keys whose logits
  * hold a NaN, reach +Inf or are all -Inf is "poisoned": out and lse are NaN (spec §2.10 A3).
  *
@@ -346,6 +347,7 @@ typedef struct dsops_sparse_flash_attention_v32_args {
     dsops_tensor kv_packed;       /* [NB, BS, 656] uint8 (packed_int8 only) */
     dsops_tensor topk_indices;    /* [T, K] int32, logical token positions of the sequence */
     dsops_tensor topk_length;     /* [T] int32, optional */
+    dsops_tensor sinks;           /* [N] fp32, optional: per-head sink logit (FlashMLA's attn_sink) */
     dsops_tensor block_table;     /* [B, MB] int32 */
     dsops_tensor cu_seqlens_q;    /* [B+1] int32 */
     dsops_tensor seqused_kv;      /* [B] int32 */

@@ -22,7 +22,7 @@ extern "C" {
 uint16_t dsops_ref_bf16_from_f32(float f);
 float dsops_ref_f32_from_bf16(uint16_t h);
 
-/* sparse_flash_attention_v32 (spec §4.4 with the attention core of §2.10, no sink).
+/* sparse_flash_attention_v32 (spec §4.4 with the attention core of §2.10, the sink when sinks is given).
  * Writes a->out and, when present, a->lse. Returns nothing: the arguments must be valid. */
 void dsops_ref_sparse_flash_attention_v32(const dsops_sparse_flash_attention_v32_args *a);
 

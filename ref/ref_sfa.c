@@ -3,8 +3,9 @@
  * Plain loops, one token at a time:
  *   1. find the used entries of the token's top-k row (spec §4.4 steps 1-2),
  *   2. gather and dequantise their keys into fp32 copies of bf16 values (step 3),
- *   3. per head, run the attention core (A1-A7) in the requested probability mode: no used entry gives the
- *      lonely row (out +0, lse +Inf), logits that poison the row (A3) give NaN throughout.
+ *   3. per head, run the attention core (A1-A7) in the requested probability mode, with the head's sink when
+ *      sinks is given: no used entry gives the lonely row (out +0, lse +Inf), logits that poison the row
+ *      (A3) give NaN throughout.
  *
  * Every tensor is read through its strides (in elements), so strided views are handled. The only
  * liberty taken with loop order is in the score and P·V loops, which run several independent sums side
@@ -93,6 +94,12 @@ static void load_key(const dsops_sparse_flash_attention_v32_args *a, int64_t Dc,
 }
 
 /* ---- the operator ----------------------------------------------------------------------------- */
+
+/* The sink's weight exp(sinks[h] - m) in the denominator (A4, A5); 0 without sinks. */
+static float sink_term(const dsops_sparse_flash_attention_v32_args *a, int64_t h, float m)
+{
+    return a->sinks.data ? expf(ref_get_f(&a->sinks, h, 0, 0) - m) : 0.0f; /* sinks [N] fp32 */
+}
 
 void dsops_ref_sparse_flash_attention_v32(const dsops_sparse_flash_attention_v32_args *a)
 {
@@ -190,7 +197,7 @@ void dsops_ref_sparse_flash_attention_v32(const dsops_sparse_flash_attention_v32
 
                 /* from here every logit is a number or -Inf and the maximum is finite */
                 float m = -INFINITY;
-                float l = 0.0f;
+                float l = 0.0f, den;                     /* den: l plus the sink's weight (A4, A5) */
                 if (a->p_mode == DSOPS_P_TILED) {
                     /* A5: tiles are consecutive groups of `tile` used entries in row order. A tile met
                      * while the running max is still -Inf contributes nothing. */
@@ -226,6 +233,7 @@ void dsops_ref_sparse_flash_attention_v32(const dsops_sparse_flash_attention_v32
                         }
                         m = mp;
                     }
+                    den = l + sink_term(a, h, m);
                 } else {
                     /* A3: the maximum over all entries */
                     for (int64_t e = 0; e < n; e++)
@@ -236,8 +244,9 @@ void dsops_ref_sparse_flash_attention_v32(const dsops_sparse_flash_attention_v32
                         w[e] = expf(sh[e] - m);
                         l += w[e];
                     }
+                    den = l + sink_term(a, h, m);
                     for (int64_t e = 0; e < n; e++)
-                        P[e] = a->p_mode == DSOPS_P_FP32 ? w[e] / l : ref_round_bf16(w[e] / l);
+                        P[e] = a->p_mode == DSOPS_P_FP32 ? w[e] / den : ref_round_bf16(w[e] / den);
                     for (int64_t d = 0; d < Dc; d++)
                         O[d] = 0.0f;
                     for (int64_t e = 0; e < n; e++) {
@@ -248,7 +257,7 @@ void dsops_ref_sparse_flash_attention_v32(const dsops_sparse_flash_attention_v32
                 }
 
                 for (int64_t d = 0; d < Dc; d++) {
-                    float o = a->p_mode == DSOPS_P_TILED ? O[d] / l : O[d];
+                    float o = a->p_mode == DSOPS_P_TILED ? O[d] / den : O[d];
                     ref_put_bf16(&a->out, t, h, d, o);
                 }
                 if (has_lse) {

@@ -345,6 +345,13 @@ tp_problem *tp_make(const tp_spec *spec, uint64_t seed)
     a->topk_indices = dsops_tensor_make(p->idx, DSOPS_INT32, 2, s2);
     if (p->len)
         a->topk_length = dsops_tensor_make(p->len, DSOPS_INT32, 1, s1);
+    if (sp->with_sinks) {
+        const float special[3] = {INFINITY, -INFINITY, NAN};
+        p->sinks = tu_calloc((size_t)N, sizeof(float));
+        for (int64_t h = 0; h < N; h++)
+            p->sinks[h] = sp->with_sinks == 2 && h < 3 ? special[h] : tu_rng_uniform(&rng, -3.0f, 3.0f);
+        a->sinks = dsops_tensor_make(p->sinks, DSOPS_FP32, 1, (const int64_t[]){N});
+    }
     pc_sequence_views(B, MB, p->table, p->cu, p->used, &a->block_table, &a->cu_seqlens_q, &a->seqused_kv);
 
     /* outputs inside guarded (and, when strided, padded) buffers */
@@ -420,6 +427,7 @@ void tp_free(tp_problem *p)
         free(p->kvbuf[i]);
     free(p->idx);
     free(p->len);
+    free(p->sinks);
     free(p->table);
     free(p->cu);
     free(p->used);

@@ -28,6 +28,7 @@ typedef struct tp_spec {
     float softmax_scale;          /* 0 means (Dc + Dr)^-0.5 */
     int with_lse;
     int with_topk_length;         /* random lengths: 0, in [0, K], K + 3, INT32_MAX */
+    int with_sinks;               /* sinks [N] in [-3, 3]; 2: heads 0, 1, 2 (of those there are) +Inf, -Inf, NaN */
     tp_index_mode index_mode;
     int nan_fill;                 /* every cache row no token uses holds NaN (int8: -1 with NaN scales) */
     int inf_fill;                 /* every cache row no token uses holds +Inf (int8: 1 with +Inf scales) */
@@ -51,6 +52,7 @@ typedef struct tp_problem {
     void *qbuf[2];
     void *kvbuf[4];
     int32_t *idx, *len, *table, *cu, *used;
+    float *sinks;
     uint16_t *out_buf;            /* out view lives inside, with guard zones around it */
     float *lse_buf;
     int64_t out_buf_n, lse_buf_n; /* elements of the whole buffers */

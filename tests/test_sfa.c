@@ -284,10 +284,20 @@ static void test_strided_and_modes(void)
             s.p_mode = modes[m].m;
             s.p_tile = modes[m].tile;
             s.with_topk_length = m == 3;
+            s.with_sinks = m == 1 || m == 3 ? 1 : (m == 4 ? 2 : 0);
             snprintf(label, sizeof label, "mode_%s_p%d_tile%d", layout_name((dsops_kv_layout)l), (int)modes[m].m,
                      modes[m].tile);
             run_problem(label, &s);
         }
+    /* sinks of +Inf, -Inf and NaN (heads 0-2) and finite ones, the default mode */
+    for (int l = 0; l < 4; l++) {
+        char label[100];
+        tp_spec s = base_spec((dsops_kv_layout)l);
+        s.N = 5;
+        s.with_sinks = 2;
+        snprintf(label, sizeof label, "sinks_%s", layout_name((dsops_kv_layout)l));
+        run_problem(label, &s);
+    }
 }
 
 /* ---- the poisoned-row rule (spec §2.10 A3) --------------------------------------------------------------- */

@@ -31,6 +31,7 @@ static tp_problem *base(dsops_kv_layout layout)
     s.layout = layout;
     s.with_lse = 1;
     s.with_topk_length = 1;
+    s.with_sinks = 1;
     s.index_mode = TP_IDX_VALID;
     tp_problem *p = tp_make(&s, 1234);
     for (int64_t t = 0; t < p->T; t++) {
@@ -70,6 +71,9 @@ static void shape_out_n(void *problem, char *frag) { tp_problem *p = problem; p-
 static void shape_lse(void *problem, char *frag) { tp_problem *p = problem; p->args.lse.shape[1] = 1; FRAG("lse.shape[1] = 1"); }
 static void shape_topk_t(void *problem, char *frag) { tp_problem *p = problem; p->args.topk_indices.shape[0] = 4; FRAG("topk_indices.shape[0] = 4"); }
 static void shape_len(void *problem, char *frag) { tp_problem *p = problem; p->args.topk_length.shape[0] = 4; FRAG("topk_length.shape[0] = 4"); }
+static void shape_sinks(void *problem, char *frag) { tp_problem *p = problem; p->args.sinks.shape[0] = 1; FRAG("sinks.shape[0] = 1"); }
+static void dtype_sinks(void *problem, char *frag) { tp_problem *p = problem; p->args.sinks.dtype = DSOPS_BF16; FRAG("sinks has dtype bf16"); }
+static void alias_lse_sinks(void *problem, char *frag) { tp_problem *p = problem; p->args.lse.data = p->sinks; FRAG("sinks"); }
 static void shape_scale(void *problem, char *frag) { tp_problem *p = problem; p->args.key_nope_scale.shape[2] = 2; FRAG("key_nope_scale.shape[2] = 2"); }
 static void shape_key_rope_bs(void *problem, char *frag) { tp_problem *p = problem; p->args.key_rope.shape[1] = 63; FRAG("key_rope.shape[1] = 63"); }
 static void shape_key_rope_dr(void *problem, char *frag) { tp_problem *p = problem; p->args.key_rope.shape[2] = 32; FRAG("key_rope.shape[2] = 32"); }
@@ -201,6 +205,9 @@ static const val_bad_case bad_cases[] = {
     {"shape_lse", I8, DSOPS_ERR_SHAPE, shape_lse},
     {"shape_topk_t", I8, DSOPS_ERR_SHAPE, shape_topk_t},
     {"shape_topk_length", I8, DSOPS_ERR_SHAPE, shape_len},
+    {"shape_sinks", I8, DSOPS_ERR_SHAPE, shape_sinks},
+    {"dtype_sinks", I8, DSOPS_ERR_DTYPE, dtype_sinks},
+    {"alias_lse_sinks", I8, DSOPS_ERR_ALIAS, alias_lse_sinks},
     {"shape_key_nope_scale", I8, DSOPS_ERR_SHAPE, shape_scale},
     {"shape_key_rope_bs", I8, DSOPS_ERR_SHAPE, shape_key_rope_bs},
     {"shape_key_rope_dr", BF, DSOPS_ERR_SHAPE, shape_key_rope_dr},

@@ -41,6 +41,7 @@ static const dsops_tensor_desc sfa_tensors[] = {
     RUN_TENSOR(sfa_args, kv_packed, DSOPS_ARG_IN_OPT, DSOPS_DTYPE_BIT(DSOPS_UINT8), "[NB, BS, 656], packed_int8 or flashmla_fp8"),
     RUN_TENSOR(sfa_args, topk_indices, DSOPS_ARG_IN, DSOPS_DTYPE_BIT(DSOPS_INT32), "[T, K]"),
     RUN_TENSOR(sfa_args, topk_length, DSOPS_ARG_IN_OPT, DSOPS_DTYPE_BIT(DSOPS_INT32), "[T]"),
+    RUN_TENSOR(sfa_args, sinks, DSOPS_ARG_IN_OPT, DSOPS_DTYPE_BIT(DSOPS_FP32), "[N], per-head sink logit"),
     RUN_TENSOR(sfa_args, block_table, DSOPS_ARG_IN, DSOPS_DTYPE_BIT(DSOPS_INT32), "[B, MB]"),
     RUN_TENSOR(sfa_args, cu_seqlens_q, DSOPS_ARG_IN, DSOPS_DTYPE_BIT(DSOPS_INT32), "[B+1]"),
     RUN_TENSOR(sfa_args, seqused_kv, DSOPS_ARG_IN, DSOPS_DTYPE_BIT(DSOPS_INT32), "[B]"),

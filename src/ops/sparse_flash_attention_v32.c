@@ -128,6 +128,10 @@ static dsops_status check_shapes(const sfa_args *a, sfa_dims *d)
     DSOPS_TRY(dsops_check_dim(&a->out, "out", 0, d->T, "T of q_nope"));
     DSOPS_TRY(dsops_check_dim(&a->out, "out", 1, d->N, "N of q_nope"));
     DSOPS_TRY(dsops_check_dim(&a->out, "out", 2, d->Dc, "Dc of q_nope"));
+    if (dsops_tensor_present(&a->sinks)) {
+        DSOPS_TRY(dsops_check_tensor(&a->sinks, "sinks", 1, DSOPS_DT(DSOPS_FP32), false));
+        DSOPS_TRY(dsops_check_dim(&a->sinks, "sinks", 0, d->N, "N of q_nope"));
+    }
     if (dsops_tensor_present(&a->lse)) {
         DSOPS_TRY(dsops_check_tensor(&a->lse, "lse", 2, DSOPS_DT(DSOPS_FP32), false));
         DSOPS_TRY(dsops_check_dim(&a->lse, "lse", 0, d->T, "T of q_nope"));
@@ -151,7 +155,8 @@ static dsops_status check_aliasing(const sfa_args *a)
     const dsops_named_tensor ins[] = {{&a->q_nope, "q_nope"}, {&a->q_rope, "q_rope"}, {&a->key_nope, "key_nope"},
                                       {&a->key_nope_scale, "key_nope_scale"}, {&a->key_rope, "key_rope"},
                                       {&a->kv_packed, "kv_packed"}, {&a->topk_indices, "topk_indices"},
-                                      {&a->topk_length, "topk_length"}, {&a->block_table, "block_table"},
+                                      {&a->topk_length, "topk_length"}, {&a->sinks, "sinks"},
+                                      {&a->block_table, "block_table"},
                                       {&a->cu_seqlens_q, "cu_seqlens_q"}, {&a->seqused_kv, "seqused_kv"}};
     return dsops_check_outputs_apart(outs, 2, ins, sizeof ins / sizeof ins[0]);
 }
@@ -319,7 +324,8 @@ dsops_status dsops_sparse_flash_attention_v32(dsops_context *ctx, const sfa_args
     int qw = dsops_attn_q_width(shape.dqk);
     size_t qbuf_bytes = dsops_align64((size_t)chunk_heads * qw * 2);
     size_t rows_bytes = dsops_align64((size_t)d.K * sizeof(sfa_row_ptrs));
-    size_t per_thread = dsops_attn_scratch_bytes(&shape) + qbuf_bytes + rows_bytes;
+    size_t sink_bytes = dsops_align64((size_t)chunk_heads * 4);
+    size_t per_thread = dsops_attn_scratch_bytes(&shape) + qbuf_bytes + rows_bytes + sink_bytes;
     char *scratch = dsops_scratch(use, per_thread * (size_t)threads);
     if (!scratch) {
         dsops_context_end(ctx, use);
@@ -327,6 +333,7 @@ dsops_status dsops_sparse_flash_attention_v32(dsops_context *ctx, const sfa_args
     }
     /* token -> sequence map, built on the fly per item from cu_seqlens_q (binary search) */
     const dsops_tensor *cu = &a->cu_seqlens_q;
+    const bool sinks = dsops_tensor_present(&a->sinks);
 
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (int64_t item = 0; item < items; item++) {
@@ -334,7 +341,8 @@ dsops_status dsops_sparse_flash_attention_v32(dsops_context *ctx, const sfa_args
         char *mine = scratch + per_thread * (size_t)tid;
         uint16_t *qbuf = (uint16_t *)mine;                     /* [chunk_heads][qw] */
         sfa_row_ptrs *rows = (sfa_row_ptrs *)(mine + qbuf_bytes); /* [K] */
-        void *core_scratch = mine + qbuf_bytes + rows_bytes;
+        float *sink = (float *)(mine + qbuf_bytes + rows_bytes);  /* [chunk_heads]: the core reads them packed */
+        void *core_scratch = mine + qbuf_bytes + rows_bytes + sink_bytes;
         int64_t t = item / chunks, h0 = (item % chunks) * chunk_heads;
         int64_t nh = d.N - h0 < chunk_heads ? d.N - h0 : chunk_heads;
         int64_t b, S, i;
@@ -348,6 +356,8 @@ dsops_status dsops_sparse_flash_attention_v32(dsops_context *ctx, const sfa_args
             memcpy(qh + d.Dc, dsops_at3(&a->q_rope, t, h0 + h, 0), (size_t)d.Dr * 2);
             if (qw > shape.dqk)
                 qh[shape.dqk] = 0;
+            if (sinks)
+                sink[h] = *(const float *)dsops_at1(&a->sinks, h0 + h);
         }
         sfa_rows src = {&kt->attn, rows, (int)d.Dc, (int)d.Dr,
                         (size_t)d.Dc * (a->kv_layout == DSOPS_KV_SPLIT_BF16 ? 2 : 1)};
@@ -360,7 +370,7 @@ dsops_status dsops_sparse_flash_attention_v32(dsops_context *ctx, const sfa_args
         dsops_attn_call call = {
             .q = qbuf,
             .q_stride = (size_t)qw,
-            .sinks = NULL,
+            .sinks = sinks ? sink : NULL,
             .scale = a->softmax_scale,
             .out = (uint16_t *)dsops_at3(&a->out, t, h0, 0),
             .out_stride = (size_t)a->out.stride[1],

@@ -6,8 +6,7 @@ Semantics kept from FlashMLA: indices name physical cache rows (block * page_blo
 past the cache and entries past topk_length are skipped (never read, so NaN there changes nothing); the softmax
 is natural-log with lse excluding the sink; the sink scales the output by 1 / (1 + exp(sink − lse)); a query with
 no valid key gives output 0 and lse +inf; probabilities are not rounded to bf16 before P·V (p_mode fp32).
-docs/COMPAT.md lists the differences (dense decode is not provided, h_kv must be 1, rounding of the sink scaling
-for 576-wide keys, max_logits computed apart).
+docs/COMPAT.md lists the differences (dense decode is not provided, h_kv must be 1, max_logits computed apart).
 """
 import dataclasses
 from typing import Optional
@@ -114,12 +113,18 @@ def _one_block(rows, width, dtype):
     return rows.reshape(1, rows.shape[0], width)
 
 
-def _sfa(q, pool, layout, lists, b, s_q, scale):
+def _sinks(sink):
+    return None if sink is None else np.ascontiguousarray(sink, np.float32)
+
+
+def _sfa(q, pool, layout, lists, b, s_q, scale, sink):
     """sparse_flash_attention_v32 for 576-wide queries q [T, h, 576] over `pool` (one block: packed FP8 rows or bf16
-    rows), the key lists [T, K] holding pool row numbers; (out [T, h, 512], lse [T, h])."""
+    rows), the key lists [T, K] holding pool row numbers, the sink applied by the operator;
+    (out [T, h, 512], lse [T, h])."""
     cu, seqused = _sequences(b, s_q, lists.shape[1] + pool.shape[1])
     common = dict(q_nope=q[..., :D_V], q_rope=q[..., D_V:], topk_indices=lists, block_table=np.zeros((b, 1), np.int32),
-                  cu_seqlens_q=cu, seqused_kv=seqused, softmax_scale=float(scale), p_mode="fp32")
+                  cu_seqlens_q=cu, seqused_kv=seqused, sinks=_sinks(sink), softmax_scale=float(scale),
+                  p_mode="fp32")
     if layout == "flashmla_fp8":
         r = dsops.sparse_flash_attention_v32(**common, kv_packed=pool, kv_layout="flashmla_fp8")
     else:
@@ -136,20 +141,10 @@ def _sas(q, pool, lists, b, s_q, scale, sink):
     table = np.zeros((b, blocks), np.int32)
     table[:, :NB] = np.arange(NB, dtype=np.int32)  # row r of the pool is position r; later columns never read
     r = dsops.sas(q=q, cu_seqlens_q=cu, seqused_kv=seqused, cmp_kv=pool, cmp_block_table=table, cmp_indices=lists,
-                  sinks=None if sink is None else np.ascontiguousarray(sink, np.float32), softmax_scale=float(scale),
+                  sinks=_sinks(sink), softmax_scale=float(scale),
                   win_size=0, cmp_mode="sparse", cmp_ratio=1, p_mode="fp32",
                   pool_layout="model1_fp8" if pool.dtype == np.uint8 else "bf16")
     return r["out"], r["lse"]
-
-
-def _sink_scaled(out, lse, sink):
-    """out · 1 / (1 + exp(sink − lse)) per head (lse [T, h], sink [h]); queries without keys (lse +inf) stay 0."""
-    if sink is None:
-        return out
-    with np.errstate(over="ignore", invalid="ignore"):
-        f = np.float32(1) / (np.float32(1) + np.exp(np.asarray(sink, np.float32)[None, :] - lse))
-    f = np.where(np.isposinf(lse), np.float32(1), f).astype(np.float32)
-    return (out.astype(np.float32) * f[..., None]).astype(dsops.bfloat16)
 
 
 def _rows_of(cache, width):
@@ -229,8 +224,7 @@ def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, t
     if width == V32_ROW:
         # rows of 656 bytes stand alone: both caches become one block of rows
         pool = np.concatenate([_rows_of(c, V32_ROW) for c in (kc, ec) if c is not None])
-        out, lse = _sfa(qt, _one_block(pool, V32_ROW, np.uint8), "flashmla_fp8", lists, b, s_q, softmax_scale)
-        out = _sink_scaled(out, lse, sink)
+        out, lse = _sfa(qt, _one_block(pool, V32_ROW, np.uint8), "flashmla_fp8", lists, b, s_q, softmax_scale, sink)
     elif ec is None:
         out, lse = _sas(qt, _model1_pool(kc), lists, b, s_q, softmax_scale, sink)
     else:
@@ -281,12 +275,10 @@ def flash_mla_sparse_fwd(q, kv, indices, sm_scale, d_v=512, attn_sink=None, topk
     def attend(key_lists, sink):
         if d == D_V:
             return _sas(qn, _one_block(rows, d, dsops.bfloat16), key_lists, 1, s_q, sm_scale, sink)
-        return _sfa(qn, _one_block(rows, d, dsops.bfloat16), "split_bf16", key_lists, 1, s_q, sm_scale)
+        return _sfa(qn, _one_block(rows, d, dsops.bfloat16), "split_bf16", key_lists, 1, s_q, sm_scale, sink)
 
     sink = _np(attn_sink)
     out, lse = attend(lists, sink)
-    if d != D_V:
-        out = _sink_scaled(out, lse, sink)
     result = [out, _max_logits(qn, rows, lists, sm_scale), lse]
     if indexer_topk > 0:
         first = lists.copy()
