@@ -148,8 +148,8 @@ def _sas(q, pool, lists, b, s_q, scale, sink):
 
 
 def _rows_of(cache, width):
-    """A cache [NB, BS, (1,) width] as rows [NB * BS, width] (a copy only when its blocks are padded)."""
-    return np.ascontiguousarray(cache.reshape(cache.shape[0], cache.shape[1], width)).reshape(-1, width)
+    """A cache [NB, BS, (1,) width] as rows [NB * BS, width] (a view unless its blocks are padded)."""
+    return cache.reshape(-1, width)
 
 
 def _model1_pool(cache):
@@ -223,7 +223,7 @@ def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, t
     sink = _np(attn_sink)
     if width == V32_ROW:
         # rows of 656 bytes stand alone: both caches become one block of rows
-        pool = np.concatenate([_rows_of(c, V32_ROW) for c in (kc, ec) if c is not None])
+        pool = _rows_of(kc, V32_ROW) if ec is None else np.concatenate([_rows_of(c, V32_ROW) for c in (kc, ec)])
         out, lse = _sfa(qt, _one_block(pool, V32_ROW, np.uint8), "flashmla_fp8", lists, b, s_q, softmax_scale, sink)
     elif ec is None:
         out, lse = _sas(qt, _model1_pool(kc), lists, b, s_q, softmax_scale, sink)
