@@ -353,6 +353,7 @@ typedef struct dsops_sparse_flash_attention_v32_args {
     dsops_tensor seqused_kv;      /* [B] int32 */
     dsops_tensor out;             /* [T, N, Dc] bf16, out */
     dsops_tensor lse;             /* [T, N] fp32, out, optional */
+    dsops_tensor max_logits;      /* [T, N] fp32, out, optional: max_e s_e (-Inf lonely, NaN poisoned) */
     float softmax_scale;          /* finite; V3.2: 192^-0.5 * (0.1 ln 40 + 1)^2; vendor: 576^-0.5 */
     dsops_p_mode p_mode;          /* default normalised (vendor DIA golden: fp32) */
     int p_tile;                   /* tile length for DSOPS_P_TILED (>= 1), default 128 */
@@ -810,6 +811,7 @@ typedef struct dsops_sas_args {
     dsops_tensor sinks;             /* [N] fp32, optional */
     dsops_tensor out;               /* [T, N, D] bf16, out */
     dsops_tensor lse;               /* [T, N] fp32, out, optional */
+    dsops_tensor max_logits;        /* [T, N] fp32, out, optional: max_e s_e (-Inf lonely, NaN poisoned) */
     float softmax_scale;            /* finite; V4: 512^-0.5 */
     int win_size;                   /* >= 0 (0: no window); V4: 128 */
     dsops_cmp_mode cmp_mode;

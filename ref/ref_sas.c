@@ -226,7 +226,6 @@ static void sas_token(const dsops_sas_args *a, int64_t b, int64_t t, int64_t L, 
 {
     const int64_t N = a->q.shape[1], D = a->q.shape[2];     /* q [T, N, D] */
     const int has_sinks = a->sinks.data != NULL;             /* sinks [N] fp32 */
-    const int has_lse = a->lse.data != NULL;                 /* lse [T, N] fp32 */
 
     int64_t w;
     const int64_t n = key_list(a, b, t, L, used_kv, sc->keys, &w);
@@ -254,15 +253,13 @@ static void sas_token(const dsops_sas_args *a, int64_t b, int64_t t, int64_t L, 
         if (n == 0) {                                        /* A2: lonely, the sink plays no part */
             for (int64_t d = 0; d < D; d++)
                 ref_put_bf16(&a->out, t, h, d, 0.0f);
-            if (has_lse)
-                ref_put_f32(&a->lse, t, h, 0, INFINITY);
+            ref_attn_put_stats(&a->lse, &a->max_logits, t, h, INFINITY, -INFINITY);
             continue;
         }
         if (ref_attn_row_is_nan(sc->s + h * n, n)) {         /* A3: poisoned, NaN whatever the sink */
             for (int64_t d = 0; d < D; d++)
                 ref_put_bf16(&a->out, t, h, d, NAN);
-            if (has_lse)
-                ref_put_f32(&a->lse, t, h, 0, NAN);
+            ref_attn_put_stats(&a->lse, &a->max_logits, t, h, NAN, NAN);
             continue;
         }
         float m, l;
@@ -272,8 +269,7 @@ static void sas_token(const dsops_sas_args *a, int64_t b, int64_t t, int64_t L, 
             head_normalised(a, sc->s + h * n, n, D, has_sinks, sink, sc, &m, &l);
         for (int64_t d = 0; d < D; d++)                      /* out [T, N, D] bf16 */
             ref_put_bf16(&a->out, t, h, d, sc->O[d]);
-        if (has_lse)
-            ref_put_f32(&a->lse, t, h, 0, m + logf(l));      /* A7 */
+        ref_attn_put_stats(&a->lse, &a->max_logits, t, h, m + logf(l), ref_row_max(sc->s + h * n, n)); /* A7 */
     }
 }
 

@@ -113,7 +113,6 @@ void dsops_ref_sparse_flash_attention_v32(const dsops_sparse_flash_attention_v32
                                                                                            : a->key_nope.shape[1];
     const float sigma = a->softmax_scale;
     const int has_len = a->topk_length.data != NULL;      /* topk_length [T] (optional) */
-    const int has_lse = a->lse.data != NULL;              /* lse [T, N] (optional) */
     const int64_t tile = a->p_tile >= 1 ? a->p_tile : 1;
 
     float *keys = ref_alloc(sizeof(float) * (size_t)(K * Dqk)); /* [n, Dqk] gathered keys of one token */
@@ -179,19 +178,17 @@ void dsops_ref_sparse_flash_attention_v32(const dsops_sparse_flash_attention_v32
             for (int64_t h = 0; h < N; h++) {
                 const float *sh = s + h * K;
 
-                /* out [T, N, Dc] bf16; lse [T, N] fp32 */
+                /* out [T, N, Dc] bf16; lse, max_logits [T, N] fp32 */
                 if (n == 0) {                            /* A2: lonely query */
                     for (int64_t d = 0; d < Dc; d++)
                         ref_put_bf16(&a->out, t, h, d, 0.0f);
-                    if (has_lse)
-                        ref_put_f32(&a->lse, t, h, 0, INFINITY);
+                    ref_attn_put_stats(&a->lse, &a->max_logits, t, h, INFINITY, -INFINITY);
                     continue;
                 }
                 if (ref_attn_row_is_nan(sh, n)) {        /* A3: a poisoned row is NaN throughout */
                     for (int64_t d = 0; d < Dc; d++)
                         ref_put_bf16(&a->out, t, h, d, NAN);
-                    if (has_lse)
-                        ref_put_f32(&a->lse, t, h, 0, NAN);
+                    ref_attn_put_stats(&a->lse, &a->max_logits, t, h, NAN, NAN);
                     continue;
                 }
 
@@ -260,10 +257,7 @@ void dsops_ref_sparse_flash_attention_v32(const dsops_sparse_flash_attention_v32
                     float o = a->p_mode == DSOPS_P_TILED ? O[d] / den : O[d];
                     ref_put_bf16(&a->out, t, h, d, o);
                 }
-                if (has_lse) {
-                    float lse = m + logf(l);              /* A7 */
-                    ref_put_f32(&a->lse, t, h, 0, lse);
-                }
+                ref_attn_put_stats(&a->lse, &a->max_logits, t, h, m + logf(l), ref_row_max(sh, n)); /* A7 */
             }
         }
     }

@@ -166,6 +166,24 @@ int ref_attn_row_is_nan(const float *s, int64_t n)
     return some_nan || some_pos_inf || all_neg_inf;
 }
 
+float ref_row_max(const float *s, int64_t n)
+{
+    float m = -INFINITY;
+    for (int64_t e = 0; e < n; e++)
+        if (s[e] > m)
+            m = s[e];
+    return m;
+}
+
+void ref_attn_put_stats(const dsops_tensor *lse, const dsops_tensor *max_logits, int64_t t, int64_t h, float lse_value,
+                        float max_value)
+{
+    if (lse->data)
+        ref_put_f32(lse, t, h, 0, lse_value);
+    if (max_logits->data)
+        ref_put_f32(max_logits, t, h, 0, max_value);
+}
+
 /* ---- row steps with their output rounding ---------------------------------------------------------- */
 
 void ref_rope_bf16(float *v, const float *c, const float *s, dsops_rope_mode mode, int inverse)

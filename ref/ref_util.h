@@ -51,6 +51,11 @@ void ref_put_i32(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2, int3
 /* The poisoned-row rule of spec §2.10 (A3) for an attention row with n >= 1 keys and logits s[0 .. n-1]:
  * 1 when some logit is NaN, the largest is +Inf, or every one is -Inf (out and lse are then NaN), else 0. */
 int ref_attn_row_is_nan(const float *s, int64_t n);
+/* The largest of s[0 .. n-1] (-Inf for n = 0). */
+float ref_row_max(const float *s, int64_t n);
+/* The statistics of attention row (t, h) into lse and max_logits ([T, N] fp32 each), each where given. */
+void ref_attn_put_stats(const dsops_tensor *lse, const dsops_tensor *max_logits, int64_t t, int64_t h, float lse_value,
+                        float max_value);
 
 /* v[0:64] (bf16 values) -> bf16(rot(v[0:64], c, s)) in place (spec §2.5.1; c, s: [64] table rows). */
 void ref_rope_bf16(float *v, const float *c, const float *s, dsops_rope_mode mode, int inverse);

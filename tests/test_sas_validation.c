@@ -48,6 +48,7 @@ typedef struct fixture {
     _Alignas(64) float sinks[FN];                  /* [N] */
     _Alignas(64) uint16_t out[FT * FN * FD];       /* [T, N, D] bf16 */
     _Alignas(64) float lse[FT * FN];               /* [T, N] */
+    _Alignas(64) float max_logits[FT * FN];        /* [T, N] */
     _Alignas(64) uint16_t tail[FT * FN * FD * 2];  /* room for views that reach past the last buffer */
     dsops_sas_args a;
 } fixture;
@@ -68,6 +69,7 @@ static void bind(fixture *f)
     a->sinks = dsops_tensor_make(f->sinks, DSOPS_FP32, 1, (int64_t[]){FN});
     a->out = dsops_tensor_make(f->out, DSOPS_BF16, 3, (int64_t[]){FT, FN, FD});
     a->lse = dsops_tensor_make(f->lse, DSOPS_FP32, 2, (int64_t[]){FT, FN});
+    a->max_logits = dsops_tensor_make(f->max_logits, DSOPS_FP32, 2, (int64_t[]){FT, FN});
     a->softmax_scale = 0.125f;
     a->win_size = 4;
     a->cmp_mode = DSOPS_CMP_SPARSE;
@@ -187,7 +189,7 @@ static void ext_q_d0(void *problem, char *frag)
     A.q.shape[2] = A.out.shape[2] = A.ori_kv.shape[2] = A.cmp_kv.shape[2] = 0;
     FRAG("q");
 }
-static void ext_q_n0(void *problem, char *frag) { fixture *f = problem; A.q.shape[1] = A.out.shape[1] = A.lse.shape[1] = 0, A.sinks.shape[0] = 0; FRAG("q"); }
+static void ext_q_n0(void *problem, char *frag) { fixture *f = problem; A.q.shape[1] = A.out.shape[1] = A.lse.shape[1] = A.max_logits.shape[1] = 0, A.sinks.shape[0] = 0; FRAG("q"); }
 static void ext_q_inner(void *problem, char *frag) { fixture *f = problem; A.q.stride[2] = 2; FRAG("q"); }
 static void ext_out_inner(void *problem, char *frag) { fixture *f = problem; A.out.stride[2] = 2; FRAG("out"); }
 static void ext_ori_inner(void *problem, char *frag) { fixture *f = problem; A.ori_kv.stride[2] = 2; FRAG("ori_kv"); }
@@ -222,6 +224,8 @@ static void dt_len(void *problem, char *frag) { fixture *f = problem; A.cmp_topk
 static void dt_sinks(void *problem, char *frag) { fixture *f = problem; A.sinks.dtype = DSOPS_BF16; FRAG("sinks"); }
 static void dt_out(void *problem, char *frag) { fixture *f = problem; A.out.dtype = DSOPS_FP32; FRAG("out"); }
 static void dt_lse(void *problem, char *frag) { fixture *f = problem; A.lse.dtype = DSOPS_BF16; FRAG("lse"); }
+static void dt_max(void *problem, char *frag) { fixture *f = problem; A.max_logits.dtype = DSOPS_INT32; FRAG("max_logits has dtype int32"); }
+static void ext_max_n(void *problem, char *frag) { fixture *f = problem; A.max_logits.shape[1] = 1; FRAG("max_logits.shape[1] = 1"); }
 static void dt_invalid(void *problem, char *frag) { fixture *f = problem; A.q.dtype = (dsops_dtype)99; FRAG("q"); }
 
 /* V5: scalar parameters */
@@ -281,6 +285,7 @@ static void al_out_cmp(void *problem, char *frag) { fixture *f = problem; A.out.
 static void al_out_idx(void *problem, char *frag) { fixture *f = problem; A.lse.data = NULL, A.out.data = f->idx; FRAG("out"); }
 static void al_lse_sinks(void *problem, char *frag) { fixture *f = problem; A.lse.data = f->sinks; FRAG("lse"); }
 static void al_lse_out(void *problem, char *frag) { fixture *f = problem; A.lse.data = f->out + 6; FRAG("lse"); }
+static void al_max_lse(void *problem, char *frag) { fixture *f = problem; A.max_logits.data = f->lse + 1; FRAG("max_logits"); }
 static void al_lse_cu(void *problem, char *frag) { fixture *f = problem; A.lse.data = f->cu; FRAG("lse"); }
 static void al_lse_len(void *problem, char *frag) { fixture *f = problem; A.lse.data = f->len; FRAG("lse"); }
 static void al_out_bt(void *problem, char *frag) { fixture *f = problem; A.out.data = f->ori_bt; FRAG("out"); }
@@ -351,6 +356,9 @@ static const val_bad_case bad_cases[] = {
     {"dtype_sinks", 0, DSOPS_ERR_DTYPE, dt_sinks},
     {"dtype_out", 0, DSOPS_ERR_DTYPE, dt_out},
     {"dtype_lse", 0, DSOPS_ERR_DTYPE, dt_lse},
+    {"dtype_max_logits", 0, DSOPS_ERR_DTYPE, dt_max},
+    {"extent_max_logits_n", 0, DSOPS_ERR_SHAPE, ext_max_n},
+    {"alias_max_logits_lse", 0, DSOPS_ERR_ALIAS, al_max_lse},
     {"dtype_invalid_value", 0, DSOPS_ERR_DTYPE, dt_invalid},
     {"param_softmax_scale_nan", 0, DSOPS_ERR_PARAM, p_scale_nan},
     {"param_softmax_scale_inf", 0, DSOPS_ERR_PARAM, p_scale_inf},
@@ -519,7 +527,7 @@ static void v_t0(void *problem)
 {
     fixture *f = problem;
     f->cu[1] = f->cu[2] = 0;
-    f->a.q.shape[0] = f->a.out.shape[0] = f->a.lse.shape[0] = 0;
+    f->a.q.shape[0] = f->a.out.shape[0] = f->a.lse.shape[0] = f->a.max_logits.shape[0] = 0;
     f->a.cmp_indices.shape[0] = f->a.cmp_topk_length.shape[0] = 0;
 }
 static void v_b0(void *problem)

@@ -413,6 +413,63 @@ static void test_nan_rule(void)
     dsops_context_set_isa(ctx, dsops_isa_detected());
 }
 
+/* max_logits [T, N] against the oracle's: the same lonely (-Inf) and poisoned (NaN) rows, the largest score
+ * within the score tolerance elsewhere; on the NaN-rule problem (lonely, poisoned and clean rows) in every
+ * layout, normalised and tiled. */
+static void test_max_logits(void)
+{
+    for (int l = 0; l < 4; l++)
+        for (int tiled = 0; tiled < 2; tiled++) {
+            char label[100];
+            snprintf(label, sizeof label, "max_logits_%s_%s", layout_name((dsops_kv_layout)l),
+                     tiled ? "tiled" : "normalised");
+            if (!tu_selected(label))
+                continue;
+            tp_spec s = nan_rule_spec((dsops_kv_layout)l);
+            s.p_mode = tiled ? DSOPS_P_TILED : DSOPS_P_NORMALISED;
+            s.p_tile = 5;
+            s.with_sinks = 1;
+            tp_problem *p = tp_make(&s, tu_label_seed(label));
+            nan_rule_inject(p);
+            tp_compute_ref(p);
+            const int64_t T = p->T, N = s.N, s2[2] = {T, N};
+            float *got = tu_calloc((size_t)(T * N), sizeof(float)), *want = tu_calloc((size_t)(T * N), sizeof(float));
+            dsops_sparse_flash_attention_v32_args r = p->args; /* the oracle's outputs in buffers of its own */
+            uint16_t *rout = tu_calloc((size_t)(T * N * s.Dc), sizeof(uint16_t));
+            r.out = dsops_tensor_make(rout, DSOPS_BF16, 3, (const int64_t[]){T, N, s.Dc});
+            r.lse = (dsops_tensor){0};
+            r.max_logits = dsops_tensor_make(want, DSOPS_FP32, 2, s2);
+            dsops_ref_sparse_flash_attention_v32(&r);
+            p->args.max_logits = dsops_tensor_make(got, DSOPS_FP32, 2, s2);
+            char lt[300];
+            for (int isa = -1; tu_next_tier(ctx, &isa, label, lt, sizeof lt);) {
+                if (!call(p, lt))
+                    continue;
+                int64_t bad = -1, lonely = 0, poisoned = 0;
+                for (int64_t i = 0; i < T * N && bad < 0; i++) {
+                    lonely += want[i] == -INFINITY;
+                    poisoned += isnan(want[i]);
+                    int same = isnan(want[i]) ? isnan(got[i])
+                               : isinf(want[i]) ? got[i] == want[i]
+                                                : fabsf(got[i] - want[i]) <= 1e-5f + 1e-5f * fabsf(want[i]);
+                    if (!same)
+                        bad = i;
+                }
+                tu_check(bad < 0 && lonely > 0 && poisoned > 0,
+                         "%s: max_logits[%lld] = %g, oracle %g (%lld lonely, %lld poisoned rows seen)", lt,
+                         (long long)bad, bad < 0 ? 0.0 : got[bad], bad < 0 ? 0.0 : want[bad], (long long)lonely,
+                         (long long)poisoned);
+                tp_check(p, lt); /* out and lse unchanged by the extra output */
+            }
+            p->args.max_logits = (dsops_tensor){0};
+            free(got);
+            free(want);
+            free(rout);
+            tp_free(p);
+        }
+    dsops_context_set_isa(ctx, dsops_isa_detected());
+}
+
 static void test_empty(void)
 {
     for (int l = 0; l < 4; l++) {
@@ -441,6 +498,7 @@ int main(int argc, char **argv)
     test_strided_and_modes();
     test_empty();
     test_nan_rule();
+    test_max_logits();
     dsops_context_destroy(ctx);
     return tu_finish();
 }

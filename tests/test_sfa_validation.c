@@ -74,6 +74,15 @@ static void shape_len(void *problem, char *frag) { tp_problem *p = problem; p->a
 static void shape_sinks(void *problem, char *frag) { tp_problem *p = problem; p->args.sinks.shape[0] = 1; FRAG("sinks.shape[0] = 1"); }
 static void dtype_sinks(void *problem, char *frag) { tp_problem *p = problem; p->args.sinks.dtype = DSOPS_BF16; FRAG("sinks has dtype bf16"); }
 static void alias_lse_sinks(void *problem, char *frag) { tp_problem *p = problem; p->args.lse.data = p->sinks; FRAG("sinks"); }
+/* max_logits [T, N] fp32 views of a buffer with room for any of them */
+static float max_buf[1024];
+static void max_view(tp_problem *p, dsops_dtype dt, int64_t n_extra)
+{
+    p->args.max_logits = dsops_tensor_make(max_buf, dt, 2, (const int64_t[]){p->T, p->sp.N + n_extra});
+}
+static void shape_max(void *problem, char *frag) { tp_problem *p = problem; max_view(p, DSOPS_FP32, 1); FRAG("max_logits.shape[1] = 3"); }
+static void dtype_max(void *problem, char *frag) { tp_problem *p = problem; max_view(p, DSOPS_BF16, 0); FRAG("max_logits has dtype bf16"); }
+static void alias_max_lse(void *problem, char *frag) { tp_problem *p = problem; max_view(p, DSOPS_FP32, 0); p->args.max_logits.data = p->args.lse.data; FRAG("max_logits"); }
 static void shape_scale(void *problem, char *frag) { tp_problem *p = problem; p->args.key_nope_scale.shape[2] = 2; FRAG("key_nope_scale.shape[2] = 2"); }
 static void shape_key_rope_bs(void *problem, char *frag) { tp_problem *p = problem; p->args.key_rope.shape[1] = 63; FRAG("key_rope.shape[1] = 63"); }
 static void shape_key_rope_dr(void *problem, char *frag) { tp_problem *p = problem; p->args.key_rope.shape[2] = 32; FRAG("key_rope.shape[2] = 32"); }
@@ -208,6 +217,9 @@ static const val_bad_case bad_cases[] = {
     {"shape_sinks", I8, DSOPS_ERR_SHAPE, shape_sinks},
     {"dtype_sinks", I8, DSOPS_ERR_DTYPE, dtype_sinks},
     {"alias_lse_sinks", I8, DSOPS_ERR_ALIAS, alias_lse_sinks},
+    {"shape_max_logits", I8, DSOPS_ERR_SHAPE, shape_max},
+    {"dtype_max_logits", I8, DSOPS_ERR_DTYPE, dtype_max},
+    {"alias_max_logits_lse", I8, DSOPS_ERR_ALIAS, alias_max_lse},
     {"shape_key_nope_scale", I8, DSOPS_ERR_SHAPE, shape_scale},
     {"shape_key_rope_bs", I8, DSOPS_ERR_SHAPE, shape_key_rope_bs},
     {"shape_key_rope_dr", BF, DSOPS_ERR_SHAPE, shape_key_rope_dr},

@@ -77,8 +77,9 @@ def sfa_case(seed, int8, T_per=(2, 1), kv=(40, 23), N=4, Dc=512, Dr=64, K=16, BS
     return a
 
 
-def np_sfa(a, scale):
-    """§4.4 with the normalised P: per token the used rows, bf16 keys, fp32 scores, softmax, bf16 P, P V."""
+def np_sfa(a, scale, top=None):
+    """§4.4 with the normalised P: per token the used rows, bf16 keys, fp32 scores, softmax, bf16 P, P V; the
+    largest score of each row into `top` [T, N] when given (left alone for tokens without keys)."""
     q = np.concatenate([f32(a["q_nope"]), f32(a["q_rope"])], -1)
     T, N, Dc = a["q_nope"].shape
     NB, BS = a["key_rope"].shape[:2]
@@ -101,6 +102,8 @@ def np_sfa(a, scale):
             rows = bt[b, ids // BS] * BS + ids % BS
             k = np.concatenate([kn_all[rows], kr_all[rows]], -1)
             s = (q[t] @ k.T) * np.float32(scale)
+            if top is not None:
+                top[t] = s.max(-1)
             p = np.exp(s - s.max(-1, keepdims=True))
             p /= p.sum(-1, keepdims=True)
             out[t] = f32(bf(p)) @ kn_all[rows]
@@ -116,10 +119,12 @@ def close_ratio(got, ref, atol, rtol, ratio):
 def test_sparse_flash_attention_v32(int8):
     a = sfa_case(3, int8)
     r = dsops.sparse_flash_attention_v32(**a)
-    assert set(r) == {"out", "lse"} and r["out"].dtype == BF16
+    assert set(r) == {"out", "lse", "max_logits"} and r["out"].dtype == BF16
     scale = np.float32(192 ** -0.5 * (0.1 * np.log(40) + 1) ** 2)  # the V3.2 preset's softmax_scale
-    ok, bad = close_ratio(f32(r["out"]), np_sfa(a, scale), 1e-4, 0.005, 0.005)
+    top = np.full(r["max_logits"].shape, -np.inf, np.float32)
+    ok, bad = close_ratio(f32(r["out"]), np_sfa(a, scale, top), 1e-4, 0.005, 0.005)
     assert ok, f"{bad} elements outside 1e-4 / 0.005"
+    assert np.allclose(r["max_logits"], top, rtol=1e-5, atol=1e-5), "max_logits: not the rows' largest scores"
 
 
 def test_sfa_strided_query_views():

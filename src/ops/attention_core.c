@@ -122,11 +122,19 @@ static void gather_and_score(const dsops_attention_kernels *k, const dsops_attn_
     }
 }
 
+/* The row statistics of head h: lse and the largest score, where the call asks for them. */
+static void write_stats(const dsops_attn_call *c, int h, float lse, float max_logit)
+{
+    if (c->lse)
+        c->lse[(size_t)h * c->lse_stride] = lse;
+    if (c->max_logit)
+        c->max_logit[(size_t)h * c->max_logit_stride] = max_logit;
+}
+
 static void write_lonely(const dsops_attn_shape *sh, const dsops_attn_call *c, int h)
 {
     memset(c->out + (size_t)h * c->out_stride, 0, (size_t)sh->dv * 2);
-    if (c->lse)
-        c->lse[(size_t)h * c->lse_stride] = INFINITY;
+    write_stats(c, h, INFINITY, -INFINITY);
 }
 
 /* A3: a row with keys whose logits hold a NaN, reach +Inf or are all -Inf is NaN throughout, so that a
@@ -136,8 +144,7 @@ static void write_poisoned(const dsops_attn_shape *sh, const dsops_attn_call *c,
     uint16_t *o = c->out + (size_t)h * c->out_stride;
     for (int d = 0; d < sh->dv; d++)
         o[d] = 0x7fc0; /* bf16 quiet NaN */
-    if (c->lse)
-        c->lse[(size_t)h * c->lse_stride] = NAN;
+    write_stats(c, h, NAN, NAN);
 }
 
 static float sink_term(const dsops_attn_call *c, int h, float m)
@@ -180,8 +187,7 @@ static void attend_whole_rows(const dsops_attention_kernels *k, const dsops_attn
             if (n & 1)
                 pr[n] = 0;
         }
-        if (c->lse)
-            c->lse[(size_t)h * c->lse_stride] = m + logf(l);
+        write_stats(c, h, m + logf(l), m);
     }
     const uint16_t *vp = (const uint16_t *)(scratch + L->vp);
     if (fp32)
@@ -270,8 +276,7 @@ static void attend_tiled(const dsops_attention_kernels *k, const dsops_attn_shap
         }
         float r = 1.0f / (l[h] + sink_term(c, h, m[h]));
         k->store_bf16(o + (size_t)h * L->o_stride, sh->dv, r, c->out + (size_t)h * c->out_stride);
-        if (c->lse)
-            c->lse[(size_t)h * c->lse_stride] = m[h] + logf(l[h]);
+        write_stats(c, h, m[h] + logf(l[h]), m[h]);
     }
 }
 

@@ -37,6 +37,8 @@ typedef struct dsops_attn_call {
     size_t out_stride;
     float *lse;             /* lse[h * lse_stride] or NULL */
     size_t lse_stride;
+    float *max_logit;       /* max_logit[h * max_logit_stride] or NULL: the row's largest score */
+    size_t max_logit_stride;
     int p_first;            /* DSOPS_P_TILED: length of the first tile (0: p_tile); <= shape->p_first_max */
 } dsops_attn_call;
 

@@ -47,6 +47,7 @@ static const dsops_tensor_desc sfa_tensors[] = {
     RUN_TENSOR(sfa_args, seqused_kv, DSOPS_ARG_IN, DSOPS_DTYPE_BIT(DSOPS_INT32), "[B]"),
     RUN_TENSOR(sfa_args, out, DSOPS_ARG_OUT, DSOPS_DTYPE_BIT(DSOPS_BF16), "[T, N, Dc]"),
     RUN_TENSOR(sfa_args, lse, DSOPS_ARG_OUT_OPT, DSOPS_DTYPE_BIT(DSOPS_FP32), "[T, N]"),
+    RUN_TENSOR(sfa_args, max_logits, DSOPS_ARG_OUT_OPT, DSOPS_DTYPE_BIT(DSOPS_FP32), "[T, N], largest score"),
 };
 
 static const dsops_param_desc sfa_params[] = {
@@ -86,6 +87,7 @@ static dsops_status sfa_output_shapes(void *args, char *msg, size_t len)
     int64_t tnd[3] = {a->q_nope.shape[0], a->q_nope.shape[1], a->q_nope.shape[2]};
     a->out = dsops_tensor_make(NULL, DSOPS_BF16, 3, tnd);
     a->lse = dsops_tensor_make(NULL, DSOPS_FP32, 2, tnd);
+    a->max_logits = dsops_tensor_make(NULL, DSOPS_FP32, 2, tnd);
     return DSOPS_OK;
 }
 
@@ -1151,6 +1153,7 @@ static const dsops_tensor_desc sas_tensors[] = {
     SAS_TENSOR(sinks, DSOPS_ARG_IN_OPT, DSOPS_DTYPE_BIT(DSOPS_FP32), "[N]"),
     SAS_TENSOR(out, DSOPS_ARG_OUT, DSOPS_DTYPE_BIT(DSOPS_BF16), "[T, N, D]"),
     SAS_TENSOR(lse, DSOPS_ARG_OUT_OPT, DSOPS_DTYPE_BIT(DSOPS_FP32), "[T, N]"),
+    SAS_TENSOR(max_logits, DSOPS_ARG_OUT_OPT, DSOPS_DTYPE_BIT(DSOPS_FP32), "[T, N], largest score"),
 };
 
 static const dsops_enum_value run_sas_pool_layouts[] = {
@@ -1251,6 +1254,7 @@ static dsops_status sas_output_shapes(void *args, char *msg, size_t len)
     int64_t tnd[3] = {w->op.q.shape[0], w->op.q.shape[1], w->op.q.shape[2]};
     w->op.out = dsops_tensor_make(NULL, DSOPS_BF16, 3, tnd);
     w->op.lse = dsops_tensor_make(NULL, DSOPS_FP32, 2, tnd);
+    w->op.max_logits = dsops_tensor_make(NULL, DSOPS_FP32, 2, tnd);
     return DSOPS_OK;
 }
 

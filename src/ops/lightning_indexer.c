@@ -106,7 +106,7 @@ static dsops_status check_shapes(const li_args *a, li_dims *d)
                                       {&a->key_cache, "key_cache"}, {&a->key_scale_cache, "key_scale_cache"},
                                       {&a->block_table, "block_table"}, {&a->cu_seqlens_q, "cu_seqlens_q"},
                                       {&a->seqused_kv, "seqused_kv"}};
-    return dsops_check_outputs_apart(outs, 2, ins, sizeof ins / sizeof ins[0]);
+    return dsops_check_outputs_apart(outs, sizeof outs / sizeof outs[0], ins, sizeof ins / sizeof ins[0]);
 }
 
 /* Sequence descriptors (V6) and the block-table entries of every visible key (V7); the largest key

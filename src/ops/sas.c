@@ -153,12 +153,17 @@ static dsops_status check_shapes(const sas_args *a, sas_dims *d)
         DSOPS_TRY(dsops_check_dim(&a->lse, "lse", 0, d->T, "T of q"));
         DSOPS_TRY(dsops_check_dim(&a->lse, "lse", 1, d->N, "N of q"));
     }
-    const dsops_named_tensor outs[] = {{&a->out, "out"}, {&a->lse, "lse"}};
+    if (dsops_tensor_present(&a->max_logits)) {
+        DSOPS_TRY(dsops_check_tensor(&a->max_logits, "max_logits", 2, DSOPS_DT(DSOPS_FP32), false));
+        DSOPS_TRY(dsops_check_dim(&a->max_logits, "max_logits", 0, d->T, "T of q"));
+        DSOPS_TRY(dsops_check_dim(&a->max_logits, "max_logits", 1, d->N, "N of q"));
+    }
+    const dsops_named_tensor outs[] = {{&a->out, "out"}, {&a->lse, "lse"}, {&a->max_logits, "max_logits"}};
     const dsops_named_tensor ins[] = {
         {&a->q, "q"}, {&a->cu_seqlens_q, "cu_seqlens_q"}, {&a->seqused_kv, "seqused_kv"}, {&a->ori_kv, "ori_kv"},
         {&a->ori_block_table, "ori_block_table"}, {&a->cmp_kv, "cmp_kv"}, {&a->cmp_block_table, "cmp_block_table"},
         {&a->cmp_indices, "cmp_indices"}, {&a->cmp_topk_length, "cmp_topk_length"}, {&a->sinks, "sinks"}};
-    return dsops_check_outputs_apart(outs, 2, ins, sizeof ins / sizeof ins[0]);
+    return dsops_check_outputs_apart(outs, sizeof outs / sizeof outs[0], ins, sizeof ins / sizeof ins[0]);
 }
 
 /* Token t's key-list parts: window positions [L - w, L), compressed count (dense: entries [0, n);
@@ -352,7 +357,8 @@ dsops_status dsops_sas(dsops_context *ctx, const sas_args *a)
         dsops_context_end(ctx, use);
         return DSOPS_ERR_NOMEM;
     }
-    bool sinks = dsops_tensor_present(&a->sinks), lse = dsops_tensor_present(&a->lse);
+    bool sinks = dsops_tensor_present(&a->sinks), lse = dsops_tensor_present(&a->lse),
+         max_logits = dsops_tensor_present(&a->max_logits);
 
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (int64_t item = 0; item < items; item++) {
@@ -387,6 +393,8 @@ dsops_status dsops_sas(dsops_context *ctx, const sas_args *a)
             .out_stride = (size_t)a->out.stride[1],
             .lse = lse ? (float *)dsops_at2(&a->lse, t, h0) : NULL,
             .lse_stride = lse ? (size_t)a->lse.stride[1] : 0,
+            .max_logit = max_logits ? (float *)dsops_at2(&a->max_logits, t, h0) : NULL,
+            .max_logit_stride = max_logits ? (size_t)a->max_logits.stride[1] : 0,
             .p_first = (int)k.w,
         };
         dsops_attn_run(&kt->attn, &sh, &call, n, &keys, core_scratch);

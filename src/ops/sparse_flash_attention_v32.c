@@ -137,6 +137,11 @@ static dsops_status check_shapes(const sfa_args *a, sfa_dims *d)
         DSOPS_TRY(dsops_check_dim(&a->lse, "lse", 0, d->T, "T of q_nope"));
         DSOPS_TRY(dsops_check_dim(&a->lse, "lse", 1, d->N, "N of q_nope"));
     }
+    if (dsops_tensor_present(&a->max_logits)) {
+        DSOPS_TRY(dsops_check_tensor(&a->max_logits, "max_logits", 2, DSOPS_DT(DSOPS_FP32), false));
+        DSOPS_TRY(dsops_check_dim(&a->max_logits, "max_logits", 0, d->T, "T of q_nope"));
+        DSOPS_TRY(dsops_check_dim(&a->max_logits, "max_logits", 1, d->N, "N of q_nope"));
+    }
     return DSOPS_OK;
 }
 
@@ -151,14 +156,14 @@ static dsops_status check_params(const sfa_args *a)
 
 static dsops_status check_aliasing(const sfa_args *a)
 {
-    const dsops_named_tensor outs[] = {{&a->out, "out"}, {&a->lse, "lse"}};
+    const dsops_named_tensor outs[] = {{&a->out, "out"}, {&a->lse, "lse"}, {&a->max_logits, "max_logits"}};
     const dsops_named_tensor ins[] = {{&a->q_nope, "q_nope"}, {&a->q_rope, "q_rope"}, {&a->key_nope, "key_nope"},
                                       {&a->key_nope_scale, "key_nope_scale"}, {&a->key_rope, "key_rope"},
                                       {&a->kv_packed, "kv_packed"}, {&a->topk_indices, "topk_indices"},
                                       {&a->topk_length, "topk_length"}, {&a->sinks, "sinks"},
                                       {&a->block_table, "block_table"},
                                       {&a->cu_seqlens_q, "cu_seqlens_q"}, {&a->seqused_kv, "seqused_kv"}};
-    return dsops_check_outputs_apart(outs, 2, ins, sizeof ins / sizeof ins[0]);
+    return dsops_check_outputs_apart(outs, sizeof outs / sizeof outs[0], ins, sizeof ins / sizeof ins[0]);
 }
 
 /* Sequence descriptors (V6) and every used index's block-table entry (V7). */
@@ -333,7 +338,7 @@ dsops_status dsops_sparse_flash_attention_v32(dsops_context *ctx, const sfa_args
     }
     /* token -> sequence map, built on the fly per item from cu_seqlens_q (binary search) */
     const dsops_tensor *cu = &a->cu_seqlens_q;
-    const bool sinks = dsops_tensor_present(&a->sinks);
+    const bool sinks = dsops_tensor_present(&a->sinks), max_logits = dsops_tensor_present(&a->max_logits);
 
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (int64_t item = 0; item < items; item++) {
@@ -376,6 +381,8 @@ dsops_status dsops_sparse_flash_attention_v32(dsops_context *ctx, const sfa_args
             .out_stride = (size_t)a->out.stride[1],
             .lse = dsops_tensor_present(&a->lse) ? (float *)dsops_at2(&a->lse, t, h0) : NULL,
             .lse_stride = dsops_tensor_present(&a->lse) ? (size_t)a->lse.stride[1] : 0,
+            .max_logit = max_logits ? (float *)dsops_at2(&a->max_logits, t, h0) : NULL,
+            .max_logit_stride = max_logits ? (size_t)a->max_logits.stride[1] : 0,
         };
         dsops_attn_run(&kt->attn, &sh, &call, n, &keys, core_scratch);
     }

@@ -214,6 +214,7 @@ def numpy_sas(info):
     p_mode, tile = prm["p_mode"], int(prm.get("p_tile", "1"))
     out = np.zeros((T, N, D), dtype=np.float32)
     lse = np.full((T, N), np.inf, dtype=np.float32)
+    top = np.full((T, N), -np.inf, dtype=np.float32)  # max_logits: the largest score of the row
     sinks = info["sinks"]
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         for t in range(T):
@@ -222,6 +223,7 @@ def numpy_sas(info):
                 continue
             K64 = K.astype(np.float64)
             s = (info["q"][t].astype(np.float64) @ K64.T).astype(np.float32) * scale  # [N, n]
+            top[t] = s.max(axis=1)
             if p_mode == "tiled":
                 nw = info["nwin"][t]
                 bounds = ([0, nw] if nw else [0]) + list(range(nw + tile, len(K), tile)) + [len(K)]
@@ -255,7 +257,7 @@ def numpy_sas(info):
                     P = round_bf16(P)
                 out[t] = round_bf16((P.astype(np.float64) @ K64).astype(np.float32))
             lse[t] = (m + np.log(l)).astype(np.float32)
-    return out, lse
+    return out, lse, top
 
 
 # ---- checks ---------------------------------------------------------------------------------------
@@ -272,9 +274,10 @@ def check_case(chk, args, work, rng, c):
     ref, rmeta = ref_run(chk, args, name, c["op"], inp, os.path.join(work, name + ".ref.safetensors"), c["sets"])
     if ref is None:
         return
-    chk.check(sorted(ref) == ["lse", "out"] and ref["out"][0] == "BF16" and ref["out"][1].shape == (T, N, D)
-              and ref["lse"][0] == "F32" and ref["lse"][1].shape == (T, N),
-              name + ": OUT holds out [T, N, D] BF16 and lse [T, N] F32",
+    chk.check(sorted(ref) == ["lse", "max_logits", "out"] and ref["out"][0] == "BF16"
+              and ref["out"][1].shape == (T, N, D) and all(ref[k][0] == "F32" and ref[k][1].shape == (T, N)
+                                                             for k in ("lse", "max_logits")),
+              name + ": OUT holds out [T, N, D] BF16, lse and max_logits [T, N] F32",
               str({k: (v[0], v[1].shape) for k, v in ref.items()}))
     want = {k: v for k, v in info["params"].items() if k != "softmax_scale"}
     scale = float(info["params"].get("softmax_scale", V4_SCALE))
@@ -284,11 +287,13 @@ def check_case(chk, args, work, rng, c):
     rout, rlse = f32_from_bf16(ref["out"][1]), ref["lse"][1]
 
     # the oracle against numpy
-    nout, nlse = numpy_sas(info)
+    nout, nlse, ntop = numpy_sas(info)
     ok, text = compare_close(rout, nout, *tol)
     chk.check(ok, name + ": oracle out vs numpy", text)
     ok, text = compare_close(rlse, nlse, *TOL_LSE)
     chk.check(ok, name + ": oracle lse vs numpy", text)
+    ok, text = compare_close(ref["max_logits"][1], ntop, *TOL_LSE)
+    chk.check(ok, name + ": oracle max_logits vs numpy (-Inf for tokens without keys)", text)
     chk.check(np.all(rout[lon] == 0) and np.all(np.isposinf(rlse[lon])),
               name + ": oracle lonely tokens %s give out = 0, lse = +Inf" % lon)
     if c.get("sinks") == "inf":

@@ -6,7 +6,7 @@ Semantics kept from FlashMLA: indices name physical cache rows (block * page_blo
 past the cache and entries past topk_length are skipped (never read, so NaN there changes nothing); the softmax
 is natural-log with lse excluding the sink; the sink scales the output by 1 / (1 + exp(sink − lse)); a query with
 no valid key gives output 0 and lse +inf; probabilities are not rounded to bf16 before P·V (p_mode fp32).
-docs/COMPAT.md lists the differences (dense decode is not provided, h_kv must be 1, max_logits computed apart).
+docs/COMPAT.md lists the differences (dense decode is not provided, h_kv must be 1).
 """
 import dataclasses
 from typing import Optional
@@ -120,7 +120,7 @@ def _sinks(sink):
 def _sfa(q, pool, layout, lists, b, s_q, scale, sink):
     """sparse_flash_attention_v32 for 576-wide queries q [T, h, 576] over `pool` (one block: packed FP8 rows or bf16
     rows), the key lists [T, K] holding pool row numbers, the sink applied by the operator;
-    (out [T, h, 512], lse [T, h])."""
+    (out [T, h, 512], lse [T, h], max_logits [T, h])."""
     cu, seqused = _sequences(b, s_q, lists.shape[1] + pool.shape[1])
     common = dict(q_nope=q[..., :D_V], q_rope=q[..., D_V:], topk_indices=lists, block_table=np.zeros((b, 1), np.int32),
                   cu_seqlens_q=cu, seqused_kv=seqused, sinks=_sinks(sink), softmax_scale=float(scale),
@@ -129,7 +129,7 @@ def _sfa(q, pool, layout, lists, b, s_q, scale, sink):
         r = dsops.sparse_flash_attention_v32(**common, kv_packed=pool, kv_layout="flashmla_fp8")
     else:
         r = dsops.sparse_flash_attention_v32(**common, key_nope=pool[..., :D_V], key_rope=pool[..., D_V:])
-    return r["out"], r["lse"]
+    return r["out"], r["lse"], r["max_logits"]
 
 
 def _sas(q, pool, lists, b, s_q, scale, sink):
@@ -144,7 +144,7 @@ def _sas(q, pool, lists, b, s_q, scale, sink):
                   sinks=_sinks(sink), softmax_scale=float(scale),
                   win_size=0, cmp_mode="sparse", cmp_ratio=1, p_mode="fp32",
                   pool_layout="model1_fp8" if pool.dtype == np.uint8 else "bf16")
-    return r["out"], r["lse"]
+    return r["out"], r["lse"], r["max_logits"]
 
 
 def _rows_of(cache, width):
@@ -224,32 +224,17 @@ def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, t
     if width == V32_ROW:
         # rows of 656 bytes stand alone: both caches become one block of rows
         pool = _rows_of(kc, V32_ROW) if ec is None else np.concatenate([_rows_of(c, V32_ROW) for c in (kc, ec)])
-        out, lse = _sfa(qt, _one_block(pool, V32_ROW, np.uint8), "flashmla_fp8", lists, b, s_q, softmax_scale, sink)
+        out, lse, _ = _sfa(qt, _one_block(pool, V32_ROW, np.uint8), "flashmla_fp8", lists, b, s_q, softmax_scale, sink)
     elif ec is None:
-        out, lse = _sas(qt, _model1_pool(kc), lists, b, s_q, softmax_scale, sink)
+        out, lse, _ = _sas(qt, _model1_pool(kc), lists, b, s_q, softmax_scale, sink)
     else:
         # MODEL1 blocks keep their scales at the block's end, so two caches (perhaps of two page sizes) cannot be
         # one pool of blocks: both are read as the bf16 rows they stand for, which are exact
         pool = np.concatenate([_model1_rows(kc), _model1_rows(ec)])
-        out, lse = _sas(qt, _one_block(pool, D_V, dsops.bfloat16), lists, b, s_q, softmax_scale, sink)
+        out, lse, _ = _sas(qt, _one_block(pool, D_V, dsops.bfloat16), lists, b, s_q, softmax_scale, sink)
     out = out.reshape(b, s_q, h_q, D_V)
     lse = np.ascontiguousarray(lse.reshape(b, s_q, h_q).transpose(0, 2, 1))
     return _back(out, torch_io), _back(lse, torch_io)
-
-
-def _max_logits(q, kv, lists, scale):
-    """max over each query's valid keys of fp32(q·k)·scale ([T, h]; −inf without keys), in NumPy by token chunks
-    of about 64 MiB of gathered keys."""
-    T, h, d = q.shape
-    out = np.full((T, h), -np.inf, np.float32)
-    chunk = max(1, (1 << 24) // max(1, lists.shape[1] * d))
-    for t0 in range(0, T, chunk):
-        idx = lists[t0:t0 + chunk]
-        k = kv[np.maximum(idx, 0)].astype(np.float32)                         # [t, K, d]
-        s = np.einsum("thd,tkd->thk", q[t0:t0 + chunk].astype(np.float32), k) * np.float32(scale)
-        s = np.where((idx < 0)[:, None, :], -np.inf, s)
-        out[t0:t0 + chunk] = s.max(axis=-1)
-    return out
 
 
 def flash_mla_sparse_fwd(q, kv, indices, sm_scale, d_v=512, attn_sink=None, topk_length=None, indexer_topk=0):
@@ -278,8 +263,8 @@ def flash_mla_sparse_fwd(q, kv, indices, sm_scale, d_v=512, attn_sink=None, topk
         return _sfa(qn, _one_block(rows, d, dsops.bfloat16), "split_bf16", key_lists, 1, s_q, sm_scale, sink)
 
     sink = _np(attn_sink)
-    out, lse = attend(lists, sink)
-    result = [out, _max_logits(qn, rows, lists, sm_scale), lse]
+    out, lse, max_logits = attend(lists, sink)
+    result = [out, max_logits, lse]
     if indexer_topk > 0:
         first = lists.copy()
         first[:, indexer_topk:] = -1
