@@ -5,7 +5,7 @@ skipped, extra caches appended to each query's key list, natural-log lse without
 
 The caches are made with test_fp8_cache's NumPy quantiser (FlashMLA's byte layouts); the reference works on the
 rows those bytes stand for. Grids: page sizes 2, 61, 64, 69 and 576; b 1, 4 and 74; s_q 1, 2, 3; 64, 128 and odd
-head counts; top-k 128, 512 and odd; with and without extra caches, sinks and topk_length; queries whose
+head counts; top-k 128, 512, 2048 and odd; with and without extra caches, sinks and topk_length; queries whose
 entries are all invalid; NaN in every cache row no query reads.
 """
 import zlib
@@ -88,6 +88,7 @@ DECODE = [  # layout, b, s_q, h, topk, page, NB, extra (page, NB, topk), sink, t
     ("v32", 4, 2, 128, 37, 61, 3, None, True, True),
     ("v32", 2, 3, 7, 128, 2, 90, (69, 2, 20), True, True),
     ("v32", 74, 1, 16, 33, 576, 1, None, False, True),
+    ("v32", 1, 2, 128, 2048, 64, 40, (61, 3, 64), True, True),
     ("model1", 1, 1, 64, 128, 64, 5, None, True, False),
     ("model1", 4, 3, 13, 65, 69, 4, None, True, True),
     ("model1", 3, 2, 64, 128, 61, 3, (2, 40, 16), True, True),
