@@ -215,10 +215,9 @@ def test_refusals():
 
 
 def test_torch_tensors():
-    """torch in, torch out: the same values as the NumPy call, FP8 caches as torch float8 tensors."""
+    """torch in, torch out: the same values as the NumPy call, FP8 caches as torch float8 tensors (uint8 where
+    the torch has no float8 types)."""
     torch = pytest.importorskip("torch")
-    if not hasattr(torch, "float8_e4m3fn"):
-        pytest.skip("this torch has no float8_e4m3fn")
     rng = np.random.default_rng(5)
     cache, _ = make_cache(rng, "v32", 3, 64)
     q = rng.standard_normal((2, 1, 16, 576)).astype(BF16)
@@ -226,9 +225,20 @@ def test_torch_tensors():
     want = flash_mla.flash_mla_with_kvcache(q, cache, None, None, 512, flash_mla.get_mla_metadata()[0],
                                             is_fp8_kvcache=True, indices=idx)
     tq = torch.from_numpy(q.view(np.int16)).view(torch.bfloat16)
-    tc = torch.from_numpy(np.ascontiguousarray(cache)).view(torch.float8_e4m3fn)
+    tc = torch.from_numpy(np.ascontiguousarray(cache))
+    if hasattr(torch, "float8_e4m3fn"):
+        tc = tc.view(torch.float8_e4m3fn)
     got = flash_mla.flash_mla_with_kvcache(tq, tc, None, None, 512, flash_mla.get_mla_metadata()[0],
                                            is_fp8_kvcache=True, indices=torch.from_numpy(idx))
     assert got[0].dtype == torch.bfloat16 and got[1].dtype == torch.float32
     assert np.array_equal(got[0].view(torch.int16).numpy(), want[0].view(np.int16))
     assert np.array_equal(got[1].numpy(), want[1])
+    # the prefill call: bf16 torch tensors in, (out, max_logits, lse) torch tensors out, the NumPy call's bytes
+    kv = rng.standard_normal((40, 1, 512)).astype(BF16)
+    qp = rng.standard_normal((3, 8, 512)).astype(BF16)
+    ip = rng.integers(-1, 40, (3, 1, 16)).astype(np.int32)
+    want = flash_mla.flash_mla_sparse_fwd(qp, kv, ip, 0.05)
+    got = flash_mla.flash_mla_sparse_fwd(*(torch.from_numpy(x.view(np.int16)).view(torch.bfloat16) for x in (qp, kv)),
+                                         torch.from_numpy(ip), 0.05)
+    assert np.array_equal(got[0].view(torch.int16).numpy(), want[0].view(np.int16))
+    assert all(np.array_equal(g.numpy(), w) for g, w in zip(got[1:], want[1:]))
