@@ -1,5 +1,6 @@
 /* Attention core (spec §2.10): gather -> QK -> softmax in the chosen p_mode -> PV. */
 #include <math.h>
+#include <stdio.h>
 
 #include "attention_core.h"
 #include "internal.h"
@@ -122,6 +123,49 @@ static void gather_and_score(const dsops_attention_kernels *k, const dsops_attn_
     }
 }
 
+/* [T, N] fp32 when present. */
+static dsops_status check_row_stat(const dsops_tensor *t, const char *name, int64_t T, int64_t N, const char *qname)
+{
+    if (!dsops_tensor_present(t))
+        return DSOPS_OK;
+    char what[48];
+    DSOPS_TRY(dsops_check_tensor(t, name, 2, DSOPS_DT(DSOPS_FP32), false));
+    snprintf(what, sizeof what, "T of %s", qname);
+    DSOPS_TRY(dsops_check_dim(t, name, 0, T, what));
+    snprintf(what, sizeof what, "N of %s", qname);
+    return dsops_check_dim(t, name, 1, N, what);
+}
+
+dsops_status dsops_attn_check_heads(const dsops_tensor *sinks, const dsops_tensor *lse, const dsops_tensor *max_logits,
+                                    int64_t T, int64_t N, const char *qname)
+{
+    if (dsops_tensor_present(sinks)) {
+        char what[48];
+        snprintf(what, sizeof what, "N of %s", qname);
+        DSOPS_TRY(dsops_check_tensor(sinks, "sinks", 1, DSOPS_DT(DSOPS_FP32), false));
+        DSOPS_TRY(dsops_check_dim(sinks, "sinks", 0, N, what));
+    }
+    DSOPS_TRY(check_row_stat(lse, "lse", T, N, qname));
+    return check_row_stat(max_logits, "max_logits", T, N, qname);
+}
+
+void dsops_attn_bind_heads(dsops_attn_call *call, const dsops_tensor *sinks, const dsops_tensor *lse,
+                           const dsops_tensor *max_logits, int64_t t, int64_t h0)
+{
+    if (dsops_tensor_present(sinks)) {
+        call->sinks = (const float *)dsops_at1(sinks, h0);
+        call->sinks_stride = (size_t)sinks->stride[0];
+    }
+    if (dsops_tensor_present(lse)) {
+        call->lse = (float *)dsops_at2(lse, t, h0);
+        call->lse_stride = (size_t)lse->stride[1];
+    }
+    if (dsops_tensor_present(max_logits)) {
+        call->max_logit = (float *)dsops_at2(max_logits, t, h0);
+        call->max_logit_stride = (size_t)max_logits->stride[1];
+    }
+}
+
 /* The row statistics of head h: lse and the largest score, where the call asks for them. */
 static void write_stats(const dsops_attn_call *c, int h, float lse, float max_logit)
 {
@@ -149,7 +193,7 @@ static void write_poisoned(const dsops_attn_shape *sh, const dsops_attn_call *c,
 
 static float sink_term(const dsops_attn_call *c, int h, float m)
 {
-    return c->sinks ? expf(c->sinks[h] - m) : 0.0f;
+    return c->sinks ? expf(c->sinks[(size_t)h * c->sinks_stride] - m) : 0.0f;
 }
 
 /* Modes normalised (A4) and fp32 (A6): full-row softmax, then one PV pass. */

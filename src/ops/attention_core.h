@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "dispatch.h"
+#include "dsops.h"
 
 /* The key list of one query token, produced row by row by the operator. */
 typedef struct dsops_attn_keys {
@@ -31,7 +32,8 @@ typedef struct dsops_attn_shape {
 typedef struct dsops_attn_call {
     const uint16_t *q;      /* [nh][q_stride] bf16: query rows, dqk values + zero up to an even count */
     size_t q_stride;
-    const float *sinks;     /* [nh] fp32 or NULL */
+    const float *sinks;     /* sinks[h * sinks_stride] fp32 or NULL */
+    size_t sinks_stride;
     float scale;            /* softmax_scale */
     uint16_t *out;          /* out[h * out_stride + d], d < dv, bf16 */
     size_t out_stride;
@@ -50,6 +52,14 @@ int64_t dsops_attn_plan_items(int64_t T, int64_t N, int *threads, int64_t *chunk
 
 /* Scratch bytes one concurrent dsops_attn_run needs (64-byte multiple). */
 size_t dsops_attn_scratch_bytes(const dsops_attn_shape *shape);
+
+/* The per-head tensors of an attention operator, all optional: sinks [N], lse and max_logits [T, N] fp32.
+ * dsops_attn_check_heads validates them against T and N (named after the query tensor `qname`);
+ * dsops_attn_bind_heads points call at heads h0 ... of token t in the ones present. */
+dsops_status dsops_attn_check_heads(const dsops_tensor *sinks, const dsops_tensor *lse, const dsops_tensor *max_logits,
+                                    int64_t T, int64_t N, const char *qname);
+void dsops_attn_bind_heads(dsops_attn_call *call, const dsops_tensor *sinks, const dsops_tensor *lse,
+                           const dsops_tensor *max_logits, int64_t t, int64_t h0);
 
 /* Length of a packed query row (even, >= dqk). */
 static inline int dsops_attn_q_width(int dqk) { return (dqk + 1) & ~1; }

@@ -140,24 +140,11 @@ static dsops_status check_shapes(const sas_args *a, sas_dims *d)
             DSOPS_TRY(dsops_check_dim(&a->cmp_topk_length, "cmp_topk_length", 0, d->T, "T of q"));
         }
     }
-    if (dsops_tensor_present(&a->sinks)) {
-        DSOPS_TRY(dsops_check_tensor(&a->sinks, "sinks", 1, DSOPS_DT(DSOPS_FP32), false));
-        DSOPS_TRY(dsops_check_dim(&a->sinks, "sinks", 0, d->N, "N of q"));
-    }
     DSOPS_TRY(dsops_check_tensor(&a->out, "out", 3, DSOPS_DT(DSOPS_BF16), true));
     DSOPS_TRY(dsops_check_dim(&a->out, "out", 0, d->T, "T of q"));
     DSOPS_TRY(dsops_check_dim(&a->out, "out", 1, d->N, "N of q"));
     DSOPS_TRY(dsops_check_dim(&a->out, "out", 2, d->D, "D of q"));
-    if (dsops_tensor_present(&a->lse)) {
-        DSOPS_TRY(dsops_check_tensor(&a->lse, "lse", 2, DSOPS_DT(DSOPS_FP32), false));
-        DSOPS_TRY(dsops_check_dim(&a->lse, "lse", 0, d->T, "T of q"));
-        DSOPS_TRY(dsops_check_dim(&a->lse, "lse", 1, d->N, "N of q"));
-    }
-    if (dsops_tensor_present(&a->max_logits)) {
-        DSOPS_TRY(dsops_check_tensor(&a->max_logits, "max_logits", 2, DSOPS_DT(DSOPS_FP32), false));
-        DSOPS_TRY(dsops_check_dim(&a->max_logits, "max_logits", 0, d->T, "T of q"));
-        DSOPS_TRY(dsops_check_dim(&a->max_logits, "max_logits", 1, d->N, "N of q"));
-    }
+    DSOPS_TRY(dsops_attn_check_heads(&a->sinks, &a->lse, &a->max_logits, d->T, d->N, "q"));
     const dsops_named_tensor outs[] = {{&a->out, "out"}, {&a->lse, "lse"}, {&a->max_logits, "max_logits"}};
     const dsops_named_tensor ins[] = {
         {&a->q, "q"}, {&a->cu_seqlens_q, "cu_seqlens_q"}, {&a->seqused_kv, "seqused_kv"}, {&a->ori_kv, "ori_kv"},
@@ -349,24 +336,20 @@ dsops_status dsops_sas(dsops_context *ctx, const sas_args *a)
                               d.window ? a->win_size : 0};
     int qw = dsops_attn_q_width(shape.dqk);
     size_t qbuf_bytes = dsops_align64((size_t)chunk_heads * (size_t)qw * 2);
-    size_t sink_bytes = dsops_align64((size_t)chunk_heads * 4);
     size_t rows_bytes = dsops_align64((size_t)list_max * sizeof(sas_row));
-    size_t per_thread = dsops_attn_scratch_bytes(&shape) + qbuf_bytes + sink_bytes + rows_bytes;
+    size_t per_thread = dsops_attn_scratch_bytes(&shape) + qbuf_bytes + rows_bytes;
     char *scratch = dsops_scratch(use, per_thread * (size_t)threads);
     if (!scratch) {
         dsops_context_end(ctx, use);
         return DSOPS_ERR_NOMEM;
     }
-    bool sinks = dsops_tensor_present(&a->sinks), lse = dsops_tensor_present(&a->lse),
-         max_logits = dsops_tensor_present(&a->max_logits);
 
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (int64_t item = 0; item < items; item++) {
         char *mine = scratch + per_thread * (size_t)dsops_thread_num();
         uint16_t *qbuf = (uint16_t *)mine;                                    /* [chunk_heads][qw] */
-        float *sink = (float *)(mine + qbuf_bytes);                          /* [chunk_heads] */
-        sas_row *rows = (sas_row *)(mine + qbuf_bytes + sink_bytes);          /* [list_max] */
-        void *core_scratch = mine + qbuf_bytes + sink_bytes + rows_bytes;
+        sas_row *rows = (sas_row *)(mine + qbuf_bytes);                       /* [list_max] */
+        void *core_scratch = mine + qbuf_bytes + rows_bytes;
         int64_t t = item / chunks, h0 = (item % chunks) * chunk_heads;
         int64_t nh = d.N - h0 < chunk_heads ? d.N - h0 : chunk_heads;
         sas_token k = token_plan(a, &d, t);
@@ -376,8 +359,6 @@ dsops_status dsops_sas(dsops_context *ctx, const sas_args *a)
             memcpy(qh, dsops_at3(&a->q, t, h0 + h, 0), (size_t)d.D * 2);
             if (qw > shape.dqk)
                 qh[shape.dqk] = 0;
-            if (sinks)
-                sink[h] = *(const float *)dsops_at1(&a->sinks, h0 + h);
         }
         const bool model1 = a->pool_layout == DSOPS_SAS_POOL_MODEL1_FP8;
         sas_rows src = {rows, model1 ? (size_t)MODEL1_BODY : (size_t)d.D * 2, &kt->attn};
@@ -387,16 +368,12 @@ dsops_status dsops_sas(dsops_context *ctx, const sas_args *a)
         dsops_attn_call call = {
             .q = qbuf,
             .q_stride = (size_t)qw,
-            .sinks = sinks ? sink : NULL,
             .scale = a->softmax_scale,
             .out = (uint16_t *)dsops_at3(&a->out, t, h0, 0),
             .out_stride = (size_t)a->out.stride[1],
-            .lse = lse ? (float *)dsops_at2(&a->lse, t, h0) : NULL,
-            .lse_stride = lse ? (size_t)a->lse.stride[1] : 0,
-            .max_logit = max_logits ? (float *)dsops_at2(&a->max_logits, t, h0) : NULL,
-            .max_logit_stride = max_logits ? (size_t)a->max_logits.stride[1] : 0,
             .p_first = (int)k.w,
         };
+        dsops_attn_bind_heads(&call, &a->sinks, &a->lse, &a->max_logits, t, h0);
         dsops_attn_run(&kt->attn, &sh, &call, n, &keys, core_scratch);
     }
     dsops_context_end(ctx, use);

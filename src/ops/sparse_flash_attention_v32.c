@@ -128,21 +128,7 @@ static dsops_status check_shapes(const sfa_args *a, sfa_dims *d)
     DSOPS_TRY(dsops_check_dim(&a->out, "out", 0, d->T, "T of q_nope"));
     DSOPS_TRY(dsops_check_dim(&a->out, "out", 1, d->N, "N of q_nope"));
     DSOPS_TRY(dsops_check_dim(&a->out, "out", 2, d->Dc, "Dc of q_nope"));
-    if (dsops_tensor_present(&a->sinks)) {
-        DSOPS_TRY(dsops_check_tensor(&a->sinks, "sinks", 1, DSOPS_DT(DSOPS_FP32), false));
-        DSOPS_TRY(dsops_check_dim(&a->sinks, "sinks", 0, d->N, "N of q_nope"));
-    }
-    if (dsops_tensor_present(&a->lse)) {
-        DSOPS_TRY(dsops_check_tensor(&a->lse, "lse", 2, DSOPS_DT(DSOPS_FP32), false));
-        DSOPS_TRY(dsops_check_dim(&a->lse, "lse", 0, d->T, "T of q_nope"));
-        DSOPS_TRY(dsops_check_dim(&a->lse, "lse", 1, d->N, "N of q_nope"));
-    }
-    if (dsops_tensor_present(&a->max_logits)) {
-        DSOPS_TRY(dsops_check_tensor(&a->max_logits, "max_logits", 2, DSOPS_DT(DSOPS_FP32), false));
-        DSOPS_TRY(dsops_check_dim(&a->max_logits, "max_logits", 0, d->T, "T of q_nope"));
-        DSOPS_TRY(dsops_check_dim(&a->max_logits, "max_logits", 1, d->N, "N of q_nope"));
-    }
-    return DSOPS_OK;
+    return dsops_attn_check_heads(&a->sinks, &a->lse, &a->max_logits, d->T, d->N, "q_nope");
 }
 
 static dsops_status check_params(const sfa_args *a)
@@ -329,8 +315,7 @@ dsops_status dsops_sparse_flash_attention_v32(dsops_context *ctx, const sfa_args
     int qw = dsops_attn_q_width(shape.dqk);
     size_t qbuf_bytes = dsops_align64((size_t)chunk_heads * qw * 2);
     size_t rows_bytes = dsops_align64((size_t)d.K * sizeof(sfa_row_ptrs));
-    size_t sink_bytes = dsops_align64((size_t)chunk_heads * 4);
-    size_t per_thread = dsops_attn_scratch_bytes(&shape) + qbuf_bytes + rows_bytes + sink_bytes;
+    size_t per_thread = dsops_attn_scratch_bytes(&shape) + qbuf_bytes + rows_bytes;
     char *scratch = dsops_scratch(use, per_thread * (size_t)threads);
     if (!scratch) {
         dsops_context_end(ctx, use);
@@ -338,7 +323,6 @@ dsops_status dsops_sparse_flash_attention_v32(dsops_context *ctx, const sfa_args
     }
     /* token -> sequence map, built on the fly per item from cu_seqlens_q (binary search) */
     const dsops_tensor *cu = &a->cu_seqlens_q;
-    const bool sinks = dsops_tensor_present(&a->sinks), max_logits = dsops_tensor_present(&a->max_logits);
 
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (int64_t item = 0; item < items; item++) {
@@ -346,8 +330,7 @@ dsops_status dsops_sparse_flash_attention_v32(dsops_context *ctx, const sfa_args
         char *mine = scratch + per_thread * (size_t)tid;
         uint16_t *qbuf = (uint16_t *)mine;                     /* [chunk_heads][qw] */
         sfa_row_ptrs *rows = (sfa_row_ptrs *)(mine + qbuf_bytes); /* [K] */
-        float *sink = (float *)(mine + qbuf_bytes + rows_bytes);  /* [chunk_heads]: the core reads them packed */
-        void *core_scratch = mine + qbuf_bytes + rows_bytes + sink_bytes;
+        void *core_scratch = mine + qbuf_bytes + rows_bytes;
         int64_t t = item / chunks, h0 = (item % chunks) * chunk_heads;
         int64_t nh = d.N - h0 < chunk_heads ? d.N - h0 : chunk_heads;
         int64_t b, S, i;
@@ -361,8 +344,6 @@ dsops_status dsops_sparse_flash_attention_v32(dsops_context *ctx, const sfa_args
             memcpy(qh + d.Dc, dsops_at3(&a->q_rope, t, h0 + h, 0), (size_t)d.Dr * 2);
             if (qw > shape.dqk)
                 qh[shape.dqk] = 0;
-            if (sinks)
-                sink[h] = *(const float *)dsops_at1(&a->sinks, h0 + h);
         }
         sfa_rows src = {&kt->attn, rows, (int)d.Dc, (int)d.Dr,
                         (size_t)d.Dc * (a->kv_layout == DSOPS_KV_SPLIT_BF16 ? 2 : 1)};
@@ -375,15 +356,11 @@ dsops_status dsops_sparse_flash_attention_v32(dsops_context *ctx, const sfa_args
         dsops_attn_call call = {
             .q = qbuf,
             .q_stride = (size_t)qw,
-            .sinks = sinks ? sink : NULL,
             .scale = a->softmax_scale,
             .out = (uint16_t *)dsops_at3(&a->out, t, h0, 0),
             .out_stride = (size_t)a->out.stride[1],
-            .lse = dsops_tensor_present(&a->lse) ? (float *)dsops_at2(&a->lse, t, h0) : NULL,
-            .lse_stride = dsops_tensor_present(&a->lse) ? (size_t)a->lse.stride[1] : 0,
-            .max_logit = max_logits ? (float *)dsops_at2(&a->max_logits, t, h0) : NULL,
-            .max_logit_stride = max_logits ? (size_t)a->max_logits.stride[1] : 0,
         };
+        dsops_attn_bind_heads(&call, &a->sinks, &a->lse, &a->max_logits, t, h0);
         dsops_attn_run(&kt->attn, &sh, &call, n, &keys, core_scratch);
     }
     dsops_context_end(ctx, use);

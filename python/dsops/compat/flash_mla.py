@@ -93,17 +93,17 @@ def _lists(*parts):
     for idx, rows in parts:
         cols.append(np.where(idx >= 0, idx + offset, -1).astype(np.int32))
         offset += rows
-    out = np.concatenate(cols, axis=1) if cols else None
-    if out is None or out.shape[1] == 0:
-        out = np.full((parts[0][0].shape[0], 1), -1, np.int32)
+    out = np.concatenate(cols, axis=1)
+    if out.shape[1] == 0:
+        out = np.full((out.shape[0], 1), -1, np.int32)
     return np.ascontiguousarray(out)
 
 
-def _sequences(b, s_q, K):
-    """cu_seqlens_q, and seqused_kv large enough that no causal limit cuts a key list of K entries: every query
-    of FlashMLA's sparse calls reads its whole list."""
+def _sequences(b, s_q, span):
+    """cu_seqlens_q, and seqused_kv beyond `span` (the key-list width plus the pool's rows), so that no causal limit
+    cuts a list and every pool row is a valid position: FlashMLA's sparse calls read each query's whole list."""
     cu = (np.arange(b + 1) * s_q).astype(np.int32)
-    return cu, np.full(b, K + s_q, np.int32)
+    return cu, np.full(b, span + s_q, np.int32)
 
 
 def _one_block(rows, width, dtype):
