@@ -931,7 +931,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 continue;
             if (!v->present)
                 fuzz_fail("%s accepted an absent required tensor '%s'", op->name, v->desc->name);
-            if (t->dtype <= DSOPS_DTYPE_INVALID || t->dtype > DSOPS_UINT8 || !(v->desc->dtypes & DSOPS_DTYPE_BIT(t->dtype)))
+            if (t->dtype <= DSOPS_DTYPE_INVALID || t->dtype > DSOPS_DTYPE_LAST || !(v->desc->dtypes & DSOPS_DTYPE_BIT(t->dtype)))
                 fuzz_fail("%s accepted '%s' with dtype %d, outside its mask %#x", op->name, v->desc->name,
                           (int)t->dtype, v->desc->dtypes);
             if (t->ndim < 0 || t->ndim > DSOPS_MAX_DIMS)

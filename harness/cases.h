@@ -51,8 +51,10 @@ typedef struct dsops_li_case {
     int seqused[128];        /* seqused_kv per sequence (B entries) */
     int NI, DI, K, BS;       /* indexer heads, head dim, top-k width, block size */
     int cmp_ratio;
-    int int8;                /* 1: int8 variant, 0: bf16 variant */
+    int int8;                /* 1: int8 variant, 0: bf16 variant (or fp8 when fp8 is set) */
+    int fp8;                 /* 1: fp8 variant on DeepGEMM's paged key layout (one buffer, two views) */
     int with_scores;         /* topk_scores requested */
+    int logits_len;          /* > 0: the logits output [T, logits_len] requested */
     int ties;                /* every key row is a copy of one of 4 rows: scores tie in groups of thousands */
     int ci;
     const char *ci_variant;
@@ -74,7 +76,8 @@ const dsops_li_case *dsops_li_case_find(const char *name);
 /* Data per docs/CASES.md, chosen by the case name's prefix: "lightning_indexer, V3.2 configuration" (int8:
  * int8(N(0,1)) values with fp16 scales max(fp16(amax/127), 1e-3) and requantisation; weights fp16(N(0,1));
  * bf16: N(0,1) bf16), the V4 configuration (Q8 of N(0,1) vectors, fp16 scales, weights fp16(0.1 N(0,1)))
- * or the AscendC example (uniform int8, scales U(0,10), weights U(0,0.01)). */
+ * or the AscendC example (uniform int8, scales U(0,10), weights U(0,0.01)); fp8 cases take DeepGEMM's recipe
+ * (queries e4m3(bf16(N(0,1))), keys e4m3(x / s) with s = max(amax, 1e-4) / 448 per key, weights fp32 N(0,1)). */
 dsops_li_problem *dsops_li_problem_make(const dsops_li_case *c, uint64_t seed);
 void dsops_li_problem_free(dsops_li_problem *p);
 

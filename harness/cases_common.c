@@ -499,6 +499,18 @@ int cases_make_indexer_weights(void **buffers, int *nbuffers, int capacity, int6
     return 1;
 }
 
+int cases_record_set_int(void *record, const char *op, const char *param, int value)
+{
+    const dsops_op_desc *d = dsops_op_find(op);
+    for (size_t i = 0; d && i < d->n_params; i++)
+        if (!strcmp(d->params[i].name, param) &&
+            (d->params[i].type == DSOPS_PARAM_INT || d->params[i].type == DSOPS_PARAM_ENUM)) {
+            memcpy((unsigned char *)record + d->params[i].offset, &value, sizeof value);
+            return 0;
+        }
+    return -1;
+}
+
 void *cases_wrapped_record(void **buffers, int *nbuffers, int capacity, const char *op, const void *args,
                            size_t size, const char *param, int value)
 {
@@ -509,11 +521,5 @@ void *cases_wrapped_record(void **buffers, int *nbuffers, int capacity, const ch
     if (!record || d->init(record, d->default_preset) != DSOPS_OK)
         return NULL;
     memcpy(record, args, size); /* a wrapping record starts with the args struct */
-    for (size_t i = 0; param && i < d->n_params; i++)
-        if (!strcmp(d->params[i].name, param) &&
-            (d->params[i].type == DSOPS_PARAM_INT || d->params[i].type == DSOPS_PARAM_ENUM)) {
-            memcpy(record + d->params[i].offset, &value, sizeof value);
-            return record;
-        }
-    return param ? NULL : record;
+    return !param || cases_record_set_int(record, op, param, value) == 0 ? record : NULL;
 }

@@ -56,6 +56,8 @@ void cases_free_owned(void **buffers, int nbuffers);
  * variant). Owned by the buffer list; NULL when memory runs out or the description lacks `param`. */
 void *cases_wrapped_record(void **buffers, int *nbuffers, int capacity, const char *op, const void *args,
                            size_t size, const char *param, int value);
+/* Sets the INT or ENUM parameter `param` of op's description record; -1 when the description lacks it. */
+int cases_record_set_int(void *record, const char *op, const char *param, int value);
 
 /* A generator for one row of generated data, seeded from (seed, stream, row): data do not depend on the
  * thread count, and rows can be filled in parallel. */

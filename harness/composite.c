@@ -15,6 +15,7 @@
 
 #include "cases_internal.h"
 #include "composite.h"
+#include "ref.h"
 
 struct dsops_sfa_composite {
     const dsops_sfa_problem *p;
@@ -195,7 +196,7 @@ float dsops_sfa_composite_max_diff(dsops_sfa_composite *c, int threads)
 /* What a user would write for lightning_indexer: per token, gather the visible key rows through the block
  * table into fp32 (int8 values are exact in fp32, and so are their 128-term dots), S = Q K^T with oneDNN's
  * sgemm, then I[j] = sum over heads of the weighted ReLU (int8: with the operator's fp16 roundings and the
- * key's scale), a selection of the K largest and a sort of those K. */
+ * key's scale; fp8: times the key's fp32 scale), a selection of the K largest and a sort of those K. */
 /* A candidate of the selection: its score and position. */
 typedef struct li_pair {
     float score;
@@ -214,6 +215,7 @@ struct dsops_li_composite {
     li_pair *cand;              /* [slots][nmax] candidates of the selection */
     uint16_t *h16;               /* [slots][nmax] fp16 staging of one head's ReLU row */
     float *top;                  /* [T, K] selected scores, decreasing */
+    float e4m3[256];             /* fp8: the value of every e4m3 byte */
 };
 
 static int64_t li_seq_of(const dsops_lightning_indexer_args *a, int64_t t)
@@ -279,6 +281,12 @@ dsops_li_composite *dsops_li_composite_make(const dsops_li_problem *p)
         dsops_fp32_to_fp16(qs, h, (size_t)nw);
         dsops_fp16_to_fp32(h, c->ws, (size_t)nw);
         free(qs), free(w), free(h);
+    } else if (a->q_idx.dtype == DSOPS_FP8_E4M3) {
+        for (int b = 0; b < 256; b++)
+            c->e4m3[b] = dsops_ref_f32_from_e4m3((uint8_t)b);
+        for (int64_t i = 0; i < nq; i++)
+            c->q[i] = c->e4m3[((const uint8_t *)a->q_idx.data)[i]];
+        memcpy(c->ws, a->weights.data, sizeof(float) * (size_t)nw);
     } else {
         dsops_bf16_to_fp32(a->q_idx.data, c->q, (size_t)nq);
         dsops_bf16_to_fp32(a->weights.data, c->ws, (size_t)nw);
@@ -347,10 +355,15 @@ static int li_token(dsops_li_composite *c, int64_t t, int w)
     float *score = c->score + (size_t)w * nmax, *top = c->top + t * K;
     li_pair *cand = c->cand + (size_t)w * nmax;
     uint16_t *h16 = c->h16 + (size_t)w * nmax;
-    const int int8 = a->q_idx.dtype == DSOPS_INT8;
+    const int int8 = a->q_idx.dtype == DSOPS_INT8, fp8 = a->q_idx.dtype == DSOPS_FP8_E4M3;
     for (int64_t j = 0; j < n; j++) {
         int64_t row = (int64_t)bt[j / BS] * BS + j % BS;
-        if (int8) {
+        if (fp8) { /* DeepGEMM's blocks: the cache's strides */
+            const uint8_t *k8 = (const uint8_t *)a->key_cache.data + (int64_t)bt[j / BS] * a->key_cache.stride[0] +
+                                j % BS * a->key_cache.stride[1];
+            for (int64_t d = 0; d < DI; d++)
+                kf[j * DI + d] = c->e4m3[k8[d]];
+        } else if (int8) {
             const int8_t *k8 = (const int8_t *)a->key_cache.data + row * DI;
             for (int64_t d = 0; d < DI; d++)
                 kf[j * DI + d] = (float)k8[d];
@@ -382,6 +395,11 @@ static int li_token(dsops_li_composite *c, int64_t t, int w)
             dsops_fp16_to_fp32(ks + (int64_t)bt[j / BS] * BS + j % BS, &f, 1);
             score[j] *= f;
         }
+    }
+    if (fp8) {
+        const float *ks = a->key_scale_cache.data;
+        for (int64_t j = 0; j < n; j++)
+            score[j] *= ks[(int64_t)bt[j / BS] * a->key_scale_cache.stride[0] + j % BS * a->key_scale_cache.stride[1]];
     }
     int64_t kk = n < K ? n : K;
     for (int64_t j = 0; j < n; j++)

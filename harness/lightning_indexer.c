@@ -10,6 +10,9 @@
  *   V4          q_idx and keys Q8 (spec §2.7) of N(0,1) vectors per head / per key, scales fp16;
  *               weights fp16(N(0,1) * 0.1)
  *   AscendC     q_idx, keys int8 U(-128,127); scales U(0,10) fp16; weights U(0,0.01) fp16
+ *   fp8         DeepGEMM's test recipe: q_idx e4m3(bf16(N(0,1))); a key x = bf16(N(0,1)) gets the fp32 scale
+ *               s = max(amax, 1e-4) / 448 and values e4m3(x * (1 / s)); weights fp32 N(0,1). The key cache
+ *               is DeepGEMM's paged layout, one buffer per block: BS x DI e4m3 values, then BS fp32 scales
  *   tables      a random permutation of the physical blocks; -1 in unused columns
  * The key cache of sequence b holds floor(seqused[b] / cmp_ratio) entries (compressed entries for V4,
  * tokens for V3.2); every physical row gets data, including the rows past the end of a last block. */
@@ -65,7 +68,7 @@ static const dsops_li_case li_cases[] = {
      .cmp_ratio = 4, .int8 = 1, .ci = 1},
     /* S 16 tokens see 115 ... 130 tokens: 28 ... 32 compressed keys, rows padded with -1 */
     {.name = "v4_li_b1_s16_kv130", .B = 1, .S = 16, .seqused = {130}, LI_DIMS, .K = 512, .cmp_ratio = 4,
-     .int8 = 1, .with_scores = 1, .ci = 1},
+     .int8 = 1, .with_scores = 1, .logits_len = 40, .ci = 1},
     /* the vendor documentation's example (AscendC data) */
     {.name = "v4_li_ascendc_example", .B = 24, .S = 4, .seqused = {REP16(512), REP8(512)}, LI_DIMS, .K = 512,
      .cmp_ratio = 1, .int8 = 1, .ci = 1},
@@ -83,6 +86,13 @@ static const dsops_li_case li_cases[] = {
      .int8 = 1, .with_scores = 1, .ties = 1, .ci = 1},
     {.name = "v32_li_edge_ties_bf16", .B = 2, .S = 2, .seqused = {5000, 300}, LI_DIMS, .K = 2048, .cmp_ratio = 1,
      .int8 = 0, .with_scores = 1, .ties = 1, .ci = 1},
+    /* fp8 (DeepGEMM's indexer inputs): its block sizes 64 and an odd one, next_n 2 and 3, the logits row */
+    {.name = "v32_li_fp8_b4_s2_mixed", .B = 4, .S = 2, .seqused = LI_MIXED4, .NI = 64, .DI = 128, .BS = 64,
+     .K = 2048, .cmp_ratio = 1, .fp8 = 1, .with_scores = 1, .logits_len = 65536 + 100, .ci = 1},
+    {.name = "v32_li_fp8_b3_s3_bs61", .B = 3, .S = 3, .seqused = {122, 2, 4001}, .NI = 32, .DI = 128, .BS = 61,
+     .K = 128, .cmp_ratio = 1, .fp8 = 1, .with_scores = 1, .logits_len = 4096, .ci = 1},
+    {.name = "li_bench_fp8_t1_kv64k", .B = 1, .S = 1, .seqused = {65536}, .NI = 64, .DI = 128, .BS = 64, .K = 2048,
+     .cmp_ratio = 1, .fp8 = 1, .ci = 1},
 };
 
 const dsops_li_case *dsops_li_cases(int *count) { return CASES_TABLE(li_cases, count); }
@@ -136,6 +146,22 @@ static uint16_t li_int8_row(li_data_kind kind, rng *r, int8_t *q, int n)
     for (int i = 0; i < n; i++)
         q[i] = (int8_t)(int)cases_rint_small(v[i] * sq);
     return cases_fp16_bits(1.0f / sq);
+}
+
+/* One fp8 key row by DeepGEMM's recipe (x = bf16(N(0,1)), s = max(amax, 1e-4) / 448, e4m3(x * (1 / s)));
+ * returns s. A query row (scale NULL) is e4m3(x). */
+static float li_fp8_row(rng *r, uint8_t *q, int n, int scaled)
+{
+    float v[LI_MAX_DI], amax = 0.0f;
+    cases_rng_normal(r, v, (size_t)n);
+    for (int i = 0; i < n; i++) {
+        v[i] = cases_bf16_value(cases_bf16_bits(v[i]));
+        amax = fabsf(v[i]) > amax ? fabsf(v[i]) : amax;
+    }
+    float s = scaled ? (amax > 1e-4f ? amax : 1e-4f) / 448.0f : 1.0f, inv = 1.0f / s;
+    for (int i = 0; i < n; i++)
+        q[i] = dsops_ref_e4m3_from_f32(v[i] * inv);
+    return s;
 }
 
 /* One bf16 row of N(0,1) values. */
@@ -201,10 +227,10 @@ dsops_li_problem *dsops_li_problem_make(const dsops_li_case *c, uint64_t seed)
     perm = NULL;
 
     /* queries and weights: one generator per (token, head) row and one per token for the weights */
-    const size_t esz = c->int8 ? 1 : 2;
+    const size_t esz = c->int8 || c->fp8 ? 1 : 2;
     void *q = li_alloc(p, esz * (size_t)(T * NI * DI));                         /* [T, NI, DI] */
     uint16_t *qs = c->int8 ? li_alloc(p, sizeof(uint16_t) * (size_t)(T * NI)) : NULL; /* [T, NI] fp16 */
-    uint16_t *w = li_alloc(p, sizeof(uint16_t) * (size_t)(T * NI));             /* [T, NI] fp16 / bf16 */
+    void *w = li_alloc(p, 4 * (size_t)(T * NI));                                /* [T, NI] fp16 / bf16 / fp32 */
     if (!q || (c->int8 && !qs) || !w)
         goto fail;
 #pragma omp parallel for schedule(static)
@@ -212,6 +238,8 @@ dsops_li_problem *dsops_li_problem_make(const dsops_li_case *c, uint64_t seed)
         rng rq = cases_row_rng(seed, STREAM_LI_Q, th);
         if (c->int8)
             qs[th] = li_int8_row(kind, &rq, (int8_t *)q + th * DI, DI);
+        else if (c->fp8)
+            li_fp8_row(&rq, (uint8_t *)q + th * DI, DI, 0);
         else
             li_bf16_row(&rq, (uint16_t *)q + th * DI, DI);
     }
@@ -219,30 +247,40 @@ dsops_li_problem *dsops_li_problem_make(const dsops_li_case *c, uint64_t seed)
         rng rw = cases_row_rng(seed, STREAM_LI_W, t);
         float v[2];
         for (int h = 0; h < NI; h++) {
+            uint16_t *w16 = w;
             if (kind == LI_DATA_ASCENDC) {
-                w[t * NI + h] = cases_fp16_bits(0.01f * cases_rng_unit(&rw));
+                w16[t * NI + h] = cases_fp16_bits(0.01f * cases_rng_unit(&rw));
                 continue;
             }
             if (h % 2 == 0)
                 cases_rng_normal(&rw, v, 2);
             float x = v[h % 2];
-            w[t * NI + h] = !c->int8 ? cases_bf16_bits(x) : cases_fp16_bits(kind == LI_DATA_V4 ? x * 0.1f : x);
+            if (c->fp8)
+                ((float *)w)[t * NI + h] = x;
+            else
+                w16[t * NI + h] = !c->int8 ? cases_bf16_bits(x) : cases_fp16_bits(kind == LI_DATA_V4 ? x * 0.1f : x);
         }
     }
 
-    /* key cache [NB, BS, DI] and key scales [NB, BS] fp16: one generator per physical row */
-    const int64_t rows = NB * BS;
-    void *key = li_alloc(p, esz * (size_t)(rows * DI));
+    /* key cache [NB, BS, DI] and key scales [NB, BS] fp16: one generator per physical row; fp8: DeepGEMM's
+     * blocks of BS * (DI + 4) bytes, the values of row r at r * DI, its fp32 scale at BS * DI + 4 r */
+    const int64_t rows = NB * BS, block_bytes = (int64_t)BS * (DI + 4);
+    void *key = li_alloc(p, c->fp8 ? (size_t)(NB * block_bytes) : esz * (size_t)(rows * DI));
     uint16_t *ks = c->int8 ? li_alloc(p, sizeof(uint16_t) * (size_t)rows) : NULL;
-    if (!key || (c->int8 && !ks))
+    if (!key || (c->int8 && !ks) || (c->fp8 && DI % 4))
         goto fail;
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < rows; row++) {
         rng rk = cases_row_rng(seed, STREAM_LI_KEY, row);
-        if (c->int8)
+        if (c->int8) {
             ks[row] = li_int8_row(kind, &rk, (int8_t *)key + row * DI, DI);
-        else
+        } else if (c->fp8) {
+            uint8_t *block = (uint8_t *)key + row / BS * block_bytes;
+            float s = li_fp8_row(&rk, block + row % BS * DI, DI, 1);
+            memcpy(block + (int64_t)BS * DI + row % BS * 4, &s, 4);
+        } else {
             li_bf16_row(&rk, (uint16_t *)key + row * DI, DI);
+        }
     }
     for (int64_t row = 4; c->ties && row < rows; row++) {
         memcpy((char *)key + (size_t)(row * DI) * esz, (char *)key + (size_t)(row % 4 * DI) * esz, (size_t)DI * esz);
@@ -253,20 +291,25 @@ dsops_li_problem *dsops_li_problem_make(const dsops_li_case *c, uint64_t seed)
     /* outputs */
     int32_t *idx = li_alloc(p, sizeof(int32_t) * (size_t)(T * K));             /* [T, K] */
     float *scores = c->with_scores ? li_alloc(p, sizeof(float) * (size_t)(T * K)) : NULL;
-    if (!idx || (c->with_scores && !scores))
+    float *logits = c->logits_len > 0 ? li_alloc(p, sizeof(float) * (size_t)(T * c->logits_len)) : NULL;
+    if (!idx || (c->with_scores && !scores) || (c->logits_len > 0 && !logits))
         goto fail;
 
-    const dsops_dtype qdt = c->int8 ? DSOPS_INT8 : DSOPS_BF16;
+    const dsops_dtype qdt = c->int8 ? DSOPS_INT8 : c->fp8 ? DSOPS_FP8_E4M3 : DSOPS_BF16;
     int64_t s3[3] = {T, NI, DI}, s2[2] = {T, NI}, s1[1];
     p->args.q_idx = dsops_tensor_make(q, qdt, 3, s3);
-    p->args.weights = dsops_tensor_make(w, c->int8 ? DSOPS_FP16 : DSOPS_BF16, 2, s2);
+    p->args.weights = dsops_tensor_make(w, c->int8 ? DSOPS_FP16 : c->fp8 ? DSOPS_FP32 : DSOPS_BF16, 2, s2);
     if (c->int8)
         p->args.q_idx_scale = dsops_tensor_make(qs, DSOPS_FP16, 2, s2);
     s3[0] = NB, s3[1] = BS, s3[2] = DI;
     p->args.key_cache = dsops_tensor_make(key, qdt, 3, s3);
-    if (c->int8) {
-        s2[0] = NB, s2[1] = BS;
+    s2[0] = NB, s2[1] = BS;
+    if (c->int8)
         p->args.key_scale_cache = dsops_tensor_make(ks, DSOPS_FP16, 2, s2);
+    if (c->fp8) { /* two views of DeepGEMM's blocks */
+        p->args.key_cache.stride[0] = block_bytes;
+        p->args.key_scale_cache = dsops_tensor_make((uint8_t *)key + (int64_t)BS * DI, DSOPS_FP32, 2, s2);
+        p->args.key_scale_cache.stride[0] = block_bytes / 4;
     }
     s2[0] = B, s2[1] = MB;
     p->args.block_table = dsops_tensor_make(bt, DSOPS_INT32, 2, s2);
@@ -278,6 +321,8 @@ dsops_li_problem *dsops_li_problem_make(const dsops_li_case *c, uint64_t seed)
     p->args.topk_indices = dsops_tensor_make(idx, DSOPS_INT32, 2, s2);
     if (scores)
         p->args.topk_scores = dsops_tensor_make(scores, DSOPS_FP32, 2, s2);
+    if (logits)
+        p->args.logits = dsops_tensor_make(logits, DSOPS_FP32, 2, (int64_t[]){T, c->logits_len});
 
     /* work counters */
     int64_t scored = 0;
@@ -288,7 +333,7 @@ dsops_li_problem *dsops_li_problem_make(const dsops_li_case *c, uint64_t seed)
         }
     p->scored = scored;
     p->ops = 2.0 * NI * (double)DI * (double)scored;
-    p->key_bytes = (double)scored * (double)((int64_t)DI * (int64_t)esz + (c->int8 ? 2 : 0));
+    p->key_bytes = (double)scored * (double)((int64_t)DI * (int64_t)esz + (c->int8 ? 2 : c->fp8 ? 4 : 0));
     return p;
 
 fail:
@@ -407,6 +452,53 @@ static int li_row_fault(li_compare_state *st, int64_t t, const int32_t *got, con
     return 0;
 }
 
+/* The logits rows against the oracle's: -Inf exactly where the oracle has it (past the visible keys), the
+ * scores within 1e-4 / 1e-4. Returns 1 with the reason in why on a fault. */
+static int li_logits_fault(const dsops_li_problem *p, char *why, size_t cap)
+{
+    const int64_t T = p->T, L = p->c.logits_len;
+    const size_t n = (size_t)(T * L);
+    float *want = malloc(n * 4 + 4), *got_f = malloc(n * 4 + 4), *want_f = malloc(n * 4 + 4);
+    if (!want || !got_f || !want_f) {
+        free(want), free(got_f), free(want_f);
+        return bench_out_of_memory(why, cap);
+    }
+    dsops_lightning_indexer_args r = p->args;
+    r.logits = dsops_tensor_make(want, DSOPS_FP32, 2, (int64_t[]){T, L});
+    r.topk_indices = dsops_tensor_make(malloc((size_t)(T * p->c.K) * 4 + 4), DSOPS_INT32, 2,
+                                       (int64_t[]){T, p->c.K});
+    r.topk_scores = (dsops_tensor){0};
+    int fault = 0;
+    if (!r.topk_indices.data) {
+        fault = bench_out_of_memory(why, cap);
+        goto done;
+    }
+    dsops_ref_lightning_indexer(&r);
+    const float *got = p->args.logits.data;
+    size_t m = 0, bad = 0, total = 0;
+    for (size_t i = 0; i < n; i++) {
+        const int got_ninf = isinf(got[i]) && got[i] < 0, want_ninf = isinf(want[i]) && want[i] < 0;
+        if (got_ninf != want_ninf) {
+            snprintf(why, cap, "logits[%lld][%lld] = %g, the oracle %g", (long long)(i / (size_t)L),
+                     (long long)(i % (size_t)L), (double)got[i], (double)want[i]);
+            fault = 1;
+            goto done;
+        }
+        if (!want_ninf)
+            got_f[m] = got[i], want_f[m++] = want[i];
+    }
+    double max_err = 0;
+    bench_count_outside(got_f, want_f, DSOPS_FP32, m, 1e-4, 1e-4, &bad, &total, &max_err);
+    if (bench_too_many(bad, total)) {
+        snprintf(why, cap, "logits: %zu of %zu scores outside 1e-4 / 1e-4 (max |err| %.3g)", bad, total, max_err);
+        fault = 1;
+    }
+done:
+    free(r.topk_indices.data);
+    free(want), free(got_f), free(want_f);
+    return fault;
+}
+
 static int li_check(void *pv, char *why, size_t cap)
 {
     const dsops_li_problem *p = pv;
@@ -446,6 +538,8 @@ static int li_check(void *pv, char *why, size_t cap)
     snprintf(why, cap, "%lld of %lld rows fail compare_topk%s; topk_scores: %s", (long long)bad_rows, (long long)T,
              first, got_s ? row_why : "not requested");
     fault = bad_rows != 0 || bench_too_many(bad_scores, total_scores);
+    if (!fault && p->args.logits.data)
+        fault = li_logits_fault(p, why, cap);
 done:
     free(st.in_got), free(st.in_want), free(st.want_slot), free(st.score_row);
     free(want), free(want_s), free(pair_got), free(pair_want);
@@ -469,6 +563,10 @@ static int li_make_problem(const void *cv, bench_problem *bp, char *why, size_t 
     }
     *bp = (bench_problem){p, li_run, li_check, li_release, p->ops, p->key_bytes,
                           c->int8 ? DSOPS_PEAK_INT8_DOT : DSOPS_PEAK_BF16_DOT, .args = record};
+    if (c->logits_len > 0 && cases_record_set_int(record, "lightning_indexer", "logits_len", c->logits_len) != 0) {
+        dsops_li_problem_free(p);
+        return bench_out_of_memory(why, cap);
+    }
     return 0;
 }
 
@@ -483,7 +581,7 @@ static void li_list_line(const void *cv, const char *not_ci)
 {
     const dsops_li_case *c = cv;
     printf("%-40s lightning_indexer           B %-3d S %-4d NI %-3d DI %-3d K %-5d ratio %d %s%s\n", c->name, c->B,
-           c->S, c->NI, c->DI, c->K, c->cmp_ratio, c->int8 ? "int8" : "bf16", not_ci);
+           c->S, c->NI, c->DI, c->K, c->cmp_ratio, c->int8 ? "int8" : c->fp8 ? "fp8" : "bf16", not_ci);
 }
 
 static const void *li_table(int *count) { return dsops_li_cases(count); }

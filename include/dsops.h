@@ -80,8 +80,10 @@ typedef enum dsops_dtype {
     DSOPS_INT8 = 4,
     DSOPS_INT32 = 5,
     DSOPS_INT64 = 6,
-    DSOPS_UINT8 = 7
+    DSOPS_UINT8 = 7,
+    DSOPS_FP8_E4M3 = 8 /* e4m3fn: S.EEEE.MMM, bias 7, no infinities, S.1111.111 NaN, largest 448 */
 } dsops_dtype;
+#define DSOPS_DTYPE_LAST DSOPS_FP8_E4M3
 
 /* Bytes per element (0 for an invalid dtype). */
 DSOPS_API size_t dsops_dtype_size(dsops_dtype dtype);
@@ -493,30 +495,37 @@ DSOPS_API dsops_status dsops_indexer_prolog_v32(dsops_context *ctx, const dsops_
  *     d_hj = fp16(f32(max(sum_d q_idx[t,h,d] * key[j][d], 0)) * 2^-11)          exact int32 dot
  *     I[j] = (sum_h ws_h * d_hj) * key_scale[j]
  * bf16 variant (q_idx bf16):  I[j] = sum_h max(dot(q_idx[t,h], key[j]), 0) * weights[t,h]
+ * fp8 variant (q_idx fp8_e4m3, DeepGEMM's indexer inputs; weights and key scales fp32):
+ *     I[j] = (sum_h max(dot(q_idx[t,h], key[j]), 0) * weights[t,h]) * key_scale[j]
+ *   DeepGEMM's paged key cache (per block: the BS x DI e4m3 values, then BS fp32 scales) is two views of
+ *   one buffer: key_cache strides {BS*(DI+4), DI, 1}, key_scale_cache strides {BS*(DI+4)/4, 1} from byte
+ *   BS*DI of the block (DI a multiple of 4).
  *
  * topk_indices[t] holds the indices of the min(n, K) largest I[j] in decreasing order (ties: lower
  * index first; NaN ranks below every number; -0 == +0), then -1; topk_scores[t] the selected scores,
  * then -Inf. Indices are logical positions, not cache rows. A token with n = 0 gets a row of -1.
+ * logits (optional) [T, LMAX] fp32: row t holds I[0 .. n-1], then -Inf; every token must have n <= LMAX.
  *
  * Errors: _NULL, _SHAPE (rank / extents; NI, DI, K >= 1; DI <= 131072 for int8), _DTYPE (q_idx, weights,
  * key_cache and the scales must match the variant), _PARAM (cmp_ratio < 1; scales given to the bf16
- * variant), _INDEX (cu_seqlens_q, seqused_kv < 0, a visible key whose block-table column is >= MB or
- * whose block is outside [0, NB)), _ALIAS, _NOMEM, _UNSUPPORTED (NI > 2^16, K > 2^24, more than 2^31
+ * variant, q_idx_scale to the fp8 variant), _INDEX (cu_seqlens_q, seqused_kv < 0, a visible key whose
+ * block-table column is >= MB or whose block is outside [0, NB), a token seeing more than LMAX keys), _ALIAS, _NOMEM, _UNSUPPORTED (NI > 2^16, K > 2^24, more than 2^31
  * visible keys).
  * ------------------------------------------------------------------------------------------- */
 
 typedef struct dsops_lightning_indexer_args {
-    dsops_tensor q_idx;            /* [T, NI, DI] int8 (int8 variant) or bf16 (bf16 variant) */
+    dsops_tensor q_idx;            /* [T, NI, DI] int8 (int8 variant), bf16 (bf16) or fp8_e4m3 (fp8) */
     dsops_tensor q_idx_scale;      /* [T, NI] fp16 (int8 variant only) */
-    dsops_tensor weights;          /* [T, NI] fp16 (int8 variant) or bf16 (bf16 variant) */
-    dsops_tensor key_cache;        /* [NB, BS, DI] int8 or bf16 (same as q_idx) */
-    dsops_tensor key_scale_cache;  /* [NB, BS] fp16 (int8 variant only) */
+    dsops_tensor weights;          /* [T, NI] fp16 (int8 variant), bf16 (bf16) or fp32 (fp8) */
+    dsops_tensor key_cache;        /* [NB, BS, DI] the dtype of q_idx */
+    dsops_tensor key_scale_cache;  /* [NB, BS] fp16 (int8 variant) or fp32 (fp8); absent for bf16 */
     dsops_tensor block_table;      /* [B, MB] int32 */
     dsops_tensor cu_seqlens_q;     /* [B+1] int32 */
     dsops_tensor seqused_kv;       /* [B] int32, original token counts including this call */
     dsops_tensor topk_indices;     /* [T, K] int32, out */
     dsops_tensor topk_scores;      /* [T, K] fp32, out, optional */
     int cmp_ratio;                 /* >= 1; V3.2: 1, V4: 4 */
+    dsops_tensor logits;           /* [T, LMAX] fp32, out, optional: every score, -Inf past the visible keys */
 } dsops_lightning_indexer_args;
 
 /* Clears every tensor and sets cmp_ratio from the preset (V3.2: 1, V4: 4). */

@@ -8,8 +8,10 @@
  *               I[j] = (sum_h f32(ws_h) * f32(d_hj), h ascending) * f32(key_scale[j])
  *        bf16:  I[j] = sum_h max(dot_hj, 0) * f32(weights[h]), h ascending, each dot an fp32 sum over
  *               d ascending
+ *        fp8:   as bf16 on the e4m3 values (weights fp32), then the sum times the key's fp32 scale
  *   3. the top-k by a full sort of (score, index) pairs: larger score first, NaN below every number,
- *      -0 == +0, equal scores by increasing index; -1 / -Inf padding.
+ *      -0 == +0, equal scores by increasing index; -1 / -Inf padding,
+ *   4. when requested, the logits row: I[0 .. n-1], then -Inf.
  *
  * Every tensor is read through its strides (in elements). The only liberty taken with loop order is in
  * the bf16 dot products, where the sums of all heads run side by side (d outer, h inner); each sum is
@@ -90,8 +92,8 @@ typedef struct li_scratch {
     int16_t *q8;   /* [NI, DI] int8 query values (int8 variant) */
     float *ws;     /* [NI] f32(ws_h) (int8) or f32(weights) (bf16) */
     int16_t *k8;   /* [DI] one int8 key row */
-    float *qT;     /* [DI, NI] bf16 queries as fp32, transposed (bf16 variant) */
-    float *kf;     /* [DI] one bf16 key row as fp32 */
+    float *qT;     /* [DI, NI] bf16 / e4m3 queries as fp32, transposed (bf16 and fp8 variants) */
+    float *kf;     /* [DI] one bf16 / e4m3 key row as fp32 */
     float *acc;    /* [NI] running dot products, one per head */
 } li_scratch;
 
@@ -136,8 +138,8 @@ static int64_t token_scores(const dsops_lightning_indexer_args *a, int64_t b, in
     } else {
         for (int64_t h = 0; h < NI; h++) {
             for (int64_t d = 0; d < DI; d++)
-                s->qT[d * NI + h] = ref_get_f(&a->q_idx, t, h, d); /* q_idx [T, NI, DI] bf16 */
-            s->ws[h] = ref_get_f(&a->weights, t, h, 0);            /* weights [T, NI] bf16 */
+                s->qT[d * NI + h] = ref_get_f(&a->q_idx, t, h, d); /* q_idx [T, NI, DI] bf16 / e4m3 */
+            s->ws[h] = ref_get_f(&a->weights, t, h, 0);            /* weights [T, NI] bf16 / fp32 */
         }
     }
 
@@ -175,6 +177,8 @@ static int64_t token_scores(const dsops_lightning_indexer_args *a, int64_t b, in
                 float r = dot < 0.0f ? 0.0f : dot;           /* max(dot, 0); -0 and +0 alike, NaN kept */
                 sum += r * s->ws[h];
             }
+            if (a->q_idx.dtype == DSOPS_FP8_E4M3)
+                sum *= ref_get_f(&a->key_scale_cache, blk, off, 0); /* [NB, BS] fp32 */
         }
         I[j] = sum;
     }
@@ -261,6 +265,9 @@ void dsops_ref_lightning_indexer(const dsops_lightning_indexer_args *a)
                 if (has_scores)
                     ref_put_f32(&a->topk_scores, t, k, 0, sc);
             }
+            if (a->logits.data)                                 /* logits [T, LMAX] fp32 (optional) */
+                for (int64_t j = 0; j < a->logits.shape[1]; j++)
+                    ref_put_f32(&a->logits, t, j, 0, j < n ? I[j] : -INFINITY);
         }
         free(I);
         free(e);

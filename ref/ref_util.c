@@ -44,7 +44,7 @@ static size_t ref_elem_size(dsops_dtype dt)
     switch (dt) {
     case DSOPS_BF16: case DSOPS_FP16: return 2;
     case DSOPS_FP32: case DSOPS_INT32: return 4;
-    case DSOPS_INT8: case DSOPS_UINT8: return 1;
+    case DSOPS_INT8: case DSOPS_UINT8: case DSOPS_FP8_E4M3: return 1;
     case DSOPS_INT64: return 8;
     default: return 0;
     }
@@ -68,6 +68,8 @@ float ref_get_f(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2)
         memcpy(&v, p, sizeof v);
         return v;
     }
+    if (t->dtype == DSOPS_FP8_E4M3)
+        return dsops_ref_f32_from_e4m3(*p);
     uint16_t h;
     memcpy(&h, p, sizeof h);
     return t->dtype == DSOPS_FP16 ? dsops_ref_f32_from_fp16(h) : dsops_ref_f32_from_bf16(h);

@@ -136,6 +136,7 @@ float tf_getf(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2)
         return f;
     case DSOPS_INT8: return (float)(int8_t)*q;
     case DSOPS_UINT8: return (float)*q;
+    case DSOPS_FP8_E4M3: return dsops_ref_f32_from_e4m3(*q);
     default: return NAN;
     }
 }

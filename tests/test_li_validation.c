@@ -142,6 +142,51 @@ static void bf16_with_ks(void *problem, char *frag)
     A->key_scale_cache = dsops_tensor_make(scale_mem, DSOPS_FP16, 2, s2);
     FRAG("key_scale_cache");
 }
+/* the fp8 variant's mix-ups, on the bf16 problem relabelled (every row fails before any element is read):
+ * q_idx and key_cache e4m3, weights fp32 and key scales fp32 borrowed from static memory */
+static float f32_mem[64 * 1024];
+static void to_fp8(lp_problem *p, int keys, int weights, int key_scales)
+{
+    A->q_idx.dtype = DSOPS_FP8_E4M3;
+    if (keys)
+        A->key_cache.dtype = DSOPS_FP8_E4M3;
+    if (weights)
+        A->weights = dsops_tensor_make(f32_mem, DSOPS_FP32, 2, (int64_t[]){p->T, p->sp.NI});
+    if (key_scales)
+        A->key_scale_cache = dsops_tensor_make(f32_mem + 1024, DSOPS_FP32, 2, (int64_t[]){p->NB, p->sp.BS});
+}
+static void fp8_w_bf16(void *problem, char *frag) { lp_problem *p = problem; to_fp8(p, 1, 0, 1); FRAG("weights has dtype bf16, expected fp32"); }
+static void fp8_key_bf16(void *problem, char *frag) { lp_problem *p = problem; to_fp8(p, 0, 1, 1); FRAG("key_cache has dtype bf16, expected fp8_e4m3"); }
+static void fp8_no_ks(void *problem, char *frag) { lp_problem *p = problem; to_fp8(p, 1, 1, 0); FRAG("key_scale_cache is NULL"); }
+static void fp8_ks_fp16(void *problem, char *frag)
+{
+    lp_problem *p = problem;
+    to_fp8(p, 1, 1, 0);
+    A->key_scale_cache = dsops_tensor_make(scale_mem, DSOPS_FP16, 2, (int64_t[]){p->NB, p->sp.BS});
+    FRAG("key_scale_cache has dtype fp16, expected fp32");
+}
+static void fp8_with_qs(void *problem, char *frag)
+{
+    lp_problem *p = problem;
+    to_fp8(p, 1, 1, 1);
+    A->q_idx_scale = dsops_tensor_make(scale_mem, DSOPS_FP16, 2, (int64_t[]){p->T, p->sp.NI});
+    FRAG("q_idx_scale is given but q_idx is fp8_e4m3");
+}
+static void fp8_ks_shape(void *problem, char *frag)
+{
+    lp_problem *p = problem;
+    to_fp8(p, 1, 1, 1);
+    A->key_scale_cache.shape[1] = 63;
+    FRAG("key_scale_cache.shape[1] = 63");
+}
+/* the optional logits [T, LMAX]: sequence 1 (500 tokens) sees 500 keys */
+static void with_logits(lp_problem *p, int64_t lmax) { A->logits = dsops_tensor_make(f32_mem + 4096, DSOPS_FP32, 2, (int64_t[]){p->T, lmax}); }
+static void logits_narrow(void *problem, char *frag) { lp_problem *p = problem; with_logits(p, 499); FRAG("logits has 499 columns, but the last token of sequence 1 sees 500 keys"); }
+static void logits_dtype(void *problem, char *frag) { lp_problem *p = problem; with_logits(p, 512); A->logits.dtype = DSOPS_BF16; FRAG("logits has dtype bf16"); }
+static void logits_rank(void *problem, char *frag) { lp_problem *p = problem; with_logits(p, 512); A->logits.ndim = 1; FRAG("logits has rank 1"); }
+static void logits_rows(void *problem, char *frag) { lp_problem *p = problem; with_logits(p, 512); A->logits.shape[0] = 4; FRAG("logits.shape[0] = 4"); }
+static void logits_alias(void *problem, char *frag) { lp_problem *p = problem; with_logits(p, 512); A->logits.data = A->topk_scores.data; FRAG("overlaps"); }
+static void logits_alias_key(void *problem, char *frag) { lp_problem *p = problem; with_logits(p, 512); A->logits.data = A->key_cache.data; FRAG("overlaps"); }
 static void ratio_zero(void *problem, char *frag) { lp_problem *p = problem; A->cmp_ratio = 0; FRAG("cmp_ratio = 0"); }
 static void ratio_negative(void *problem, char *frag) { lp_problem *p = problem; A->cmp_ratio = -4; FRAG("cmp_ratio = -4"); }
 
@@ -290,6 +335,19 @@ static const val_bad_case bad_cases[] = {
     {"alias_scores_q_idx_scale", I8, DSOPS_ERR_ALIAS, alias_scores_qs},
     {"alias_scores_seqused_kv", BF, DSOPS_ERR_ALIAS, alias_scores_used},
     {"alias_scores_topk_tail", BF, DSOPS_ERR_ALIAS, alias_scores_topk_tail},
+    {"fp8_weights_bf16", BF, DSOPS_ERR_DTYPE, fp8_w_bf16},
+    {"fp8_q_idx_bf16_keys", BF, DSOPS_ERR_DTYPE, fp8_key_bf16},
+    {"fp8_without_key_scale_cache", BF, DSOPS_ERR_NULL, fp8_no_ks},
+    {"fp8_key_scale_cache_fp16", BF, DSOPS_ERR_DTYPE, fp8_ks_fp16},
+    {"fp8_with_q_idx_scale", BF, DSOPS_ERR_PARAM, fp8_with_qs},
+    {"fp8_key_scale_cache_bs", BF, DSOPS_ERR_SHAPE, fp8_ks_shape},
+    {"logits_narrower_than_keys", BF, DSOPS_ERR_INDEX, logits_narrow},
+    {"logits_narrower_than_keys_int8", I8, DSOPS_ERR_INDEX, logits_narrow},
+    {"dtype_logits", I8, DSOPS_ERR_DTYPE, logits_dtype},
+    {"rank_logits", BF, DSOPS_ERR_SHAPE, logits_rank},
+    {"shape_logits_t", I8, DSOPS_ERR_SHAPE, logits_rows},
+    {"alias_logits_topk_scores", BF, DSOPS_ERR_ALIAS, logits_alias},
+    {"alias_logits_key_cache", I8, DSOPS_ERR_ALIAS, logits_alias_key},
 };
 
 /* ---- valid but suspicious ---------------------------------------------------------------------------- */
@@ -339,6 +397,8 @@ static void seqused_zero(void *problem)
         p->table[0 * p->MB + c] = 99999;
 }
 static void no_scores(void *problem) { lp_problem *p = problem; p->args.topk_scores.data = NULL; }
+/* logits exactly as wide as the most keys a token sees (500, sequence 1) */
+static void logits_exact_width(void *problem) { with_logits(problem, 500); }
 static void empty_call(void *problem)
 {
     lp_problem *p = problem;
@@ -363,6 +423,7 @@ static const val_ok_case ok_cases[] = {
     {"fewer_tokens_than_cmp_ratio", I8, below_ratio},
     {"seqused_zero_garbage_row", BF, seqused_zero},
     {"no_topk_scores", I8, no_scores},
+    {"logits_as_wide_as_the_keys", BF, logits_exact_width},
     {"empty_call_t0", I8, empty_call},
 };
 

@@ -21,11 +21,13 @@ import numpy as np
 try:
     import ml_dtypes
     bfloat16 = np.dtype(ml_dtypes.bfloat16)
+    float8_e4m3fn = np.dtype(ml_dtypes.float8_e4m3fn)
 except ImportError:  # bf16 tensors then need torch or raw uint16 views
     ml_dtypes = None
     bfloat16 = None
+    float8_e4m3fn = None
 
-__all__ = ["Error", "Context", "operators", "bfloat16"]
+__all__ = ["Error", "Context", "operators", "bfloat16", "float8_e4m3fn"]
 
 _here = os.path.dirname(os.path.abspath(__file__))
 _lib = None
@@ -38,7 +40,7 @@ if _lib is None:
     _lib = ctypes.CDLL(os.environ.get("DSOPS_LIBRARY", "libdsops.so"))
 
 MAX_DIMS = 6
-DTYPE_INVALID, BF16, FP16, FP32, INT8, INT32, INT64, UINT8 = range(8)
+DTYPE_INVALID, BF16, FP16, FP32, INT8, INT32, INT64, UINT8, FP8_E4M3 = range(9)
 ARG_IN, ARG_IN_OPT, ARG_INOUT, ARG_INOUT_OPT, ARG_OUT, ARG_OUT_OPT = range(6)
 PARAM_FLOAT, PARAM_INT, PARAM_BOOL, PARAM_ENUM, PARAM_DOUBLE = range(5)
 
@@ -208,6 +210,7 @@ _NP_CODES = {np.dtype(np.float32): FP32, np.dtype(np.float16): FP16, np.dtype(np
              np.dtype(np.int32): INT32, np.dtype(np.int64): INT64, np.dtype(np.uint8): UINT8}
 if bfloat16 is not None:
     _NP_CODES[bfloat16] = BF16
+    _NP_CODES[float8_e4m3fn] = FP8_E4M3
 
 
 def _np_dtype(code):
@@ -223,8 +226,11 @@ def _is_torch(x):
 
 def _torch_codes():
     import torch
-    return {torch.float32: FP32, torch.float16: FP16, torch.bfloat16: BF16, torch.int8: INT8, torch.int32: INT32,
-            torch.int64: INT64, torch.uint8: UINT8}
+    codes = {torch.float32: FP32, torch.float16: FP16, torch.bfloat16: BF16, torch.int8: INT8, torch.int32: INT32,
+             torch.int64: INT64, torch.uint8: UINT8}
+    if hasattr(torch, "float8_e4m3fn"):  # torch >= 2.1
+        codes[torch.float8_e4m3fn] = FP8_E4M3
+    return codes
 
 
 def _row_major(shape):

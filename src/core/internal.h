@@ -175,8 +175,8 @@ dsops_status dsops_check_outputs_apart(const dsops_named_tensor *outs, size_t no
 /* dsops_dtype_size, inlined for address arithmetic on hot paths. */
 static inline size_t dsops_elem_size(dsops_dtype dt)
 {
-    static const unsigned char size[8] = {0, 2, 2, 4, 1, 4, 8, 1};
-    return (unsigned)dt < 8 ? size[dt] : 0;
+    static const unsigned char size[DSOPS_DTYPE_LAST + 1] = {0, 2, 2, 4, 1, 4, 8, 1, 1};
+    return (unsigned)dt <= DSOPS_DTYPE_LAST ? size[dt] : 0;
 }
 
 /* Element pointer helpers (strides in elements). */

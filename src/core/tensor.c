@@ -8,7 +8,7 @@ size_t dsops_dtype_size(dsops_dtype dtype)
     switch (dtype) {
     case DSOPS_BF16: case DSOPS_FP16: return 2;
     case DSOPS_FP32: case DSOPS_INT32: return 4;
-    case DSOPS_INT8: case DSOPS_UINT8: return 1;
+    case DSOPS_INT8: case DSOPS_UINT8: case DSOPS_FP8_E4M3: return 1;
     case DSOPS_INT64: return 8;
     default: return 0;
     }
@@ -24,6 +24,7 @@ const char *dsops_dtype_name(dsops_dtype dtype)
     case DSOPS_INT32: return "int32";
     case DSOPS_INT64: return "int64";
     case DSOPS_UINT8: return "uint8";
+    case DSOPS_FP8_E4M3: return "fp8_e4m3";
     default: return "invalid";
     }
 }
@@ -50,7 +51,7 @@ static void dtype_list(unsigned dtypes, char *buf, size_t cap)
 {
     size_t len = 0;
     buf[0] = '\0';
-    for (int d = DSOPS_BF16; d <= DSOPS_UINT8; d++) {
+    for (int d = DSOPS_BF16; d <= DSOPS_DTYPE_LAST; d++) {
         if (!(dtypes & DSOPS_DT(d)))
             continue;
         const char *n = dsops_dtype_name((dsops_dtype)d);
@@ -73,7 +74,7 @@ dsops_status dsops_check_tensor(const dsops_tensor *t, const char *name, int ndi
         return dsops_fail(DSOPS_ERR_NULL, "%s is NULL (required)", name);
     if (t->ndim != ndim)
         return dsops_fail(DSOPS_ERR_SHAPE, "%s has rank %d, expected %d", name, t->ndim, ndim);
-    if (t->dtype <= DSOPS_DTYPE_INVALID || t->dtype > DSOPS_UINT8 || !(dtypes & DSOPS_DT(t->dtype))) {
+    if (t->dtype <= DSOPS_DTYPE_INVALID || t->dtype > DSOPS_DTYPE_LAST || !(dtypes & DSOPS_DT(t->dtype))) {
         char want[64];
         dtype_list(dtypes, want, sizeof want);
         return dsops_fail(DSOPS_ERR_DTYPE, "%s has dtype %s, expected %s", name, dsops_dtype_name(t->dtype), want);

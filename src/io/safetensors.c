@@ -52,7 +52,7 @@ static const struct {
     dsops_dtype dtype;
 } st_tags[] = {
     {"BF16", DSOPS_BF16}, {"F16", DSOPS_FP16}, {"F32", DSOPS_FP32}, {"I8", DSOPS_INT8},
-    {"U8", DSOPS_UINT8},  {"I32", DSOPS_INT32}, {"I64", DSOPS_INT64},
+    {"U8", DSOPS_UINT8},  {"I32", DSOPS_INT32}, {"I64", DSOPS_INT64}, {"F8_E4M3", DSOPS_FP8_E4M3},
 };
 #define ST_NTAGS (sizeof st_tags / sizeof st_tags[0])
 

@@ -103,23 +103,29 @@ static dsops_status sfa_call(dsops_context *ctx, const void *args)
  * so the descriptor's args pointer is also a pointer to it. */
 typedef struct li_run_args {
     dsops_lightning_indexer_args op;
-    int topk; /* 0 until given */
+    int topk;       /* 0 until given */
+    int logits_len; /* LMAX of the optional logits output; 0: not produced */
 } li_run_args;
 
 #define LI_TENSOR(field, dir, dtypes, note) {#field, offsetof(li_run_args, op.field), dir, dtypes, note}
 #define LI_TOPK_MAX (1 << 24) /* the library's limit on K */
 
 static const dsops_tensor_desc li_tensors[] = {
-    LI_TENSOR(q_idx, DSOPS_ARG_IN, DSOPS_DTYPE_BIT(DSOPS_INT8) | DSOPS_DTYPE_BIT(DSOPS_BF16), "[T, NI, DI] (I8: int8 variant)"),
+    LI_TENSOR(q_idx, DSOPS_ARG_IN, DSOPS_DTYPE_BIT(DSOPS_INT8) | DSOPS_DTYPE_BIT(DSOPS_BF16) | DSOPS_DTYPE_BIT(DSOPS_FP8_E4M3),
+              "[T, NI, DI] (its dtype picks the variant: int8, bf16 or fp8)"),
     LI_TENSOR(q_idx_scale, DSOPS_ARG_IN_OPT, DSOPS_DTYPE_BIT(DSOPS_FP16), "[T, NI], int8 variant"),
-    LI_TENSOR(weights, DSOPS_ARG_IN, DSOPS_DTYPE_BIT(DSOPS_FP16) | DSOPS_DTYPE_BIT(DSOPS_BF16), "[T, NI] (F16: int8, BF16: bf16)"),
-    LI_TENSOR(key_cache, DSOPS_ARG_IN, DSOPS_DTYPE_BIT(DSOPS_INT8) | DSOPS_DTYPE_BIT(DSOPS_BF16), "[NB, BS, DI], dtype of q_idx"),
-    LI_TENSOR(key_scale_cache, DSOPS_ARG_IN_OPT, DSOPS_DTYPE_BIT(DSOPS_FP16), "[NB, BS], int8 variant"),
+    LI_TENSOR(weights, DSOPS_ARG_IN, DSOPS_DTYPE_BIT(DSOPS_FP16) | DSOPS_DTYPE_BIT(DSOPS_BF16) | DSOPS_DTYPE_BIT(DSOPS_FP32),
+              "[T, NI] (F16: int8, BF16: bf16, F32: fp8)"),
+    LI_TENSOR(key_cache, DSOPS_ARG_IN, DSOPS_DTYPE_BIT(DSOPS_INT8) | DSOPS_DTYPE_BIT(DSOPS_BF16) | DSOPS_DTYPE_BIT(DSOPS_FP8_E4M3),
+              "[NB, BS, DI], dtype of q_idx"),
+    LI_TENSOR(key_scale_cache, DSOPS_ARG_IN_OPT, DSOPS_DTYPE_BIT(DSOPS_FP16) | DSOPS_DTYPE_BIT(DSOPS_FP32),
+              "[NB, BS] (F16: int8 variant, F32: fp8)"),
     LI_TENSOR(block_table, DSOPS_ARG_IN, DSOPS_DTYPE_BIT(DSOPS_INT32), "[B, MB]"),
     LI_TENSOR(cu_seqlens_q, DSOPS_ARG_IN, DSOPS_DTYPE_BIT(DSOPS_INT32), "[B+1]"),
     LI_TENSOR(seqused_kv, DSOPS_ARG_IN, DSOPS_DTYPE_BIT(DSOPS_INT32), "[B], original token counts"),
     LI_TENSOR(topk_indices, DSOPS_ARG_OUT, DSOPS_DTYPE_BIT(DSOPS_INT32), "[T, K], K = topk"),
     LI_TENSOR(topk_scores, DSOPS_ARG_OUT_OPT, DSOPS_DTYPE_BIT(DSOPS_FP32), "[T, K]"),
+    LI_TENSOR(logits, DSOPS_ARG_OUT_OPT, DSOPS_DTYPE_BIT(DSOPS_FP32), "[T, LMAX], LMAX = logits_len (when > 0)"),
 };
 
 static const dsops_param_desc li_params[] = {
@@ -127,12 +133,15 @@ static const dsops_param_desc li_params[] = {
      "K, the width of topk_indices and topk_scores (1 ... 2^24)", true},
     {"cmp_ratio", DSOPS_PARAM_INT, offsetof(li_run_args, op.cmp_ratio), sizeof(int), NULL,
      "preset v32: 1, v4_flash / v4_pro: 4", false},
+    {"logits_len", DSOPS_PARAM_INT, offsetof(li_run_args, logits_len), sizeof(int), NULL,
+     "LMAX, the columns of the logits output (every score, -Inf past the visible keys); 0: no logits", false},
 };
 
 static dsops_status li_init(void *args, dsops_preset preset)
 {
     li_run_args *w = args;
     w->topk = 0;
+    w->logits_len = 0;
     return dsops_lightning_indexer_init(&w->op, preset);
 }
 
@@ -154,6 +163,12 @@ static dsops_status li_output_shapes(void *args, char *msg, size_t len)
     int64_t tk[2] = {w->op.q_idx.shape[0], w->topk};
     w->op.topk_indices = dsops_tensor_make(NULL, DSOPS_INT32, 2, tk);
     w->op.topk_scores = dsops_tensor_make(NULL, DSOPS_FP32, 2, tk);
+    if (w->logits_len < 0) {
+        snprintf(msg, len, "logits_len = %d, expected >= 0", w->logits_len);
+        return DSOPS_ERR_PARAM;
+    }
+    if (w->logits_len > 0)
+        w->op.logits = dsops_tensor_make(NULL, DSOPS_FP32, 2, (int64_t[]){w->op.q_idx.shape[0], w->logits_len});
     return DSOPS_OK;
 }
 
