@@ -57,7 +57,7 @@ def ub(rng, shape, amp=1.0):
 # ---- safetensors ----------------------------------------------------------------------------------
 
 TAGS = {"BF16": np.uint16, "F16": np.float16, "F32": np.float32, "I8": np.int8, "U8": np.uint8,
-        "I32": np.int32, "I64": np.int64}
+        "I32": np.int32, "I64": np.int64, "F8_E4M3": np.uint8}  # bf16 and e4m3 as their raw bits
 DTYPE_TAG = {np.dtype(np.float16): "F16", np.dtype(np.float32): "F32", np.dtype(np.int8): "I8",
              np.dtype(np.uint8): "U8", np.dtype(np.int32): "I32", np.dtype(np.int64): "I64"}
 
