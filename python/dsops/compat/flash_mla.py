@@ -15,6 +15,8 @@ import numpy as np
 
 import dsops
 
+from ._arrays import _back, _is_torch, _np
+
 __all__ = ["FlashMLASchedMeta", "get_mla_metadata", "flash_mla_with_kvcache", "flash_mla_sparse_fwd"]
 
 D_V = 512                        # the value width every FlashMLA sparse kernel has
@@ -34,42 +36,6 @@ class FlashMLASchedMeta:
 def get_mla_metadata(*args, **kwargs):
     """(FlashMLASchedMeta(), None), as FlashMLA returns; the arguments are accepted and ignored."""
     return FlashMLASchedMeta(), None
-
-
-# ---- arrays in and out ---------------------------------------------------------------------------------------
-
-def _is_torch(x):
-    return type(x).__module__.split(".")[0] == "torch"
-
-
-def _np(x):
-    """A NumPy view of an array or CPU torch tensor without a copy: bf16 as dsops.bfloat16, FP8 bytes as uint8."""
-    if x is None:
-        return None
-    if _is_torch(x):
-        import torch
-        if x.device.type != "cpu":
-            raise ValueError(f"dsops.compat.flash_mla runs on CPU tensors; got one on {x.device}")
-        x = x.detach()
-        if x.dtype == torch.bfloat16:
-            return x.view(torch.int16).numpy().view(dsops.bfloat16)
-        if str(x.dtype).startswith("torch.float8"):
-            return x.view(torch.uint8).numpy()
-        return x.numpy()
-    a = np.asarray(x)
-    if a.dtype.itemsize == 1 and a.dtype.kind not in "iub":  # ml_dtypes FP8 arrays: their bytes
-        return a.view(np.uint8)
-    return a
-
-
-def _back(a, torch_io):
-    """NumPy result as the caller's kind (torch tensors when torch came in)."""
-    if not torch_io:
-        return a
-    import torch
-    if a.dtype == dsops.bfloat16:
-        return torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(np.ascontiguousarray(a))
 
 
 # ---- the key lists -------------------------------------------------------------------------------------------
