@@ -91,6 +91,8 @@ def paged_problem(rng, B, next_n, H, D, bs, lens, nan_unused=False):
     need = [-(-int(n) // bs) for n in lens]
     nb = sum(need) + 3
     x = rng.standard_normal((nb, bs, D)).astype(np.float32)
+    x[:, ::5] *= 1e-7  # tiny amax: the scale's floor 1e-4 / 448, values that round to e4m3 subnormals or 0
+    x[:, 1::7] = 0.0
     k, scale = cast_keys(x)
     if nan_unused:  # every block no table entry names: NaN values and scales
         k[sum(need):] = np.float32("nan")
@@ -174,3 +176,21 @@ def test_torch_tensors():
                                          torch.from_numpy(table), None, L)
     assert isinstance(got, torch.Tensor) and got.dtype == torch.float32
     np.testing.assert_array_equal(got.numpy(), want)
+
+
+@pytest.mark.parametrize("B,H", [(1, 128), (74, 64), (74, 7)])
+def test_fp8_paged_mqa_logits_batches(B, H):
+    rng = np.random.default_rng(B + H)
+    next_n, D, bs, L = 2, 128, 64, 200
+    lens = rng.integers(0, L + 1, B).astype(np.int32)
+    q, cache, w, table, rows = paged_problem(rng, B, next_n, H, D, bs, lens)
+    got = deep_gemm.fp8_paged_mqa_logits(q, cache, w, lens, table, None, L)
+    for b in range(B):
+        kb, sb = rows[b]
+        m = min(len(kb), L)
+        full = logits_of(q[b], kb[:m], sb[:m], w[b * next_n:(b + 1) * next_n])
+        for n in range(next_n):
+            mask = (np.arange(L) < lens[b]) & (np.arange(L) <= lens[b] - next_n + n)
+            want = np.zeros(L)
+            want[:m] = full[n]
+            assert_logits(got[b * next_n + n][None], want[None], mask[None])

@@ -171,7 +171,10 @@ typedef struct li_plan {
     size_t tile_bytes;  /* bytes of a packed 16-key tile */
     int64_t chunk_keys; /* keys per chunk: 16 * (1 ... CHUNK_TILES) */
     size_t elem;        /* bytes of a q_idx / key value */
-    uint16_t e4m3_bf16[256]; /* fp8 variant: the bf16 bits of every e4m3 byte (exact) */
+    /* fp8 variant: the tier's e4m3 dequantiser (64 values at a time, scale 1: exact), and for a tail of fewer
+     * than 64 the bf16 bits of every e4m3 byte */
+    void (*dequant_e4m3)(const uint8_t *q, const void *scales, int group, int n, uint16_t *dst);
+    uint16_t e4m3_bf16[256];
 } li_plan;
 
 /* Per-token query state: packed rows, int8 bias corrections, fp32 head weights. */
@@ -185,7 +188,11 @@ typedef struct li_query {
 /* fp8 variant: n e4m3 bytes as bf16 (exact). */
 static void widen_e4m3(const li_plan *p, const uint8_t *src, int64_t n, uint16_t *dst)
 {
-    for (int64_t i = 0; i < n; i++)
+    static const float one = 1.0f;
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64)
+        p->dequant_e4m3(src + i, &one, 64, 64, dst + i);
+    for (; i < n; i++)
         dst[i] = p->e4m3_bf16[src[i]];
 }
 
@@ -384,7 +391,7 @@ dsops_status dsops_lightning_indexer(dsops_context *ctx, const li_args *a)
     dsops_context *use;
     DSOPS_TRY(dsops_context_begin(ctx, &use));
     const dsops_kernel_table *kt = dsops_kernel_table_get(use->isa);
-    li_plan p = {a, &d, &kt->indexer, 0, 0, 0, dsops_dtype_size(a->q_idx.dtype), {0}};
+    li_plan p = {a, &d, &kt->indexer, 0, 0, 0, dsops_dtype_size(a->q_idx.dtype), kt->attn.dequant_e4m3, {0}};
     if (d.kind == LI_FP8)
         for (int b = 0; b < 256; b++)
             p.e4m3_bf16[b] = (uint16_t)(dsops_bits_from_f32(dsops_e4m3_value((uint8_t)b)) >> 16);
