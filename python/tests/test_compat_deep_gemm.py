@@ -123,6 +123,7 @@ def test_fp8_paged_mqa_logits(bs, next_n):
     q, cache, w, table, rows = paged_problem(rng, B, next_n, H, D, bs, lens, nan_unused=True)
     meta = deep_gemm.get_paged_mqa_logits_metadata(lens, bs, deep_gemm.get_num_sms())
     assert meta.shape == (deep_gemm.get_num_sms() + 1, 2) and meta.dtype == np.int32
+    assert deep_gemm.get_paged_mqa_logits_metadata(lens, 7).shape == (8, 2)
     got = deep_gemm.fp8_paged_mqa_logits(q, cache, w, lens, table, meta, L, clean_logits=True)
     assert got.shape == (B * next_n, L)
     for b in range(B):

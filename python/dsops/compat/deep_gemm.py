@@ -88,9 +88,12 @@ def fp8_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_l
     return _back(out, torch_io)
 
 
-def get_paged_mqa_logits_metadata(context_lens, block_kv, num_sms):
+def get_paged_mqa_logits_metadata(context_lens, block_kv, num_sms=None, indices=None):
     """DeepGEMM's work split, [num_sms + 1, 2] int32: for worker w, the (query row, key segment) it starts at, over
-    segments of 256 keys. fp8_paged_mqa_logits accepts it and does not need it."""
+    segments of 256 keys. fp8_paged_mqa_logits accepts it and does not need it. The two-argument form of some
+    DeepGEMM versions, (context_lens, num_sms), is accepted too; `indices` is accepted and ignored."""
+    if num_sms is None:
+        num_sms = block_kv
     lens = _i32(context_lens)
     lens = lens[:, -1] if lens.ndim == 2 else lens.reshape(-1)
     segments = -(-np.maximum(lens.astype(np.int64), 0) // 256)
