@@ -25,6 +25,69 @@ static int small_value(uint64_t pattern, int64_t pos)
     return (int)(h % 5) - 2;
 }
 
+/* The e4m3 byte nearest to v (ties to the even byte; NaN, Inf and |v| >= 464 to the NaN byte): a binary search
+ * over the oracle's decoding of the 127 finite positive bytes. */
+static uint8_t e4m3_nearest(float v)
+{
+    if (!(fabsf(v) < 464.0f))
+        return (uint8_t)((signbit(v) ? 0x80 : 0) | 0x7f);
+    const float a = fabsf(v);
+    int lo = 0, hi = 0x7e; /* bytes 0 ... 0x7e ascend in value */
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        if (dsops_ref_f32_from_e4m3((uint8_t)mid) <= a)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    const float dl = a - dsops_ref_f32_from_e4m3((uint8_t)lo), dh = dsops_ref_f32_from_e4m3((uint8_t)hi) - a;
+    int b = dl < dh || (dl == dh && lo % 2 == 0) || a <= dsops_ref_f32_from_e4m3((uint8_t)lo) ? lo : hi;
+    return (uint8_t)((signbit(v) ? 0x80 : 0) | b);
+}
+
+/* The bf16 problem p as the fp8 variant (spec: lp_spec.fp8): every element of the query and key buffers,
+ * padding included, rounded to e4m3; the weights widened to fp32; key scales drawn. */
+static void to_fp8(lp_problem *p, tu_rng *rng, const unsigned char *row_used)
+{
+    dsops_lightning_indexer_args *a = &p->args;
+    const lp_spec *sp = &p->sp;
+    void *bufs[2] = {p->qbuf, p->kbuf};
+    dsops_tensor *views[2] = {&a->q_idx, &a->key_cache};
+    size_t counts[2] = {(size_t)(a->q_idx.shape[0] * a->q_idx.stride[0]), (size_t)(p->NB * a->key_cache.stride[0])};
+    for (int k = 0; k < 2; k++) {
+        const uint16_t *src = bufs[k];
+        uint8_t *dst = tu_calloc(counts[k] + 1, 1);
+        for (size_t i = 0; i < counts[k]; i++)
+            dst[i] = e4m3_nearest(tu_f32(src[i]));
+        free(bufs[k]);
+        views[k]->data = dst;
+        views[k]->dtype = DSOPS_FP8_E4M3;
+    }
+    p->qbuf = a->q_idx.data, p->kbuf = a->key_cache.data;
+    const size_t wn = (size_t)(a->weights.shape[0] * a->weights.stride[0]) + 1;
+    float *w = tu_calloc(wn, sizeof(float));
+    for (size_t i = 0; i < wn - 1; i++)
+        w[i] = tu_f32(((const uint16_t *)p->wbuf)[i]);
+    free(p->wbuf);
+    p->wbuf = w;
+    a->weights.data = w;
+    a->weights.dtype = DSOPS_FP32;
+    const int64_t BS = sp->BS, ss = BS + (sp->strided_kv ? 5 : 0);
+    float *ks = tu_calloc((size_t)(p->NB * ss), sizeof(float));
+    const int exact = sp->data == LP_DATA_EQUAL || sp->data == LP_DATA_TIES;
+    for (int64_t i = 0; i < p->NB * ss; i++)
+        ks[i] = NAN;
+    for (int64_t row = 0; row < p->NB * BS; row++) {
+        float s = exact ? 1.0f : tu_rng_uniform(rng, 0.5f, 2.0f); /* exact modes: the scores' ties kept */
+        if ((sp->key_nan && row % 5 == 1) || (sp->nan_fill && !row_used[row]))
+            s = NAN;
+        ks[row / BS * ss + row % BS] = s;
+    }
+    p->ksbuf = ks;
+    int64_t shape2[2] = {p->NB, BS}, stride2[1] = {ss};
+    a->key_scale_cache = pc_view(ks, DSOPS_FP32, 2, shape2, stride2);
+}
+
 lp_problem *lp_make(const lp_spec *spec, uint64_t seed)
 {
     lp_problem *p = tu_calloc(1, sizeof *p);
@@ -215,6 +278,8 @@ lp_problem *lp_make(const lp_spec *spec, uint64_t seed)
                 pc_put_u16(&a->key_scale_cache, blk, off, 0, ksh);
         }
     }
+    if (sp->fp8 && !i8)
+        to_fp8(p, &rng, row_used);
     free(row_used);
 
     /* index tensors */

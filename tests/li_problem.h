@@ -28,7 +28,9 @@ typedef struct lp_spec {
     int seqused[LP_MAX_B];       /* seqused_kv (original tokens; 0 allowed) */
     int NI, DI, K, BS;
     int cmp_ratio;               /* 0 means 1 */
-    int int8;                    /* 1: int8 variant, 0: bf16 */
+    int int8;                    /* 1: int8 variant, 0: bf16 (or fp8) */
+    int fp8;                     /* with int8 0: the fp8 variant, the bf16 problem's values rounded to e4m3,
+                                  * weights as fp32, key scales fp32 (U(0.5, 2); 1 in the exact modes; NaN where key_nan marks a row and in rows nan_fill leaves unseen) */
     int with_scores;             /* topk_scores requested */
     lp_data data;
     int ws_extreme;              /* int8: per token, one head whose fp16(q_scale * weight) overflows to +Inf

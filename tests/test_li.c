@@ -6,7 +6,7 @@
  *     permuted tables and garbage in unneeded entries, int8 at -128 / 127 including fp16 overflow of
  *     d_hj, fp16 overflow and underflow of ws_h, negative weights and key scales, NaN weights and key
  *     scales, NaN in unused cache rows, many shapes (NI, DI, K), MTP and multi-sequence calls with
- *     empty sequences, topk_scores on / off, strided views, empty calls;
+ *     empty sequences, topk_scores on / off, strided views, empty calls; in the bf16, int8 and fp8 variants;
  *   - non-finite scores (spec §2.9): NaN, +Inf and -Inf query elements or scales and NaN keys, so that rows
  *     are all NaN (exactly indices 0, 1, ...), or mix NaN, +Inf, -Inf and finite scores, compared exactly.
  * Usage: test_li [label filter]. */
@@ -22,6 +22,7 @@
 static dsops_context *ctx;
 
 /* ---- adversarial problems ----------------------------------------------------------------------------- */
+/* Most problems run in every variant: bf16, int8 and fp8 (DeepGEMM's e4m3 inputs, fp32 weights and key scales). */
 
 /* One call with the outputs reset to their sentinels; counts the checks of its status. */
 static int call(lp_problem *p, const char *label)
@@ -46,7 +47,9 @@ static void run_problem(const char *label, const lp_spec *sp)
         printf("  %s: %.3f s\n", label, tu_now() - t0);
 }
 
-static const char *vname(int int8) { return int8 ? "int8" : "bf16"; }
+/* Variants: 0 bf16, 1 int8, 2 fp8 (DeepGEMM's inputs: the bf16 problem rounded to e4m3, fp32 key scales). */
+#define VARIANTS 3
+static const char *vname(int v) { return v == 1 ? "int8" : v == 2 ? "fp8" : "bf16"; }
 
 /* run_problem under the label "<name>_<variant>" (v: the vname variant). */
 static void run_variant(const char *name, int v, const lp_spec *sp)
@@ -57,7 +60,7 @@ static void run_variant(const char *name, int v, const lp_spec *sp)
 }
 
 /* Three sequences with prefill and decode tokens, some rows shorter than K. */
-static lp_spec base_spec(int int8)
+static lp_spec base_spec(int v)
 {
     lp_spec s;
     memset(&s, 0, sizeof s);
@@ -69,7 +72,8 @@ static lp_spec base_spec(int int8)
     s.K = 33;
     s.BS = 17;
     s.cmp_ratio = 1;
-    s.int8 = int8;
+    s.int8 = v == 1;
+    s.fp8 = v == 2;
     s.with_scores = 1;
     s.data = LP_DATA_RANDOM;
     return s;
@@ -79,7 +83,7 @@ static void test_block_sizes_and_ratios(void)
 {
     static const int bss[] = {1, 3, 17, 130};
     static const int ratios[] = {1, 3, 4, 128};
-    for (int v = 0; v < 2; v++) {
+    for (int v = 0; v < VARIANTS; v++) {
         for (int i = 0; i < 4; i++) {
             lp_spec s = base_spec(v);
             s.BS = bss[i];
@@ -108,7 +112,7 @@ static void test_block_sizes_and_ratios(void)
 
 static void test_ties(void)
 {
-    for (int v = 0; v < 2; v++) {
+    for (int v = 0; v < VARIANTS; v++) {
         /* every score of a token equal: rows 0, 1, ..., min(n, K)-1 exactly */
         lp_spec s = base_spec(v);
         s.data = LP_DATA_EQUAL;
@@ -157,7 +161,7 @@ static void test_ties(void)
 
 static void test_numeric_edges(void)
 {
-    for (int v = 0; v < 2; v++) {
+    for (int v = 0; v < VARIANTS; v++) {
         lp_spec s = base_spec(v);
         s.neg_weights = 1;
         run_variant("neg_weights", v, &s);
@@ -255,7 +259,7 @@ static void test_shapes(void)
 {
     static const int NIs[] = {1, 3, 64};
     static const int Ks[] = {1, 5, 2048};
-    for (int v = 0; v < 2; v++) {
+    for (int v = 0; v < VARIANTS; v++) {
         for (int ni = 0; ni < 3; ni++)
             for (int ki = 0; ki < 3; ki++) {
                 char label[100];
@@ -293,7 +297,7 @@ static void test_shapes(void)
 
 static void test_sequences(void)
 {
-    for (int v = 0; v < 2; v++) {
+    for (int v = 0; v < VARIANTS; v++) {
         /* tokens with no visible key: S_b = 0, seqused 0, S_b > seqused, L < cmp_ratio */
         lp_spec s = base_spec(v);
         s.B = 6;
@@ -323,7 +327,7 @@ static void test_sequences(void)
 
 static void test_views_and_outputs(void)
 {
-    for (int v = 0; v < 2; v++) {
+    for (int v = 0; v < VARIANTS; v++) {
         lp_spec s = base_spec(v);
         s.with_scores = 0;
         run_variant("no_scores", v, &s);
