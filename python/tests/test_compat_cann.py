@@ -113,3 +113,115 @@ def test_npu_lightning_indexer_pto_torch():
                                          block_table=torch.from_numpy(table), sparse_count=16)
     assert isinstance(got, torch.Tensor) and got.dtype == torch.int32
     np.testing.assert_array_equal(got.numpy(), want)
+
+
+# ---- npu_lightning_indexer_prolog_pto ---------------------------------------------------------------------------
+
+def bf16(a):
+    return np.asarray(a, np.float32).astype(BF16).astype(np.float32)
+
+
+def rope_interleaved_in_half_out(v, cos, sin):
+    """The vendor build's rotation of the first 64 dims: pairs (2j, 2j+1) regrouped as halves, then
+    y = x·cos + rotate_half(x)·sin with rotate_half(x) = [−x2, x1]; bf16 result."""
+    r = v[..., :64]
+    x = np.concatenate([r[..., 0::2], r[..., 1::2]], axis=-1)
+    rot = np.concatenate([-x[..., 32:], x[..., :32]], axis=-1)
+    return np.concatenate([bf16(x * cos + rot * sin), v[..., 64:]], axis=-1)
+
+
+def quant_int8(v):
+    """Per row: scale 127 / amax, values rounded to nearest even, dequantisation scale its inverse as fp16."""
+    s = 127.0 / np.abs(v).max(axis=-1, keepdims=True)
+    return np.rint(v * s).astype(np.int8), (1.0 / s).astype(np.float16)[..., 0]
+
+
+def indexer_prolog_reference(d):
+    T, N, D = d["T"], d["N"], d["D"]
+    q = (d["q_norm"].astype(np.int64) @ d["wq_b"].astype(np.int64)).astype(np.float32)
+    q = bf16(q * d["q_norm_scale"] * d["wq_b_scale"].reshape(1, -1)).reshape(T, N, D)
+    q = rope_interleaved_in_half_out(q, d["cos"][:, None].astype(np.float32), d["sin"][:, None].astype(np.float32))
+    q = bf16(q @ d["hadamard_q"].astype(np.float32))
+    q8, qs = quant_int8(q)
+    k = d["x"].astype(np.float32) @ d["wk"].astype(np.float32)
+    mean = k.mean(-1, keepdims=True)
+    var = ((k - mean) ** 2).mean(-1, keepdims=True)
+    k = bf16((k - mean) / np.sqrt(var + 1e-6) * d["gamma"].astype(np.float32) + d["beta"].astype(np.float32))
+    k = rope_interleaved_in_half_out(k, d["cos"].astype(np.float32), d["sin"].astype(np.float32))
+    k8, ks = quant_int8(bf16(k @ d["hadamard_k"].astype(np.float32)))
+    w = (bf16(d["x"].astype(np.float32) @ d["w_proj"].astype(np.float32)) * (N ** -0.5) * (D ** -0.5)).astype(np.float16)
+    return q8, qs, w, k8, ks
+
+
+def assert_vendor_close(got, want):
+    """The vendor test's rule: np.isclose(rtol 0.005, atol 1e-4) on at least 99.5 % of the elements."""
+    ok = np.isclose(np.asarray(got, np.float32), np.asarray(want, np.float32), rtol=0.005, atol=1e-4, equal_nan=True)
+    assert ok.mean() >= 0.995, f"{(~ok).sum()} of {ok.size} outside"
+
+
+def prolog_data(rng, B, S1, S2, H=7168, Q=1536, N=64, D=128, bs=128):
+    """The vendor test's data: x U(-1, 1); q_norm int8 U[-128, 128); scales U(-1, 1); weights U(-1, 1); random
+    rotation angles; 'Hadamard' matrices U(-1, 1); caches of random int8 / fp16 with whole blocks permuted; each
+    sequence's S1 new tokens at its last positions."""
+    T = B * S1
+    u = lambda *shape: rng.uniform(-1, 1, shape)
+    ang = rng.uniform(0, 2 * np.pi, (T, 64))
+    need = -(-S2 // bs)
+    perm = rng.permutation(B * need)
+    table = perm.reshape(B, need)
+    pos = np.arange(S2 - S1, S2)
+    index = (table[:, pos // bs] * bs + pos % bs).reshape(T).astype(np.int64)
+    return dict(T=T, N=N, D=D, x=u(T, H).astype(BF16), q_norm=rng.integers(-128, 128, (T, Q)).astype(np.int8),
+                q_norm_scale=u(T, 1).astype(np.float32), wq_b=rng.integers(-128, 128, (Q, N * D)).astype(np.int8),
+                wq_b_scale=u(N * D, 1).astype(np.float32), wk=u(H, D).astype(BF16), w_proj=u(H, N).astype(BF16),
+                gamma=np.ones(D, BF16), beta=np.zeros(D, BF16), cos=np.cos(ang).astype(BF16),
+                sin=np.sin(ang).astype(BF16), hadamard_q=u(D, D).astype(BF16), hadamard_k=u(D, D).astype(BF16),
+                k_cache=rng.integers(-128, 128, (B * need, bs, 1, D)).astype(np.int8),
+                k_scale_cache=u(B * need, bs, 1).astype(np.float16), index=index)
+
+
+def call_prolog(d, nz):
+    w = (lambda a: dsops.nd_to_fractal_nz(nd=a)["nz"]) if nz else (lambda a: a)
+    return cann.npu_lightning_indexer_prolog_pto(
+        d["x"], d["q_norm"], d["q_norm_scale"], w(d["wq_b"]), d["wq_b_scale"], w(d["wk"]), w(d["w_proj"]),
+        d["gamma"], d["beta"], d["cos"], d["sin"], d["hadamard_q"], d["hadamard_k"], d["k_cache"],
+        d["k_scale_cache"], d["index"], 1e-6)
+
+
+@pytest.mark.parametrize("nz", [True, False])
+def test_npu_lightning_indexer_prolog_pto(nz):
+    """The vendor test's case: b 4, s1 2 over 64K cached tokens, H 7168, q_lora_rank 1536, 64 heads of 128."""
+    rng = np.random.default_rng(11)
+    d = prolog_data(rng, B=4, S1=2, S2=64 * 1024)
+    old_cache, old_scales = d["k_cache"].copy(), d["k_scale_cache"].copy()
+    q8, qs, w = call_prolog(d, nz)
+    rq8, rqs, rw, rk8, rks = indexer_prolog_reference(d)
+    assert q8.shape == (d["T"], 64, 128) and q8.dtype == np.int8
+    assert qs.shape == (d["T"], 64) and qs.dtype == np.float16 and w.dtype == np.float16
+    assert_vendor_close(q8, rq8)
+    assert_vendor_close(qs, rqs)
+    assert_vendor_close(w, rw)
+    rows = d["index"]
+    flat, flat_s = d["k_cache"].reshape(-1, 128), d["k_scale_cache"].reshape(-1)
+    assert_vendor_close(flat[rows], rk8)
+    assert_vendor_close(flat_s[rows], rks)
+    others = np.setdiff1d(np.arange(flat.shape[0]), rows)  # every other row keeps its bytes
+    np.testing.assert_array_equal(flat[others], old_cache.reshape(-1, 128)[others])
+    np.testing.assert_array_equal(flat_s[others].view(np.uint16), old_scales.reshape(-1)[others].view(np.uint16))
+
+
+def test_npu_lightning_indexer_prolog_pto_torch():
+    torch = pytest.importorskip("torch")
+    d = prolog_data(np.random.default_rng(12), B=2, S1=3, S2=300, H=256, Q=64, N=4, bs=16)
+    t = dict(d, k_cache=d["k_cache"].copy(), k_scale_cache=d["k_scale_cache"].copy())
+    want = call_prolog(d, nz=True)
+
+    def tt(a):
+        a = np.asarray(a)
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16) if a.dtype == BF16 else torch.from_numpy(a)
+    t = {k: tt(v) if isinstance(v, np.ndarray) else v for k, v in t.items()}
+    got = call_prolog(t, nz=False)
+    for g, w in zip(got, want):
+        assert isinstance(g, torch.Tensor)
+        np.testing.assert_array_equal(g.numpy(), w)
+    np.testing.assert_array_equal(t["k_cache"].numpy(), d["k_cache"])  # the torch cache updated in place

@@ -1,6 +1,11 @@
 """The Ascend (CANN) vendor operators' calls on the CPU, with the vendor's function names, argument names and order,
 defaults, shapes and return values, computed by dsops operators. So far: `npu_lightning_indexer_pto` (PyPTO,
-DeepSeek-V3.2's lightning indexer with top-k) on `lightning_indexer`'s bf16 variant.
+DeepSeek-V3.2's lightning indexer with top-k) on `lightning_indexer`'s bf16 variant, and
+`npu_lightning_indexer_prolog_pto` (PyPTO, its int8 prolog) on `indexer_prolog_v32`.
+
+Matmul weights come as the vendor keeps them, `[in, out]`: either ND (rank 2) or in Ascend's FRACTAL_NZ blocks
+(rank 3, `[ceil(out / C0), ceil(in / 16) · 16, C0]`, C0 = 32 bytes of elements, the layout of
+`dsops.nd_to_fractal_nz`, docs/OPERATORS.md §2.11); NZ weights are turned back into ND by `fractal_nz_to_nd`.
 
 Where the vendor op has shape limits that dsops lacks, the call follows dsops (docstrings say which); where the
 vendor's documented behaviour and its golden differ, docs/COMPAT.md says which one is reproduced.
@@ -11,7 +16,7 @@ import dsops
 
 from ._arrays import _back, _is_torch, _np
 
-__all__ = ["npu_lightning_indexer_pto"]
+__all__ = ["npu_lightning_indexer_pto", "npu_lightning_indexer_prolog_pto"]
 
 
 def _bf16(x, name):
@@ -63,3 +68,53 @@ def npu_lightning_indexer_pto(query, key, weights, *, actual_seq_lengths_query=N
                             k.shape[1], D), block_table=table, cu_seqlens_q=cu, seqused_kv=used,
                             topk=int(sparse_count), topk_indices=out)
     return _back(out.reshape(B, S1, 1, int(sparse_count)), torch_io)
+
+
+def _weight(w, rows, cols):
+    """A vendor matmul weight [in = rows, out = cols], ND or FRACTAL_NZ, as dsops's [out, in] (a copy)."""
+    a = _np(w)
+    if a.ndim == 3:
+        a = dsops.fractal_nz_to_nd(nz=a, rows=rows, cols=cols)["nd"]
+    if a.shape != (rows, cols):
+        raise ValueError(f"a weight has shape {a.shape}; expected [{rows}, {cols}] (ND) or its FRACTAL_NZ blocks")
+    return np.ascontiguousarray(a.T)
+
+
+def npu_lightning_indexer_prolog_pto(token_x, q_norm, q_norm_scale, wq_b, wq_b_scale, wk, weights_proj, ln_gamma_k,
+                                     ln_beta_k, cos_idx_rope, sin_idx_rope, hadamard_q, hadamard_k, idx_k_cache,
+                                     idx_k_scale_cache, idx_k_cache_index, layernorm_epsilon_k, layout_query="TND",
+                                     layout_key="PA_BSND"):
+    """The indexer's query (int8, per token and head), its scale (fp16) and the head weights (fp16); the key of
+    every token, quantised per token, is stored in idx_k_cache / idx_k_scale_cache at idx_k_cache_index (in place).
+
+    token_x [T, H] bf16; q_norm [T, Q] int8 and q_norm_scale [T, 1] fp32 (the MLA prolog's quantised query);
+    wq_b [Q, N·D] int8 with wq_b_scale [N·D, 1] fp32; wk [H, D] and weights_proj [H, N] bf16 (each ND or NZ);
+    ln_gamma_k, ln_beta_k [D]; cos_idx_rope, sin_idx_rope [T, 64] bf16; hadamard_q, hadamard_k [D, D] bf16;
+    idx_k_cache [block_num, block_size, 1, D] int8; idx_k_scale_cache [block_num, block_size, 1] fp16;
+    idx_k_cache_index [T] int64 (cache rows; negative: not stored). Returns (query [T, N, D] int8,
+    query_scale [T, N] fp16, weights [T, N] fp16). The rotation is the vendor build's: interleaved pairs in,
+    halves out, on the first 64 dims; the weights are scaled by N^-1/2 · D^-1/2."""
+    if layout_query != "TND" or layout_key != "PA_BSND":
+        raise NotImplementedError(f"layouts {layout_query!r} / {layout_key!r}: only TND / PA_BSND exist")
+    x, qn = _bf16(token_x, "token_x"), _np(q_norm)
+    T, H = x.shape
+    Q = qn.shape[-1]
+    qscale = np.ascontiguousarray(_np(wq_b_scale), dtype=np.float32).reshape(-1)
+    D = _np(hadamard_q).shape[0]
+    ND = qscale.size
+    N = ND // D
+    cache, scale_cache = _np(idx_k_cache), _np(idx_k_scale_cache)
+    if not (cache.flags.c_contiguous and scale_cache.flags.c_contiguous):
+        raise ValueError("idx_k_cache and idx_k_scale_cache must be contiguous (they are updated in place)")
+    nb, bs = cache.shape[0], cache.shape[1]
+    r = dsops.indexer_prolog_v32(
+        x=x, qr=qn.reshape(T, Q), qr_scale=np.ascontiguousarray(_np(q_norm_scale), dtype=np.float32).reshape(T),
+        idx_wq_b=_weight(wq_b, Q, ND), idx_wq_b_scale=qscale, idx_wk=_weight(wk, H, D),
+        weights_proj=_weight(weights_proj, H, N), ln_gamma_k=_np(ln_gamma_k), ln_beta_k=_np(ln_beta_k),
+        rope_cos=_np(cos_idx_rope), rope_sin=_np(sin_idx_rope), hadamard_q=_np(hadamard_q),
+        hadamard_k=_np(hadamard_k), cache_index=np.ascontiguousarray(_np(idx_k_cache_index), dtype=np.int64).reshape(T),
+        idx_k_cache=cache.reshape(nb, bs, D), idx_k_scale_cache=scale_cache.reshape(nb, bs),
+        ln_eps=float(layernorm_epsilon_k), weights_scale=float(N ** -0.5 * D ** -0.5),
+        rope_mode="interleaved_in_half_out")
+    torch_io = _is_torch(token_x)
+    return tuple(_back(r[k], torch_io) for k in ("q_idx", "q_idx_scale", "weights"))
