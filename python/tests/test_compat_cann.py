@@ -225,3 +225,101 @@ def test_npu_lightning_indexer_prolog_pto_torch():
         assert isinstance(g, torch.Tensor)
         np.testing.assert_array_equal(g.numpy(), w)
     np.testing.assert_array_equal(t["k_cache"].numpy(), d["k_cache"])  # the torch cache updated in place
+
+
+# ---- sparse_flash_attention_quant_d / _p ------------------------------------------------------------------------
+
+def sfa_data(rng, B, N, S1, lens, int8, bs=128, topk=2048):
+    """The vendor test file's data: q, latent and rope U(-1, 1) bf16; the latent quantised per 128 values with scale
+    amax / 127 (int8 cases); whole blocks in a random permutation; a sequence of L ≤ topk tokens lists 0 … L − 1
+    then zeros, a longer one a random permutation of its positions."""
+    need = [-(-n // bs) for n in lens]
+    nb = sum(need)
+    perm = rng.permutation(nb).astype(np.int32)
+    table = np.full((B, max(need)), -1, np.int32)
+    used = 0
+    for b, n in enumerate(need):
+        table[b, :n] = perm[used:used + n]
+        used += n
+    lists = np.zeros((B, S1, topk), np.int32)
+    for b, L in enumerate(lens):
+        for s in range(S1):
+            lists[b, s, :min(L, topk)] = np.arange(L) if L < topk else rng.permutation(L)[:topk]
+    q = rng.uniform(-1, 1, (B, S1, N, 576)).astype(BF16)
+    kn = rng.uniform(-1, 1, (nb * bs, 4, 128)).astype(BF16).astype(np.float32)
+    scales = np.maximum(np.abs(kn).max(-1, keepdims=True), 1e-8) / 127.0
+    kn8 = np.clip(np.rint(kn / scales), -128, 127).astype(np.int8)
+    return dict(q=q, kn=(kn8 if int8 else kn.astype(BF16)).reshape(nb * bs, 512),
+                scales=scales.astype(np.float32).reshape(nb * bs, 4), kr=rng.uniform(-1, 1, (nb * bs, 64)).astype(BF16),
+                lists=lists.reshape(B * S1, topk), table=table, lens=np.array(lens, np.int32), bs=bs, topk=topk)
+
+
+def sfa_reference(d, scale, tile=2048):
+    """Per query: its first min(L − (S1 − 1 − s), topk) list entries; K = [latent ; rope], V = latent (int8:
+    bf16(int8 · scale)); online softmax over tiles of `tile` keys with bf16 probabilities in P·V; bf16 out."""
+    B, S1, N, _ = d["q"].shape
+    kn = d["kn"].astype(np.float32)
+    if d["kn"].dtype == np.int8:
+        kn = bf16(kn.reshape(-1, 4, 128) * d["scales"][..., None]).reshape(-1, 512)
+    kr, bs = d["kr"].astype(np.float32), d["bs"]
+    out = np.zeros((B, S1, N, 512), np.float32)
+    for b in range(B):
+        for s in range(S1):
+            cnt = min(max(int(d["lens"][b]) - S1 + 1 + s, 0), d["topk"])
+            idx = d["lists"][b * S1 + s, :cnt]
+            rows = d["table"][b, idx // bs] * bs + idx % bs
+            K, V = np.concatenate([kn[rows], kr[rows]], -1), kn[rows]
+            S = d["q"][b, s].astype(np.float32) @ K.T * np.float32(scale)
+            m, l, O = None, None, None
+            for t0 in range(0, cnt, tile):
+                St = S[:, t0:t0 + tile]
+                mt = St.max(-1, keepdims=True)
+                mn = mt if m is None else np.maximum(m, mt)
+                w = np.exp(St - mn)
+                Ot = bf16(w) @ V[t0:t0 + tile]
+                if m is None:
+                    l, O = w.sum(-1, keepdims=True), Ot
+                else:
+                    a = np.exp(m - mn)
+                    l, O = l * a + w.sum(-1, keepdims=True), O * a + Ot
+                m = mn
+            if cnt:
+                out[b, s] = O / l
+    return out.astype(BF16)
+
+
+@pytest.mark.parametrize("name,B,S1,lens,int8", [
+    ("sfa_bf16_b4_s2_seq64K_total_int8_d", 4, 2, [65536, 16381, 666, 15], True),
+    ("sfa_bf16_b4_s2_seq64K_per_int8_d", 4, 2, [65536] * 4, True),
+    ("sfa_bf16_b1_s256_seq2047_int8_p", 1, 256, [2047], True),
+    ("bf16 keys, a short sequence (not a vendor case)", 2, 3, [3000, 2], False),
+])
+def test_sparse_flash_attention_quant(name, B, S1, lens, int8):
+    N = 128 if B * S1 < 256 else 16  # the prefill case with 16 of its 128 heads, to keep the NumPy side quick
+    rng = np.random.default_rng(len(name))
+    d = sfa_data(rng, B, N, S1, lens, int8)
+    scale = 576 ** -0.5
+    out = np.zeros((B, S1, N, 512), BF16)
+    entry = cann.sparse_flash_attention_quant_p if name.endswith("_p") else cann.sparse_flash_attention_quant_d
+    got = entry(d["q"][..., :512].reshape(-1, 512), d["q"][..., 512:].reshape(-1, 64), d["kn"], d["kr"], d["scales"],
+                d["lists"], d["table"], d["lens"], out, N, 1, scale, d["topk"], d["bs"], d["table"].shape[1],
+                cann.SaTileShapeConfig())
+    assert got is out
+    assert_vendor_close(out.astype(np.float32), sfa_reference(d, scale).astype(np.float32))
+
+
+def test_sparse_flash_attention_quant_torch():
+    torch = pytest.importorskip("torch")
+    d = sfa_data(np.random.default_rng(9), 2, 4, 2, [300, 40], True, bs=16, topk=64)
+    args = [d["q"][..., :512].reshape(-1, 512), d["q"][..., 512:].reshape(-1, 64), d["kn"], d["kr"], d["scales"],
+            d["lists"], d["table"], d["lens"]]
+    want = np.zeros((2, 2, 4, 512), BF16)
+    cann.sparse_flash_attention_quant_d(*args, want, 4, 1, 0.05, 64, 16, d["table"].shape[1])
+
+    def tt(a):
+        return torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).view(torch.bfloat16) if a.dtype == BF16 \
+            else torch.from_numpy(np.ascontiguousarray(a))
+    out = torch.zeros((2, 2, 4, 512), dtype=torch.bfloat16)
+    got = cann.sparse_flash_attention_quant_d(*[tt(a) for a in args], out, 4, 1, 0.05, 64, 16, d["table"].shape[1])
+    assert got is out
+    np.testing.assert_array_equal(out.view(torch.int16).numpy(), want.view(np.int16))

@@ -1,7 +1,8 @@
 """The Ascend (CANN) vendor operators' calls on the CPU, with the vendor's function names, argument names and order,
 defaults, shapes and return values, computed by dsops operators. So far: `npu_lightning_indexer_pto` (PyPTO,
 DeepSeek-V3.2's lightning indexer with top-k) on `lightning_indexer`'s bf16 variant, and
-`npu_lightning_indexer_prolog_pto` (PyPTO, its int8 prolog) on `indexer_prolog_v32`.
+`npu_lightning_indexer_prolog_pto` (PyPTO, its int8 prolog) on `indexer_prolog_v32`, and the PyPTO sparse
+flash attention with int8 keys, `sparse_flash_attention_quant_d` / `_p`, on `sparse_flash_attention_v32`.
 
 Matmul weights come as the vendor keeps them, `[in, out]`: either ND (rank 2) or in Ascend's FRACTAL_NZ blocks
 (rank 3, `[ceil(out / C0), ceil(in / 16) · 16, C0]`, C0 = 32 bytes of elements, the layout of
@@ -10,13 +11,17 @@ Matmul weights come as the vendor keeps them, `[in, out]`: either ND (rank 2) or
 Where the vendor op has shape limits that dsops lacks, the call follows dsops (docstrings say which); where the
 vendor's documented behaviour and its golden differ, docs/COMPAT.md says which one is reproduced.
 """
+import dataclasses
+from typing import Optional
+
 import numpy as np
 
 import dsops
 
 from ._arrays import _back, _is_torch, _np
 
-__all__ = ["npu_lightning_indexer_pto", "npu_lightning_indexer_prolog_pto"]
+__all__ = ["npu_lightning_indexer_pto", "npu_lightning_indexer_prolog_pto", "SaTileShapeConfig",
+           "sparse_flash_attention_quant_d", "sparse_flash_attention_quant_p"]
 
 
 def _bf16(x, name):
@@ -118,3 +123,58 @@ def npu_lightning_indexer_prolog_pto(token_x, q_norm, q_norm_scale, wq_b, wq_b_s
         rope_mode="interleaved_in_half_out")
     torch_io = _is_torch(token_x)
     return tuple(_back(r[k], torch_io) for k in ("q_idx", "q_idx_scale", "weights"))
+
+
+@dataclasses.dataclass
+class SaTileShapeConfig:
+    """The vendor's tiling record. On the CPU only s_kv_tile matters: the length of the key tiles of the online
+    softmax, whose bf16 rounding of the un-normalised probabilities it fixes."""
+    g_tile: int = 128
+    s_kv_tile: int = 2048
+    c1_tile_shape: Optional[list] = None
+    v1_tile_shape: Optional[list] = None
+    c2_tile_shape: Optional[list] = None
+    v2_tile_shape: Optional[list] = None
+
+
+def sparse_flash_attention_quant_d(query_nope, query_rope, key_nope_2d, key_rope_2d, k_nope_scales, topk_indices,
+                                   block_table, kv_act_seqs, attention_out, nq, n_kv, softmax_scale, topk, block_size,
+                                   max_blocknum_perbatch, tile_config=None):
+    """Sparse MLA attention over a paged latent cache, int8 (with k_nope_scales) or bf16 keys; writes
+    attention_out [B, S1, nq, 512] bf16 in place and returns it.
+
+    query_nope [B·S1·nq, 512], query_rope [B·S1·nq, 64] bf16; key_nope_2d [block_num·block_size, 512] int8 or bf16;
+    key_rope_2d [block_num·block_size, 64] bf16; k_nope_scales [block_num·block_size, 4] fp32; topk_indices
+    [B·S1, topk] int32 (positions in the sequence); block_table [B, max_blocks] int32; kv_act_seqs [B] int32.
+    Query s of a sequence with L cached tokens attends to the first min(L − (S1 − 1 − s), topk) entries of its
+    list; P is rounded to bf16 before P·V and the softmax runs over key tiles of tile_config.s_kv_tile (2048)."""
+    out = _np(attention_out)
+    B, S1 = out.shape[0], out.shape[1]
+    if n_kv != 1:
+        raise NotImplementedError(f"n_kv = {n_kv}: the MLA latent has one key head")
+    if not out.flags.c_contiguous:
+        raise ValueError("attention_out must be contiguous (it is written in place)")
+    kn, kr = _np(key_nope_2d), _bf16(key_rope_2d, "key_rope_2d")
+    dc, dr = kn.shape[-1], kr.shape[-1]
+    nb = kn.shape[0] // int(block_size)
+    T = B * S1
+    int8 = kn.dtype == np.int8
+    keys = dict(key_nope=kn.reshape(nb, int(block_size), dc), key_rope=kr.reshape(nb, int(block_size), dr))
+    if int8:
+        keys["key_nope_scale"] = np.ascontiguousarray(_np(k_nope_scales), dtype=np.float32).reshape(nb, int(block_size), -1)
+    lists = np.ascontiguousarray(_np(topk_indices), dtype=np.int32).reshape(T, -1)[:, :int(topk)]
+    tile = (tile_config or SaTileShapeConfig()).s_kv_tile
+    dsops.sparse_flash_attention_v32(
+        q_nope=_bf16(query_nope, "query_nope").reshape(T, int(nq), dc),
+        q_rope=_bf16(query_rope, "query_rope").reshape(T, int(nq), dr), **keys, topk_indices=lists,
+        block_table=np.ascontiguousarray(_np(block_table), dtype=np.int32),
+        cu_seqlens_q=(np.arange(B + 1) * S1).astype(np.int32),
+        seqused_kv=np.ascontiguousarray(_np(kv_act_seqs), dtype=np.int32).reshape(B),
+        out=out.reshape(T, int(nq), dc), softmax_scale=float(softmax_scale), p_mode="tiled", p_tile=int(tile),
+        kv_layout="split_int8" if int8 else "split_bf16")
+    return attention_out
+
+
+def sparse_flash_attention_quant_p(*args, **kwargs):
+    """The prefill entry of the same operator (the vendor's flash variant for long query runs): the same result."""
+    return sparse_flash_attention_quant_d(*args, **kwargs)
