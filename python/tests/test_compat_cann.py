@@ -323,3 +323,83 @@ def test_sparse_flash_attention_quant_torch():
     got = cann.sparse_flash_attention_quant_d(*[tt(a) for a in args], out, 4, 1, 0.05, 64, 16, d["table"].shape[1])
     assert got is out
     np.testing.assert_array_equal(out.view(torch.int16).numpy(), want.view(np.int16))
+
+
+# ---- npu_hc_pre / npu_hc_post -------------------------------------------------------------------------------------
+
+def vendor_relative_pass(got, want, thd=0.005, pct=0.005):
+    """The AscendC test files' rule: an element fails when it differs by thd or more and by more than thd relative to
+    max(|got|, |want|, 2^-14 / thd); at most a fraction pct of the elements may fail."""
+    got, want = np.asarray(got, np.float64).ravel(), np.asarray(want, np.float64).ravel()
+    a = np.abs(got - want)
+    rel = np.where(a < thd, a, a / np.maximum(np.maximum(np.abs(got), np.abs(want)), 2.0 ** -14 / thd))
+    return (rel > thd).mean() <= pct
+
+
+def hc_pre_reference(x, fn, scale, base, hc=4, iters=20, eps=1e-6):
+    """The mHC pre-processing in float64: RMS-scaled mixes, sigmoid gates, softmax + Sinkhorn (columns first)."""
+    T = x.shape[0]
+    xf = x.astype(np.float64).reshape(T, -1)
+    mixes = (xf @ fn.astype(np.float64).T) / np.sqrt((xf ** 2).mean(-1, keepdims=True) + eps)
+    sig = lambda v: 1 / (1 + np.exp(-v))
+    pre = sig(mixes[:, :hc] * scale[0] + base[:hc]) + eps
+    post = 2 * sig(mixes[:, hc:2 * hc] * scale[1] + base[hc:2 * hc])
+    c = mixes[:, 2 * hc:].reshape(T, hc, hc) * scale[2] + base[2 * hc:].reshape(hc, hc)
+    c = np.exp(c - c.max(-1, keepdims=True))
+    c = c / c.sum(-1, keepdims=True) + eps
+    c = c / (c.sum(-2, keepdims=True) + eps)
+    for _ in range(iters - 1):
+        c = c / (c.sum(-1, keepdims=True) + eps)
+        c = c / (c.sum(-2, keepdims=True) + eps)
+    y = (pre[:, :, None] * x.astype(np.float64)).sum(1)
+    return y, post, c
+
+
+@pytest.mark.parametrize("shape", [(1, 192, 4, 4096), (1, 192, 4, 7168), (1, 4, 4096), (128, 4, 7168), (777, 4, 4096)])
+def test_npu_hc_pre(shape):
+    """The vendor test file's cases (b 1, s 192, d 4096 and 7168; bs 1 and 128) and one odd token count, with its
+    data: everything uniform in (0, 2)."""
+    rng = np.random.default_rng(shape[-3] + shape[-1])
+    x = rng.uniform(0, 2, shape).astype(BF16)
+    fn = rng.uniform(0, 2, (24, 4 * shape[-1])).astype(np.float32)
+    scale, base = rng.uniform(0, 2, 3).astype(np.float32), rng.uniform(0, 2, 24).astype(np.float32)
+    y, post, comb = cann.npu_hc_pre(x, fn, scale, base)
+    lead = shape[:-2]
+    assert y.shape == lead + (shape[-1],) and y.dtype == BF16
+    assert post.shape == lead + (4,) and comb.shape == lead + (4, 4) and comb.dtype == np.float32
+    ry, rpost, rcomb = hc_pre_reference(x.reshape(-1, 4, shape[-1]), fn, scale.astype(np.float64), base.astype(np.float64))
+    assert vendor_relative_pass(y.astype(np.float32).reshape(-1, shape[-1]), ry)
+    assert vendor_relative_pass(post.reshape(-1, 4), rpost)
+    assert vendor_relative_pass(comb.reshape(-1, 4, 4), rcomb, pct=0.02)
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+@pytest.mark.parametrize("shape", [(1, 192, 4, 4096), (64, 4, 7168), (5, 3, 100)])
+def test_npu_hc_post(shape, dtype):
+    rng = np.random.default_rng(len(shape) + shape[-1])
+    dt = BF16 if dtype == "bf16" else np.float32
+    d, hc, lead = shape[-1], shape[-2], shape[:-2]
+    x = rng.uniform(-1, 1, lead + (d,)).astype(dt)
+    res = rng.uniform(-1, 1, shape).astype(dt)
+    post = rng.uniform(0, 2, lead + (hc,)).astype(np.float32)
+    comb = rng.uniform(0, 1, lead + (hc, hc)).astype(np.float32)
+    y = cann.npu_hc_post(x, res, post, comb)
+    assert y.shape == shape and y.dtype == dt
+    want = post[..., None] * x[..., None, :].astype(np.float64) + \
+        (comb[..., None].astype(np.float64) * res[..., :, None, :].astype(np.float64)).sum(-3)
+    assert vendor_relative_pass(y.astype(np.float32), want)
+
+
+def test_npu_hc_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    x = rng.uniform(0, 2, (3, 4, 256)).astype(BF16)
+    fn, scale, base = (rng.uniform(0, 2, s).astype(np.float32) for s in ((24, 1024), 3, 24))
+    want = cann.npu_hc_pre(x, fn, scale, base)
+    tx = torch.from_numpy(x.view(np.int16)).view(torch.bfloat16)
+    got = cann.npu_hc_pre(tx, torch.from_numpy(fn), torch.from_numpy(scale), torch.from_numpy(base))
+    assert got[0].dtype == torch.bfloat16
+    np.testing.assert_array_equal(got[0].view(torch.int16).numpy(), want[0].view(np.int16))
+    np.testing.assert_array_equal(got[2].numpy(), want[2])
+    out = cann.npu_hc_post(got[0], tx, got[1], got[2])
+    np.testing.assert_array_equal(out.view(torch.int16).numpy(), cann.npu_hc_post(want[0], x, want[1], want[2]).view(np.int16))

@@ -2,7 +2,8 @@
 defaults, shapes and return values, computed by dsops operators. So far: `npu_lightning_indexer_pto` (PyPTO,
 DeepSeek-V3.2's lightning indexer with top-k) on `lightning_indexer`'s bf16 variant, and
 `npu_lightning_indexer_prolog_pto` (PyPTO, its int8 prolog) on `indexer_prolog_v32`, and the PyPTO sparse
-flash attention with int8 keys, `sparse_flash_attention_quant_d` / `_p`, on `sparse_flash_attention_v32`.
+flash attention with int8 keys, `sparse_flash_attention_quant_d` / `_p`, on `sparse_flash_attention_v32`; the
+AscendC mHC operators `npu_hc_pre` and `npu_hc_post` on `hc_pre` and `hc_post`.
 
 Matmul weights come as the vendor keeps them, `[in, out]`: either ND (rank 2) or in Ascend's FRACTAL_NZ blocks
 (rank 3, `[ceil(out / C0), ceil(in / 16) · 16, C0]`, C0 = 32 bytes of elements, the layout of
@@ -21,7 +22,7 @@ import dsops
 from ._arrays import _back, _is_torch, _np
 
 __all__ = ["npu_lightning_indexer_pto", "npu_lightning_indexer_prolog_pto", "SaTileShapeConfig",
-           "sparse_flash_attention_quant_d", "sparse_flash_attention_quant_p"]
+           "sparse_flash_attention_quant_d", "sparse_flash_attention_quant_p", "npu_hc_pre", "npu_hc_post"]
 
 
 def _bf16(x, name):
@@ -178,3 +179,34 @@ def sparse_flash_attention_quant_d(query_nope, query_rope, key_nope_2d, key_rope
 def sparse_flash_attention_quant_p(*args, **kwargs):
     """The prefill entry of the same operator (the vendor's flash variant for long query runs): the same result."""
     return sparse_flash_attention_quant_d(*args, **kwargs)
+
+
+def npu_hc_pre(x, hc_fn, hc_scale, hc_base, *, hc_mult=4, hc_sinkhorn_iters=20, norm_eps=1e-6, hc_eps=1e-6):
+    """mHC pre-processing: (y, post, comb_frag) from the hc_mult residual streams x.
+
+    x [T, hc_mult, d] or [b, s, hc_mult, d] bf16; hc_fn [(2 + hc_mult) · hc_mult, hc_mult · d], hc_scale [3] and
+    hc_base [(2 + hc_mult) · hc_mult] fp32. Returns y [T, d] bf16, post [T, hc_mult] and comb_frag
+    [T, hc_mult, hc_mult] fp32 (with the leading [b, s] when x has them). dsops takes any hc_mult and d (the
+    vendor op: 4 and 4096)."""
+    a = _bf16(x, "x")
+    if a.shape[-2] != hc_mult:
+        raise ValueError(f"x has {a.shape[-2]} streams, hc_mult = {hc_mult}")
+    lead = a.shape[:-2]
+    r = dsops.hc_pre(x=a.reshape(-1, a.shape[-2], a.shape[-1]), hc_fn=_np(hc_fn), hc_scale=_np(hc_scale),
+                     hc_base=_np(hc_base), sinkhorn_iters=int(hc_sinkhorn_iters), norm_eps=float(norm_eps),
+                     hc_eps=float(hc_eps), preset="v4_flash")
+    torch_io = _is_torch(x)
+    return (_back(r["y"].reshape(*lead, -1), torch_io), _back(r["post"].reshape(*lead, hc_mult), torch_io),
+            _back(r["comb"].reshape(*lead, hc_mult, hc_mult), torch_io))
+
+
+def npu_hc_post(x, residual, post, comb):
+    """mHC post-processing: the new streams y[j] = post[j] · x + Σ_i comb[i][j] · residual[i].
+
+    x [b, s, d] or [T, d]; residual [b, s, hc, d] or [T, hc, d] (bf16 or fp32, as x); post [.., hc] and comb
+    [.., hc, hc] (bf16 or fp32). Returns y shaped as residual. dsops has no fp16 form (the vendor op has)."""
+    res = _np(residual)
+    hc, d = res.shape[-2], res.shape[-1]
+    r = dsops.hc_post(x=_np(x).reshape(-1, d), residual=res.reshape(-1, hc, d), post=_np(post).reshape(-1, hc),
+                      comb=_np(comb).reshape(-1, hc, hc))
+    return _back(r["out"].reshape(res.shape), _is_torch(x))
