@@ -403,3 +403,70 @@ def test_npu_hc_torch():
     np.testing.assert_array_equal(got[2].numpy(), want[2])
     out = cann.npu_hc_post(got[0], tx, got[1], got[2])
     np.testing.assert_array_equal(out.view(torch.int16).numpy(), cann.npu_hc_post(want[0], x, want[1], want[2]).view(np.int16))
+
+
+# ---- npu_quant_lightning_indexer ----------------------------------------------------------------------------------
+
+def quant_li_reference(q, qs, w, keys, ks, S1, ratio, causal, K):
+    """The vendor's documented score Σ_h w_h · ReLU(sQ_h · sK_j · (Q_h · K_j)) in float64 over each token's visible
+    compressed keys; returns per token (positions in decreasing score, all scores)."""
+    rows = []
+    for b in range(len(keys)):
+        dots = np.einsum("shd,nd->shn", q[b].astype(np.float64), keys[b].astype(np.float64))
+        score = (w[b].astype(np.float64)[:, :, None] * np.maximum(
+            qs[b].astype(np.float64)[:, :, None] * ks[b].astype(np.float64)[None, None, :] * dots, 0)).sum(1)
+        L_all = keys[b].shape[0] * ratio
+        for s in range(S1):
+            L = (L_all - (S1 - 1 - s)) if causal else L_all
+            n = max(L, 0) // ratio
+            order = np.argsort(-score[s, :n], kind="stable")[:K]
+            rows.append((order, score[s, :n]))
+    return rows
+
+
+def assert_quant_topk(got, ref, K, rel=2e-3):
+    """Valid entries first, −1 after; each position outside the reference's top-K must score within rel of the
+    reference's K-th score (fp16 roundings of the int8 arithmetic move near-ties)."""
+    for g, (order, score) in zip(got.reshape(-1, K), ref):
+        valid = g[g >= 0]
+        assert len(valid) == len(order) and np.all(g[len(valid):] == -1)
+        assert len(set(valid.tolist())) == len(valid)
+        if len(order) == 0:
+            continue
+        kth = score[order[-1]]
+        for j in set(valid.tolist()) - set(order.tolist()):
+            assert abs(score[j] - kth) <= rel * abs(kth), (j, score[j], kth)
+
+
+@pytest.mark.parametrize("s2,K,mode,ratio", [(512, 512, 0, 1), (512, 512, 3, 4), (8192, 512, 3, 4),
+                                             (8192, 2048, 3, 1)])
+def test_npu_quant_lightning_indexer(s2, K, mode, ratio):
+    """The vendor documentation's examples (b 24, s1 4, 512 keys; sparse_mode 0 with ratio 1, 3 with ratio 4) and
+    the same data over 8192 tokens, where the top-k is a real selection; its data: int8 from uniform(−128, 127),
+    scales uniform(0, 10), weights uniform(0, 0.01), a block table of consecutive blocks."""
+    rng = np.random.default_rng(s2 + K + mode)
+    b, s1, n1, d, bs = 24 if s2 == 512 else 4, 4, 64, 128, 128
+    nblk = -(-s2 // bs)
+    table = np.arange(b * nblk, dtype=np.int32).reshape(b, nblk)
+    key = rng.uniform(-128, 127, (b * nblk, bs, 1, d)).astype(np.int8)
+    kscale = rng.uniform(0, 10, (b * nblk, bs, 1)).astype(np.float16)
+    q = rng.uniform(-128, 127, (b, s1, n1, d)).astype(np.int8)
+    qscale = rng.uniform(0, 10, (b, s1, n1)).astype(np.float16)
+    w = rng.uniform(0, 0.01, (b, s1, n1)).astype(np.float16)
+    lens = np.full(b, s2 * ratio, np.int32)  # original tokens: s2 compressed keys each
+    idx, values = cann.npu_quant_lightning_indexer(
+        q, key, w, qscale, kscale, actual_seq_lengths_query=np.full(b, s1, np.int32), actual_seq_lengths_key=lens,
+        block_table=table, layout_query="BSND", layout_key="PA_BSND", sparse_count=K, sparse_mode=mode,
+        cmp_ratio=ratio)
+    assert values is None and idx.shape == (b, s1, 1, K) and idx.dtype == np.int32
+    keys = [key[table[i], :, 0].reshape(-1, d)[:s2] for i in range(b)]
+    kss = [kscale[table[i], :, 0].reshape(-1)[:s2] for i in range(b)]
+    ref = quant_li_reference(q, qscale, w, keys, kss, s1, ratio, mode == 3, K)
+    assert_quant_topk(idx, ref, K)
+    # TND: the same tokens as one run of prefix sums
+    tnd, _ = cann.npu_quant_lightning_indexer(
+        q.reshape(-1, n1, d), key, w.reshape(-1, n1), qscale.reshape(-1, n1), kscale,
+        actual_seq_lengths_query=np.arange(1, b + 1, dtype=np.int32) * s1, actual_seq_lengths_key=lens,
+        block_table=table, layout_query="TND", layout_key="PA_BSND", sparse_count=K, sparse_mode=mode,
+        cmp_ratio=ratio)
+    np.testing.assert_array_equal(tnd.reshape(-1), idx.reshape(-1))

@@ -3,7 +3,9 @@ defaults, shapes and return values, computed by dsops operators. So far: `npu_li
 DeepSeek-V3.2's lightning indexer with top-k) on `lightning_indexer`'s bf16 variant, and
 `npu_lightning_indexer_prolog_pto` (PyPTO, its int8 prolog) on `indexer_prolog_v32`, and the PyPTO sparse
 flash attention with int8 keys, `sparse_flash_attention_quant_d` / `_p`, on `sparse_flash_attention_v32`; the
-AscendC mHC operators `npu_hc_pre` and `npu_hc_post` on `hc_pre` and `hc_post`.
+AscendC mHC operators `npu_hc_pre` and `npu_hc_post` on `hc_pre` and `hc_post`; the AscendC
+`npu_quant_lightning_indexer` (int8, DeepSeek-V4's indexer over compressed keys) on `lightning_indexer`'s int8
+variant.
 
 Matmul weights come as the vendor keeps them, `[in, out]`: either ND (rank 2) or in Ascend's FRACTAL_NZ blocks
 (rank 3, `[ceil(out / C0), ceil(in / 16) · 16, C0]`, C0 = 32 bytes of elements, the layout of
@@ -22,7 +24,8 @@ import dsops
 from ._arrays import _back, _is_torch, _np
 
 __all__ = ["npu_lightning_indexer_pto", "npu_lightning_indexer_prolog_pto", "SaTileShapeConfig",
-           "sparse_flash_attention_quant_d", "sparse_flash_attention_quant_p", "npu_hc_pre", "npu_hc_post"]
+           "sparse_flash_attention_quant_d", "sparse_flash_attention_quant_p", "npu_hc_pre", "npu_hc_post",
+           "npu_quant_lightning_indexer"]
 
 
 def _bf16(x, name):
@@ -62,13 +65,7 @@ def npu_lightning_indexer_pto(query, key, weights, *, actual_seq_lengths_query=N
     lens = np.ascontiguousarray(_np(actual_seq_lengths_key), dtype=np.int32).reshape(-1)
     table = np.ascontiguousarray(_np(block_table), dtype=np.int32)
     T = B * S1
-    if sparse_mode == 3:  # the call's S1 tokens of a sequence are its last ones
-        cu = (np.arange(B + 1) * S1).astype(np.int32)
-        used = lens
-    else:  # every query its own sequence, seeing all L keys
-        cu = np.arange(T + 1, dtype=np.int32)
-        used = np.repeat(lens, S1)
-        table = np.repeat(table, S1, axis=0)
+    cu, used, table = _sequences(sparse_mode, (np.arange(B + 1) * S1).astype(np.int32), lens, table, S1)
     out = np.empty((T, int(sparse_count)), np.int32)
     dsops.lightning_indexer(q_idx=q.reshape(T, N1, D), weights=w.reshape(T, N1), key_cache=k.reshape(k.shape[0],
                             k.shape[1], D), block_table=table, cu_seqlens_q=cu, seqused_kv=used,
@@ -210,3 +207,60 @@ def npu_hc_post(x, residual, post, comb):
     r = dsops.hc_post(x=_np(x).reshape(-1, d), residual=res.reshape(-1, hc, d), post=_np(post).reshape(-1, hc),
                       comb=_np(comb).reshape(-1, hc, hc))
     return _back(r["out"].reshape(res.shape), _is_torch(x))
+
+
+def _sequences(sparse_mode, cu, lens, table, counts):
+    """dsops's cu_seqlens_q / seqused_kv / block table for a mask mode: sparse_mode 3 keeps each sequence's tokens
+    together (dsops's causal rule, aligned at the bottom right); 0 makes every token its own sequence seeing all."""
+    if sparse_mode == 3:
+        return cu, lens, table
+    return (np.arange(cu[-1] + 1, dtype=np.int32), np.repeat(lens, counts).astype(np.int32),
+            np.repeat(table, counts, axis=0))
+
+
+def npu_quant_lightning_indexer(query, key, weights, query_dequant_scale, key_dequant_scale, *,
+                                actual_seq_lengths_query=None, actual_seq_lengths_key=None, block_table=None,
+                                metadata=None, query_quant_mode=0, key_quant_mode=0, layout_query="BSND",
+                                layout_key="BSND", sparse_count=2048, sparse_mode=3, pre_tokens=2 ** 63 - 1,
+                                next_tokens=2 ** 63 - 1, cmp_ratio=1, return_value=False):
+    """Top-`sparse_count` compressed-key positions per query token, int8 queries and keys with fp16 per-token-head
+    dequantisation scales and fp16 head weights. Returns (sparse_indices, None): [B, S1, 1, sparse_count] for
+    BSND queries, [T1, 1, sparse_count] for TND (then actual_seq_lengths_query holds prefix sums); −1 past the keys
+    a token sees. key [block_count, block_size, 1, D] int8 and key_dequant_scale [block_count, block_size, 1] fp16
+    (PA_BSND); actual_seq_lengths_key [B] original token counts; a token sees floor(L / cmp_ratio) keys with L its
+    causal count (sparse_mode 3) or the whole count (0). The score is that of dsops's int8 variant (§3.6)."""
+    if layout_key not in ("PA_BSND", "BSND") or layout_query not in ("BSND", "TND"):
+        raise NotImplementedError(f"layouts {layout_query!r} / {layout_key!r}: query BSND or TND, key PA_BSND")
+    if sparse_mode not in (0, 3):
+        raise ValueError(f"sparse_mode = {sparse_mode}: the vendor op has 0 and 3")
+    if query_quant_mode or key_quant_mode or return_value:
+        raise NotImplementedError("only per-token-head quantisation (mode 0) and return_value=False exist")
+    if actual_seq_lengths_key is None or block_table is None:
+        raise ValueError("actual_seq_lengths_key and block_table are required with a paged key")
+    q, k = _np(query), _np(key)
+    if k.ndim != 4 or k.shape[2] != 1:
+        raise NotImplementedError(f"key has shape {k.shape}: expected [block_count, block_size, 1, D]")
+    D = q.shape[-1]
+    lens = np.ascontiguousarray(_np(actual_seq_lengths_key), dtype=np.int32).reshape(-1)
+    B = lens.size
+    if layout_query == "TND":
+        if actual_seq_lengths_query is None:
+            raise ValueError("layout_query TND needs actual_seq_lengths_query (prefix sums)")
+        cu = np.concatenate([[0], _np(actual_seq_lengths_query).reshape(-1)]).astype(np.int32)
+        out_shape = (q.shape[0], 1, int(sparse_count))
+    else:
+        S1 = q.shape[1]
+        if actual_seq_lengths_query is not None and np.any(_np(actual_seq_lengths_query) != S1):
+            raise NotImplementedError("BSND with actual_seq_lengths_query other than S1 (use TND)")
+        cu = (np.arange(B + 1) * S1).astype(np.int32)
+        out_shape = (B, S1, 1, int(sparse_count))
+    T, N1 = cu[-1], q.shape[-2]
+    cu, used, table = _sequences(sparse_mode, cu, lens, np.ascontiguousarray(_np(block_table), dtype=np.int32),
+                                 np.diff(cu))
+    out = np.empty((T, int(sparse_count)), np.int32)
+    dsops.lightning_indexer(q_idx=q.reshape(T, N1, D), q_idx_scale=_np(query_dequant_scale).reshape(T, N1),
+                            weights=_np(weights).reshape(T, N1), key_cache=k.reshape(k.shape[0], k.shape[1], D),
+                            key_scale_cache=_np(key_dequant_scale).reshape(k.shape[0], k.shape[1]),
+                            block_table=table, cu_seqlens_q=cu, seqused_kv=used, topk=int(sparse_count),
+                            topk_indices=out, cmp_ratio=int(cmp_ratio))
+    return _back(out.reshape(out_shape), _is_torch(query)), None
