@@ -470,3 +470,104 @@ def test_npu_quant_lightning_indexer(s2, K, mode, ratio):
         block_table=table, layout_query="TND", layout_key="PA_BSND", sparse_count=K, sparse_mode=mode,
         cmp_ratio=ratio)
     np.testing.assert_array_equal(tnd.reshape(-1), idx.reshape(-1))
+
+
+# ---- compressor ---------------------------------------------------------------------------------------------------
+
+def rms_rope_reference(pooled, weight, cos, sin, mode, eps=1e-6):
+    y = bf16(pooled)
+    y = bf16(y / np.sqrt((y.astype(np.float64) ** 2).mean() + eps) * weight.astype(np.float64))
+    r, c, s = y[-64:].astype(np.float64), cos.astype(np.float64), sin.astype(np.float64)
+    o = np.empty(64)
+    if mode == 1:  # half: pairs (j, j + 32)
+        o[:32] = r[:32] * c[:32] - r[32:] * s[:32]
+        o[32:] = r[32:] * c[32:] + r[:32] * s[32:]
+    else:          # interleaved: pairs (2j, 2j + 1)
+        o[0::2] = r[0::2] * c[0::2] - r[1::2] * s[0::2]
+        o[1::2] = r[1::2] * c[1::2] + r[0::2] * s[1::2]
+    y[-64:] = bf16(o)
+    return y
+
+
+def compressor_reference(d):
+    """Per sequence: fresh projections of the call's tokens, state rows (as before the call) for earlier
+    positions; each window closing in the call pools its candidates (coff 2: the previous window's low half and
+    its own high half) by a softmax over the logits; then RMSNorm and the rotation of the last 64 dims."""
+    R, D, C, BS = d["R"], d["D"], d["coff"], d["state"].shape[1]
+    W = C * D
+    state0 = d["state"].astype(np.float64)
+    outs, rows_written = [], []
+    for b in range(len(d["lens"])):
+        x0, n, p0 = d["starts"][b], d["lens"][b], d["pos"][b]
+        xb = d["x2"][x0:x0 + n].astype(np.float64)
+        kvp = xb @ d["wkv"].astype(np.float64).T
+        scp = xb @ d["wgate"].astype(np.float64).T + d["ape"][(p0 + np.arange(n)) % R].astype(np.float64)
+        slot = lambda u: d["table"][b, u // BS] * BS + u % BS
+
+        def row(u):
+            if u >= p0:
+                return kvp[u - p0], scp[u - p0]
+            s = state0.reshape(-1, 2 * W)[slot(u)]
+            return s[:W], s[W:]
+        entries = []
+        for k in range(p0 // R, (p0 + n) // R):
+            cands = [(row(u)[0][:D], row(u)[1][:D]) for u in range((k - 1) * R, k * R) if u >= 0] if C == 2 else []
+            cands += [(row(u)[0][W - D:], row(u)[1][W - D:]) for u in range(k * R, k * R + R)]
+            a, z = np.array([c[0] for c in cands]), np.array([c[1] for c in cands])
+            e = np.exp(z - z.max(0))
+            entries.append((a * e).sum(0) / e.sum(0))
+        outs.append(entries)
+        rows_written.append([(slot(p0 + i), np.concatenate([kvp[i], scp[i]])) for i in range(n)])
+    return outs, rows_written
+
+
+def compressor_case(rng, B, lens, pos, D, C, R, H=4096, BS=128, layout="TND", zero_blocks=0, extra=0):
+    """The vendor example's data: everything uniform in (−10, 10) (rope tables in (−1, 1)); each sequence its own
+    blocks (ids from 1; block 0 is the vendor's "not kept"), the first `zero_blocks` table entries 0."""
+    W = C * D
+    S = max(lens) + extra
+    need = -(-(max(pos) + S) // BS)
+    table = (1 + np.arange(B * need, dtype=np.int32)).reshape(B, need)
+    table[:, :zero_blocks] = 0
+    u = lambda shape, lo=-10, hi=10: rng.uniform(lo, hi, shape)
+    starts = np.arange(B + 1) * S if layout == "BSND" else np.concatenate([[0], np.cumsum(lens)])
+    T = int(starts[-1])
+    counts = [(p + n) // R - p // R for p, n in zip(pos, lens)]
+    no = -(-S // R) if layout == "BSND" else min(T, T // R + B)
+    rope_shape = (B, no, 64) if layout == "BSND" else (no, 64)
+    d = dict(R=R, D=D, coff=C, x2=u((T, H)).astype(BF16), wkv=u((W, H)).astype(BF16), wgate=u((W, H)).astype(BF16),
+             ape=u((R, W)).astype(np.float32), weight=u(D).astype(BF16), cos=u(rope_shape, -1, 1).astype(BF16),
+             sin=u(rope_shape, -1, 1).astype(BF16), state=u((B * need + 1, BS, 2 * W)).astype(np.float32),
+             table=table, starts=starts, lens=np.array(lens), pos=np.array(pos), counts=counts, layout=layout)
+    return d
+
+
+@pytest.mark.parametrize("name,B,lens,pos,D,C,R,layout,mode,zero", [
+    ("doc example: c128a decode at 8191", 1, [1], [8191], 512, 1, 128, "TND", 2, 0),
+    ("c4a, BSND, prefill and a decode run", 2, [5, 3], [0, 6], 512, 2, 4, "BSND", 1, 0),
+    ("c4li, TND, three sequences", 3, [9, 1, 2], [0, 3, 7], 128, 2, 4, "TND", 2, 0),
+    ("c4a prefill, blocks not kept", 2, [300, 290], [0, 0], 512, 2, 4, "TND", 1, 2),
+])
+def test_compressor(name, B, lens, pos, D, C, R, layout, mode, zero):
+    rng = np.random.default_rng(len(name))
+    d = compressor_case(rng, B, lens, pos, D, C, R, layout=layout, zero_blocks=zero)
+    outs, rows = compressor_reference(d)
+    state = d["state"].copy()
+    x = d["x2"].reshape(B, -1, d["x2"].shape[-1]) if layout == "BSND" else d["x2"]
+    got = cann.npu_compressor(x, d["wkv"], d["wgate"], state, d["ape"], d["weight"], d["sin"], d["cos"], 64, R,
+                              state_block_table=d["table"], cu_seqlens=None if layout == "BSND" else d["starts"],
+                              start_pos=d["pos"], coff=C, rotary_mode=mode)
+    assert got.dtype == BF16
+    r0 = 0
+    for b in range(B):
+        for k, pooled in enumerate(outs[b]):
+            row = (b, k) if layout == "BSND" else (r0 + k,)
+            rope = (d["cos"][b, k], d["sin"][b, k]) if layout == "BSND" else (d["cos"][r0 + k], d["sin"][r0 + k])
+            want = rms_rope_reference(pooled, d["weight"], *rope, mode)
+            assert_vendor_close(got[row].astype(np.float32), want.astype(np.float32))
+        r0 += len(outs[b])
+    flat = state.reshape(-1, state.shape[-1])
+    for b in range(B):
+        for slot, want in rows[b]:
+            if slot >= d["state"].shape[1]:  # rows of block 0 are the vendor's "not kept"
+                np.testing.assert_allclose(flat[slot], want, rtol=1e-5, atol=1e-2)

@@ -5,7 +5,7 @@ DeepSeek-V3.2's lightning indexer with top-k) on `lightning_indexer`'s bf16 vari
 flash attention with int8 keys, `sparse_flash_attention_quant_d` / `_p`, on `sparse_flash_attention_v32`; the
 AscendC mHC operators `npu_hc_pre` and `npu_hc_post` on `hc_pre` and `hc_post`; the AscendC
 `npu_quant_lightning_indexer` (int8, DeepSeek-V4's indexer over compressed keys) on `lightning_indexer`'s int8
-variant.
+variant; the AscendC `compressor` (`npu_compressor`) on `compressor`.
 
 Matmul weights come as the vendor keeps them, `[in, out]`: either ND (rank 2) or in Ascend's FRACTAL_NZ blocks
 (rank 3, `[ceil(out / C0), ceil(in / 16) · 16, C0]`, C0 = 32 bytes of elements, the layout of
@@ -25,7 +25,7 @@ from ._arrays import _back, _is_torch, _np
 
 __all__ = ["npu_lightning_indexer_pto", "npu_lightning_indexer_prolog_pto", "SaTileShapeConfig",
            "sparse_flash_attention_quant_d", "sparse_flash_attention_quant_p", "npu_hc_pre", "npu_hc_post",
-           "npu_quant_lightning_indexer"]
+           "npu_quant_lightning_indexer", "compressor", "npu_compressor"]
 
 
 def _bf16(x, name):
@@ -264,3 +264,72 @@ def npu_quant_lightning_indexer(query, key, weights, query_dequant_scale, key_de
                             block_table=table, cu_seqlens_q=cu, seqused_kv=used, topk=int(sparse_count),
                             topk_indices=out, cmp_ratio=int(cmp_ratio))
     return _back(out.reshape(out_shape), _is_torch(query)), None
+
+
+def compressor(x, wkv, wgate, state_cache, ape, norm_weight, rope_sin, rope_cos, rope_head_dim, cmp_ratio, *,
+               state_block_table=None, cu_seqlens=None, seqused=None, start_pos=None, coff=1, norm_eps=1e-6,
+               rotary_mode=1, cache_mode=1):
+    """DeepSeek-V4's KV compressor: every cmp_ratio positions pooled into one entry (softmax over the gate logits,
+    overlapping windows when coff = 2), RMS-normalised, the last 64 dims rotated. Updates state_cache in place
+    and returns cmp_kv.
+
+    x [B, S, H] or [T, H] (then cu_seqlens [B+1]) bf16; wkv, wgate [coff·D, H] bf16; state_cache [block_num,
+    block_size, 2·coff·D] fp32 (the kv state, then the score state, of every position); ape [cmp_ratio, coff·D]
+    fp32; norm_weight [D]; rope_sin, rope_cos [B, ceil(S / cmp_ratio), 64] or [min(T, T // cmp_ratio + B), 64],
+    row r for output row r; state_block_table [B, max_blocks] int32 (an entry 0 marks a block the call need not
+    keep); seqused [B] tokens of each sequence that take part (default: all); start_pos [B] (default 0);
+    rotary_mode 1 half, 2 interleaved. Returns [B, ceil(S / cmp_ratio), D] (each sequence's entries, then zero
+    rows) or [min(T, T // cmp_ratio + B), D] (the entries of every sequence in turn, then zero rows)."""
+    if int(rope_head_dim) != 64:
+        raise NotImplementedError(f"rope_head_dim = {rope_head_dim}: the rotation acts on 64 dims")
+    if cache_mode != 1 or rotary_mode not in (1, 2):
+        raise NotImplementedError(f"cache_mode {cache_mode} / rotary_mode {rotary_mode}: 1 / 1 or 2 exist")
+    xa = _bf16(x, "x")
+    state = _np(state_cache)
+    if not state.flags.c_contiguous:
+        raise ValueError("state_cache must be contiguous (it is updated in place)")
+    R, D = int(cmp_ratio), _np(norm_weight).shape[0]
+    W = int(coff) * D
+    if state.shape[-1] != 2 * W:
+        raise ValueError(f"state_cache rows hold {state.shape[-1]} values; expected 2 · coff · D = {2 * W}")
+    per_seq = xa.ndim == 3  # [B, S, H]: each sequence's entries in its own block of output rows
+    if per_seq:
+        B, S, H = xa.shape
+        starts_x = np.arange(B + 1) * S
+        xa = xa.reshape(B * S, H)
+    else:
+        starts_x = np.asarray(_np(cu_seqlens), dtype=np.int64).reshape(-1)
+        B = starts_x.size - 1
+    lens = np.diff(starts_x) if seqused is None else np.asarray(_np(seqused), dtype=np.int64).reshape(B)
+    pos = np.zeros(B, np.int64) if start_pos is None else np.asarray(_np(start_pos), dtype=np.int64).reshape(B)
+    table = np.ascontiguousarray(_np(state_block_table), dtype=np.int32)
+    sin, cos = _np(rope_sin), _np(rope_cos)
+    T = int(starts_x[-1])
+    out = np.zeros((B, -(-S // R), D) if per_seq else (min(T, T // R + B), D), dsops.bfloat16)
+    kv, sc = state[..., :W], state[..., W:]
+    common = dict(wkv=_np(wkv), wgate=_np(wgate), ape=_np(ape), norm_weight=_np(norm_weight),
+                  kv_state=kv, score_state=sc, norm_eps=float(norm_eps),
+                  rope_mode="half" if rotary_mode == 1 else "interleaved", out_layout="packed")
+    # one call per sequence: an entry 0 of the tables is the vendor's "not kept", and positions of several
+    # sequences may all land there, which one dsops call refuses (V8)
+    r0 = 0
+    for b in range(B):
+        n = int(lens[b])
+        first, last = int(pos[b]) // R, (int(pos[b]) + n) // R
+        count = last - first
+        dst = out[b] if per_seq else out[r0:r0 + count]
+        rope = slice(0, count) if per_seq else slice(r0, r0 + count)
+        cs = (cos[b] if per_seq else cos)[rope]
+        sn = (sin[b] if per_seq else sin)[rope]
+        if count == 0:  # the operator still wants its tables and output to have rows: give it one spare row
+            dst, cs, sn = np.zeros((1, D), dsops.bfloat16), np.zeros((1, 64), cos.dtype), np.zeros((1, 64), sin.dtype)
+        x0 = int(starts_x[b])
+        dsops.compressor(x=xa[x0:x0 + n], cu_seqlens_q=np.array([0, n], np.int32),
+                         start_pos=np.array([pos[b]], np.int32), rope_cos=cs, rope_sin=sn,
+                         kv_state_block_table=table[b:b + 1], score_state_block_table=table[b:b + 1],
+                         out=dst[:max(count, 1)], **common)
+        r0 += count
+    return _back(out, _is_torch(x))
+
+
+npu_compressor = compressor
