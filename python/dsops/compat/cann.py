@@ -1,5 +1,6 @@
 """The Ascend (CANN) vendor operators' calls on the CPU, with the vendor's function names, argument names and order,
-defaults, shapes and return values, computed by dsops operators. So far: `npu_lightning_indexer_pto` (PyPTO,
+defaults, shapes and return values, computed by dsops operators. So far: the fused V3.2 layer
+`npu_sparse_attention_pto` (PyPTO) on `sparse_attention_v32`; `npu_lightning_indexer_pto` (PyPTO,
 DeepSeek-V3.2's lightning indexer with top-k) on `lightning_indexer`'s bf16 variant, and
 `npu_lightning_indexer_prolog_pto` (PyPTO, its int8 prolog) on `indexer_prolog_v32`, and the PyPTO sparse
 flash attention with int8 keys, `sparse_flash_attention_quant_d` / `_p`, on `sparse_flash_attention_v32`; the
@@ -10,6 +11,7 @@ variant; the AscendC `compressor` (`npu_compressor`) on `compressor`.
 Matmul weights come as the vendor keeps them, `[in, out]`: either ND (rank 2) or in Ascend's FRACTAL_NZ blocks
 (rank 3, `[ceil(out / C0), ceil(in / 16) · 16, C0]`, C0 = 32 bytes of elements, the layout of
 `dsops.nd_to_fractal_nz`, docs/OPERATORS.md §2.11); NZ weights are turned back into ND by `fractal_nz_to_nd`.
+The vendor's test files load NZ bytes into tensors of the ND shape: pass `weight_format="NZ"` for those.
 
 Where the vendor op has shape limits that dsops lacks, the call follows dsops (docstrings say which); where the
 vendor's documented behaviour and its golden differ, docs/COMPAT.md says which one is reproduced.
@@ -23,7 +25,7 @@ import dsops
 
 from ._arrays import _back, _is_torch, _np
 
-__all__ = ["npu_lightning_indexer_pto", "npu_lightning_indexer_prolog_pto", "SaTileShapeConfig",
+__all__ = ["npu_sparse_attention_pto", "npu_lightning_indexer_pto", "npu_lightning_indexer_prolog_pto", "SaTileShapeConfig",
            "sparse_flash_attention_quant_d", "sparse_flash_attention_quant_p", "npu_hc_pre", "npu_hc_post",
            "npu_quant_lightning_indexer", "compressor", "npu_compressor"]
 
@@ -33,6 +35,51 @@ def _bf16(x, name):
     if a.dtype != dsops.bfloat16:
         raise TypeError(f"{name} must be bfloat16; got {a.dtype}")
     return a
+
+
+def npu_sparse_attention_pto(x, w_dq, w_uq_qr, w_uk, w_dkv_kr, gamma_cq, gamma_ckv, sin, cos, cache_index, kv_cache,
+                             kr_cache, block_table, act_seqs, w_idx_qb, w_idx_k, w_idx_proj, in_gamma_k, in_beta_k,
+                             index_k_cache, *, weight_format=None):
+    """The V3.2 attention layer (DeepSeek Indexer Attention): MLA prolog, indexer prolog, lightning indexer and
+    sparse flash attention, both caches updated in place at cache_index. Returns the latent output
+    [B, S1, N, Dc] bf16.
+
+    x [B, S1, H]; w_dq [H, Q], w_uq_qr [Q, N · (Dqn + 64)], w_dkv_kr [H, Dc + 64], w_idx_qb [Q, NI · DI],
+    w_idx_k [H, DI], w_idx_proj [H, NI] (ND, NZ blocks, or NZ bytes with weight_format="NZ"); w_uk [N, Dqn, Dc];
+    gamma_cq [Q], gamma_ckv [Dc], in_gamma_k, in_beta_k [DI]; sin, cos [B, S1, 64]; cache_index [B, S1] int32
+    (cache rows); kv_cache [NB, BS, 1, Dc], kr_cache [NB, BS, 1, 64], index_k_cache [NB, BS, 1, DI] bf16;
+    block_table [B, MB]; act_seqs [B] tokens per sequence, the call's included. All bf16 unless said. The
+    vendor's settings: RMSNorm eps 1e-5, LayerNorm eps 1e-6, interleaved-in-halves-out rotations, no Hadamard and
+    no weight scale in the indexer prolog, top-2048, softmax scale 576^-1/2, probabilities kept in fp32."""
+    xa = _bf16(x, "x")
+    B, S1, H = xa.shape
+    T = B * S1
+    uk = _bf16(w_uk, "w_uk")
+    N, Dqn, Dc = uk.shape
+    Q = _np(gamma_cq).shape[0]
+    DI = _np(in_gamma_k).shape[0]
+    qb = _np(w_idx_qb)  # [Q, NI·DI], or NZ blocks [NI·DI / C0, Q, C0] (NI·DI a multiple of C0)
+    NI = (qb.shape[1] if qb.ndim == 2 else qb.shape[0] * qb.shape[2]) // DI
+    kv, kr, ik = _np(kv_cache), _np(kr_cache), _np(index_k_cache)
+    for name, c in (("kv_cache", kv), ("kr_cache", kr), ("index_k_cache", ik)):
+        if not c.flags.c_contiguous:
+            raise ValueError(f"{name} must be contiguous (it is updated in place)")
+    nb, bs = kv.shape[0], kv.shape[1]
+    f = weight_format
+    r = dsops.sparse_attention_v32(
+        x=xa.reshape(T, H), cu_seqlens_q=(np.arange(B + 1) * S1).astype(np.int32),
+        seqused_kv=np.ascontiguousarray(_np(act_seqs), dtype=np.int32).reshape(B),
+        block_table=np.ascontiguousarray(_np(block_table), dtype=np.int32),
+        cache_index=np.ascontiguousarray(_np(cache_index), dtype=np.int64).reshape(T),
+        rope_cos=_np(cos).reshape(T, 64), rope_sin=_np(sin).reshape(T, 64),
+        wq_a=_weight(w_dq, H, Q, f), gamma_cq=_np(gamma_cq), wq_b=_weight(w_uq_qr, Q, N * (Dqn + 64), f), w_uk=uk,
+        wkv_a=_weight(w_dkv_kr, H, Dc + 64, f), gamma_ckv=_np(gamma_ckv), idx_wq_b=_weight(w_idx_qb, Q, NI * DI, f),
+        idx_wk=_weight(w_idx_k, H, DI, f), weights_proj=_weight(w_idx_proj, H, NI, f), ln_gamma_k=_np(in_gamma_k),
+        ln_beta_k=_np(in_beta_k), kv_cache=kv.reshape(nb, bs, Dc), kr_cache=kr.reshape(nb, bs, 64),
+        idx_k_cache=ik.reshape(nb, bs, DI), mla_eps_cq=1e-5, mla_eps_ckv=1e-5, mla_rope_mode="interleaved_in_half_out",
+        idx_ln_eps=1e-6, idx_rope_mode="interleaved_in_half_out", weights_scale=1.0, softmax_scale=576 ** -0.5,
+        p_mode="fp32", kv_layout="split_bf16", topk=2048)
+    return _back(r["out"].reshape(B, S1, N, Dc), _is_torch(x))
 
 
 def npu_lightning_indexer_pto(query, key, weights, *, actual_seq_lengths_query=None, actual_seq_lengths_key=None,
@@ -73,9 +120,15 @@ def npu_lightning_indexer_pto(query, key, weights, *, actual_seq_lengths_query=N
     return _back(out.reshape(B, S1, 1, int(sparse_count)), torch_io)
 
 
-def _weight(w, rows, cols):
-    """A vendor matmul weight [in = rows, out = cols], ND or FRACTAL_NZ, as dsops's [out, in] (a copy)."""
+def _weight(w, rows, cols, weight_format=None):
+    """A vendor matmul weight [in = rows, out = cols], ND or FRACTAL_NZ, as dsops's [out, in] (a copy).
+    weight_format "NZ": a rank-2 [in, out] tensor holds the NZ bytes (the vendor's files)."""
     a = _np(w)
+    if weight_format == "NZ" and a.ndim == 2:
+        c0 = 32 // a.dtype.itemsize
+        if rows % 16 or cols % c0:
+            raise ValueError(f"NZ bytes in an [{rows}, {cols}] tensor need in % 16 == 0 and out % {c0} == 0")
+        a = a.reshape(cols // c0, rows, c0)
     if a.ndim == 3:
         a = dsops.fractal_nz_to_nd(nz=a, rows=rows, cols=cols)["nd"]
     if a.shape != (rows, cols):
