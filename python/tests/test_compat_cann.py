@@ -181,14 +181,18 @@ def prolog_data(rng, B, S1, S2, H=7168, Q=1536, N=64, D=128, bs=128):
 
 
 def call_prolog(d, nz):
-    w = (lambda a: dsops.nd_to_fractal_nz(nd=a)["nz"]) if nz else (lambda a: a)
+    """nz: False (ND weights), True (NZ blocks) or "bytes" (NZ bytes in ND-shaped arrays, as the vendor's files)."""
+    if nz == "bytes":
+        w = lambda a: dsops.nd_to_fractal_nz(nd=a)["nz"].reshape(a.shape)
+    else:
+        w = (lambda a: dsops.nd_to_fractal_nz(nd=a)["nz"]) if nz else (lambda a: a)
     return cann.npu_lightning_indexer_prolog_pto(
         d["x"], d["q_norm"], d["q_norm_scale"], w(d["wq_b"]), d["wq_b_scale"], w(d["wk"]), w(d["w_proj"]),
         d["gamma"], d["beta"], d["cos"], d["sin"], d["hadamard_q"], d["hadamard_k"], d["k_cache"],
-        d["k_scale_cache"], d["index"], 1e-6)
+        d["k_scale_cache"], d["index"], 1e-6, weight_format="NZ" if nz == "bytes" else None)
 
 
-@pytest.mark.parametrize("nz", [True, False])
+@pytest.mark.parametrize("nz", [True, False, "bytes"])
 def test_npu_lightning_indexer_prolog_pto(nz):
     """The vendor test's case: b 4, s1 2 over 64K cached tokens, H 7168, q_lora_rank 1536, 64 heads of 128."""
     rng = np.random.default_rng(11)

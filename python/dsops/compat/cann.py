@@ -139,12 +139,13 @@ def _weight(w, rows, cols, weight_format=None):
 def npu_lightning_indexer_prolog_pto(token_x, q_norm, q_norm_scale, wq_b, wq_b_scale, wk, weights_proj, ln_gamma_k,
                                      ln_beta_k, cos_idx_rope, sin_idx_rope, hadamard_q, hadamard_k, idx_k_cache,
                                      idx_k_scale_cache, idx_k_cache_index, layernorm_epsilon_k, layout_query="TND",
-                                     layout_key="PA_BSND"):
+                                     layout_key="PA_BSND", *, weight_format=None):
     """The indexer's query (int8, per token and head), its scale (fp16) and the head weights (fp16); the key of
     every token, quantised per token, is stored in idx_k_cache / idx_k_scale_cache at idx_k_cache_index (in place).
 
     token_x [T, H] bf16; q_norm [T, Q] int8 and q_norm_scale [T, 1] fp32 (the MLA prolog's quantised query);
-    wq_b [Q, N·D] int8 with wq_b_scale [N·D, 1] fp32; wk [H, D] and weights_proj [H, N] bf16 (each ND or NZ);
+    wq_b [Q, N·D] int8 with wq_b_scale [N·D, 1] fp32; wk [H, D] and weights_proj [H, N] bf16 (each ND or NZ;
+    NZ bytes in an ND-shaped tensor with weight_format="NZ");
     ln_gamma_k, ln_beta_k [D]; cos_idx_rope, sin_idx_rope [T, 64] bf16; hadamard_q, hadamard_k [D, D] bf16;
     idx_k_cache [block_num, block_size, 1, D] int8; idx_k_scale_cache [block_num, block_size, 1] fp16;
     idx_k_cache_index [T] int64 (cache rows; negative: not stored). Returns (query [T, N, D] int8,
@@ -165,8 +166,8 @@ def npu_lightning_indexer_prolog_pto(token_x, q_norm, q_norm_scale, wq_b, wq_b_s
     nb, bs = cache.shape[0], cache.shape[1]
     r = dsops.indexer_prolog_v32(
         x=x, qr=qn.reshape(T, Q), qr_scale=np.ascontiguousarray(_np(q_norm_scale), dtype=np.float32).reshape(T),
-        idx_wq_b=_weight(wq_b, Q, ND), idx_wq_b_scale=qscale, idx_wk=_weight(wk, H, D),
-        weights_proj=_weight(weights_proj, H, N), ln_gamma_k=_np(ln_gamma_k), ln_beta_k=_np(ln_beta_k),
+        idx_wq_b=_weight(wq_b, Q, ND, weight_format), idx_wq_b_scale=qscale, idx_wk=_weight(wk, H, D, weight_format),
+        weights_proj=_weight(weights_proj, H, N, weight_format), ln_gamma_k=_np(ln_gamma_k), ln_beta_k=_np(ln_beta_k),
         rope_cos=_np(cos_idx_rope), rope_sin=_np(sin_idx_rope), hadamard_q=_np(hadamard_q),
         hadamard_k=_np(hadamard_k), cache_index=np.ascontiguousarray(_np(idx_k_cache_index), dtype=np.int64).reshape(T),
         idx_k_cache=cache.reshape(nb, bs, D), idx_k_scale_cache=scale_cache.reshape(nb, bs),
