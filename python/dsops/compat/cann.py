@@ -1,12 +1,13 @@
 """The Ascend (CANN) vendor operators' calls on the CPU, with the vendor's function names, argument names and order,
-defaults, shapes and return values, computed by dsops operators. So far: the fused V3.2 layer
-`npu_sparse_attention_pto` (PyPTO) on `sparse_attention_v32`; `npu_lightning_indexer_pto` (PyPTO,
-DeepSeek-V3.2's lightning indexer with top-k) on `lightning_indexer`'s bf16 variant, and
-`npu_lightning_indexer_prolog_pto` (PyPTO, its int8 prolog) on `indexer_prolog_v32`, and the PyPTO sparse
-flash attention with int8 keys, `sparse_flash_attention_quant_d` / `_p`, on `sparse_flash_attention_v32`; the
-AscendC mHC operators `npu_hc_pre` and `npu_hc_post` on `hc_pre` and `hc_post`; the AscendC
-`npu_quant_lightning_indexer` (int8, DeepSeek-V4's indexer over compressed keys) on `lightning_indexer`'s int8
-variant; the AscendC `compressor` (`npu_compressor`) on `compressor`.
+defaults, shapes and return values, computed by dsops operators:
+
+    npu_sparse_attention_pto            PyPTO, the fused V3.2 layer            -> sparse_attention_v32
+    npu_lightning_indexer_pto           PyPTO, V3.2 indexer with top-k          -> lightning_indexer (bf16)
+    npu_lightning_indexer_prolog_pto    PyPTO, its int8 prolog                  -> indexer_prolog_v32 (int8)
+    sparse_flash_attention_quant_d / _p PyPTO, sparse attention, int8 keys      -> sparse_flash_attention_v32
+    npu_hc_pre, npu_hc_post             AscendC, mHC                            -> hc_pre, hc_post
+    npu_quant_lightning_indexer         AscendC, V4 indexer (int8, compressed)  -> lightning_indexer (int8)
+    compressor (npu_compressor)         AscendC, V4 KV compressor               -> compressor
 
 Matmul weights come as the vendor keeps them, `[in, out]`: either ND (rank 2) or in Ascend's FRACTAL_NZ blocks
 (rank 3, `[ceil(out / C0), ceil(in / 16) · 16, C0]`, C0 = 32 bytes of elements, the layout of
