@@ -671,3 +671,49 @@ def test_npu_sparse_attention_pto(weights):
     for name, ref in (("kv_cache", kv), ("kr_cache", kr), ("index_k_cache", ik)):
         c = caches[name].reshape(ref.shape)
         assert_vendor_close(c.astype(np.float32), ref.astype(np.float32))
+
+
+def test_prepared_weights_give_the_same_bytes():
+    """.prepare converts and packs a layer's weights once; calls given the same weight objects reuse them and give
+    the bytes of the plain call; other weight objects are refused."""
+    d = dia_data(np.random.default_rng(22))
+    nz = lambda a: dsops.nd_to_fractal_nz(nd=a)["nz"]
+    wts = {k: nz(d[k]) for k in ("w_dq", "w_uq_qr", "w_dkv_kr", "w_idx_qb", "w_idx_k", "w_idx_proj")}
+
+    def call(caches, **kw):
+        return cann.npu_sparse_attention_pto(
+            d["x"], wts["w_dq"], wts["w_uq_qr"], d["w_uk"], wts["w_dkv_kr"], d["gamma_cq"], d["gamma_ckv"], d["sin"],
+            d["cos"], d["cache_index"], caches[0], caches[1], d["table"], d["act_seqs"], wts["w_idx_qb"],
+            wts["w_idx_k"], wts["w_idx_proj"], d["gamma_k"], d["beta_k"], caches[2], **kw)
+    fresh = lambda: [d[n].copy() for n in ("kv_cache", "kr_cache", "index_k_cache")]
+    p = cann.npu_sparse_attention_pto.prepare(
+        d["x"], wts["w_dq"], wts["w_uq_qr"], d["w_uk"], wts["w_dkv_kr"], d["gamma_cq"], d["gamma_ckv"], d["sin"],
+        d["cos"], d["cache_index"], *fresh()[:2], d["table"], d["act_seqs"], wts["w_idx_qb"], wts["w_idx_k"],
+        wts["w_idx_proj"], d["gamma_k"], d["beta_k"], fresh()[2])
+    assert isinstance(p, cann.PreparedWeights)
+    a, b = fresh(), fresh()
+    plain, prep = call(a), call(b, prepared=p)
+    np.testing.assert_array_equal(plain.view(np.uint16), prep.view(np.uint16))
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x.view(np.uint16), y.view(np.uint16))
+    wts["w_dq"] = wts["w_dq"].copy()  # the same values in another array: not what was prepared
+    with pytest.raises(ValueError, match="prepared"):
+        call(fresh(), prepared=p)
+
+    dp = prolog_data(np.random.default_rng(23), B=2, S1=2, S2=1000, H=512, Q=128, N=8, bs=64)
+    pp = cann.npu_lightning_indexer_prolog_pto.prepare(
+        dp["x"], dp["q_norm"], dp["q_norm_scale"], dp["wq_b"], dp["wq_b_scale"], dp["wk"], dp["w_proj"], dp["gamma"],
+        dp["beta"], dp["cos"], dp["sin"], dp["hadamard_q"], dp["hadamard_k"], dp["k_cache"].copy(),
+        dp["k_scale_cache"].copy(), dp["index"], 1e-6)
+    want = call_prolog(dict(dp, k_cache=dp["k_cache"].copy(), k_scale_cache=dp["k_scale_cache"].copy()), False)
+    got = cann.npu_lightning_indexer_prolog_pto(
+        dp["x"], dp["q_norm"], dp["q_norm_scale"], dp["wq_b"], dp["wq_b_scale"], dp["wk"], dp["w_proj"], dp["gamma"],
+        dp["beta"], dp["cos"], dp["sin"], dp["hadamard_q"], dp["hadamard_k"], dp["k_cache"].copy(),
+        dp["k_scale_cache"].copy(), dp["index"], 1e-6, prepared=pp)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g).view(np.uint8), np.asarray(w).view(np.uint8))
+    with pytest.raises(ValueError, match="prepared"):
+        cann.npu_lightning_indexer_prolog_pto(
+            dp["x"], dp["q_norm"], dp["q_norm_scale"], dp["wq_b"], dp["wq_b_scale"], dp["wk"], dp["w_proj"],
+            dp["gamma"], dp["beta"], dp["cos"], dp["sin"], dp["hadamard_q"], dp["hadamard_k"], dp["k_cache"].copy(),
+            dp["k_scale_cache"].copy(), dp["index"], 1e-6, prepared=p)

@@ -13,6 +13,8 @@ Matmul weights come as the vendor keeps them, `[in, out]`: either ND (rank 2) or
 (rank 3, `[ceil(out / C0), ceil(in / 16) · 16, C0]`, C0 = 32 bytes of elements, the layout of
 `dsops.nd_to_fractal_nz`, docs/OPERATORS.md §2.11); NZ weights are turned back into ND by `fractal_nz_to_nd`.
 The vendor's test files load NZ bytes into tensors of the ND shape: pass `weight_format="NZ"` for those.
+The calls with matmul weights have `.prepare(...)` (the same arguments as a call): it converts the weights and packs
+them once, and the calls given `prepared=` with the same weight objects skip both.
 
 Where the vendor op has shape limits that dsops lacks, the call follows dsops (docstrings say which); where the
 vendor's documented behaviour and its golden differ, docs/COMPAT.md says which one is reproduced.
@@ -28,7 +30,34 @@ from ._arrays import _back, _is_torch, _np
 
 __all__ = ["npu_sparse_attention_pto", "npu_lightning_indexer_pto", "npu_lightning_indexer_prolog_pto", "SaTileShapeConfig",
            "sparse_flash_attention_quant_d", "sparse_flash_attention_quant_p", "npu_hc_pre", "npu_hc_post",
-           "npu_quant_lightning_indexer", "compressor", "npu_compressor"]
+           "npu_quant_lightning_indexer", "compressor", "npu_compressor", "PreparedWeights"]
+
+
+class PreparedWeights:
+    """A layer's weights converted to dsops's [out, in] ND form and packed once: from `<call>.prepare(...)`, for the
+    calls made with the same weight objects (`prepared=`)."""
+
+    def __init__(self, call, sources, weights, handle):
+        self.call, self.sources, self.weights, self.handle = call, sources, weights, handle
+
+
+def _weights(call, prepared, sources, convert):
+    """(dsops weight arrays, packed handle or None): the prepared ones when `prepared` was made by `call` from these
+    very weight objects, else freshly converted."""
+    if prepared is None:
+        return convert(), None
+    if prepared.call != call or len(prepared.sources) != len(sources) or any(
+            a is not b for a, b in zip(prepared.sources, sources)):
+        raise ValueError(f"prepared was made for other weights (or by another call than {call})")
+    return prepared.weights, prepared.handle
+
+
+def _preparable(call, op):
+    """Gives `call` a .prepare(...): the same arguments, the dsops operator's prepare instead of its call."""
+    def prepare(*args, **kwargs):
+        return call(*args, _prepare=op, **kwargs)
+    call.prepare = prepare
+    return call
 
 
 def _bf16(x, name):
@@ -40,7 +69,7 @@ def _bf16(x, name):
 
 def npu_sparse_attention_pto(x, w_dq, w_uq_qr, w_uk, w_dkv_kr, gamma_cq, gamma_ckv, sin, cos, cache_index, kv_cache,
                              kr_cache, block_table, act_seqs, w_idx_qb, w_idx_k, w_idx_proj, in_gamma_k, in_beta_k,
-                             index_k_cache, *, weight_format=None):
+                             index_k_cache, *, weight_format=None, prepared=None, _prepare=None):
     """The V3.2 attention layer (DeepSeek Indexer Attention): MLA prolog, indexer prolog, lightning indexer and
     sparse flash attention, both caches updated in place at cache_index. Returns the latent output
     [B, S1, N, Dc] bf16.
@@ -67,19 +96,25 @@ def npu_sparse_attention_pto(x, w_dq, w_uq_qr, w_uk, w_dkv_kr, gamma_cq, gamma_c
             raise ValueError(f"{name} must be contiguous (it is updated in place)")
     nb, bs = kv.shape[0], kv.shape[1]
     f = weight_format
-    r = dsops.sparse_attention_v32(
+    sources = (w_dq, w_uq_qr, w_uk, w_dkv_kr, w_idx_qb, w_idx_k, w_idx_proj)
+    w, handle = _weights("npu_sparse_attention_pto", prepared, sources, lambda: dict(
+        wq_a=_weight(w_dq, H, Q, f), wq_b=_weight(w_uq_qr, Q, N * (Dqn + 64), f), w_uk=uk,
+        wkv_a=_weight(w_dkv_kr, H, Dc + 64, f), idx_wq_b=_weight(w_idx_qb, Q, NI * DI, f),
+        idx_wk=_weight(w_idx_k, H, DI, f), weights_proj=_weight(w_idx_proj, H, NI, f)))
+    kw = dict(
         x=xa.reshape(T, H), cu_seqlens_q=(np.arange(B + 1) * S1).astype(np.int32),
         seqused_kv=np.ascontiguousarray(_np(act_seqs), dtype=np.int32).reshape(B),
         block_table=np.ascontiguousarray(_np(block_table), dtype=np.int32),
         cache_index=np.ascontiguousarray(_np(cache_index), dtype=np.int64).reshape(T),
         rope_cos=_np(cos).reshape(T, 64), rope_sin=_np(sin).reshape(T, 64),
-        wq_a=_weight(w_dq, H, Q, f), gamma_cq=_np(gamma_cq), wq_b=_weight(w_uq_qr, Q, N * (Dqn + 64), f), w_uk=uk,
-        wkv_a=_weight(w_dkv_kr, H, Dc + 64, f), gamma_ckv=_np(gamma_ckv), idx_wq_b=_weight(w_idx_qb, Q, NI * DI, f),
-        idx_wk=_weight(w_idx_k, H, DI, f), weights_proj=_weight(w_idx_proj, H, NI, f), ln_gamma_k=_np(in_gamma_k),
+        gamma_cq=_np(gamma_cq), gamma_ckv=_np(gamma_ckv), ln_gamma_k=_np(in_gamma_k),
         ln_beta_k=_np(in_beta_k), kv_cache=kv.reshape(nb, bs, Dc), kr_cache=kr.reshape(nb, bs, 64),
         idx_k_cache=ik.reshape(nb, bs, DI), mla_eps_cq=1e-5, mla_eps_ckv=1e-5, mla_rope_mode="interleaved_in_half_out",
         idx_ln_eps=1e-6, idx_rope_mode="interleaved_in_half_out", weights_scale=1.0, softmax_scale=576 ** -0.5,
-        p_mode="fp32", kv_layout="split_bf16", topk=2048)
+        p_mode="fp32", kv_layout="split_bf16", topk=2048, **w)
+    if _prepare:
+        return PreparedWeights("npu_sparse_attention_pto", sources, w, _prepare.prepare(**kw))
+    r = dsops.sparse_attention_v32(prepared=handle, **kw)
     return _back(r["out"].reshape(B, S1, N, Dc), _is_torch(x))
 
 
@@ -140,7 +175,7 @@ def _weight(w, rows, cols, weight_format=None):
 def npu_lightning_indexer_prolog_pto(token_x, q_norm, q_norm_scale, wq_b, wq_b_scale, wk, weights_proj, ln_gamma_k,
                                      ln_beta_k, cos_idx_rope, sin_idx_rope, hadamard_q, hadamard_k, idx_k_cache,
                                      idx_k_scale_cache, idx_k_cache_index, layernorm_epsilon_k, layout_query="TND",
-                                     layout_key="PA_BSND", *, weight_format=None):
+                                     layout_key="PA_BSND", *, weight_format=None, prepared=None, _prepare=None):
     """The indexer's query (int8, per token and head), its scale (fp16) and the head weights (fp16); the key of
     every token, quantised per token, is stored in idx_k_cache / idx_k_scale_cache at idx_k_cache_index (in place).
 
@@ -165,15 +200,21 @@ def npu_lightning_indexer_prolog_pto(token_x, q_norm, q_norm_scale, wq_b, wq_b_s
     if not (cache.flags.c_contiguous and scale_cache.flags.c_contiguous):
         raise ValueError("idx_k_cache and idx_k_scale_cache must be contiguous (they are updated in place)")
     nb, bs = cache.shape[0], cache.shape[1]
-    r = dsops.indexer_prolog_v32(
+    sources = (wq_b, wk, weights_proj)
+    w, handle = _weights("npu_lightning_indexer_prolog_pto", prepared, sources, lambda: dict(
+        idx_wq_b=_weight(wq_b, Q, ND, weight_format), idx_wk=_weight(wk, H, D, weight_format),
+        weights_proj=_weight(weights_proj, H, N, weight_format)))
+    kw = dict(
         x=x, qr=qn.reshape(T, Q), qr_scale=np.ascontiguousarray(_np(q_norm_scale), dtype=np.float32).reshape(T),
-        idx_wq_b=_weight(wq_b, Q, ND, weight_format), idx_wq_b_scale=qscale, idx_wk=_weight(wk, H, D, weight_format),
-        weights_proj=_weight(weights_proj, H, N, weight_format), ln_gamma_k=_np(ln_gamma_k), ln_beta_k=_np(ln_beta_k),
+        idx_wq_b_scale=qscale, ln_gamma_k=_np(ln_gamma_k), ln_beta_k=_np(ln_beta_k),
         rope_cos=_np(cos_idx_rope), rope_sin=_np(sin_idx_rope), hadamard_q=_np(hadamard_q),
         hadamard_k=_np(hadamard_k), cache_index=np.ascontiguousarray(_np(idx_k_cache_index), dtype=np.int64).reshape(T),
         idx_k_cache=cache.reshape(nb, bs, D), idx_k_scale_cache=scale_cache.reshape(nb, bs),
         ln_eps=float(layernorm_epsilon_k), weights_scale=float(N ** -0.5 * D ** -0.5),
-        rope_mode="interleaved_in_half_out")
+        rope_mode="interleaved_in_half_out", **w)
+    if _prepare:
+        return PreparedWeights("npu_lightning_indexer_prolog_pto", sources, w, _prepare.prepare(**kw))
+    r = dsops.indexer_prolog_v32(prepared=handle, **kw)
     torch_io = _is_torch(token_x)
     return tuple(_back(r[k], torch_io) for k in ("q_idx", "q_idx_scale", "weights"))
 
@@ -388,3 +429,7 @@ def compressor(x, wkv, wgate, state_cache, ape, norm_weight, rope_sin, rope_cos,
 
 
 npu_compressor = compressor
+
+
+_preparable(npu_sparse_attention_pto, dsops.sparse_attention_v32)
+_preparable(npu_lightning_indexer_prolog_pto, dsops.indexer_prolog_v32)
