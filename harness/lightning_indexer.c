@@ -452,50 +452,37 @@ static int li_row_fault(li_compare_state *st, int64_t t, const int32_t *got, con
     return 0;
 }
 
-/* The logits rows against the oracle's: -Inf exactly where the oracle has it (past the visible keys), the
+/* The logits rows against the oracle's (want): -Inf exactly where the oracle has it (past the visible keys), the
  * scores within 1e-4 / 1e-4. Returns 1 with the reason in why on a fault. */
-static int li_logits_fault(const dsops_li_problem *p, char *why, size_t cap)
+static int li_logits_fault(const dsops_li_problem *p, const float *want, char *why, size_t cap)
 {
-    const int64_t T = p->T, L = p->c.logits_len;
-    const size_t n = (size_t)(T * L);
-    float *want = malloc(n * 4 + 4), *got_f = malloc(n * 4 + 4), *want_f = malloc(n * 4 + 4);
-    if (!want || !got_f || !want_f) {
-        free(want), free(got_f), free(want_f);
+    const int64_t L = p->c.logits_len;
+    const size_t n = (size_t)(p->T * L);
+    float *got_f = malloc(n * 4 + 4), *want_f = malloc(n * 4 + 4);
+    if (!got_f || !want_f) {
+        free(got_f), free(want_f);
         return bench_out_of_memory(why, cap);
     }
-    dsops_lightning_indexer_args r = p->args;
-    r.logits = dsops_tensor_make(want, DSOPS_FP32, 2, (int64_t[]){T, L});
-    r.topk_indices = dsops_tensor_make(malloc((size_t)(T * p->c.K) * 4 + 4), DSOPS_INT32, 2,
-                                       (int64_t[]){T, p->c.K});
-    r.topk_scores = (dsops_tensor){0};
-    int fault = 0;
-    if (!r.topk_indices.data) {
-        fault = bench_out_of_memory(why, cap);
-        goto done;
-    }
-    dsops_ref_lightning_indexer(&r);
     const float *got = p->args.logits.data;
     size_t m = 0, bad = 0, total = 0;
-    for (size_t i = 0; i < n; i++) {
+    int fault = 0;
+    for (size_t i = 0; i < n && !fault; i++) {
         const int got_ninf = isinf(got[i]) && got[i] < 0, want_ninf = isinf(want[i]) && want[i] < 0;
         if (got_ninf != want_ninf) {
             snprintf(why, cap, "logits[%lld][%lld] = %g, the oracle %g", (long long)(i / (size_t)L),
                      (long long)(i % (size_t)L), (double)got[i], (double)want[i]);
             fault = 1;
-            goto done;
-        }
-        if (!want_ninf)
+        } else if (!want_ninf) {
             got_f[m] = got[i], want_f[m++] = want[i];
+        }
     }
     double max_err = 0;
     bench_count_outside(got_f, want_f, DSOPS_FP32, m, 1e-4, 1e-4, &bad, &total, &max_err);
-    if (bench_too_many(bad, total)) {
+    if (!fault && bench_too_many(bad, total)) {
         snprintf(why, cap, "logits: %zu of %zu scores outside 1e-4 / 1e-4 (max |err| %.3g)", bad, total, max_err);
         fault = 1;
     }
-done:
-    free(r.topk_indices.data);
-    free(want), free(got_f), free(want_f);
+    free(got_f), free(want_f);
     return fault;
 }
 
@@ -511,14 +498,19 @@ static int li_check(void *pv, char *why, size_t cap)
                            calloc((size_t)keys, 4), -1, 0.0};
     int32_t *want = malloc(entries * 4);
     float *want_s = malloc(entries * 4), *pair_got = malloc(entries * 4), *pair_want = malloc(entries * 4);
+    const int with_logits = p->args.logits.data != NULL;
+    float *want_logits = with_logits ? malloc((size_t)(T * p->c.logits_len) * 4 + 4) : NULL;
     int fault = 1;
-    if (!st.in_got || !st.in_want || !st.want_slot || !st.score_row || !want || !want_s || !pair_got || !pair_want) {
+    if (!st.in_got || !st.in_want || !st.want_slot || !st.score_row || !want || !want_s || !pair_got || !pair_want ||
+        (with_logits && !want_logits)) {
         bench_out_of_memory(why, cap);
         goto done;
     }
     dsops_lightning_indexer_args r = p->args; /* scores always: they judge misses and order */
     r.topk_indices = dsops_tensor_make(want, DSOPS_INT32, 2, (int64_t[]){T, K});
     r.topk_scores = dsops_tensor_make(want_s, DSOPS_FP32, 2, (int64_t[]){T, K});
+    if (with_logits) /* one oracle run gives both */
+        r.logits = dsops_tensor_make(want_logits, DSOPS_FP32, 2, (int64_t[]){T, p->c.logits_len});
     dsops_ref_lightning_indexer(&r);
     const int32_t *got = p->args.topk_indices.data;
     const float *got_s = p->args.topk_scores.data;
@@ -538,11 +530,11 @@ static int li_check(void *pv, char *why, size_t cap)
     snprintf(why, cap, "%lld of %lld rows fail compare_topk%s; topk_scores: %s", (long long)bad_rows, (long long)T,
              first, got_s ? row_why : "not requested");
     fault = bad_rows != 0 || bench_too_many(bad_scores, total_scores);
-    if (!fault && p->args.logits.data)
-        fault = li_logits_fault(p, why, cap);
+    if (!fault && with_logits)
+        fault = li_logits_fault(p, want_logits, why, cap);
 done:
     free(st.in_got), free(st.in_want), free(st.want_slot), free(st.score_row);
-    free(want), free(want_s), free(pair_got), free(pair_want);
+    free(want), free(want_s), free(pair_got), free(pair_want), free(want_logits);
     return fault;
 }
 

@@ -29,16 +29,23 @@ uint8_t dsops_ref_e4m3_from_f32(float v)
     double a = fabs((double)v);
     if (isnan(v) || a > 464.0)
         return sign | 0x7f;
-    uint8_t best = 0;
-    double best_d = INFINITY;
-    for (int b = 0; b < 0x7f; b++) {
-        double d = fabs((double)dsops_ref_f32_from_e4m3((uint8_t)b) - a);
-        if (d < best_d || (d == best_d && (b & 1) == 0)) {
-            best = (uint8_t)b;
-            best_d = d;
-        }
+    /* the finite bytes 0 ... 0x7e ascend in value: the last one not above a, or the one after it if nearer */
+    int lo = 0, hi = 0x7e;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if ((double)dsops_ref_f32_from_e4m3((uint8_t)mid) <= a)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
-    return sign | best;
+    int best = lo;
+    if (lo < 0x7e) {
+        double below = a - (double)dsops_ref_f32_from_e4m3((uint8_t)lo);
+        double above = (double)dsops_ref_f32_from_e4m3((uint8_t)(lo + 1)) - a;
+        if (above < below || (above == below && ((lo + 1) & 1) == 0))
+            best = lo + 1;
+    }
+    return (uint8_t)(sign | best);
 }
 
 /* Layout facts of §2.12. */

@@ -25,26 +25,6 @@ static int small_value(uint64_t pattern, int64_t pos)
     return (int)(h % 5) - 2;
 }
 
-/* The e4m3 byte nearest to v (ties to the even byte; NaN, Inf and |v| >= 464 to the NaN byte): a binary search
- * over the oracle's decoding of the 127 finite positive bytes. */
-static uint8_t e4m3_nearest(float v)
-{
-    if (!(fabsf(v) < 464.0f))
-        return (uint8_t)((signbit(v) ? 0x80 : 0) | 0x7f);
-    const float a = fabsf(v);
-    int lo = 0, hi = 0x7e; /* bytes 0 ... 0x7e ascend in value */
-    while (hi - lo > 1) {
-        int mid = (lo + hi) / 2;
-        if (dsops_ref_f32_from_e4m3((uint8_t)mid) <= a)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    const float dl = a - dsops_ref_f32_from_e4m3((uint8_t)lo), dh = dsops_ref_f32_from_e4m3((uint8_t)hi) - a;
-    int b = dl < dh || (dl == dh && lo % 2 == 0) || a <= dsops_ref_f32_from_e4m3((uint8_t)lo) ? lo : hi;
-    return (uint8_t)((signbit(v) ? 0x80 : 0) | b);
-}
-
 /* The bf16 problem p as the fp8 variant (spec: lp_spec.fp8): every element of the query and key buffers,
  * padding included, rounded to e4m3; the weights widened to fp32; key scales drawn. */
 static void to_fp8(lp_problem *p, tu_rng *rng, const unsigned char *row_used)
@@ -58,7 +38,7 @@ static void to_fp8(lp_problem *p, tu_rng *rng, const unsigned char *row_used)
         const uint16_t *src = bufs[k];
         uint8_t *dst = tu_calloc(counts[k] + 1, 1);
         for (size_t i = 0; i < counts[k]; i++)
-            dst[i] = e4m3_nearest(tu_f32(src[i]));
+            dst[i] = dsops_ref_e4m3_from_f32(tu_f32(src[i]));
         free(bufs[k]);
         views[k]->data = dst;
         views[k]->dtype = DSOPS_FP8_E4M3;

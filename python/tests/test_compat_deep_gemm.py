@@ -113,6 +113,20 @@ def paged_problem(rng, B, next_n, H, D, bs, lens, nan_unused=False):
     return q, cache.reshape(nb, bs, 1, D + 4), w, table, rows
 
 
+def assert_paged(got, q, w, rows, L, keep):
+    """Row b·next_n + n of got against NumPy: the logits of query (b, n) over sequence b's keys, masked by
+    keep(b, n) (a [L] bool row) to −inf."""
+    B, next_n = q.shape[0], q.shape[1]
+    for b in range(B):
+        kb, sb = rows[b]
+        m = min(len(kb), L)
+        full = logits_of(q[b], kb[:m], sb[:m], w[b * next_n:(b + 1) * next_n])
+        for n in range(next_n):
+            want = np.zeros(L)
+            want[:m] = full[n]
+            assert_logits(got[b * next_n + n][None], want[None], keep(b, n)[None])
+
+
 @pytest.mark.parametrize("bs", [2, 32, 61, 64])
 @pytest.mark.parametrize("next_n", [1, 2, 3])
 def test_fp8_paged_mqa_logits(bs, next_n):
@@ -126,16 +140,8 @@ def test_fp8_paged_mqa_logits(bs, next_n):
     assert deep_gemm.get_paged_mqa_logits_metadata(lens, 7).shape == (8, 2)
     got = deep_gemm.fp8_paged_mqa_logits(q, cache, w, lens, table, meta, L, clean_logits=True)
     assert got.shape == (B * next_n, L)
-    for b in range(B):
-        kb, sb = rows[b]
-        for n in range(next_n):
-            i = b * next_n + n
-            last = lens[b] - next_n + n  # the query's position: keys j <= last and j < context_len
-            mask = (np.arange(L) <= last) & (np.arange(L) < lens[b])
-            want = np.zeros(L)
-            m = min(len(kb), L)
-            want[:m] = logits_of(q[b, n][None], kb[:m], sb[:m], w[i][None])[0]
-            assert_logits(got[i][None], want[None], mask[None])
+    j = np.arange(L)  # query n of a sequence sits at context_len − next_n + n: keys j up to it and below context_len
+    assert_paged(got, q, w, rows, L, lambda b, n: (j <= lens[b] - next_n + n) & (j < lens[b]))
 
 
 def test_fp8_paged_mqa_logits_lengths_per_query():
@@ -145,15 +151,7 @@ def test_fp8_paged_mqa_logits_lengths_per_query():
     lens2d = np.stack([lens // 2, lens], axis=1).astype(np.int32)
     q, cache, w, table, rows = paged_problem(rng, B, next_n, H, D, bs, lens)
     got = deep_gemm.fp8_paged_mqa_logits(q, cache, w, lens2d, table, None, L)
-    for b in range(B):
-        kb, sb = rows[b]
-        for n in range(next_n):
-            i = b * next_n + n
-            mask = np.arange(L) < lens2d[b, n]
-            want = np.zeros(L)
-            m = min(len(kb), L)
-            want[:m] = logits_of(q[b, n][None], kb[:m], sb[:m], w[i][None])[0]
-            assert_logits(got[i][None], want[None], mask[None])
+    assert_paged(got, q, w, rows, L, lambda b, n: np.arange(L) < lens2d[b, n])
 
 
 def test_context_beyond_max_context_len_is_refused():
@@ -186,12 +184,5 @@ def test_fp8_paged_mqa_logits_batches(B, H):
     lens = rng.integers(0, L + 1, B).astype(np.int32)
     q, cache, w, table, rows = paged_problem(rng, B, next_n, H, D, bs, lens)
     got = deep_gemm.fp8_paged_mqa_logits(q, cache, w, lens, table, None, L)
-    for b in range(B):
-        kb, sb = rows[b]
-        m = min(len(kb), L)
-        full = logits_of(q[b], kb[:m], sb[:m], w[b * next_n:(b + 1) * next_n])
-        for n in range(next_n):
-            mask = (np.arange(L) < lens[b]) & (np.arange(L) <= lens[b] - next_n + n)
-            want = np.zeros(L)
-            want[:m] = full[n]
-            assert_logits(got[b * next_n + n][None], want[None], mask[None])
+    j = np.arange(L)
+    assert_paged(got, q, w, rows, L, lambda b, n: (j < lens[b]) & (j <= lens[b] - next_n + n))

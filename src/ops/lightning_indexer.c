@@ -42,7 +42,6 @@ typedef enum li_variant { LI_INT8, LI_BF16, LI_FP8 } li_variant;
 typedef struct li_dims {
     int64_t T, NI, DI, K, B, MB, NB, BS, LMAX;
     li_variant kind;
-    bool int8; /* kind == LI_INT8 */
 } li_dims;
 
 
@@ -62,7 +61,6 @@ static dsops_status check_shapes(const li_args *a, li_dims *d)
     DSOPS_TRY(dsops_check_tensor(&a->q_idx, "q_idx", 3,
                                  DSOPS_DT(DSOPS_INT8) | DSOPS_DT(DSOPS_BF16) | DSOPS_DT(DSOPS_FP8_E4M3), true));
     d->kind = a->q_idx.dtype == DSOPS_INT8 ? LI_INT8 : a->q_idx.dtype == DSOPS_BF16 ? LI_BF16 : LI_FP8;
-    d->int8 = d->kind == LI_INT8;
     const dsops_dtype kind = a->q_idx.dtype;
     d->T = a->q_idx.shape[0];
     d->NI = a->q_idx.shape[1];
@@ -70,7 +68,7 @@ static dsops_status check_shapes(const li_args *a, li_dims *d)
     if (d->NI < 1 || d->DI < 1)
         return dsops_fail(DSOPS_ERR_SHAPE, "q_idx has shape [%lld, %lld, %lld], expected NI >= 1 and DI >= 1",
                           (long long)d->T, (long long)d->NI, (long long)d->DI);
-    if (d->int8 && d->DI > 131072)
+    if (d->kind == LI_INT8 && d->DI > 131072)
         return dsops_fail(DSOPS_ERR_SHAPE, "q_idx.shape[2] = %lld, expected DI <= 131072 (int8 dot products)",
                           (long long)d->DI);
     if (d->NI > 65536 || d->DI > 131072)
@@ -87,7 +85,7 @@ static dsops_status check_shapes(const li_args *a, li_dims *d)
     if (d->NB < 1 || d->BS < 1 || d->NB > INT32_MAX || d->BS > INT32_MAX)
         return dsops_fail(DSOPS_ERR_SHAPE, "key_cache has NB = %lld, BS = %lld, expected both in [1, 2^31)",
                           (long long)d->NB, (long long)d->BS);
-    if (d->int8) {
+    if (d->kind == LI_INT8) {
         DSOPS_TRY(dsops_check_tensor(&a->q_idx_scale, "q_idx_scale", 2, f16, false));
         DSOPS_TRY(dsops_check_dim(&a->q_idx_scale, "q_idx_scale", 0, d->T, "T of q_idx"));
         DSOPS_TRY(dsops_check_dim(&a->q_idx_scale, "q_idx_scale", 1, d->NI, "NI of q_idx"));
@@ -96,7 +94,7 @@ static dsops_status check_shapes(const li_args *a, li_dims *d)
                           "scales)", dsops_dtype_name(kind));
     }
     if (d->kind != LI_BF16) {
-        DSOPS_TRY(dsops_check_tensor(&a->key_scale_cache, "key_scale_cache", 2, d->int8 ? f16 : f32, false));
+        DSOPS_TRY(dsops_check_tensor(&a->key_scale_cache, "key_scale_cache", 2, d->kind == LI_INT8 ? f16 : f32, false));
         DSOPS_TRY(dsops_check_dim(&a->key_scale_cache, "key_scale_cache", 0, d->NB, "NB of key_cache"));
         DSOPS_TRY(dsops_check_dim(&a->key_scale_cache, "key_scale_cache", 1, d->BS, "BS of key_cache"));
     } else if (dsops_tensor_present(&a->key_scale_cache)) {
@@ -171,10 +169,8 @@ typedef struct li_plan {
     size_t tile_bytes;  /* bytes of a packed 16-key tile */
     int64_t chunk_keys; /* keys per chunk: 16 * (1 ... CHUNK_TILES) */
     size_t elem;        /* bytes of a q_idx / key value */
-    /* fp8 variant: the tier's e4m3 dequantiser (64 values at a time, scale 1: exact), and for a tail of fewer
-     * than 64 the bf16 bits of every e4m3 byte */
+    /* fp8 variant: the tier's e4m3 dequantiser (64 values at a time; scale 1 makes it exact) */
     void (*dequant_e4m3)(const uint8_t *q, const void *scales, int group, int n, uint16_t *dst);
-    uint16_t e4m3_bf16[256];
 } li_plan;
 
 /* Per-token query state: packed rows, int8 bias corrections, fp32 head weights. */
@@ -192,8 +188,8 @@ static void widen_e4m3(const li_plan *p, const uint8_t *src, int64_t n, uint16_t
     int64_t i = 0;
     for (; i + 64 <= n; i += 64)
         p->dequant_e4m3(src + i, &one, 64, 64, dst + i);
-    for (; i < n; i++)
-        dst[i] = p->e4m3_bf16[src[i]];
+    for (; i < n; i++) /* the tail: an e4m3 value's fp32 bits end in 16 zero bits */
+        dst[i] = (uint16_t)(dsops_bits_from_f32(dsops_e4m3_value(src[i])) >> 16);
 }
 
 static void prepare_query(const li_plan *p, int64_t t, li_query *qs)
@@ -298,7 +294,7 @@ static void score_range(const li_plan *p, const li_query *qs, int64_t b, int64_t
             prefetch_rows(p, rows[cur ^ 1], n1 - c1);
         }
         float out[CHUNK_KEYS];
-        if (d->int8) {
+        if (d->kind == LI_INT8) {
             memcpy(kscale, scales[cur], (size_t)ntiles * 16 * 4);
             p->k->score_int8(qs->q, p->q_stride, qs->qsum128, qs->w, (int)d->NI, tiles, ntiles, (int)d->DI, kscale,
                              out);
@@ -391,12 +387,9 @@ dsops_status dsops_lightning_indexer(dsops_context *ctx, const li_args *a)
     dsops_context *use;
     DSOPS_TRY(dsops_context_begin(ctx, &use));
     const dsops_kernel_table *kt = dsops_kernel_table_get(use->isa);
-    li_plan p = {a, &d, &kt->indexer, 0, 0, 0, dsops_dtype_size(a->q_idx.dtype), kt->attn.dequant_e4m3, {0}};
-    if (d.kind == LI_FP8)
-        for (int b = 0; b < 256; b++)
-            p.e4m3_bf16[b] = (uint16_t)(dsops_bits_from_f32(dsops_e4m3_value((uint8_t)b)) >> 16);
+    li_plan p = {a, &d, &kt->indexer, 0, 0, 0, dsops_dtype_size(a->q_idx.dtype), kt->attn.dequant_e4m3};
     int chunk_tiles = CHUNK_TILES;
-    if (d.int8)
+    if (d.kind == LI_INT8)
         p.k->layout_int8((int)d.DI, &p.tile_bytes, &p.q_stride, &chunk_tiles);
     else
         p.k->layout_bf16((int)d.DI, &p.tile_bytes, &p.q_stride, &chunk_tiles);

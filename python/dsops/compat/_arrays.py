@@ -37,3 +37,8 @@ def _back(a, torch_io):
     if a.dtype == dsops.bfloat16:
         return torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(np.ascontiguousarray(a))
+
+
+def _i32(x):
+    """An index array or tensor as contiguous int32 (a copy only when it is not that already)."""
+    return np.ascontiguousarray(_np(x), dtype=np.int32)

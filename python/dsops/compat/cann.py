@@ -26,7 +26,7 @@ import numpy as np
 
 import dsops
 
-from ._arrays import _back, _is_torch, _np
+from ._arrays import _back, _i32, _is_torch, _np
 
 __all__ = ["npu_sparse_attention_pto", "npu_lightning_indexer_pto", "npu_lightning_indexer_prolog_pto", "SaTileShapeConfig",
            "sparse_flash_attention_quant_d", "sparse_flash_attention_quant_p", "npu_hc_pre", "npu_hc_post",
@@ -103,8 +103,8 @@ def npu_sparse_attention_pto(x, w_dq, w_uq_qr, w_uk, w_dkv_kr, gamma_cq, gamma_c
         idx_wk=_weight(w_idx_k, H, DI, f), weights_proj=_weight(w_idx_proj, H, NI, f)))
     kw = dict(
         x=xa.reshape(T, H), cu_seqlens_q=(np.arange(B + 1) * S1).astype(np.int32),
-        seqused_kv=np.ascontiguousarray(_np(act_seqs), dtype=np.int32).reshape(B),
-        block_table=np.ascontiguousarray(_np(block_table), dtype=np.int32),
+        seqused_kv=_i32(act_seqs).reshape(B),
+        block_table=_i32(block_table),
         cache_index=np.ascontiguousarray(_np(cache_index), dtype=np.int64).reshape(T),
         rope_cos=_np(cos).reshape(T, 64), rope_sin=_np(sin).reshape(T, 64),
         gamma_cq=_np(gamma_cq), gamma_ckv=_np(gamma_ckv), ln_gamma_k=_np(in_gamma_k),
@@ -145,8 +145,8 @@ def npu_lightning_indexer_pto(query, key, weights, *, actual_seq_lengths_query=N
     B, S1, N1, D = q.shape
     if actual_seq_lengths_query is not None and np.any(_np(actual_seq_lengths_query) != S1):
         raise NotImplementedError("actual_seq_lengths_query other than S1 for every batch")
-    lens = np.ascontiguousarray(_np(actual_seq_lengths_key), dtype=np.int32).reshape(-1)
-    table = np.ascontiguousarray(_np(block_table), dtype=np.int32)
+    lens = _i32(actual_seq_lengths_key).reshape(-1)
+    table = _i32(block_table)
     T = B * S1
     cu, used, table = _sequences(sparse_mode, (np.arange(B + 1) * S1).astype(np.int32), lens, table, S1)
     out = np.empty((T, int(sparse_count)), np.int32)
@@ -256,14 +256,14 @@ def sparse_flash_attention_quant_d(query_nope, query_rope, key_nope_2d, key_rope
     keys = dict(key_nope=kn.reshape(nb, int(block_size), dc), key_rope=kr.reshape(nb, int(block_size), dr))
     if int8:
         keys["key_nope_scale"] = np.ascontiguousarray(_np(k_nope_scales), dtype=np.float32).reshape(nb, int(block_size), -1)
-    lists = np.ascontiguousarray(_np(topk_indices), dtype=np.int32).reshape(T, -1)[:, :int(topk)]
+    lists = _i32(topk_indices).reshape(T, -1)[:, :int(topk)]
     tile = (tile_config or SaTileShapeConfig()).s_kv_tile
     dsops.sparse_flash_attention_v32(
         q_nope=_bf16(query_nope, "query_nope").reshape(T, int(nq), dc),
         q_rope=_bf16(query_rope, "query_rope").reshape(T, int(nq), dr), **keys, topk_indices=lists,
-        block_table=np.ascontiguousarray(_np(block_table), dtype=np.int32),
+        block_table=_i32(block_table),
         cu_seqlens_q=(np.arange(B + 1) * S1).astype(np.int32),
-        seqused_kv=np.ascontiguousarray(_np(kv_act_seqs), dtype=np.int32).reshape(B),
+        seqused_kv=_i32(kv_act_seqs).reshape(B),
         out=out.reshape(T, int(nq), dc), softmax_scale=float(softmax_scale), p_mode="tiled", p_tile=int(tile),
         kv_layout="split_int8" if int8 else "split_bf16")
     return attention_out
@@ -337,7 +337,7 @@ def npu_quant_lightning_indexer(query, key, weights, query_dequant_scale, key_de
     if k.ndim != 4 or k.shape[2] != 1:
         raise NotImplementedError(f"key has shape {k.shape}: expected [block_count, block_size, 1, D]")
     D = q.shape[-1]
-    lens = np.ascontiguousarray(_np(actual_seq_lengths_key), dtype=np.int32).reshape(-1)
+    lens = _i32(actual_seq_lengths_key).reshape(-1)
     B = lens.size
     if layout_query == "TND":
         if actual_seq_lengths_query is None:
@@ -351,7 +351,7 @@ def npu_quant_lightning_indexer(query, key, weights, query_dequant_scale, key_de
         cu = (np.arange(B + 1) * S1).astype(np.int32)
         out_shape = (B, S1, 1, int(sparse_count))
     T, N1 = cu[-1], q.shape[-2]
-    cu, used, table = _sequences(sparse_mode, cu, lens, np.ascontiguousarray(_np(block_table), dtype=np.int32),
+    cu, used, table = _sequences(sparse_mode, cu, lens, _i32(block_table),
                                  np.diff(cu))
     out = np.empty((T, int(sparse_count)), np.int32)
     dsops.lightning_indexer(q_idx=q.reshape(T, N1, D), q_idx_scale=_np(query_dequant_scale).reshape(T, N1),
@@ -398,7 +398,7 @@ def compressor(x, wkv, wgate, state_cache, ape, norm_weight, rope_sin, rope_cos,
         B = starts_x.size - 1
     lens = np.diff(starts_x) if seqused is None else np.asarray(_np(seqused), dtype=np.int64).reshape(B)
     pos = np.zeros(B, np.int64) if start_pos is None else np.asarray(_np(start_pos), dtype=np.int64).reshape(B)
-    table = np.ascontiguousarray(_np(state_block_table), dtype=np.int32)
+    table = _i32(state_block_table)
     sin, cos = _np(rope_sin), _np(rope_cos)
     T = int(starts_x[-1])
     out = np.zeros((B, -(-S // R), D) if per_seq else (min(T, T // R + B), D), dsops.bfloat16)

@@ -16,7 +16,7 @@ import numpy as np
 
 import dsops
 
-from ._arrays import _back, _is_torch, _np
+from ._arrays import _back, _i32, _is_torch, _np
 
 __all__ = ["get_num_sms", "fp8_mqa_logits", "get_paged_mqa_logits_metadata", "fp8_paged_mqa_logits"]
 
@@ -39,10 +39,6 @@ def _f32(x, name):
     if a.dtype != np.float32:
         raise TypeError(f"{name} must be float32; got {a.dtype}")
     return a
-
-
-def _i32(x):
-    return np.ascontiguousarray(_np(x), dtype=np.int32)
 
 
 def _score(q, w, keys, scales, table, cu, used, logits):
