@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Times the vendor test files' cases through dsops.compat.cann (the table of docs/COMPAT.md): the median of five
+"""Times the vendor test files' cases through dsops.compat.cann (the table of docs/ASCEND.md): the median of five
 calls after one warm-up, on the threads DSOPS_NUM_THREADS allows, with the vendor's data recipes. Prints a Markdown
 table. Usage: PYTHONPATH=python DSOPS_LIBRARY=build/libdsops.so python3 scripts/compat_timings.py"""
 import os

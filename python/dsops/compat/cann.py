@@ -17,7 +17,7 @@ The calls with matmul weights have `.prepare(...)` (the same arguments as a call
 them once, and the calls given `prepared=` with the same weight objects skip both.
 
 Where the vendor op has shape limits that dsops lacks, the call follows dsops (docstrings say which); where the
-vendor's documented behaviour and its golden differ, docs/COMPAT.md says which one is reproduced.
+vendor's documented behaviour and its golden differ, docs/ASCEND.md says which one is reproduced.
 """
 import dataclasses
 from typing import Optional
