@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Times the vendor test files' cases through dsops.compat.cann (the table of docs/ASCEND.md): the median of five
-calls after one warm-up, on the threads DSOPS_NUM_THREADS allows, with the vendor's data recipes. Prints a Markdown
-table. Usage: PYTHONPATH=python DSOPS_LIBRARY=build/libdsops.so python3 scripts/compat_timings.py"""
+calls after one warm-up, on the threads DSOPS_NUM_THREADS allows, with the vendor's data recipes; the V4 PyPTO
+operators at the shapes of the vendor's timing table (docs/CASES.md, "Vendor timings": B 64, S1 2, S2 8192), with
+its µs beside them. Prints a Markdown table. Usage: PYTHONPATH=python DSOPS_LIBRARY=build/libdsops.so python3 scripts/compat_timings.py"""
 import os
 import sys
 import time
@@ -10,6 +11,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python", "tests"))
 import test_compat_cann as t  # noqa: E402  (the vendor data recipes of the tests)
+import test_compat_cann_v4_attn as ta  # noqa: E402
+import test_compat_cann_v4_cmp as tc  # noqa: E402
+import test_compat_cann_v4_prolog as tp  # noqa: E402
 from dsops.compat import cann  # noqa: E402
 
 
@@ -76,6 +80,40 @@ def cases():
                dd["x"], dd["w_dq"], dd["w_uq_qr"], dd["w_uk"], dd["w_dkv_kr"], dd["gamma_cq"], dd["gamma_ckv"],
                dd["sin"], dd["cos"], dd["cache_index"], dd["kv_cache"], dd["kr_cache"], dd["table"], dd["act_seqs"],
                dd["w_idx_qb"], dd["w_idx_k"], dd["w_idx_proj"], dd["gamma_k"], dd["beta_k"], dd["index_k_cache"]))
+
+    yield from v4_cases(rng)
+
+
+def v4_cases(rng):
+    """The V4 PyPTO operators at the vendor's timed shapes (64 sequences of 2 tokens, 8K cached), its µs."""
+    x, fn, scale, base = tp.hc_data(rng, 128)
+    yield "hc_pre_pypto", "T 128, h 4096", 70, lambda: cann.hc_pre_pypto(x, fn, scale, base)
+    d = tp.mla_data(128, True, **tp.FLASH)
+    p = cann.mla_prolog_quant_pypto.prepare(*(d[k] for k in ("x", "wq_a", "wq_b", "wkv", "cos", "sin", "gamma_cq",
+                                                             "gamma_ckv", "wq_b_scale")))
+    yield ("mla_prolog_quant_pypto", "T 128, int8 wq_b, prepared", 130,
+           lambda: cann.mla_prolog_quant_pypto(*(d[k] for k in ("x", "wq_a", "wq_b", "wkv", "cos", "sin", "gamma_cq",
+                                                                "gamma_ckv", "wq_b_scale")), prepared=p))
+    dp = tc.prolog_case(rng, 128)
+    args = [dp[k] for k in tc.PROLOG_ARGS]
+    pp = cann.quant_lightning_indexer_prolog.prepare(*args)
+    yield ("quant_lightning_indexer_prolog", "T 128, prepared", 101,
+           lambda: cann.quant_lightning_indexer_prolog(*args, prepared=pp))
+    for name, R, D, rotate, start, vendor in (("c4li", 4, 128, True, 8192, 55), ("c4a", 4, 512, False, 8192, 80),
+                                             ("c128a", 128, 512, False, 8192, 55), ("c4li", 4, 128, True, 8191, 75),
+                                             ("c4a", 4, 512, False, 8191, 95), ("c128a", 128, 512, False, 8191, 125)):
+        dc = tc.compressor_case(rng, 64, 2, D, R, rotate, [start] * 64)
+        cargs = [dc[k] for k in tc.ARGS]
+        pc = cann.compressor_pypto.prepare(*cargs)
+        yield ("compressor_pypto", f"{name}, start_pos {start}, prepared", vendor,
+               lambda a=cargs, pc=pc: cann.compressor_pypto(*a, prepared=pc))
+    c = ta.swa_case(1, [2] * 64, [8192] * 64)
+    yield "npu_sliding_window_attention", "b 64, s1 2, 8192 tokens", 65, lambda: ta.call_swa(c)
+    cf = ta.cfa_case(4, 64, 2, [8192] * 64)
+    yield "npu_compress_flash_attention", "b 64, s1 2, 8192 tokens, ratio 128", 90, lambda: ta.call_cfa(cf)
+    cs = ta.scfa_case(7, [2 * i for i in range(65)], [8192] * 64)
+    yield ("npu_sparse_compress_flash_attention", "b 64, s1 2, 8192 tokens, ratio 4, K 512", 160,
+           lambda: cann.npu_sparse_compress_flash_attention(*ta.scfa_args(cs)))
 
 
 def main():

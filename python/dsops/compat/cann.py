@@ -9,6 +9,16 @@ defaults, shapes and return values, computed by dsops operators:
     npu_quant_lightning_indexer         AscendC, V4 indexer (int8, compressed)  -> lightning_indexer (int8)
     compressor (npu_compressor)         AscendC, V4 KV compressor               -> compressor
 
+and the DeepSeek-V4 PyPTO operators (modules _cann_v4_prolog, _cann_v4_cmp, _cann_v4_attn):
+
+    hc_pre_pypto, hc_pre (+ _kernel, _kernel_prefill)   mHC pre-mixing, one eps   -> hc_pre
+    mla_prolog_pypto, mla_prolog, mla_prolog_quant(_pypto), mla_prolog_v4     -> mla_prolog_v4 (bf16, int8)
+    compressor_pypto                                    KV compressor, a row per sequence -> compressor
+    quant_lightning_indexer_prolog (+ _kernel, npu_...) int8 V4 indexer prolog -> indexer_prolog_v4 (int8)
+    npu_sliding_window_attention (sliding_window_attention(_pypto))          -> swa
+    npu_compress_flash_attention (compress_flash_attention(_pypto))          -> cfa
+    npu_sparse_compress_flash_attention (sparse_compress_flash_attention(_pypto, _kernel)) -> scfa
+
 Matmul weights come as the vendor keeps them, `[in, out]`: either ND (rank 2) or in Ascend's FRACTAL_NZ blocks
 (rank 3, `[ceil(out / C0), ceil(in / 16) · 16, C0]`, C0 = 32 bytes of elements, the layout of
 `dsops.nd_to_fractal_nz`, docs/OPERATORS.md §2.11); NZ weights are turned back into ND by `fractal_nz_to_nd`.
@@ -433,3 +443,13 @@ npu_compressor = compressor
 
 _preparable(npu_sparse_attention_pto, dsops.sparse_attention_v32)
 _preparable(npu_lightning_indexer_prolog_pto, dsops.indexer_prolog_v32)
+
+
+# The DeepSeek-V4 PyPTO operators (their modules use this module's helpers, so they come last), under this
+# module's name as the vendor's tests reach them all through one import.
+from . import _cann_v4_attn, _cann_v4_cmp, _cann_v4_prolog  # noqa: E402
+
+for _module in (_cann_v4_prolog, _cann_v4_cmp, _cann_v4_attn):
+    for _name in _module.__all__:
+        globals()[_name] = getattr(_module, _name)
+    __all__ += _module.__all__
