@@ -94,9 +94,3 @@ void *bench_keep_output(const void *src, size_t n, char *why, size_t cap)
     memcpy(copy, src, n);
     return copy;
 }
-
-const char *bench_layout_name(dsops_kv_layout layout)
-{
-    static const char *const words[] = {"split_bf16", "split_int8", "packed_int8", "flashmla_fp8"}; /* enum order */
-    return (unsigned)layout < sizeof words / sizeof *words ? words[layout] : "unknown";
-}

@@ -65,7 +65,5 @@ int bench_check_windows(int64_t T, int64_t start[3], int64_t len[3]);
 /* A copy of the n bytes at src (the library's output, before the oracle rewrites it), or NULL with "out of
  * memory" in why. */
 void *bench_keep_output(const void *src, size_t n, char *why, size_t cap);
-/* The kv layout's word in --list lines ("split_bf16", "split_int8", "packed_int8", "flashmla_fp8"). */
-const char *bench_layout_name(dsops_kv_layout layout);
 
 #endif

@@ -1,9 +1,11 @@
 /* Helpers shared by the case generators of every operator family (cases_internal.h): the seeded
- * generator, bf16 / fp16 rounding, owned buffers, row fills, the vendor quantisers and the paged caches.
+ * generator, bf16 / fp16 rounding, owned buffers, row fills, the vendor quantisers and the paged caches; and the
+ * pieces the adversarial problems share (problems.h).
  *
  * Every generated row draws from its own generator seeded from (seed, stream, row): the data do not
  * depend on the thread count and rows fill in parallel. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,6 +119,19 @@ void cases_rng_normal(rng *r, float *v, size_t n)
 }
 
 float cases_rng_unit(rng *r) { return (float)(cases_rng_next(r) >> 40) * (1.0f / 16777216.0f); } /* [0, 1) */
+
+float cases_rng_uniform(rng *r, float lo, float hi)
+{
+    float v = lo + (hi - lo) * cases_rng_unit(r);
+    return v < hi ? v : lo;
+}
+
+int64_t cases_rng_int(rng *r, int64_t lo, int64_t hi)
+{
+    if (hi <= lo)
+        return lo;
+    return lo + (int64_t)cases_rng_below(r, (uint64_t)(hi - lo) + 1);
+}
 
 uint16_t cases_fp16_bits(float f)
 {
@@ -522,4 +537,234 @@ void *cases_wrapped_record(void **buffers, int *nbuffers, int capacity, const ch
         return NULL;
     memcpy(record, args, size); /* a wrapping record starts with the args struct */
     return !param || cases_record_set_int(record, op, param, value) == 0 ? record : NULL;
+}
+
+/* ---- the pieces the adversarial problems share (problems.h) --------------------------------------- */
+
+void *cases_xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) {
+        fprintf(stderr, "out of memory (%zu x %zu bytes)\n", n, size);
+        abort();
+    }
+    return p;
+}
+
+const char *cases_layout_name(dsops_kv_layout l)
+{
+    static const char *const names[] = {"split_bf16", "split_int8", "packed_int8", "flashmla_fp8"}; /* enum order */
+    return (unsigned)l < sizeof names / sizeof *names ? names[l] : "unknown";
+}
+
+const char *cases_rope_name(dsops_rope_mode m)
+{
+    return m == DSOPS_ROPE_INTERLEAVED ? "interleaved" : (m == DSOPS_ROPE_HALF ? "half" : "in_half_out");
+}
+
+void cases_put_u16(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2, uint16_t v)
+{
+    memcpy(tf_eaddr(t, i0, i1, i2), &v, 2);
+}
+
+void cases_put_i8(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2, int8_t v)
+{
+    memcpy(tf_eaddr(t, i0, i1, i2), &v, 1);
+}
+
+void cases_put_f32(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2, float v)
+{
+    memcpy(tf_eaddr(t, i0, i1, i2), &v, 4);
+}
+
+dsops_tensor cases_view(void *data, dsops_dtype dt, int ndim, const int64_t *shape, const int64_t *outer_stride)
+{
+    dsops_tensor t = dsops_tensor_make(data, dt, ndim, shape);
+    for (int d = 0; d + 1 < ndim; d++)
+        t.stride[d] = outer_stride[d];
+    t.stride[ndim - 1] = 1;
+    return t;
+}
+
+int64_t cases_sequences(int B, const int *S, const int *seqused, int32_t **cu, int32_t **used)
+{
+    *cu = cases_xcalloc((size_t)B + 1, sizeof(int32_t));
+    *used = cases_xcalloc((size_t)B, sizeof(int32_t));
+    int64_t T = 0;
+    for (int b = 0; b < B; b++) {
+        (*cu)[b] = (int32_t)T;
+        T += S[b];
+        (*used)[b] = seqused[b];
+    }
+    (*cu)[B] = (int32_t)T;
+    return T;
+}
+
+cases_paging cases_block_table(rng *r, int B, const int64_t *keys, int BS, int extra_blocks, int extra_cols,
+                               int garbage_kinds, const unsigned char *dead)
+{
+    cases_paging pg = {.NB = extra_blocks, .MB = 0};
+    for (int b = 0; b < B; b++) {
+        const int64_t nb = (keys[b] + BS - 1) / BS;
+        pg.NB += nb;
+        pg.MB = nb > pg.MB ? nb : pg.MB;
+    }
+    pg.MB += extra_cols;
+    if (pg.MB < 1)
+        pg.MB = 1;
+    if (pg.NB < 1)
+        pg.NB = 1;
+    const int64_t NB = pg.NB, MB = pg.MB;
+    int32_t *perm = cases_xcalloc((size_t)NB, sizeof(int32_t));
+    pg.owner = cases_xcalloc((size_t)NB, sizeof(int32_t));
+    for (int64_t i = 0; i < NB; i++)
+        pg.owner[i] = -1;
+    cases_shuffle(r, perm, NB);
+    pg.table = cases_xcalloc((size_t)(B * MB), sizeof(int32_t));
+    const int32_t garbage[6] = {-1, 99999, INT32_MIN, -7, INT32_MAX, (int32_t)NB};
+    for (int b = 0, next = 0; b < B; b++) {
+        const int64_t nb = (keys[b] + BS - 1) / BS;
+        const int is_dead = dead && dead[b];
+        for (int64_t j = 0; j < MB; j++) {
+            int32_t *e = &pg.table[b * MB + j];
+            if (is_dead) {
+                *e = garbage[(b + j) % 6];
+            } else if (j < nb) {
+                *e = perm[next + j];
+                pg.owner[*e] = b;
+            } else {
+                *e = garbage_kinds > 0 ? garbage[(b + j) % garbage_kinds] : -1;
+            }
+        }
+        next += (int)nb; /* a dead sequence's blocks stay unreferenced */
+    }
+    free(perm);
+    return pg;
+}
+
+void cases_sequence_views(int B, int64_t MB, int32_t *table, int32_t *cu, int32_t *used, dsops_tensor *block_table,
+                          dsops_tensor *cu_seqlens_q, dsops_tensor *seqused_kv)
+{
+    const int64_t st[2] = {B, MB}, sc[1] = {B + 1}, su[1] = {B};
+    *block_table = dsops_tensor_make(table, DSOPS_INT32, 2, st);
+    *cu_seqlens_q = dsops_tensor_make(cu, DSOPS_INT32, 1, sc);
+    *seqused_kv = dsops_tensor_make(used, DSOPS_INT32, 1, su);
+}
+
+void cases_fill_sentinel(void *buf, size_t esz, int64_t n, uint32_t sentinel)
+{
+    const uint16_t s16 = (uint16_t)sentinel;
+    for (int64_t i = 0; i < n; i++)
+        memcpy((unsigned char *)buf + (size_t)i * esz, esz == 2 ? (const void *)&s16 : (const void *)&sentinel, esz);
+}
+
+/* 1 if the element of esz (2 or 4) bytes at e holds the sentinel's low esz bytes. */
+static int element_holds_sentinel(const unsigned char *e, size_t esz, uint32_t sentinel)
+{
+    if (esz == 2) {
+        uint16_t v;
+        memcpy(&v, e, 2);
+        return v == (uint16_t)sentinel;
+    }
+    uint32_t v;
+    memcpy(&v, e, 4);
+    return v == sentinel;
+}
+
+int cases_holds_sentinel(const void *buf, size_t esz, int64_t n, uint32_t sentinel)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!element_holds_sentinel((const unsigned char *)buf + (size_t)i * esz, esz, sentinel))
+            return 0;
+    return 1;
+}
+
+int cases_default_blocks(int64_t T, int64_t BS) { return (int)((2 * T + 3 + BS - 1) / BS); }
+
+void cases_cache_indices(rng *r, int64_t rows, int64_t T, cases_index_mode mode, int64_t *cache_index)
+{
+    static const int64_t negs[3] = {-1, -7, INT64_MIN};
+    int64_t *perm = cases_xcalloc((size_t)rows, sizeof(int64_t));
+    for (int64_t i = 0; i < rows; i++)
+        perm[i] = i;
+    for (int64_t t = 0; t < T; t++) {
+        const int64_t j = t + (int64_t)cases_rng_below(r, (uint64_t)(rows - t));
+        const int64_t tmp = perm[t];
+        perm[t] = perm[j];
+        perm[j] = tmp;
+        const int neg = mode == CASES_IDX_NONE || (mode == CASES_IDX_SOME && t % 3 == 1);
+        cache_index[t] = neg ? negs[t % 3] : perm[t];
+    }
+    free(perm);
+}
+
+void cases_fill_rows(const dsops_tensor *t, rng *r, int64_t zero_rows)
+{
+    for (int64_t i = 0; i < t->shape[0]; i++)
+        for (int64_t k = 0; k < t->shape[1]; k++)
+            tf_putf(t, i, k, 0, i < zero_rows ? 0.0f : cases_rng_uniform(r, -1, 1));
+}
+
+void cases_fill_view_uniform(const dsops_tensor *t, rng *r, float lo, float hi)
+{
+    const int64_t s0 = t->ndim > 0 ? t->shape[0] : 1, s1 = t->ndim > 1 ? t->shape[1] : 1,
+                  s2 = t->ndim > 2 ? t->shape[2] : 1;
+    for (int64_t i = 0; i < s0; i++)
+        for (int64_t j = 0; j < s1; j++)
+            for (int64_t k = 0; k < s2; k++)
+                tf_putf(t, i, j, k, cases_rng_uniform(r, lo, hi));
+}
+
+void cases_rope_tables(tf_fixture *f, dsops_dtype dt, int64_t T, int64_t pad, int shared, dsops_tensor *cos,
+                       dsops_tensor *sin)
+{
+    enum { DR = 64 };
+    if (shared) {
+        const int64_t s[2] = {T, 2 * DR};
+        const dsops_tensor both = tf_alloc_view(f, dt, 2, s, pad, 0, 0);
+        *sin = both, *cos = both;
+        sin->shape[1] = cos->shape[1] = DR;
+        cos->data = tf_eaddr(&both, 0, DR, 0);
+    } else {
+        const int64_t s[2] = {T, DR};
+        *cos = tf_alloc_view(f, dt, 2, s, pad, 0, 0);
+        *sin = tf_alloc_view(f, dt, 2, s, pad, 0, 0);
+    }
+}
+
+int64_t *cases_compact_index(const dsops_tensor *cache_index, int64_t *nw)
+{
+    const int64_t T = cache_index->shape[0];
+    int64_t *ci = cases_xcalloc((size_t)(T > 0 ? T : 1), sizeof(int64_t));
+    *nw = 0;
+    for (int64_t t = 0; t < T; t++)
+        ci[t] = tf_get_index(cache_index, t) >= 0 ? (*nw)++ : -1;
+    return ci;
+}
+
+void cases_dense_f32(const dsops_tensor *t, float *dst)
+{
+    const int64_t s0 = t->shape[0], s1 = t->ndim > 1 ? t->shape[1] : 1, s2 = t->ndim > 2 ? t->shape[2] : 1;
+    for (int64_t i = 0; i < s0; i++)
+        for (int64_t j = 0; j < s1; j++)
+            for (int64_t k = 0; k < s2; k++)
+                dst[(i * s1 + j) * s2 + k] = tf_getf(t, i, j, k);
+}
+
+void cases_each_in_cache_row(const dsops_tensor *t, int64_t r, tf_elem_fn fn, void *ctx)
+{
+    if (!t->data)
+        return;
+    const int64_t BS = t->shape[1], blk = r / BS, off = r % BS, W = t->ndim > 2 ? t->shape[2] : 1;
+    const size_t es = dsops_dtype_size(t->dtype);
+    for (int64_t k = 0; k < W; k++)
+        fn(ctx, tf_eaddr(t, blk, off, k), es);
+}
+
+unsigned char *cases_gather(cases_each_written_fn each, const void *args, size_t *n)
+{
+    tf_gather_ctx g = {NULL, 0, 0};
+    each(args, tf_gather_fn, &g);
+    *n = g.n;
+    return g.buf;
 }

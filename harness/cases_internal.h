@@ -1,5 +1,5 @@
 /* Helpers shared by the case generators of the operator families (harness/<family>.c, defined in
- * harness/cases_common.c); not part of the cases API. */
+ * harness/cases_common.c), their adversarial problems (problems.h) included; not part of the cases API. */
 #ifndef DSOPS_BENCH_CASES_INTERNAL_H
 #define DSOPS_BENCH_CASES_INTERNAL_H
 
@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "dsops.h"
+#include "problems.h"
 
 /* splitmix64: fast, seedable, good enough for test data */
 typedef struct rng {
@@ -21,6 +22,10 @@ void cases_rng_uniform_pm1(rng *r, float *v, size_t n);
 void cases_rng_normal(rng *r, float *v, size_t n);
 /* One U[0, 1) value. */
 float cases_rng_unit(rng *r);
+/* One value lo + (hi - lo) U[0, 1) (lo where rounding reaches hi). */
+float cases_rng_uniform(rng *r, float lo, float hi);
+/* One integer uniform in [lo, hi] (lo, with no draw, when hi <= lo). */
+int64_t cases_rng_int(rng *r, int64_t lo, int64_t hi);
 /* perm[0 .. n-1] = a random permutation of 0 ... n-1 (Fisher-Yates, n - 1 draws from r). */
 void cases_shuffle(rng *r, int32_t *perm, int64_t n);
 
@@ -170,5 +175,61 @@ void cases_problem_release(void *buffers[], int n, void *p);
 #define REP32(x) REP16(x), REP16(x)
 #define REP48(x) REP32(x), REP16(x)
 #define REP64(x) REP16(x), REP16(x), REP16(x), REP16(x)
+
+/* ---- the pieces the adversarial problems (problems.h) share ---------------------------------------- */
+
+/* calloc that aborts when memory runs out: never NULL (also for 0 elements), and exactly n * size bytes
+ * otherwise, so that the sanitizers see an access past the end. */
+void *cases_xcalloc(size_t n, size_t size);
+
+#define CASES_GUARD 64 /* sentinel elements before and after each output view */
+
+/* Raw bits of element (i0, i1, i2) of a view of up to three dimensions (unused indices ignored). */
+void cases_put_u16(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2, uint16_t v);
+void cases_put_i8(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2, int8_t v);
+void cases_put_f32(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2, float v);
+/* A view of `data` with the given shape and outer strides (stride[0 .. ndim-2]; innermost stride 1). */
+dsops_tensor cases_view(void *data, dsops_dtype dt, int ndim, const int64_t *shape, const int64_t *outer_stride);
+
+/* cu_seqlens_q [B+1] from the query tokens S[b] and seqused_kv [B] (both cases_xcalloc'd); returns T. */
+int64_t cases_sequences(int B, const int *S, const int *seqused, int32_t **cu, int32_t **used);
+
+typedef struct cases_paging {
+    int64_t NB, MB;      /* physical blocks, block-table columns */
+    int32_t *table;      /* [B, MB] */
+    int32_t *owner;      /* [NB] the sequence whose table holds each physical block, -1 for none */
+} cases_paging;
+/* The block table of a paged cache: sequence b holds keys[b] keys in its first ceil(keys[b] / BS) entries,
+ * taken in order from a random permutation (cases_shuffle) of the NB physical blocks (extra_blocks more than the
+ * sequences need, at least 1); MB is the widest sequence's block count plus extra_cols (at least 1). Every other
+ * entry holds -1, or with garbage_kinds > 0 garbage[(b + j) % garbage_kinds] of {-1, 99999, INT32_MIN, -7,
+ * INT32_MAX, NB}; a sequence with dead[b] set (dead may be NULL) holds no block, and garbage of all six kinds in
+ * every entry. The caller frees table and owner. */
+cases_paging cases_block_table(rng *r, int B, const int64_t *keys, int BS, int extra_blocks, int extra_cols,
+                               int garbage_kinds, const unsigned char *dead);
+/* block_table [B, MB], cu_seqlens_q [B+1] and seqused_kv [B]: int32 views of the arrays. */
+void cases_sequence_views(int B, int64_t MB, int32_t *table, int32_t *cu, int32_t *used, dsops_tensor *block_table,
+                          dsops_tensor *cu_seqlens_q, dsops_tensor *seqused_kv);
+
+/* Blocks for 2T + 3 cache rows: the default NB of the prolog problems. */
+int cases_default_blocks(int64_t T, int64_t BS);
+/* cache_index [T] over rows = NB * BS rows (partial Fisher-Yates), negative entries by mode. */
+void cases_cache_indices(rng *r, int64_t rows, int64_t T, cases_index_mode mode, int64_t *cache_index);
+/* Every element of the [rows, cols] view U(-1, 1), except the first zero_rows rows: 0 (no draw). */
+void cases_fill_rows(const dsops_tensor *t, rng *r, int64_t zero_rows);
+/* Every element of a view of up to three dimensions U(lo, hi), in row-major order. */
+void cases_fill_view_uniform(const dsops_tensor *t, rng *r, float lo, float hi);
+/* rope_cos and rope_sin [T, 64] (dtype dt, padding pad) in their own guarded buffers, or with `shared` both
+ * in one [T, 128 + pad] buffer: sin in columns 0..63, cos in 64..127. */
+void cases_rope_tables(tf_fixture *f, dsops_dtype dt, int64_t T, int64_t pad, int shared, dsops_tensor *cos,
+                       dsops_tensor *sin);
+/* The cache_index of the oracle's compact caches: entry t is w for the w-th token that writes a row, -1
+ * for the others ([T], at least one element; caller frees); *nw receives the writing tokens. */
+int64_t *cases_compact_index(const dsops_tensor *cache_index, int64_t *nw);
+/* Visits every element of row r (block r / BS, slot r % BS) of a cache [NB, BS, W] or [NB, BS] (one element);
+ * nothing when the view is absent. */
+void cases_each_in_cache_row(const dsops_tensor *t, int64_t r, tf_elem_fn fn, void *ctx);
+/* The raw bytes of the elements `each` visits (caller frees; *n receives the length). */
+unsigned char *cases_gather(cases_each_written_fn each, const void *args, size_t *n);
 
 #endif

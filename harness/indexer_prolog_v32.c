@@ -1,5 +1,6 @@
 /* indexer_prolog_v32 (docs/OPERATORS.md §4.2; docs/CASES.md "indexer_prolog_v32")
- * The named cases, their data generator and the bench adapter.
+ * The named cases, their data generator and the bench adapter; the adversarial problems of the tests
+ * (problems.h) at the end.
  *
  * Data (seed 7):
  *   x                              U(-1,1) bf16                                               [T, H]
@@ -22,6 +23,7 @@
 #include "bench_family.h"
 #include "cases.h"
 #include "cases_internal.h"
+#include "problems.h"
 #include "ref.h"
 
 /* H 7168, Q 1536, NI 64, DI 128, BS 128 for every V3.2 case */
@@ -420,3 +422,319 @@ const bench_family bench_family_indexer_prolog_v32 = {
     .matmuls_prepare = idxp_matmuls_prepare,
     .matmuls_run = idxp_gemms_run,
 };
+
+/* ==== adversarial problems (problems.h) ====================================================================
+ * Small indexer_prolog_v32 problems for tests/test_indexer_prolog.c and test_indexer_prolog_validation.c: any
+ * shape, variant, dtype and view arrangement, every output and cache buffer a checked region of the problem's
+ * fixture (guard zones, padding, rows the call does not address); the elements a call may write, and the oracle's
+ * results in dense form. The tests judge a library call on them (tests/problems_check.c). */
+
+#define DR 64
+
+/* ---- data ------------------------------------------------------------------------------------------ */
+
+static void fill_int8(const dsops_tensor *t, rng *r, int extreme)
+{
+    for (int64_t i = 0; i < t->shape[0]; i++)
+        for (int64_t k = 0; k < t->shape[1]; k++) {
+            int v = extreme ? ((cases_rng_next(r) & 1) ? 127 : -128) : (int)cases_rng_int(r, -128, 127);
+            *(int8_t *)tf_eaddr(t, i, k, 0) = (int8_t)v;
+        }
+}
+
+/* ---- problem builder ------------------------------------------------------------------------------- */
+
+ip_problem *ip_make(const ip_spec *spec, uint64_t seed)
+{
+    ip_problem *p = cases_xcalloc(1, sizeof *p);
+    p->sp = *spec;
+    ip_spec *sp = &p->sp;
+    p->fx.big_guard = sp->big_guard;
+    if (!sp->had_dtype)
+        sp->had_dtype = DSOPS_BF16;
+    if (!sp->ln_dtype)
+        sp->ln_dtype = DSOPS_BF16;
+    if (!sp->table_dtype)
+        sp->table_dtype = DSOPS_BF16;
+    if (sp->NB <= 0)
+        sp->NB = cases_default_blocks(sp->T, sp->BS);
+    if (sp->int8)
+        sp->no_hadamard_q = sp->no_hadamard_k = 0;
+    rng r = {seed};
+
+    const int64_t T = sp->T, H = sp->H, Q = sp->Q, NI = sp->NI, DI = sp->DI, BS = sp->BS, NB = sp->NB;
+    const int64_t NQ = NI * DI;
+    const int64_t pad = sp->strided ? 5 : 0, wpad = sp->strided ? 8 : 0;
+    const int share = sp->strided == 2 ? (sp->share ? sp->share : 7) : 0;
+    const dsops_dtype qdt = sp->int8 ? DSOPS_INT8 : DSOPS_BF16;
+    p->T = T;
+    dsops_indexer_prolog_v32_args *a = &p->args;
+    memset(a, 0, sizeof *a);
+    a->ln_eps = sp->ln_eps;
+    a->weights_scale = sp->weights_scale;
+    a->rope_mode = sp->rope_mode;
+    a->rope_inverse = sp->rope_inverse;
+
+    int64_t s[3];
+    /* inputs */
+    s[0] = T, s[1] = H;
+    a->x = tf_alloc_view(&p->fx, DSOPS_BF16, 2, s, pad, 0, 0);
+    s[0] = T, s[1] = Q;
+    a->qr = tf_alloc_view(&p->fx, qdt, 2, s, pad, 0, 0);
+    s[0] = NQ, s[1] = Q;
+    a->idx_wq_b = tf_alloc_view(&p->fx, qdt, 2, s, wpad, 0, 0);
+    if (sp->int8) {
+        s[0] = T;
+        a->qr_scale = tf_alloc_view(&p->fx, DSOPS_FP32, 1, s, 0, 0, 0);
+        s[0] = NQ;
+        a->idx_wq_b_scale = tf_alloc_view(&p->fx, DSOPS_FP32, 1, s, 0, 0, 0);
+    }
+    s[0] = DI, s[1] = H;
+    a->idx_wk = tf_alloc_view(&p->fx, DSOPS_BF16, 2, s, wpad, 0, 0);
+    s[0] = NI, s[1] = H;
+    a->weights_proj = tf_alloc_view(&p->fx, DSOPS_BF16, 2, s, wpad, 0, 0);
+    s[0] = DI;
+    a->ln_gamma_k = tf_alloc_view(&p->fx, sp->tiny_key ? DSOPS_FP32 : sp->ln_dtype, 1, s, 0, 0, 0);
+    const dsops_dtype beta_dt = sp->mixed_ln ? (sp->ln_dtype == DSOPS_FP32 ? DSOPS_BF16 : DSOPS_FP32) : sp->ln_dtype;
+    a->ln_beta_k = tf_alloc_view(&p->fx, beta_dt, 1, s, 0, 0, 0);
+    cases_rope_tables(&p->fx, sp->table_dtype, T, pad, share & 2, &a->rope_cos, &a->rope_sin);
+    s[0] = DI, s[1] = DI;
+    if (!sp->no_hadamard_q)
+        a->hadamard_q = tf_alloc_view(&p->fx, sp->had_dtype, 2, s, wpad, 0, 0);
+    if (!sp->no_hadamard_k)
+        a->hadamard_k = tf_alloc_view(&p->fx, sp->had_dtype, 2, s, wpad, 0, 0);
+    s[0] = T;
+    a->cache_index = tf_alloc_view(&p->fx, DSOPS_INT64, 1, s, 0, 0, 0);
+    p->cache_index = a->cache_index.data;
+
+    /* outputs */
+    if (share & 1) {
+        /* one row per (token, head): DI query values, then the head's q_idx_scale (int8) or weight (bf16),
+         * then padding; tokens NI rows apart plus `pad` rows' worth of bytes */
+        const int64_t rowb = sp->int8 ? DI + 4 : 2 * (DI + 2); /* bytes of one row (even) */
+        const int64_t tokb = NI * rowb + 2 * pad;
+        const size_t bytes = (size_t)(T * tokb) + 2 * TF_GUARD;
+        unsigned char *b = tf_own(&p->fx, bytes);
+        tf_add_region(&p->fx, b, bytes, 1, sp->int8 ? DSOPS_INT8 : DSOPS_BF16);
+        unsigned char *base = b + TF_GUARD;
+        const int64_t qes = sp->int8 ? 1 : 2;
+        s[0] = T, s[1] = NI, s[2] = DI;
+        a->q_idx = dsops_tensor_make(base, qdt, 3, s);
+        a->q_idx.stride[0] = tokb / qes, a->q_idx.stride[1] = rowb / qes;
+        s[0] = T, s[1] = NI;
+        dsops_tensor side = dsops_tensor_make(base + DI * qes, DSOPS_FP16, 2, s);
+        side.stride[0] = tokb / 2, side.stride[1] = rowb / 2;
+        if (sp->int8) {
+            a->q_idx_scale = side;
+            a->weights = tf_alloc_view(&p->fx, DSOPS_FP16, 2, s, pad, 1, 1);
+        } else {
+            side.dtype = DSOPS_BF16;
+            a->weights = side;
+        }
+    } else {
+        s[0] = T, s[1] = NI, s[2] = DI;
+        a->q_idx = tf_alloc_view(&p->fx, qdt, 3, s, pad, 1, 1);
+        s[0] = T, s[1] = NI;
+        if (sp->int8)
+            a->q_idx_scale = tf_alloc_view(&p->fx, DSOPS_FP16, 2, s, pad, 1, 1);
+        a->weights = tf_alloc_view(&p->fx, sp->int8 ? DSOPS_FP16 : DSOPS_BF16, 2, s, pad, 1, 1);
+    }
+
+    /* caches */
+    if ((share & 4) && sp->int8) {
+        /* one row per slot: DI int8 key values, the fp16 scale, 2 bytes of padding; 16 bytes between blocks */
+        const int64_t rowb = DI + 4, blkb = BS * rowb + 16;
+        const size_t bytes = (size_t)(NB * blkb) + 2 * TF_GUARD;
+        unsigned char *b = tf_own(&p->fx, bytes);
+        tf_add_region(&p->fx, b, bytes, 0, DSOPS_UINT8);
+        unsigned char *base = b + TF_GUARD;
+        s[0] = NB, s[1] = BS, s[2] = DI;
+        a->idx_k_cache = dsops_tensor_make(base, DSOPS_INT8, 3, s);
+        a->idx_k_cache.stride[0] = blkb, a->idx_k_cache.stride[1] = rowb;
+        s[0] = NB, s[1] = BS;
+        a->idx_k_scale_cache = dsops_tensor_make(base + DI, DSOPS_FP16, 2, s);
+        a->idx_k_scale_cache.stride[0] = blkb / 2, a->idx_k_scale_cache.stride[1] = rowb / 2;
+    } else {
+        const int64_t cpad = sp->strided ? 3 : 0;
+        s[0] = NB, s[1] = BS, s[2] = DI;
+        a->idx_k_cache = tf_alloc_view(&p->fx, qdt, 3, s, cpad, 1, 0);
+        if (sp->int8) {
+            s[0] = NB, s[1] = BS;
+            a->idx_k_scale_cache = tf_alloc_view(&p->fx, DSOPS_FP16, 2, s, cpad, 1, 0);
+        }
+    }
+
+    /* data */
+    cases_fill_rows(&a->x, &r, sp->zero_x);
+    if (sp->int8) {
+        fill_int8(&a->qr, &r, sp->int8_extreme);
+        fill_int8(&a->idx_wq_b, &r, sp->int8_extreme);
+        cases_fill_view_uniform(&a->qr_scale, &r, -1, 1);         /* negative scales occur (vendor data) */
+        cases_fill_view_uniform(&a->idx_wq_b_scale, &r, -1, 1);
+    } else {
+        cases_fill_view_uniform(&a->qr, &r, -1, 1);
+        cases_fill_view_uniform(&a->idx_wq_b, &r, -0.1f, 0.1f);
+    }
+    if (sp->int8 && sp->int8_extreme && T > 0) {
+        /* token 0 all 127 against rows n % 5 == 0 all 127: dots of 16129 * Q, beyond 2^24 for Q > 1040
+         * (the int32 -> fp32 conversion rounds) */
+        for (int64_t k = 0; k < Q; k++)
+            *(int8_t *)tf_eaddr(&a->qr, 0, k, 0) = 127;
+        for (int64_t n = 0; n < NQ; n += 5)
+            for (int64_t k = 0; k < Q; k++)
+                *(int8_t *)tf_eaddr(&a->idx_wq_b, n, k, 0) = 127;
+    }
+    for (int64_t t = 0; t < T && t < sp->zero_qr; t++)
+        for (int64_t k = 0; k < Q; k++)
+            tf_putf(&a->qr, t, k, 0, 0.0f);
+    cases_fill_view_uniform(&a->idx_wk, &r, -0.1f, 0.1f);
+    cases_fill_view_uniform(&a->weights_proj, &r, -0.1f, 0.1f);
+    if (sp->tiny_key)
+        cases_fill_view_uniform(&a->ln_gamma_k, &r, 0.5e-38f, 1e-38f);
+    else
+        cases_fill_view_uniform(&a->ln_gamma_k, &r, -1.5f, 1.5f);
+    if (sp->tiny_key || sp->zero_beta)
+        cases_fill_view_uniform(&a->ln_beta_k, &r, 0, 0);
+    else
+        cases_fill_view_uniform(&a->ln_beta_k, &r, -0.5f, 0.5f);
+    cases_fill_view_uniform(&a->rope_cos, &r, -1, 1);
+    cases_fill_view_uniform(&a->rope_sin, &r, -1, 1);
+    const dsops_tensor *hads[2] = {&a->hadamard_q, &a->hadamard_k};
+    for (int i = 0; i < 2; i++) {
+        if (!hads[i]->data)
+            continue;
+        if (sp->sylvester) {
+            dsops_tensor dense = dsops_tensor_make(cases_xcalloc((size_t)(DI * DI), sizeof(float)), sp->had_dtype, 2,
+                                                   hads[i]->shape);
+            dsops_ref_hadamard_matrix(&dense);
+            for (int64_t k = 0; k < DI; k++)
+                for (int64_t j = 0; j < DI; j++)
+                    memcpy(tf_eaddr(hads[i], k, j, 0), tf_eaddr(&dense, k, j, 0), dsops_dtype_size(sp->had_dtype));
+            free(dense.data);
+        } else {
+            cases_fill_view_uniform(hads[i], &r, -1, 1);
+        }
+    }
+    /* cache rows: random, or NaN (int8: -1 with NaN scales) */
+    for (int64_t b = 0; b < NB; b++)
+        for (int64_t o = 0; o < BS; o++) {
+            for (int64_t d = 0; d < DI; d++) {
+                if (sp->int8)
+                    *tf_eaddr(&a->idx_k_cache, b, o, d) = sp->nan_cache ? 0xff : (uint8_t)cases_rng_next(&r);
+                else
+                    tf_putf(&a->idx_k_cache, b, o, d, sp->nan_cache ? NAN : cases_rng_uniform(&r, -1, 1));
+            }
+            if (sp->int8)
+                tf_putf(&a->idx_k_scale_cache, b, o, 0, sp->nan_cache ? NAN : cases_rng_uniform(&r, -1, 1));
+        }
+
+    cases_cache_indices(&r, NB * BS, T, (cases_index_mode)sp->index_mode, p->cache_index);
+    return p;
+}
+
+/* ---- calls: sentinels, snapshots (the fixture's, under the names the test programs use) ------------- */
+
+void ip_free(ip_problem *p)
+{
+    if (p)
+        tf_free(&p->fx);
+    free(p);
+}
+
+void ip_prepare_call(ip_problem *p) { tf_prepare_call(&p->fx); }
+void ip_restore(ip_problem *p) { tf_restore(&p->fx); }
+
+/* ---- the elements a call may write ------------------------------------------------------------------ */
+
+void ip_each_written(const void *args, tf_elem_fn fn, void *ctx)
+{
+    const dsops_indexer_prolog_v32_args *a = args;
+    const int int8 = a->qr.dtype == DSOPS_INT8;
+    tf_each_in_view(&a->q_idx, fn, ctx);
+    if (int8)
+        tf_each_in_view(&a->q_idx_scale, fn, ctx);
+    tf_each_in_view(&a->weights, fn, ctx);
+    for (int64_t t = 0; t < a->x.shape[0]; t++) {
+        const int64_t r = tf_get_index(&a->cache_index, t);
+        if (r < 0)
+            continue;
+        cases_each_in_cache_row(&a->idx_k_cache, r, fn, ctx);
+        if (int8)
+            cases_each_in_cache_row(&a->idx_k_scale_cache, r, fn, ctx);
+    }
+}
+
+unsigned char *ip_gather(const dsops_indexer_prolog_v32_args *a, size_t *n)
+{
+    return cases_gather(ip_each_written, a, n);
+}
+
+/* ---- reference ------------------------------------------------------------------------------------- */
+
+ip_ref *ip_reference(const dsops_indexer_prolog_v32_args *a)
+{
+    const int64_t T = a->x.shape[0], NI = a->weights_proj.shape[0], DI = a->idx_wk.shape[0];
+    const int int8 = a->qr.dtype == DSOPS_INT8;
+    ip_ref *r = cases_xcalloc(1, sizeof *r);
+    r->T = T, r->NI = NI, r->DI = DI, r->int8 = int8;
+
+    dsops_indexer_prolog_v32_args ra = *a;
+    ra.prepared = NULL;
+    int64_t s[3];
+    const size_t tn = (size_t)(T * NI > 0 ? T * NI : 1);
+    /* dense outputs */
+    s[0] = T, s[1] = NI, s[2] = DI;
+    ra.q_idx = dsops_tensor_make(cases_xcalloc(tn * (size_t)DI, int8 ? 1 : 2), int8 ? DSOPS_INT8 : DSOPS_BF16, 3, s);
+    memset(&ra.q_idx_scale, 0, sizeof ra.q_idx_scale);
+    if (int8)
+        ra.q_idx_scale = dsops_tensor_make(cases_xcalloc(tn, 2), DSOPS_FP16, 2, s);
+    ra.weights = dsops_tensor_make(cases_xcalloc(tn, 2), int8 ? DSOPS_FP16 : DSOPS_BF16, 2, s);
+    /* compact caches: row w of [nw, 1, DI] for the w-th writing token */
+    int64_t nw;
+    int64_t *ci = cases_compact_index(&a->cache_index, &nw);
+    r->nw = nw;
+    s[0] = T;
+    ra.cache_index = dsops_tensor_make(ci, DSOPS_INT64, 1, s);
+    const int64_t rows = nw > 0 ? nw : 1;
+    s[0] = rows, s[1] = 1, s[2] = DI;
+    ra.idx_k_cache = dsops_tensor_make(cases_xcalloc((size_t)(rows * DI), int8 ? 1 : 2), int8 ? DSOPS_INT8 : DSOPS_BF16,
+                                       3, s);
+    memset(&ra.idx_k_scale_cache, 0, sizeof ra.idx_k_scale_cache);
+    if (int8)
+        ra.idx_k_scale_cache = dsops_tensor_make(cases_xcalloc((size_t)rows, 2), DSOPS_FP16, 2, s);
+
+    dsops_ref_indexer_prolog_v32(&ra);
+
+    r->q_idx = cases_xcalloc(tn * (size_t)DI, sizeof(float));
+    r->q_idx_scale = cases_xcalloc(tn, sizeof(float));
+    r->weights = cases_xcalloc(tn, sizeof(float));
+    r->key = cases_xcalloc((size_t)(rows * DI), sizeof(float));
+    r->key_scale = cases_xcalloc((size_t)rows, sizeof(float));
+    cases_dense_f32(&ra.q_idx, r->q_idx);
+    if (int8)
+        cases_dense_f32(&ra.q_idx_scale, r->q_idx_scale);
+    cases_dense_f32(&ra.weights, r->weights);
+    cases_dense_f32(&ra.idx_k_cache, r->key); /* [rows, 1, DI]: the rows of the writing tokens, then zeros */
+    if (int8)
+        cases_dense_f32(&ra.idx_k_scale_cache, r->key_scale);
+
+    free(ra.q_idx.data);
+    free(ra.q_idx_scale.data);
+    free(ra.weights.data);
+    free(ci);
+    free(ra.idx_k_cache.data);
+    free(ra.idx_k_scale_cache.data);
+    return r;
+}
+
+void ip_ref_free(ip_ref *r)
+{
+    if (!r)
+        return;
+    free(r->q_idx);
+    free(r->q_idx_scale);
+    free(r->weights);
+    free(r->key);
+    free(r->key_scale);
+    free(r);
+}

@@ -1,6 +1,7 @@
 /* lightning_indexer (docs/OPERATORS.md §3.6, §4.3; docs/CASES.md "lightning_indexer, V3.2 configuration"
  * and "lightning_indexer, V4 configuration")
- * The named cases, their data generator and the bench adapter.
+ * The named cases, their data generator and the bench adapter; the adversarial problems of the tests
+ * (problems.h) at the end.
  *
  * Data:
  *   V3.2 int8   q_idx and keys start as int8(N(0,1)) (truncation), get fp16 scales
@@ -24,6 +25,7 @@
 #include "bench_family.h"
 #include "cases.h"
 #include "cases_internal.h"
+#include "problems.h"
 #include "ref.h"
 
 #define LI_MAX_DI 1024 /* largest head dim the generator handles */
@@ -588,3 +590,371 @@ const bench_family bench_family_lightning_indexer = {
     .words = li_words,
     .list_line = li_list_line,
 };
+
+/* ==== adversarial problems (problems.h) ====================================================================
+ * Small lightning_indexer problems for tests/test_li.c and the programs that share them (test_li_validation,
+ * test_determinism): any shape, block size and cmp_ratio; exact tie patterns, extreme int8 values, fp16 overflow /
+ * underflow of the head weights, NaN weights and key scales, NaN-poisoned unused cache rows, garbage in unused
+ * block-table entries, strided views, guard zones around the outputs; and the oracle's results on them. The tests
+ * judge a library call on them (tests/problems_check.c: compare_topk of spec §1.8 extended for near-ties). */
+
+static uint16_t h16(float f) { return dsops_ref_fp16_from_f32(f); }
+
+#define LP_FP16_NAN ((uint16_t)0x7e00)
+#define LP_BF16_NAN ((uint16_t)0x7fc0)
+
+/* ---- building ---------------------------------------------------------------------------------------- */
+
+/* integer in [-2, 2] from a pattern and a position: the value tables of the exact (tie) modes */
+static int small_value(uint64_t pattern, int64_t pos)
+{
+    uint64_t h = (pattern + 1) * 0x9e3779b97f4a7c15ull ^ ((uint64_t)pos * 0xbf58476d1ce4e5b9ull);
+    h ^= h >> 29;
+    h *= 0x94d049bb133111ebull;
+    h ^= h >> 32;
+    return (int)(h % 5) - 2;
+}
+
+/* The bf16 problem p as the fp8 variant (spec: lp_spec.fp8): every element of the query and key buffers,
+ * padding included, rounded to e4m3; the weights widened to fp32; key scales drawn. */
+static void to_fp8(lp_problem *p, rng *gen, const unsigned char *row_used)
+{
+    dsops_lightning_indexer_args *a = &p->args;
+    const lp_spec *sp = &p->sp;
+    void *bufs[2] = {p->qbuf, p->kbuf};
+    dsops_tensor *views[2] = {&a->q_idx, &a->key_cache};
+    size_t counts[2] = {(size_t)(a->q_idx.shape[0] * a->q_idx.stride[0]), (size_t)(p->NB * a->key_cache.stride[0])};
+    for (int k = 0; k < 2; k++) {
+        const uint16_t *src = bufs[k];
+        uint8_t *dst = cases_xcalloc(counts[k] + 1, 1);
+        for (size_t i = 0; i < counts[k]; i++)
+            dst[i] = dsops_ref_e4m3_from_f32(cases_bf16_value(src[i]));
+        free(bufs[k]);
+        views[k]->data = dst;
+        views[k]->dtype = DSOPS_FP8_E4M3;
+    }
+    p->qbuf = a->q_idx.data, p->kbuf = a->key_cache.data;
+    const size_t wn = (size_t)(a->weights.shape[0] * a->weights.stride[0]) + 1;
+    float *w = cases_xcalloc(wn, sizeof(float));
+    for (size_t i = 0; i < wn - 1; i++)
+        w[i] = cases_bf16_value(((const uint16_t *)p->wbuf)[i]);
+    free(p->wbuf);
+    p->wbuf = w;
+    a->weights.data = w;
+    a->weights.dtype = DSOPS_FP32;
+    const int64_t BS = sp->BS, ss = BS + (sp->strided_kv ? 5 : 0);
+    float *ks = cases_xcalloc((size_t)(p->NB * ss), sizeof(float));
+    const int exact = sp->data == LP_DATA_EQUAL || sp->data == LP_DATA_TIES;
+    for (int64_t i = 0; i < p->NB * ss; i++)
+        ks[i] = NAN;
+    for (int64_t row = 0; row < p->NB * BS; row++) {
+        float s = exact ? 1.0f : cases_rng_uniform(gen, 0.5f, 2.0f); /* exact modes: the scores' ties kept */
+        if ((sp->key_nan && row % 5 == 1) || (sp->nan_fill && !row_used[row]))
+            s = NAN;
+        ks[row / BS * ss + row % BS] = s;
+    }
+    p->ksbuf = ks;
+    int64_t shape2[2] = {p->NB, BS}, stride2[1] = {ss};
+    a->key_scale_cache = cases_view(ks, DSOPS_FP32, 2, shape2, stride2);
+}
+
+lp_problem *lp_make(const lp_spec *spec, uint64_t seed)
+{
+    lp_problem *p = cases_xcalloc(1, sizeof *p);
+    p->sp = *spec;
+    lp_spec *sp = &p->sp;
+    if (sp->cmp_ratio == 0)
+        sp->cmp_ratio = 1;
+    if (sp->B > LP_MAX_B) {
+        fprintf(stderr, "lp_make: spec too large\n");
+        abort();
+    }
+    p->strict = sp->data == LP_DATA_EQUAL || sp->data == LP_DATA_TIES;
+    rng gen = {seed};
+    const int B = sp->B, NI = sp->NI, DI = sp->DI, K = sp->K, BS = sp->BS, R = sp->cmp_ratio;
+    const int i8 = sp->int8;
+
+    /* sequences: cu [B+1], used [B] */
+    const int64_t T = p->T = cases_sequences(B, sp->S, sp->seqused, &p->cu, &p->used);
+
+    /* block table [B, MB]: a random permutation of the physical blocks, six kinds of garbage; sequence b
+     * holds floor(seqused / R) keys */
+    int64_t keys[LP_MAX_B];
+    unsigned char dead[LP_MAX_B];
+    for (int b = 0; b < B; b++) {
+        keys[b] = sp->seqused[b] / R;
+        dead[b] = sp->dead_seq_garbage && sp->S[b] == 0;
+    }
+    const cases_paging pg = cases_block_table(&gen, B, keys, BS, sp->extra_blocks, sp->extra_cols,
+                                              sp->garbage_table ? 6 : 0, dead);
+    const int64_t NB = p->NB = pg.NB, MB = p->MB = pg.MB;
+    p->table = pg.table;
+    free(pg.owner);
+
+    /* which cache rows can some token of the call see? (the last token of a sequence sees the most) */
+    const int64_t rows = NB * BS;
+    unsigned char *row_used = cases_xcalloc((size_t)rows, 1);
+    for (int b = 0; b < B; b++) {
+        if (sp->S[b] == 0)
+            continue;
+        int64_t n = sp->seqused[b] / R;
+        for (int64_t j = 0; j < n; j++)
+            row_used[(int64_t)p->table[b * MB + j / BS] * BS + j % BS] = 1;
+    }
+
+    dsops_lightning_indexer_args *a = &p->args;
+    dsops_lightning_indexer_init(a, DSOPS_PRESET_V32);
+    a->cmp_ratio = R;
+    const dsops_dtype qdt = i8 ? DSOPS_INT8 : DSOPS_BF16;
+    const size_t esz = i8 ? 1 : 2;
+
+    /* query-side views: [T, NI, DI] and [T, NI], padded when strided (padding = NaN / 0x7f bytes) */
+    {
+        int64_t W = DI + (sp->strided_q ? 5 : 0), ts = NI * W + (sp->strided_q ? 3 : 0);
+        size_t qn = (size_t)(T * ts) * esz;
+        p->qbuf = cases_xcalloc(qn, 1);
+        memset(p->qbuf, 0xff, qn);
+        int64_t shape[3] = {T, NI, DI}, stride[2] = {ts, W};
+        a->q_idx = cases_view(p->qbuf, qdt, 3, shape, stride);
+        int64_t ws = NI + (sp->strided_q ? 2 : 0);
+        int64_t shape2[2] = {T, NI}, stride2[1] = {ws};
+        p->wbuf = cases_xcalloc((size_t)(T * ws), 2);
+        memset(p->wbuf, 0xff, (size_t)(T * ws) * 2);
+        a->weights = cases_view(p->wbuf, i8 ? DSOPS_FP16 : DSOPS_BF16, 2, shape2, stride2);
+        if (i8) {
+            p->qsbuf = cases_xcalloc((size_t)(T * ws), 2);
+            memset(p->qsbuf, 0xff, (size_t)(T * ws) * 2);
+            a->q_idx_scale = cases_view(p->qsbuf, DSOPS_FP16, 2, shape2, stride2);
+        }
+    }
+    /* cache views: [NB, BS, DI] and [NB, BS] */
+    {
+        int64_t W = DI + (sp->strided_kv ? 3 : 0), bs = BS * W + (sp->strided_kv ? 7 : 0);
+        size_t kn = (size_t)(NB * bs) * esz;
+        p->kbuf = cases_xcalloc(kn, 1);
+        memset(p->kbuf, i8 ? 0x80 : 0xff, kn); /* int8 -128, bf16 NaN where nothing is written */
+        int64_t shape[3] = {NB, BS, DI}, stride[2] = {bs, W};
+        a->key_cache = cases_view(p->kbuf, qdt, 3, shape, stride);
+        if (i8) {
+            int64_t ss = BS + (sp->strided_kv ? 5 : 0);
+            p->ksbuf = cases_xcalloc((size_t)(NB * ss), 2);
+            for (int64_t i = 0; i < NB * ss; i++)
+                ((uint16_t *)p->ksbuf)[i] = LP_FP16_NAN;
+            int64_t shape2[2] = {NB, BS}, stride2[1] = {ss};
+            a->key_scale_cache = cases_view(p->ksbuf, DSOPS_FP16, 2, shape2, stride2);
+        }
+    }
+
+    /* queries, scales and weights */
+    const int exact = sp->data == LP_DATA_EQUAL || sp->data == LP_DATA_TIES;
+    for (int64_t t = 0; t < T; t++) {
+        uint64_t qpat = cases_rng_next(&gen);
+        for (int h = 0; h < NI; h++) {
+            for (int d = 0; d < DI; d++) {
+                if (i8) {
+                    int8_t v;
+                    if (exact)
+                        v = (int8_t)small_value(qpat, (int64_t)h * DI + d);
+                    else if (sp->data == LP_DATA_EXTREME)
+                        v = (int8_t)(h % 2 == 0 || cases_rng_int(&gen, 0, 1) ? -128 : 127);
+                    else
+                        v = (int8_t)cases_rng_int(&gen, -128, 127);
+                    cases_put_i8(&a->q_idx, t, h, d, v);
+                } else {
+                    float v = exact ? (float)small_value(qpat, (int64_t)h * DI + d)
+                                    : cases_rng_uniform(&gen, -1.0f, 1.0f);
+                    cases_put_u16(&a->q_idx, t, h, d, cases_bf16_bits(v));
+                }
+            }
+            /* weights: small integers (exact modes) or U(-1, 1); negative when asked */
+            float w = exact ? (float)cases_rng_int(&gen, -2, 3) : cases_rng_uniform(&gen, -1.0f, 1.0f);
+            if (sp->neg_weights)
+                w = -(fabsf(w) + (exact ? 1.0f : 0.001f));
+            float qs = exact ? 1.0f : cases_rng_uniform(&gen, 0.5f, 2.0f);
+            if (i8 && sp->ws_extreme) {
+                int kind = (int)(t % 3);
+                if (kind == 0 && h == (int)(t % NI)) {
+                    qs = 30000.0f, w = 4.0f;            /* 120000 -> +Inf */
+                } else if (kind == 1 && h == (int)(t % NI)) {
+                    qs = 30000.0f, w = -4.0f;           /* -Inf */
+                } else if (kind == 2 && h % 2 == 0) {
+                    if (h % 4 == 0 || exact)
+                        qs = 0x1p-14f, w = 0x1p-14f;    /* 2^-28 -> 0 */
+                    else
+                        qs = 0x1p-12f, w = 0.37f;       /* subnormal fp16 */
+                }
+            }
+            if (sp->nan_weights && t % 4 == 3 && h == NI / 2) {
+                cases_put_u16(&a->weights, t, h, 0, i8 ? LP_FP16_NAN : LP_BF16_NAN);
+            } else {
+                cases_put_u16(&a->weights, t, h, 0, i8 ? h16(w) : cases_bf16_bits(w));
+            }
+            if (i8)
+                cases_put_u16(&a->q_idx_scale, t, h, 0, h16(qs));
+        }
+    }
+
+    if (sp->q_nonfinite)
+        for (int64_t t = 0; t < T; t++) {
+            const int kind = (int)(t % 4), h = NI / 2;
+            if (kind == 0)
+                continue;
+            const float v = kind == 1 ? NAN : INFINITY;
+            if (i8)
+                cases_put_u16(&a->q_idx_scale, t, h, 0, h16(v));
+            else
+                cases_put_u16(&a->q_idx, t, h, 0, cases_bf16_bits(v));
+            if (kind > 1)
+                cases_put_u16(&a->weights, t, h, 0,
+                              i8 ? h16(kind == 2 ? 1.0f : -1.0f) : cases_bf16_bits(kind == 2 ? 1.0f : -1.0f));
+        }
+
+    /* cache rows: drawn for every physical row (so the data do not depend on nan_fill), stored only
+     * where a token can see them when nan_fill is set */
+    int npat = sp->data == LP_DATA_EQUAL ? 1 : 5;
+    uint64_t kpat_base = cases_rng_next(&gen);
+    for (int64_t row = 0; row < rows; row++) {
+        int64_t blk = row / BS, off = row % BS;
+        int store = !sp->nan_fill || row_used[row];
+        /* the pattern of an exact-mode row depends on its logical position, not on the physical row:
+         * use the row number only to pick one of few patterns */
+        uint64_t pat = kpat_base + (uint64_t)(cases_rng_next(&gen) % (uint64_t)npat);
+        for (int d = 0; d < DI; d++) {
+            if (i8) {
+                int8_t v;
+                if (exact)
+                    v = (int8_t)small_value(pat, d);
+                else if (sp->data == LP_DATA_EXTREME)
+                    v = (int8_t)(row % 4 == 0 || cases_rng_int(&gen, 0, 1) ? -128 : 127);
+                else
+                    v = (int8_t)cases_rng_int(&gen, -128, 127);
+                if (store)
+                    cases_put_i8(&a->key_cache, blk, off, d, v);
+            } else {
+                float v = exact ? (float)small_value(pat, d) : cases_rng_uniform(&gen, -1.0f, 1.0f);
+                if (store)
+                    cases_put_u16(&a->key_cache, blk, off, d,
+                                  sp->key_nan && row % 5 == 1 && d == 0 ? LP_BF16_NAN : cases_bf16_bits(v));
+            }
+        }
+        if (i8) {
+            float ks = exact ? (float)(1 << (pat % 3)) * 0.5f : cases_rng_uniform(&gen, 0.001f, 0.1f);
+            if (sp->neg_scales && row % 3 == 1)
+                ks = -ks;
+            uint16_t ksh = h16(ks);
+            if ((sp->nan_key_scales && row % 7 == 2) || (sp->key_nan && row % 5 == 1))
+                ksh = LP_FP16_NAN;
+            if (store)
+                cases_put_u16(&a->key_scale_cache, blk, off, 0, ksh);
+        }
+    }
+    if (sp->fp8 && !i8)
+        to_fp8(p, &gen, row_used);
+    free(row_used);
+
+    /* index tensors */
+    cases_sequence_views(B, MB, p->table, p->cu, p->used, &a->block_table, &a->cu_seqlens_q, &a->seqused_kv);
+
+    /* outputs inside guarded (and, when strided, padded) buffers */
+    int64_t ots = K + (sp->strided_out ? 3 : 0);
+    p->idx_buf_n = T * ots + 2 * CASES_GUARD;
+    p->idx_buf = cases_xcalloc((size_t)p->idx_buf_n, sizeof(int32_t));
+    int64_t oshape[2] = {T, K}, ostride[1] = {ots};
+    a->topk_indices = cases_view(p->idx_buf + CASES_GUARD, DSOPS_INT32, 2, oshape, ostride);
+    if (sp->with_scores) {
+        int64_t sts = K + (sp->strided_out ? 5 : 0);
+        p->score_buf_n = T * sts + 2 * CASES_GUARD;
+        p->score_buf = cases_xcalloc((size_t)p->score_buf_n, sizeof(float));
+        int64_t sstride[1] = {sts};
+        a->topk_scores = cases_view(p->score_buf + CASES_GUARD, DSOPS_FP32, 2, oshape, sstride);
+    }
+    lp_reset_outputs(p);
+    return p;
+}
+
+void lp_free(lp_problem *p)
+{
+    if (!p)
+        return;
+    free(p->qbuf);
+    free(p->qsbuf);
+    free(p->wbuf);
+    free(p->kbuf);
+    free(p->ksbuf);
+    free(p->table);
+    free(p->cu);
+    free(p->used);
+    free(p->idx_buf);
+    free(p->score_buf);
+    free(p->ref_idx);
+    free(p->ref_scores);
+    free(p);
+}
+
+void lp_reset_outputs(lp_problem *p)
+{
+    cases_fill_sentinel(p->idx_buf, sizeof(int32_t), p->idx_buf_n, (uint32_t)LP_SENTINEL_I32);
+    cases_fill_sentinel(p->score_buf, sizeof(float), p->score_buf_n, LP_SENTINEL_F32_BITS);
+}
+
+int lp_outputs_untouched(const lp_problem *p)
+{
+    return cases_holds_sentinel(p->idx_buf, sizeof(int32_t), p->idx_buf_n, (uint32_t)LP_SENTINEL_I32) &&
+           cases_holds_sentinel(p->score_buf, sizeof(float), p->score_buf_n, LP_SENTINEL_F32_BITS);
+}
+
+void lp_reference_of(const dsops_lightning_indexer_args *a, int32_t **ref_idx, float **ref_scores)
+{
+    const int64_t T = a->topk_indices.shape[0], K = a->topk_indices.shape[1];
+    dsops_lightning_indexer_args r = *a;
+    *ref_idx = cases_xcalloc((size_t)(T * K), sizeof(int32_t));
+    *ref_scores = cases_xcalloc((size_t)(T * K), sizeof(float));
+    int64_t s2[2] = {T, K};
+    r.topk_indices = dsops_tensor_make(*ref_idx, DSOPS_INT32, 2, s2);
+    r.topk_scores = dsops_tensor_make(*ref_scores, DSOPS_FP32, 2, s2);
+    dsops_ref_lightning_indexer(&r);
+}
+
+void lp_compute_ref(lp_problem *p)
+{
+    free(p->ref_idx);
+    free(p->ref_scores);
+    lp_reference_of(&p->args, &p->ref_idx, &p->ref_scores);
+}
+
+void lp_poison_outputs(const dsops_lightning_indexer_args *a)
+{
+    const int64_t T = a->topk_indices.shape[0], K = a->topk_indices.shape[1];
+    const int32_t junk = 0x7f7f7f7f;
+    const uint32_t nan32 = 0xffffffffu;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t k = 0; k < K; k++) {
+            memcpy(tf_eaddr(&a->topk_indices, t, k, 0), &junk, 4);
+            if (a->topk_scores.data)
+                memcpy(tf_eaddr(&a->topk_scores, t, k, 0), &nan32, 4);
+        }
+}
+
+void lp_extract(const dsops_lightning_indexer_args *a, int32_t *idx, uint32_t *scores)
+{
+    const int64_t T = a->topk_indices.shape[0], K = a->topk_indices.shape[1];
+    for (int64_t t = 0; t < T; t++) {
+        memcpy(idx + t * K, tf_eaddr(&a->topk_indices, t, 0, 0), sizeof(int32_t) * (size_t)K);
+        if (scores && a->topk_scores.data)
+            memcpy(scores + t * K, tf_eaddr(&a->topk_scores, t, 0, 0), sizeof(float) * (size_t)K);
+    }
+}
+
+int64_t lp_visible(const dsops_lightning_indexer_args *a, int64_t t)
+{
+    const int64_t B = a->seqused_kv.shape[0];
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t t0 = *(const int32_t *)tf_eaddr(&a->cu_seqlens_q, b, 0, 0);
+        const int64_t t1 = *(const int32_t *)tf_eaddr(&a->cu_seqlens_q, b + 1, 0, 0);
+        if (t < t0 || t >= t1)
+            continue;
+        const int64_t L = (int64_t)*(const int32_t *)tf_eaddr(&a->seqused_kv, b, 0, 0) - (t1 - t0 - 1 - (t - t0));
+        return (L > 0 ? L : 0) / a->cmp_ratio;
+    }
+    return 0;
+}

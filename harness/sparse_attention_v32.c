@@ -598,7 +598,7 @@ static void dia_list_line(const void *cv, const char *not_ci)
 {
     const dsops_dia_case *c = cv;
     printf("%-40s sparse_attention_v32        B %-3d S %-4d H %d N %d K %-5d %s, %s%s\n", c->name, c->B, c->S, c->H,
-           c->N, c->K, c->int8 ? "int8" : "bf16", bench_layout_name(c->layout), not_ci);
+           c->N, c->K, c->int8 ? "int8" : "bf16", cases_layout_name(c->layout), not_ci);
 }
 
 static const void *dia_table(int *count) { return dsops_dia_cases(count); }

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "internal.h"
-#include "sfa_problem.h"
+#include "problems_check.h"
 #include "test_util.h"
 
 enum { CALLERS = 6 };

@@ -6,8 +6,7 @@
 #include <string.h>
 
 #include "cases.h"
-#include "li_problem.h"
-#include "sfa_problem.h"
+#include "problems.h"
 #include "test_util.h"
 
 static dsops_context *ctx;

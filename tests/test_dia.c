@@ -19,7 +19,7 @@
 
 #include "cases.h"
 #include "dia_check.h"
-#include "problem_common.h"
+#include "problems.h"
 #include "ref.h"
 #include "test_util.h"
 
@@ -52,7 +52,7 @@ static dsops_dia_case small_case(const char *name, int int8, dsops_kv_layout lay
 static void check_small(int int8, dsops_kv_layout layout, int K, int p_mode)
 {
     char name[160];
-    snprintf(name, sizeof name, "dia_%s_%s_k%d%s", int8 ? "int8" : "bf16", pc_layout_name(layout), K,
+    snprintf(name, sizeof name, "dia_%s_%s_k%d%s", int8 ? "int8" : "bf16", cases_layout_name(layout), K,
              p_mode == DSOPS_P_TILED ? "_tiled" : p_mode == DSOPS_P_FP32 ? "_fp32" : "");
     if (!tu_selected(name))
         return;

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "idxp_problem.h"
+#include "problems_check.h"
 #include "ref.h"
 #include "test_util.h"
 
@@ -108,7 +108,7 @@ static void test_rope_and_dtypes(void)
                 s.rope_mode = (dsops_rope_mode)m;
                 s.rope_inverse = inv;
                 s.table_dtype = (inv + v) % 2 ? DSOPS_FP32 : DSOPS_BF16;
-                snprintf(label, sizeof label, "rope_%s_inv%d_%s_%s", pc_rope_name((dsops_rope_mode)m), inv,
+                snprintf(label, sizeof label, "rope_%s_inv%d_%s_%s", cases_rope_name((dsops_rope_mode)m), inv,
                          v ? "int8" : "bf16", s.table_dtype == DSOPS_FP32 ? "fp32tab" : "bf16tab");
                 run_problem(label, &s);
             }

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "idxp_problem.h"
+#include "problems_check.h"
 #include "ref.h"
 #include "test_util.h"
 #include "validation.h"
@@ -386,7 +386,8 @@ static const val_ok_case ok_cases[] = {
 
 /* ---- the operator for the table runner ------------------------------------------------------------- */
 
-/* Adapters of idxp_problem.h; every validation program has them in this shape, over its own problem type. */
+/* Adapters of the indexer_prolog_v32 problems (problems.h); every validation program has them in
+ * this shape, over its own problem type. */
 static void *make_problem(int int8) { return base(int8); }
 static void free_problem(void *p) { ip_free(p); }
 static dsops_status call(dsops_context *c, void *p) { return dsops_indexer_prolog_v32(c, &((ip_problem *)p)->args); }

@@ -1,6 +1,6 @@
 /* lightning_indexer against the reference oracle, on every available ISA tier (the named cases of
  * docs/CASES.md run in tests/test_cases.c, against the family's check in harness/lightning_indexer.c):
- *   - adversarial problems (tests/li_problem.c), compared with max_miss 0, and exactly where the scores
+ *   - adversarial problems (harness/lightning_indexer.c), compared with max_miss 0, and exactly where the scores
  *     are exact in any summation order: all-equal scores and tie groups (ties by index, -0 == +0), rows
  *     shorter than K, tokens with no visible key, cmp_ratio 1 / 3 / 4 / 128, odd block sizes with
  *     permuted tables and garbage in unneeded entries, int8 at -128 / 127 including fp16 overflow of
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "li_problem.h"
+#include "problems_check.h"
 #include "ref.h"
 #include "test_util.h"
 

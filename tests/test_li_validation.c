@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "li_problem.h"
+#include "problems_check.h"
 #include "test_util.h"
 #include "validation.h"
 
@@ -429,7 +429,8 @@ static const val_ok_case ok_cases[] = {
 
 /* ---- the operator for the table runner ------------------------------------------------------------- */
 
-/* Adapters of li_problem.h; every validation program has them in this shape, over its own problem type. */
+/* Adapters of the lightning_indexer problems (problems.h); every validation program has them in
+ * this shape, over its own problem type. */
 static void *make_problem(int int8) { return base(int8); }
 static void free_problem(void *p) { lp_free(p); }
 static dsops_status call(dsops_context *c, void *p) { return dsops_lightning_indexer(c, &((lp_problem *)p)->args); }

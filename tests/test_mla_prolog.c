@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mlap_problem.h"
+#include "problems_check.h"
 #include "ref.h"
 #include "test_util.h"
 
@@ -63,12 +63,12 @@ static void test_variants(void)
         for (int l = 0; l < 4; l++) {
             char label[100];
             mp_spec s = base_spec(w, (dsops_kv_layout)l);
-            snprintf(label, sizeof label, "variant_%s_%s", w ? "int8" : "bf16", pc_layout_name((dsops_kv_layout)l));
+            snprintf(label, sizeof label, "variant_%s_%s", w ? "int8" : "bf16", cases_layout_name((dsops_kv_layout)l));
             run_problem(label, &s);
             s.index_mode = MP_IDX_ALL;
             s.eps_cq = s.eps_ckv = 1e-5f;
             snprintf(label, sizeof label, "variant_%s_%s_all_rows_eps1e-5", w ? "int8" : "bf16",
-                     pc_layout_name((dsops_kv_layout)l));
+                     cases_layout_name((dsops_kv_layout)l));
             run_problem(label, &s);
         }
 }
@@ -82,7 +82,7 @@ static void test_rope_and_dtypes(void)
             s.rope_mode = (dsops_rope_mode)m;
             s.rope_inverse = inv;
             s.table_dtype = inv ? DSOPS_FP32 : DSOPS_BF16;
-            snprintf(label, sizeof label, "rope_%s_inv%d_%s", pc_rope_name((dsops_rope_mode)m), inv,
+            snprintf(label, sizeof label, "rope_%s_inv%d_%s", cases_rope_name((dsops_rope_mode)m), inv,
                      inv ? "fp32tab" : "bf16tab");
             run_problem(label, &s);
         }
@@ -105,7 +105,7 @@ static void test_rope_and_dtypes(void)
         mp_spec s = base_spec(l == 2, (dsops_kv_layout)l);
         s.eps_cq = 0.7f;
         s.eps_ckv = 2.5f;
-        snprintf(label, sizeof label, "eps_large_%s", pc_layout_name((dsops_kv_layout)l));
+        snprintf(label, sizeof label, "eps_large_%s", cases_layout_name((dsops_kv_layout)l));
         run_problem(label, &s);
     }
 }
@@ -121,7 +121,7 @@ static void test_tokens_and_blocks(void)
         s.BS = bs;
         s.index_mode = T % 4 == 0 ? MP_IDX_ALL : MP_IDX_SOME;
         snprintf(label, sizeof label, "tokens_t%d_bs%d_%s_%s", T, bs, w ? "int8" : "bf16",
-                 pc_layout_name((dsops_kv_layout)l));
+                 cases_layout_name((dsops_kv_layout)l));
         run_problem(label, &s);
     }
     for (int l = 0; l < 4; l++)
@@ -132,14 +132,14 @@ static void test_tokens_and_blocks(void)
             s.BS = bss[b];
             s.NB = 40 / bss[b] + 1; /* more rows than tokens: most rows stay untouched */
             s.index_mode = MP_IDX_ALL;
-            snprintf(label, sizeof label, "blocks_bs%d_%s", bss[b], pc_layout_name((dsops_kv_layout)l));
+            snprintf(label, sizeof label, "blocks_bs%d_%s", bss[b], cases_layout_name((dsops_kv_layout)l));
             run_problem(label, &s);
         }
     for (int l = 0; l < 4; l++) {
         char label[100];
         mp_spec s = base_spec(l == 1, (dsops_kv_layout)l);
         s.index_mode = MP_IDX_NONE;
-        snprintf(label, sizeof label, "no_cache_write_%s", pc_layout_name((dsops_kv_layout)l));
+        snprintf(label, sizeof label, "no_cache_write_%s", cases_layout_name((dsops_kv_layout)l));
         run_problem(label, &s);
     }
 }
@@ -152,7 +152,7 @@ static void test_views(void)
             mp_spec s = base_spec(w, (dsops_kv_layout)l);
             s.strided = 1;
             s.T = 6;
-            snprintf(label, sizeof label, "strided_%s_%s", w ? "int8" : "bf16", pc_layout_name((dsops_kv_layout)l));
+            snprintf(label, sizeof label, "strided_%s_%s", w ? "int8" : "bf16", cases_layout_name((dsops_kv_layout)l));
             run_problem(label, &s);
             if (l == DSOPS_KV_PACKED_INT8)
                 continue;
@@ -160,15 +160,15 @@ static void test_views(void)
             s.strided = 2;
             s.share = 2 | 4;
             snprintf(label, sizeof label, "shared_cache_views_%s_%s", w ? "int8" : "bf16",
-                     pc_layout_name((dsops_kv_layout)l));
+                     cases_layout_name((dsops_kv_layout)l));
             run_problem(label, &s);
             s.share = 1;
             snprintf(label, sizeof label, "shared_q_views_%s_%s", w ? "int8" : "bf16",
-                     pc_layout_name((dsops_kv_layout)l));
+                     cases_layout_name((dsops_kv_layout)l));
             run_problem(label, &s);
             s.share = 1 | 8;
             snprintf(label, sizeof label, "shared_q_views_token_padding_%s_%s", w ? "int8" : "bf16",
-                     pc_layout_name((dsops_kv_layout)l));
+                     cases_layout_name((dsops_kv_layout)l));
             run_problem(label, &s);
         }
     /* split_int8 views into a buffer of packed_int8 rows (Dc 512) */
@@ -189,13 +189,14 @@ static void test_edges(void)
             s.zero_tokens = 2;
             s.index_mode = MP_IDX_ALL;
             s.eps_cq = s.eps_ckv = e ? 0.0f : 1e-6f;
-            snprintf(label, sizeof label, "zero_rows_eps%s_%s", e ? "0" : "1e-6", pc_layout_name((dsops_kv_layout)l));
+            snprintf(label, sizeof label, "zero_rows_eps%s_%s", e ? "0" : "1e-6",
+                     cases_layout_name((dsops_kv_layout)l));
             run_problem(label, &s);
         }
         /* NaN in every cache row: untouched rows must keep their NaN bytes */
         mp_spec s = base_spec(l == 2, (dsops_kv_layout)l);
         s.nan_cache = 1;
-        snprintf(label, sizeof label, "nan_cache_%s", pc_layout_name((dsops_kv_layout)l));
+        snprintf(label, sizeof label, "nan_cache_%s", cases_layout_name((dsops_kv_layout)l));
         run_problem(label, &s);
     }
     /* amax so small that fp32(127 / amax) overflows: q 0, scale 0 (qr and the int8 cache groups) */
@@ -204,7 +205,7 @@ static void test_edges(void)
         s.gamma_dtype = DSOPS_FP32;
         s.tiny_gamma = 1;
         s.index_mode = MP_IDX_ALL;
-        snprintf(label, sizeof label, "tiny_amax_%s", pc_layout_name((dsops_kv_layout)l));
+        snprintf(label, sizeof label, "tiny_amax_%s", cases_layout_name((dsops_kv_layout)l));
         run_problem(label, &s);
     }
     {
@@ -245,7 +246,7 @@ static void test_edges(void)
         mp_spec s = base_spec(l == 1, (dsops_kv_layout)l);
         s.T = 0;
         s.NB = 2;
-        snprintf(label, sizeof label, "empty_t0_%s", pc_layout_name((dsops_kv_layout)l));
+        snprintf(label, sizeof label, "empty_t0_%s", cases_layout_name((dsops_kv_layout)l));
         run_problem(label, &s);
     }
 }
@@ -261,7 +262,7 @@ static void test_threads(void)
         s.T = 13, s.H = 384, s.Q = 192, s.N = 6, s.Dqn = 64, s.Dc = 512, s.BS = 8;
         mp_problem *p = mp_make(&s, tu_label_seed("threads") + (uint64_t)v);
         char name[64];
-        snprintf(name, sizeof name, "threads_%s", pc_layout_name((dsops_kv_layout)v));
+        snprintf(name, sizeof name, "threads_%s", cases_layout_name((dsops_kv_layout)v));
         const pc_target t = mp_target(p, NULL);
         pc_run_threads(&t, name);
         mp_free(p);

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mlap_problem.h"
+#include "problems_check.h"
 #include "ref.h"
 #include "test_util.h"
 #include "validation.h"
@@ -351,7 +351,8 @@ static const val_ok_case ok_cases[] = {
 
 /* ---- the operator for the table runner ------------------------------------------------------------- */
 
-/* Adapters of mlap_problem.h; every validation program has them in this shape, over its own problem type. */
+/* Adapters of the mla_prolog_v32 problems (problems.h); every validation program has them in
+ * this shape, over its own problem type. */
 static void *make_problem(int variant) { return base(variant % 2, (dsops_kv_layout)(variant / 2)); }
 static void free_problem(void *p) { mp_free(p); }
 static dsops_status call(dsops_context *c, void *p) { return dsops_mla_prolog_v32(c, &((mp_problem *)p)->args); }

@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "problems_check.h"
 #include "ref.h"
-#include "sfa_problem.h"
 #include "test_util.h"
 
 static dsops_context *ctx;

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sfa_problem.h"
+#include "problems_check.h"
 #include "test_util.h"
 #include "validation.h"
 
@@ -340,7 +340,8 @@ static const val_ok_case ok_cases[] = {
 
 /* ---- the operator for the table runner ------------------------------------------------------------- */
 
-/* Adapters of sfa_problem.h; every validation program has them in this shape, over its own problem type. */
+/* Adapters of the sparse_flash_attention_v32 problems (problems.h); every validation program has them in
+ * this shape, over its own problem type. */
 static void *make_problem(int layout) { return base((dsops_kv_layout)layout); }
 static void free_problem(void *p) { tp_free(p); }
 static dsops_status call(dsops_context *c, void *p) { return dsops_sparse_flash_attention_v32(c, &((tp_problem *)p)->args); }

@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "cases.h"
-#include "problem_common.h"
+#include "problems.h"
 #include "ref.h"
 #include "run_common.h"
 #include "test_util.h"
@@ -930,7 +930,7 @@ static void test_mla_small(void)
                 s.rope_mode = (dsops_rope_mode)m;
                 s.rope_inverse = inv;
                 s.table_dtype = (m + inv + w) % 2 ? DSOPS_FP32 : DSOPS_BF16;
-                snprintf(label, sizeof label, "mla4_%s_rope_%s_inv%d_tables_%s", v, pc_rope_name((dsops_rope_mode)m), inv,
+                snprintf(label, sizeof label, "mla4_%s_rope_%s_inv%d_tables_%s", v, cases_rope_name((dsops_rope_mode)m), inv,
                          dsops_dtype_name(s.table_dtype));
                 m4_run(label, &s);
             }
@@ -1169,7 +1169,7 @@ static void test_idx_small(void)
             s.rope_mode = (dsops_rope_mode)m;
             s.rope_inverse = inv;
             s.table_dtype = inv ? DSOPS_FP32 : DSOPS_BF16;
-            snprintf(label, sizeof label, "idx4_rope_%s_inv%d_di%d_tables_%s", pc_rope_name((dsops_rope_mode)m), inv, s.DI,
+            snprintf(label, sizeof label, "idx4_rope_%s_inv%d_di%d_tables_%s", cases_rope_name((dsops_rope_mode)m), inv, s.DI,
                      dsops_dtype_name(s.table_dtype));
             i4_run(label, &s);
         }

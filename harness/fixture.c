@@ -5,19 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cases_internal.h"
 #include "ref.h"
 
 /* ---- allocations and regions ----------------------------------------------------------------------- */
-
-void *tf_xcalloc(size_t n)
-{
-    void *m = calloc(1, n ? n : 1);
-    if (!m) {
-        fprintf(stderr, "fixture: out of memory (%zu bytes)\n", n);
-        abort();
-    }
-    return m;
-}
 
 void tf_adopt(tf_fixture *f, void *m)
 {
@@ -34,7 +25,7 @@ void *tf_own(tf_fixture *f, size_t bytes)
         fprintf(stderr, "fixture: too many buffers\n");
         abort();
     }
-    void *m = tf_xcalloc(bytes);
+    void *m = cases_xcalloc(1, bytes);
     f->bufs[f->nbufs++] = m;
     return m;
 }
@@ -49,7 +40,7 @@ void tf_add_region(tf_fixture *f, void *ptr, size_t n, int out, dsops_dtype dt)
     memset(r, 0, sizeof *r);
     r->p = ptr;
     r->n = n;
-    r->snap = tf_xcalloc(n);
+    r->snap = cases_xcalloc(1, n);
     r->out = out;
     /* NaN-like sentinels of the element width, so an element left unwritten fails the value checks */
     if (dt == DSOPS_BF16 || dt == DSOPS_FP16) {
@@ -127,7 +118,7 @@ float tf_getf(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2)
     switch (t->dtype) {
     case DSOPS_BF16:
         memcpy(&h, q, 2);
-        return tu_f32(h);
+        return cases_bf16_value(h);
     case DSOPS_FP16:
         memcpy(&h, q, 2);
         return dsops_ref_f32_from_fp16(h);
@@ -145,7 +136,7 @@ void tf_putf(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2, float v)
 {
     unsigned char *q = tf_eaddr(t, i0, i1, i2);
     if (t->dtype == DSOPS_BF16 || t->dtype == DSOPS_FP16) {
-        uint16_t h = t->dtype == DSOPS_BF16 ? tu_bf16(v) : dsops_ref_fp16_from_f32(v);
+        uint16_t h = t->dtype == DSOPS_BF16 ? cases_bf16_bits(v) : dsops_ref_fp16_from_f32(v);
         memcpy(q, &h, 2);
     } else if (t->dtype == DSOPS_FP32) {
         memcpy(q, &v, 4);
@@ -160,16 +151,6 @@ int64_t tf_get_index(const dsops_tensor *ci, int64_t t)
     int64_t r;
     memcpy(&r, tf_eaddr(ci, t, 0, 0), sizeof r);
     return r;
-}
-
-void tf_fill_uniform(const dsops_tensor *t, tu_rng *r, float lo, float hi)
-{
-    const int64_t s0 = t->ndim > 0 ? t->shape[0] : 1, s1 = t->ndim > 1 ? t->shape[1] : 1,
-                  s2 = t->ndim > 2 ? t->shape[2] : 1;
-    for (int64_t i = 0; i < s0; i++)
-        for (int64_t j = 0; j < s1; j++)
-            for (int64_t k = 0; k < s2; k++)
-                tf_putf(t, i, j, k, tu_rng_uniform(r, lo, hi));
 }
 
 /* ---- the elements a call may write ----------------------------------------------------------------- */
@@ -235,28 +216,17 @@ void tf_restore(tf_fixture *f)
         memcpy(f->reg[i].p, f->reg[i].snap, f->reg[i].n);
 }
 
-int tf_untouched(const tf_fixture *f, const char *label)
+int tf_first_change(const tf_fixture *f, int *region, size_t *byte)
 {
     for (int i = 0; i < f->nreg; i++) {
         const tf_region *r = &f->reg[i];
-        for (size_t k = 0; k < r->n; k++)
-            if (r->p[k] != r->snap[k])
-                return tu_check(0, "%s: byte %zu of buffer %d changed (0x%02x -> 0x%02x)", label, k, i, r->snap[k],
-                                r->p[k]);
-    }
-    return 1;
-}
-
-int tf_check_untouched(const tf_fixture *f, const char *label)
-{
-    for (int i = 0; i < f->nreg; i++) {
-        const tf_region *g = &f->reg[i];
-        if (memcmp(g->p, g->snap, g->n) == 0)
+        if (memcmp(r->p, r->snap, r->n) == 0)
             continue;
-        for (size_t k = 0; k < g->n; k++)
-            if (g->p[k] != g->snap[k])
-                return tu_check(0, "%s: byte %zu of %s buffer %d (of %zu bytes) changed 0x%02x -> 0x%02x", label, k,
-                                g->out ? "output" : "cache", i, g->n, g->snap[k], g->p[k]);
+        size_t k = 0;
+        while (r->p[k] == r->snap[k])
+            k++;
+        *region = i, *byte = k;
+        return 1;
     }
-    return tu_check(1, "%s", label);
+    return 0;
 }

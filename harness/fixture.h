@@ -1,17 +1,17 @@
-/* Fixture machinery shared by the problem builders of the tests (mlap_problem.c, idxp_problem.c):
+/* Guarded buffers of the adversarial prolog problems (problems.h: mla_prolog_v32, indexer_prolog_v32), for the
+ * tests that call the operators on them:
  *   - owned allocations and checked regions (buffers whose every byte, guard zones included, must keep its
  *     value unless a call may write it),
  *   - padded views in their own guarded buffers,
- *   - element access by up to three indices in any dtype the tests use (bf16, fp16, fp32, int8, uint8),
- *   - sentinels before a call, snapshots, restores, and the untouched-bytes checks after it. */
-#ifndef DSOPS_TEST_FIXTURE_H
-#define DSOPS_TEST_FIXTURE_H
+ *   - element access by up to three indices in any dtype the problems use (bf16, fp16, fp32, int8, uint8, e4m3),
+ *   - sentinels before a call, snapshots, restores, and the first byte that changed since the snapshot. */
+#ifndef DSOPS_HARNESS_FIXTURE_H
+#define DSOPS_HARNESS_FIXTURE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "dsops.h"
-#include "test_util.h"
 
 #define TF_GUARD 64 /* bytes of guard zone on each side of an output or cache buffer */
 #define TF_MAX_REGIONS 12
@@ -35,8 +35,6 @@ typedef struct tf_fixture {
     int big_guard;                    /* guard zones of tf_alloc_view as large as 8 views */
 } tf_fixture;
 
-/* calloc that aborts on failure (never NULL, also for 0 bytes). */
-void *tf_xcalloc(size_t n);
 /* A zeroed allocation freed by tf_free. */
 void *tf_own(tf_fixture *f, size_t bytes);
 /* Hands an allocation made elsewhere (malloc / calloc) to the fixture: tf_free frees it. */
@@ -61,8 +59,6 @@ float tf_getf(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2);
 void tf_putf(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2, float v);
 /* Entry t of an int64 index vector. */
 int64_t tf_get_index(const dsops_tensor *ci, int64_t t);
-/* Every element of the view U(lo, hi), in row-major order. */
-void tf_fill_uniform(const dsops_tensor *t, tu_rng *r, float lo, float hi);
 
 /* Visitors of the elements a call may write. */
 typedef void (*tf_elem_fn)(void *ctx, unsigned char *addr, size_t size);
@@ -87,10 +83,8 @@ void tf_restore_fn(void *ctx, unsigned char *addr, size_t size);
 void tf_prepare_call(tf_fixture *f);
 /* Restores every region to its snapshot. */
 void tf_restore(tf_fixture *f);
-/* 1 if every region still equals its snapshot; otherwise one failed check naming the first changed byte. */
-int tf_untouched(const tf_fixture *f, const char *label);
-/* As tf_untouched, after the allowed writes were undone: the message names output / cache and the size;
- * counts one passed check when nothing changed. */
-int tf_check_untouched(const tf_fixture *f, const char *label);
+/* 1 when some region differs from its snapshot: the first such region in *region and its first changed byte in
+ * *byte; 0 when every region still equals its snapshot. */
+int tf_first_change(const tf_fixture *f, int *region, size_t *byte);
 
 #endif

@@ -1,0 +1,362 @@
+/* Adversarial problems of the V3.2 operators, for the tests: small, any shape, layout and view arrangement, with the
+ * edge data the named cases (cases.h) leave out (invalid-index zoos, garbage in unused block-table entries, NaN in
+ * unread cache rows, exact ties, strided and shared views, guard zones around the outputs), and the oracle's
+ * results on them. Each operator's builder sits in its family file beside its named cases (harness/<op>.c,
+ * section "adversarial problems"); the pieces they share are in cases_common.c. The tests judge a library call
+ * on them (tests/problems_check.h). */
+#ifndef DSOPS_HARNESS_PROBLEMS_H
+#define DSOPS_HARNESS_PROBLEMS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dsops.h"
+#include "fixture.h"
+
+/* ---- shared -------------------------------------------------------------------------------------- */
+
+const char *cases_layout_name(dsops_kv_layout l);  /* split_bf16, split_int8, packed_int8, flashmla_fp8 */
+const char *cases_rope_name(dsops_rope_mode m);    /* interleaved, half, in_half_out */
+
+/* How the prolog problems draw cache_index: distinct random rows, some of them negative. The builders' own
+ * enumerations (mp_index_mode, ip_index_mode) take these values. */
+typedef enum cases_index_mode {
+    CASES_IDX_ALL = 0,   /* every token writes a distinct random row */
+    CASES_IDX_SOME = 1,  /* tokens t % 3 == 1 get a negative index (-1, -7, INT64_MIN by t % 3) */
+    CASES_IDX_NONE = 2   /* every index negative: no cache row is written */
+} cases_index_mode;
+
+/* Every element of a view of up to three dimensions as fp32, densely in row-major order. */
+void cases_dense_f32(const dsops_tensor *t, float *dst);
+
+/* The n elements of esz (2 or 4) bytes at buf all become the sentinel's low esz bytes (the outputs' guarded
+ * buffers before a call). */
+void cases_fill_sentinel(void *buf, size_t esz, int64_t n, uint32_t sentinel);
+/* 1 if every element still holds the sentinel. */
+int cases_holds_sentinel(const void *buf, size_t esz, int64_t n, uint32_t sentinel);
+
+/* The elements an operator's call may write, in a fixed order (outputs, then addressed cache rows). */
+typedef void (*cases_each_written_fn)(const void *args, tf_elem_fn fn, void *ctx);
+
+/* ---- sparse_flash_attention_v32 (harness/sparse_flash_attention_v32.c) --------------------------- */
+
+#define TP_MAX_B 16
+
+typedef enum tp_index_mode {
+    TP_IDX_VALID = 0,    /* random valid positions, with duplicates */
+    TP_IDX_ZOO = 1,      /* half valid, half from {-1, -5, INT32_MIN, INT32_MAX, seqused, seqused+7} */
+    TP_IDX_INVALID = 2,  /* only the invalid values above */
+    TP_IDX_CASE = 3      /* docs/CASES.md rows: 0..seqused-1 then zeros, or the first K of a permutation */
+} tp_index_mode;
+
+typedef struct tp_spec {
+    int B;                        /* sequences (0 allowed) */
+    int S[TP_MAX_B];              /* query tokens per sequence (0 allowed) */
+    int seqused[TP_MAX_B];        /* seqused_kv per sequence (0 allowed) */
+    int N, Dc, Dr, K, BS;
+    dsops_kv_layout layout;
+    dsops_p_mode p_mode;
+    int p_tile;                   /* tiled mode; 0 means 128 */
+    float softmax_scale;          /* 0 means (Dc + Dr)^-0.5 */
+    int with_lse;
+    int with_topk_length;         /* random lengths: 0, in [0, K], K + 3, INT32_MAX */
+    int with_sinks;               /* sinks [N] in [-3, 3]; 2: heads 0, 1, 2 (of those there are) +Inf, -Inf, NaN */
+    tp_index_mode index_mode;
+    int nan_fill;                 /* every cache row no token uses holds NaN (int8: -1 with NaN scales) */
+    int inf_fill;                 /* every cache row no token uses holds +Inf (int8: 1 with +Inf scales) */
+    float q_amp;                  /* q ~ U(-q_amp, q_amp); 0 means 1 */
+    int int8_extreme;             /* int8 latents only -128 / 127 */
+    int strided_q;                /* q_nope / q_rope: views into one [T, N, Dc+Dr+pad] buffer */
+    int strided_kv;               /* 1: cache views into one padded buffer; 2 (split_int8, Dc 512, Dr 64):
+                                   * views into a packed_int8-compatible buffer, no padding */
+    int strided_out;              /* out / lse: padded views (the padding must stay untouched) */
+    int extra_blocks;             /* physical blocks no table entry refers to */
+    int extra_cols;               /* block-table columns beyond the needed ones */
+    int garbage_table;            /* unused table entries hold garbage (99999, INT32_MIN, ...) instead of -1 */
+    int neg_inf;                  /* split_bf16: some keys (and all keys of sequence 0) score -Inf */
+} tp_spec;
+
+typedef struct tp_problem {
+    tp_spec sp;
+    int64_t T, NB, MB;
+    dsops_sparse_flash_attention_v32_args args;  /* the library's arguments */
+    /* owned buffers */
+    void *qbuf[2];
+    void *kvbuf[4];
+    int32_t *idx, *len, *table, *cu, *used;
+    float *sinks;
+    uint16_t *out_buf;            /* out view lives inside, with guard zones around it */
+    float *lse_buf;
+    int64_t out_buf_n, lse_buf_n; /* elements of the whole buffers */
+    uint16_t *ref_out;            /* [T, N, Dc] reference output */
+    float *ref_lse;               /* [T, N] reference lse (always computed) */
+} tp_problem;
+
+#define TP_SENTINEL_BF16 ((uint16_t)0xdead)
+#define TP_SENTINEL_F32_BITS 0xdeadbeefu
+
+/* Builds a problem from the spec with the given seed (aborts if memory runs out). The reference is not
+ * computed yet. */
+tp_problem *tp_make(const tp_spec *sp, uint64_t seed);
+void tp_free(tp_problem *p);
+/* Fills the whole out / lse buffers (guards and padding included) with the sentinels. */
+void tp_reset_outputs(tp_problem *p);
+/* 1 if no byte of the out / lse buffers differs from the sentinels. */
+int tp_outputs_untouched(const tp_problem *p);
+/* Runs the oracle into ref_out / ref_lse. */
+void tp_compute_ref(tp_problem *p);
+
+/* Runs the oracle on `a` with its outputs redirected to freshly allocated dense buffers (returned;
+ * caller frees). ref_lse is always produced. */
+void tp_reference_of(const dsops_sparse_flash_attention_v32_args *a, uint16_t **ref_out, float **ref_lse);
+
+/* Element c of the query of token t, head h (c < Dc: q_nope, else q_rope[c - Dc]) becomes bf16(v). */
+void tp_set_q(tp_problem *p, int64_t t, int64_t h, int64_t c, float v);
+/* Rope element c of the cached key at logical position idx of sequence b becomes bf16(v) (every layout). */
+void tp_set_key_rope(tp_problem *p, int64_t b, int64_t idx, int64_t c, float v);
+/* The used entries of token t's top-k row (spec §4.4 steps 1-2): their count, the first one's position
+ * in *first (-1 when there is none). */
+int64_t tp_used_entries(const tp_problem *p, int64_t t, int64_t *first);
+
+/* Writes a NaN pattern into every element of the out view and the lse view (if present), so that an
+ * element the library forgets to write cannot keep an earlier run's value. */
+void tp_poison_outputs(const dsops_sparse_flash_attention_v32_args *a);
+
+/* Copies out (and lse, if present) into dense arrays of bits, for bitwise comparisons. */
+void tp_extract(const dsops_sparse_flash_attention_v32_args *a, uint16_t *out_bits, uint32_t *lse_bits);
+
+/* ---- lightning_indexer (harness/lightning_indexer.c) --------------------------------------------- */
+
+#define LP_MAX_B 16
+
+typedef enum lp_data {
+    LP_DATA_RANDOM = 0,  /* int8: q, keys U(-128,127), scales U(0.5,2) / U(0.001,0.1), weights U(-1,1);
+                          * bf16: q, keys, weights U(-1,1) */
+    LP_DATA_EQUAL = 1,   /* every key row identical: all scores of a token are exactly equal */
+    LP_DATA_TIES = 2,    /* keys from five row patterns with small integer values: scores are exact in any
+                          * summation order and tie in large groups */
+    LP_DATA_EXTREME = 3  /* int8: q and keys only -128 / 127; even heads of every token and every fourth
+                          * physical cache row all -128, so that their dot is 16384 DI (with DI >= 8190
+                          * the 2^-11 guard no longer keeps d_hj finite) */
+} lp_data;
+
+typedef struct lp_spec {
+    int B;                       /* sequences (0 allowed) */
+    int S[LP_MAX_B];             /* query tokens per sequence (0 allowed) */
+    int seqused[LP_MAX_B];       /* seqused_kv (original tokens; 0 allowed) */
+    int NI, DI, K, BS;
+    int cmp_ratio;               /* 0 means 1 */
+    int int8;                    /* 1: int8 variant, 0: bf16 (or fp8) */
+    int fp8;                     /* with int8 0: the fp8 variant, the bf16 problem's values rounded to e4m3,
+                                  * weights as fp32, key scales fp32 (U(0.5, 2); 1 in the exact modes; NaN where key_nan marks a row and in rows nan_fill leaves unseen) */
+    int with_scores;             /* topk_scores requested */
+    lp_data data;
+    int ws_extreme;              /* int8: per token, one head whose fp16(q_scale * weight) overflows to +Inf
+                                  * (tokens t % 3 == 0) or -Inf (t % 3 == 1); t % 3 == 2: heads whose
+                                  * product underflows to 0 or to an fp16 subnormal */
+    int neg_weights;             /* every weight negative: every score <= 0 (many exact -0 / +0 ties) */
+    int neg_scales;              /* int8: every third key scale negative */
+    int nan_weights;             /* one NaN weight in every fourth token: the whole row is NaN */
+    int nan_key_scales;          /* int8: every seventh key scale NaN */
+    int nan_fill;                /* cache rows no token can see hold NaN (bf16) / -128 with NaN scales */
+    int q_nonfinite;             /* head NI/2 of token t: t % 4 == 1 a NaN query element (bf16) or query scale
+                                  * (int8): every score NaN; t % 4 == 2 +Inf there with weight 1, t % 4 == 3
+                                  * +Inf with weight -1: scores +Inf / -Inf, NaN or finite by key */
+    int key_nan;                 /* every fifth cache row: a NaN element (bf16) or key scale (int8) */
+    int strided_q;               /* q_idx, q_idx_scale, weights: padded views */
+    int strided_kv;              /* key_cache, key_scale_cache: padded views */
+    int strided_out;             /* topk_indices, topk_scores: padded rows */
+    int extra_blocks;            /* physical blocks no table entry refers to */
+    int extra_cols;              /* block-table columns beyond the needed ones */
+    int garbage_table;           /* unused table entries hold garbage (99999, INT32_MIN, NB, ...) */
+    int dead_seq_garbage;        /* sequences with no token in the call: whole table row garbage */
+} lp_spec;
+
+typedef struct lp_problem {
+    lp_spec sp;
+    int64_t T, NB, MB;
+    dsops_lightning_indexer_args args;  /* the library's arguments */
+    int strict;                  /* scores are exact in any summation order: rows must match exactly */
+    /* owned buffers */
+    void *qbuf, *qsbuf, *wbuf, *kbuf, *ksbuf;
+    int32_t *table, *cu, *used;
+    int32_t *idx_buf;            /* topk_indices view lives inside, with guard zones */
+    float *score_buf;
+    int64_t idx_buf_n, score_buf_n;
+    int32_t *ref_idx;            /* [T, K] reference indices */
+    float *ref_scores;           /* [T, K] reference scores (always computed) */
+} lp_problem;
+
+#define LP_SENTINEL_I32 ((int32_t)0x5a5a5a5a)
+#define LP_SENTINEL_F32_BITS 0xdeadbeefu
+
+/* The life cycle of the sparse_flash_attention_v32 problems for this operator's types (the programs name the
+ * calls per operator). */
+
+/* Builds a problem (aborts if memory runs out). The reference is not computed yet. */
+lp_problem *lp_make(const lp_spec *sp, uint64_t seed);
+void lp_free(lp_problem *p);
+/* Fills the whole output buffers (guards and padding included) with the sentinels. */
+void lp_reset_outputs(lp_problem *p);
+/* 1 if no byte of the output buffers differs from the sentinels. */
+int lp_outputs_untouched(const lp_problem *p);
+/* Runs the oracle into ref_idx / ref_scores. */
+void lp_compute_ref(lp_problem *p);
+
+/* Runs the oracle on `a` with its outputs redirected to fresh dense buffers (caller frees);
+ * ref_scores is always produced. */
+void lp_reference_of(const dsops_lightning_indexer_args *a, int32_t **ref_idx, float **ref_scores);
+
+/* Writes garbage (0x7f7f7f7f / NaN) into every element of the output views, so that an element the
+ * library forgets to write cannot keep an earlier run's value. */
+void lp_poison_outputs(const dsops_lightning_indexer_args *a);
+/* Copies the outputs into dense arrays of bits (scores only when present and scores != NULL). */
+void lp_extract(const dsops_lightning_indexer_args *a, int32_t *idx, uint32_t *scores);
+
+/* Visible keys n_t of token t (spec §3.6). */
+int64_t lp_visible(const dsops_lightning_indexer_args *a, int64_t t);
+
+/* ---- mla_prolog_v32 (harness/mla_prolog_v32.c) --------------------------------------------------- */
+
+typedef enum mp_index_mode {
+    MP_IDX_ALL = CASES_IDX_ALL,    /* every token writes a distinct random row */
+    MP_IDX_SOME = CASES_IDX_SOME,  /* about a third of the tokens get a negative index (-1, -7, INT64_MIN) */
+    MP_IDX_NONE = CASES_IDX_NONE   /* every index negative: no cache row is written */
+} mp_index_mode;
+
+typedef struct mp_spec {
+    int T, H, Q, N, Dqn, Dc, BS, NB;  /* NB 0: enough blocks for 2T + 3 rows */
+    int int8_wq_b;
+    dsops_kv_layout layout;
+    dsops_rope_mode rope_mode;
+    int rope_inverse;
+    dsops_dtype gamma_dtype;          /* bf16 or fp32 (0: bf16) */
+    dsops_dtype table_dtype;          /* bf16 or fp32 (0: bf16) */
+    int mixed_gamma;                  /* gamma_ckv in the other dtype than gamma_cq */
+    float eps_cq, eps_ckv;
+    mp_index_mode index_mode;
+    int strided;                      /* 0 dense; 1 every tensor a padded view in its own buffer; 2 padded and
+                                       * shared: q_nope / q_rope one [T, N, Dc+64] buffer, cos / sin one
+                                       * buffer, split caches one row buffer (split_int8: packed_int8-like rows) */
+    int share;                        /* with strided 2, which buffers are shared: 1 q_nope / q_rope, 2 cos / sin,
+                                       * 4 split caches, 8 (with 1) padding between the tokens of the q buffer
+                                       * (0: 1 | 2 | 4) */
+    int nan_cache;                    /* cache rows start as NaN (int8: -1 with NaN scales) */
+    int zero_tokens;                  /* the first tokens' x rows are all zero (all-zero Q8 groups) */
+    int tiny_gamma;                   /* fp32 gammas of about 1e-38: fp32(127 / amax) overflows in Q8 */
+    int int8_extreme;                 /* int8 wq_b only -128 / 127 */
+    int big_guard;                    /* guard zones as large as the views (a test may widen a dtype) */
+} mp_spec;
+
+typedef struct mp_problem {
+    mp_spec sp;
+    int64_t T, NG, KV;
+    dsops_mla_prolog_v32_args args;
+    tf_fixture fx;                    /* checked regions (outputs, caches) and owned allocations */
+    int64_t *cache_index;             /* [T] */
+} mp_problem;
+
+/* Dense reference results of one problem. */
+typedef struct mp_ref {
+    int64_t T, N, Q, Dc, nw;          /* nw: tokens that write a cache row */
+    float *q_nope, *q_rope, *qr, *qr_scale;  /* [T*N*Dc], [T*N*64], [T*Q], [T] (values as fp32) */
+    float *lat, *scale, *kr;          /* [nw*Dc], [nw*Dc/128] (int8 layouts), [nw*64] rows in token order */
+} mp_ref;
+
+mp_problem *mp_make(const mp_spec *sp, uint64_t seed);
+void mp_free(mp_problem *p);
+
+/* Runs the oracle on the problem's arguments (outputs into dense buffers, cache rows into a compact copy). */
+mp_ref *mp_reference(const dsops_mla_prolog_v32_args *a);
+void mp_ref_free(mp_ref *r);
+
+/* Fills outputs with sentinels (guard zones too) and snapshots every region. Caches keep their contents. */
+void mp_prepare_call(mp_problem *p);
+/* Restores every region to its snapshot (outputs back to sentinels, caches to their earlier contents). */
+void mp_restore(mp_problem *p);
+
+/* Cache row `row` (block row / BS, slot row % BS) of the args' layout as fp32: latent lat [Dc], scales scale
+ * [Dc / 128] (split_int8, packed_int8, flashmla_fp8) and rope kr [64]. An e4m3 latent byte is read as the int8 of
+ * its bits, so that neighbouring values are 1 apart, as for an int8 latent (the tolerance of the int8 layouts). */
+void mp_read_cache_row(const dsops_mla_prolog_v32_args *a, int64_t row, float *lat, float *scale, float *kr);
+
+/* The elements a call may write: outputs in order q_nope, q_rope, qr, qr_scale, then the addressed cache rows in
+ * token order (args: a dsops_mla_prolog_v32_args). */
+void mp_each_written(const void *args, tf_elem_fn fn, void *ctx);
+/* Their raw bytes, for bitwise comparisons of two runs. Caller frees; *n receives the length. */
+unsigned char *mp_gather(const dsops_mla_prolog_v32_args *a, size_t *n);
+
+/* ---- indexer_prolog_v32 (harness/indexer_prolog_v32.c) ------------------------------------------- */
+
+typedef enum ip_index_mode {
+    IP_IDX_ALL = CASES_IDX_ALL,    /* every token writes a distinct random row */
+    IP_IDX_SOME = CASES_IDX_SOME,  /* about a third of the tokens get a negative index (-1, -7, INT64_MIN) */
+    IP_IDX_NONE = CASES_IDX_NONE   /* every index negative: no cache row is written */
+} ip_index_mode;
+
+typedef struct ip_spec {
+    int T, H, Q, NI, DI, BS, NB;      /* NB 0: enough blocks for 2T + 3 rows */
+    int int8;                         /* 1: int8 variant, 0: bf16 variant */
+    int no_hadamard_q, no_hadamard_k; /* bf16 variant: leave that matrix absent (int8: ignored) */
+    int sylvester;                    /* matrices are the normalised Sylvester matrix (DI a power of two);
+                                       * otherwise U(-1,1) values as the vendor tests */
+    dsops_dtype had_dtype;            /* bf16 or fp32 (0: bf16) */
+    dsops_dtype ln_dtype;             /* ln_gamma_k / ln_beta_k: bf16 or fp32 (0: bf16) */
+    int mixed_ln;                     /* ln_beta_k in the other dtype than ln_gamma_k */
+    dsops_dtype table_dtype;          /* bf16 or fp32 (0: bf16) */
+    dsops_rope_mode rope_mode;
+    int rope_inverse;
+    float ln_eps;
+    float weights_scale;
+    ip_index_mode index_mode;
+    int strided;                      /* 0 dense; 1 every tensor a padded view in its own buffer; 2 padded and
+                                       * shared (see `share`) */
+    int share;                        /* with strided 2: 1 q_idx with q_idx_scale (int8) or weights (bf16) in
+                                       * one row buffer, 2 cos / sin one buffer, 4 (int8) key cache rows with
+                                       * their fp16 scale in one row buffer (0: 1 | 2 | 4) */
+    int nan_cache;                    /* cache rows start as NaN (int8: -1 with NaN scales) */
+    int zero_qr;                      /* the first tokens' qr rows are all zero (all-zero query Q8 groups) */
+    int zero_x;                       /* the first tokens' x rows are all zero (key = beta; weights 0) */
+    int zero_beta;                    /* ln_beta_k = 0 (with zero_x: all-zero key Q8 groups) */
+    int int8_extreme;                 /* int8 qr and idx_wq_b only -128 / 127 */
+    int tiny_key;                     /* fp32 ln_gamma_k of about 1e-38, beta 0: fp32(127 / amax) overflows */
+    int big_guard;                    /* guard zones as large as the views (a test may widen a dtype) */
+} ip_spec;
+
+typedef struct ip_problem {
+    ip_spec sp;
+    int64_t T;
+    dsops_indexer_prolog_v32_args args;
+    tf_fixture fx;                    /* checked regions (outputs, caches) and owned allocations */
+    int64_t *cache_index;             /* [T] */
+} ip_problem;
+
+/* Dense reference results of one problem (values as fp32). */
+typedef struct ip_ref {
+    int64_t T, NI, DI, nw;            /* nw: tokens that write a cache row */
+    int int8;
+    float *q_idx, *q_idx_scale, *weights;  /* [T*NI*DI], [T*NI] (int8), [T*NI] */
+    float *key, *key_scale;           /* [nw*DI], [nw] (int8): rows in token order */
+} ip_ref;
+
+/* The life cycle of the mla_prolog_v32 problems for this operator's types (the programs name the calls per
+ * operator). */
+ip_problem *ip_make(const ip_spec *sp, uint64_t seed);
+void ip_free(ip_problem *p);
+
+/* Runs the oracle on the problem's arguments (outputs into dense buffers, cache rows into a compact copy). */
+ip_ref *ip_reference(const dsops_indexer_prolog_v32_args *a);
+void ip_ref_free(ip_ref *r);
+
+/* Fills outputs with sentinels (guard zones too) and snapshots every region. Caches keep their contents. */
+void ip_prepare_call(ip_problem *p);
+/* Restores every region to its snapshot. */
+void ip_restore(ip_problem *p);
+
+/* The elements a call may write: outputs in order q_idx, q_idx_scale, weights, then the addressed cache rows (key,
+ * scale) in token order (args: a dsops_indexer_prolog_v32_args). */
+void ip_each_written(const void *args, tf_elem_fn fn, void *ctx);
+/* Their raw bytes, for bitwise comparisons of two runs. Caller frees; *n receives the length. */
+unsigned char *ip_gather(const dsops_indexer_prolog_v32_args *a, size_t *n);
+
+#endif
