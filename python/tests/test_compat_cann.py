@@ -348,15 +348,21 @@ def hc_pre_reference(x, fn, scale, base, hc=4, iters=20, eps=1e-6):
     sig = lambda v: 1 / (1 + np.exp(-v))
     pre = sig(mixes[:, :hc] * scale[0] + base[:hc]) + eps
     post = 2 * sig(mixes[:, hc:2 * hc] * scale[1] + base[hc:2 * hc])
-    c = mixes[:, 2 * hc:].reshape(T, hc, hc) * scale[2] + base[2 * hc:].reshape(hc, hc)
+    c = sinkhorn(mixes[:, 2 * hc:].reshape(T, hc, hc) * scale[2] + base[2 * hc:].reshape(hc, hc), iters, eps)
+    y = (pre[:, :, None] * x.astype(np.float64)).sum(1)
+    return y, post, c
+
+
+def sinkhorn(c, iters, eps):
+    """comb from its logits [T, hc, hc], in their precision: row softmax + eps, a column normalisation, then
+    iters − 1 rounds of row and column normalisations with eps in the denominators."""
     c = np.exp(c - c.max(-1, keepdims=True))
     c = c / c.sum(-1, keepdims=True) + eps
     c = c / (c.sum(-2, keepdims=True) + eps)
     for _ in range(iters - 1):
         c = c / (c.sum(-1, keepdims=True) + eps)
         c = c / (c.sum(-2, keepdims=True) + eps)
-    y = (pre[:, :, None] * x.astype(np.float64)).sum(1)
-    return y, post, c
+    return c
 
 
 @pytest.mark.parametrize("shape", [(1, 192, 4, 4096), (1, 192, 4, 7168), (1, 4, 4096), (128, 4, 7168), (777, 4, 4096)])

@@ -8,6 +8,7 @@ import pytest
 
 import dsops
 from dsops.compat import cann as v4  # the V4 PyPTO calls, reached as the vendor tests reach them
+from test_compat_cann import sinkhorn  # the Sinkhorn steps of the AscendC op's reference, here in fp32
 
 BF16 = dsops.bfloat16
 F32 = np.float32
@@ -65,13 +66,7 @@ def hc_pre_golden(x, fn, scale, base, hc=4, iters=20, eps=1e-6):
         sig = lambda v: F32(1) / (F32(1) + np.exp(-v))
         pre = sig(mix[:, :hc] * scale[0] + base[:hc]) + eps
         post = F32(2) * sig(mix[:, hc:2 * hc] * scale[1] + base[hc:2 * hc])
-    c = (mix[:, 2 * hc:] * scale[2] + base[2 * hc:]).reshape(T, hc, hc)
-    c = np.exp(c - c.max(-1, keepdims=True))
-    c = c / c.sum(-1, keepdims=True) + eps
-    c = c / (c.sum(-2, keepdims=True) + eps)
-    for _ in range(iters - 1):
-        c = c / (c.sum(-1, keepdims=True) + eps)
-        c = c / (c.sum(-2, keepdims=True) + eps)
+    c = sinkhorn((mix[:, 2 * hc:] * scale[2] + base[2 * hc:]).reshape(T, hc, hc), iters, eps)
     y = (pre[:, :, None] * xf.reshape(T, hc, -1)).sum(1)
     return y.astype(BF16), post, c
 
