@@ -632,7 +632,7 @@ ip_problem *ip_make(const ip_spec *spec, uint64_t seed)
     return p;
 }
 
-/* ---- calls: sentinels, snapshots (the fixture's, under the names the test programs use) ------------- */
+/* ---- freeing (sentinels and snapshots are the fixture's: tf_prepare_call, tf_restore on p->fx) ------ */
 
 void ip_free(ip_problem *p)
 {
@@ -640,9 +640,6 @@ void ip_free(ip_problem *p)
         tf_free(&p->fx);
     free(p);
 }
-
-void ip_prepare_call(ip_problem *p) { tf_prepare_call(&p->fx); }
-void ip_restore(ip_problem *p) { tf_restore(&p->fx); }
 
 /* ---- the elements a call may write ------------------------------------------------------------------ */
 

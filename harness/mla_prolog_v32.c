@@ -586,7 +586,7 @@ mp_problem *mp_make(const mp_spec *spec, uint64_t seed)
     return p;
 }
 
-/* ---- calls: sentinels, snapshots (the fixture's, under the names the test programs use) ------------- */
+/* ---- freeing (sentinels and snapshots are the fixture's: tf_prepare_call, tf_restore on p->fx) ------ */
 
 void mp_free(mp_problem *p)
 {
@@ -594,9 +594,6 @@ void mp_free(mp_problem *p)
         tf_free(&p->fx);
     free(p);
 }
-
-void mp_prepare_call(mp_problem *p) { tf_prepare_call(&p->fx); }
-void mp_restore(mp_problem *p) { tf_restore(&p->fx); }
 
 /* ---- the elements a call may write ------------------------------------------------------------------ */
 

@@ -252,7 +252,8 @@ typedef struct mp_problem {
     mp_spec sp;
     int64_t T, NG, KV;
     dsops_mla_prolog_v32_args args;
-    tf_fixture fx;                    /* checked regions (outputs, caches) and owned allocations */
+    tf_fixture fx;                    /* checked regions (outputs, caches) and owned allocations;
+                                       * tf_prepare_call / tf_restore set and undo a call's sentinels */
     int64_t *cache_index;             /* [T] */
 } mp_problem;
 
@@ -269,11 +270,6 @@ void mp_free(mp_problem *p);
 /* Runs the oracle on the problem's arguments (outputs into dense buffers, cache rows into a compact copy). */
 mp_ref *mp_reference(const dsops_mla_prolog_v32_args *a);
 void mp_ref_free(mp_ref *r);
-
-/* Fills outputs with sentinels (guard zones too) and snapshots every region. Caches keep their contents. */
-void mp_prepare_call(mp_problem *p);
-/* Restores every region to its snapshot (outputs back to sentinels, caches to their earlier contents). */
-void mp_restore(mp_problem *p);
 
 /* Cache row `row` (block row / BS, slot row % BS) of the args' layout as fp32: latent lat [Dc], scales scale
  * [Dc / 128] (split_int8, packed_int8, flashmla_fp8) and rope kr [64]. An e4m3 latent byte is read as the int8 of
@@ -327,7 +323,8 @@ typedef struct ip_problem {
     ip_spec sp;
     int64_t T;
     dsops_indexer_prolog_v32_args args;
-    tf_fixture fx;                    /* checked regions (outputs, caches) and owned allocations */
+    tf_fixture fx;                    /* checked regions (outputs, caches) and owned allocations;
+                                       * tf_prepare_call / tf_restore set and undo a call's sentinels */
     int64_t *cache_index;             /* [T] */
 } ip_problem;
 
@@ -347,11 +344,6 @@ void ip_free(ip_problem *p);
 /* Runs the oracle on the problem's arguments (outputs into dense buffers, cache rows into a compact copy). */
 ip_ref *ip_reference(const dsops_indexer_prolog_v32_args *a);
 void ip_ref_free(ip_ref *r);
-
-/* Fills outputs with sentinels (guard zones too) and snapshots every region. Caches keep their contents. */
-void ip_prepare_call(ip_problem *p);
-/* Restores every region to its snapshot. */
-void ip_restore(ip_problem *p);
 
 /* The elements a call may write: outputs in order q_idx, q_idx_scale, weights, then the addressed cache rows (key,
  * scale) in token order (args: a dsops_indexer_prolog_v32_args). */

@@ -391,7 +391,7 @@ static const val_ok_case ok_cases[] = {
 static void *make_problem(int int8) { return base(int8); }
 static void free_problem(void *p) { ip_free(p); }
 static dsops_status call(dsops_context *c, void *p) { return dsops_indexer_prolog_v32(c, &((ip_problem *)p)->args); }
-static void arm(void *p) { ip_prepare_call(p); }
+static void arm(void *p) { tf_prepare_call(&((ip_problem *)p)->fx); }
 static void untouched(void *p, const char *name) { ip_untouched(p, name); }
 static void *oracle(void *p) { return ip_reference(&((ip_problem *)p)->args); }
 static void compare(void *p, void *expected, const val_ok_case *c) { ip_check(p, expected, c->name); }
@@ -420,8 +420,8 @@ static void test_bf16_with_scales(void)
         if (k == 3) p->args.idx_k_scale_cache = i8->args.idx_k_scale_cache;
         snprintf(label, sizeof label, "bf16_with_scales_%s", names[k]);
         ip_ref *r = ip_reference(&p->args);
-        ip_prepare_call(p);
-        ip_prepare_call(i8);
+        tf_prepare_call(&p->fx);
+        tf_prepare_call(&i8->fx);
         dsops_status st = dsops_indexer_prolog_v32(ctx, &p->args);
         if (st == DSOPS_OK) {
             ip_check(p, r, label);
@@ -436,7 +436,7 @@ static void test_bf16_with_scales(void)
         }
         if (tu_verbose())
             printf("  %-44s %s: %s\n", label, dsops_status_name(st), dsops_last_error());
-        ip_restore(i8);
+        tf_restore(&i8->fx);
         ip_ref_free(r);
         ip_free(p);
     }
@@ -472,11 +472,11 @@ static void test_prepared(void)
             if (w == 2) a.weights_proj = q->args.weights_proj;
             if (w == 3) a.hadamard_q = q->args.hadamard_q;
             if (w == 4) a.hadamard_k = q->args.hadamard_k;
-            ip_prepare_call(p);
+            tf_prepare_call(&p->fx);
             st = dsops_indexer_prolog_v32(ctx, &a);
             if (tu_check_rejected(label, st, DSOPS_ERR_PARAM, "prepared"))
                 ip_untouched(p, label);
-            ip_restore(p);
+            tf_restore(&p->fx);
         }
         /* bf16: a prepared object made with a Hadamard matrix used without it (and the other way round) */
         if (!v) {
@@ -489,7 +489,7 @@ static void test_prepared(void)
                     a.hadamard_k.data = NULL;
                 else
                     a.hadamard_q.data = NULL;
-                ip_prepare_call(p);
+                tf_prepare_call(&p->fx);
                 st = dsops_indexer_prolog_v32(ctx, &a);
                 if (st == DSOPS_OK) {
                     /* acceptable only if the matrices are not part of the packed object: then the result
@@ -505,7 +505,7 @@ static void test_prepared(void)
                              dsops_status_name(st), dsops_last_error());
                     ip_untouched(p, label);
                 }
-                ip_restore(p);
+                tf_restore(&p->fx);
             }
         }
         /* the same weights with other activations, outputs and caches: valid */
@@ -518,7 +518,7 @@ static void test_prepared(void)
             q->args = a;
             ip_ref *r = ip_reference(&q->args);
             q->args.prepared = prep;
-            ip_prepare_call(q);
+            tf_prepare_call(&q->fx);
             st = dsops_indexer_prolog_v32(ctx, &q->args);
             if (tu_check(st == DSOPS_OK, "%s: %s (%s)", label, dsops_status_name(st), dsops_last_error()))
                 ip_check(q, r, label);
@@ -534,13 +534,13 @@ static void test_prepared(void)
             st = dsops_indexer_prolog_v32_prepare(ctx, &o->args, &po);
             if (tu_check(st == DSOPS_OK && po, "%s: prepare: %s", label, dsops_status_name(st))) {
                 p->args.prepared = po;
-                ip_prepare_call(p);
+                tf_prepare_call(&p->fx);
                 st = dsops_indexer_prolog_v32(ctx, &p->args);
                 tu_check(st == DSOPS_ERR_PARAM, "%s: status %s (%s), expected DSOPS_ERR_PARAM", label,
                          dsops_status_name(st), dsops_last_error());
                 if (st != DSOPS_OK)
                     ip_untouched(p, label);
-                ip_restore(p);
+                tf_restore(&p->fx);
                 p->args.prepared = NULL;
                 dsops_prepared_destroy(po);
             }
@@ -558,13 +558,13 @@ static void test_prepared(void)
             st = dsops_indexer_prolog_v32_prepare(ctx, &o->args, &po);
             if (tu_check(st == DSOPS_OK && po, "prepared_other_shapes: prepare: %s", dsops_status_name(st))) {
                 p->args.prepared = po;
-                ip_prepare_call(p);
+                tf_prepare_call(&p->fx);
                 st = dsops_indexer_prolog_v32(ctx, &p->args);
                 tu_check(st == DSOPS_ERR_PARAM, "prepared_other_shapes: status %s (%s), expected DSOPS_ERR_PARAM",
                          dsops_status_name(st), dsops_last_error());
                 if (st != DSOPS_OK)
                     ip_untouched(p, "prepared_other_shapes");
-                ip_restore(p);
+                tf_restore(&p->fx);
                 p->args.prepared = NULL;
                 dsops_prepared_destroy(po);
             }

@@ -356,7 +356,7 @@ static const val_ok_case ok_cases[] = {
 static void *make_problem(int variant) { return base(variant % 2, (dsops_kv_layout)(variant / 2)); }
 static void free_problem(void *p) { mp_free(p); }
 static dsops_status call(dsops_context *c, void *p) { return dsops_mla_prolog_v32(c, &((mp_problem *)p)->args); }
-static void arm(void *p) { mp_prepare_call(p); }
+static void arm(void *p) { tf_prepare_call(&((mp_problem *)p)->fx); }
 static void untouched(void *p, const char *name) { mp_untouched(p, name); }
 static void *oracle(void *p) { return mp_reference(&((mp_problem *)p)->args); }
 static void compare(void *p, void *expected, const val_ok_case *c) { mp_check(p, expected, c->name); }
@@ -391,7 +391,7 @@ static void test_prepared(void)
         if (w == 2) a.w_uk = q->args.w_uk;
         if (w == 3) a.wkv_a = q->args.wkv_a;
         if (w == 4) a.wq_b_scale = q->args.wq_b_scale;
-        mp_prepare_call(p);
+        tf_prepare_call(&p->fx);
         st = dsops_mla_prolog_v32(ctx, &a);
         if (w == 4 && st == DSOPS_OK) {
             /* the header names wq_a, wq_b, w_uk and wkv_a as the packed weights; a scale vector that is
@@ -401,7 +401,7 @@ static void test_prepared(void)
             if (tu_check_rejected(label, st, DSOPS_ERR_PARAM, "prepared"))
                 mp_untouched(p, label);
         }
-        mp_restore(p);
+        tf_restore(&p->fx);
     }
     /* the same weights with other activations, outputs and caches: valid */
     {
@@ -411,7 +411,7 @@ static void test_prepared(void)
         q->args = a;
         mp_ref *r = mp_reference(&q->args);
         q->args.prepared = prep;
-        mp_prepare_call(q);
+        tf_prepare_call(&q->fx);
         st = dsops_mla_prolog_v32(ctx, &q->args);
         if (tu_check(st == DSOPS_OK, "prepared_reuse: %s (%s)", dsops_status_name(st), dsops_last_error()))
             mp_check(q, r, "prepared_reuse");
@@ -425,13 +425,13 @@ static void test_prepared(void)
         st = dsops_mla_prolog_v32_prepare(ctx, &b->args, &pb);
         if (tu_check(st == DSOPS_OK && pb, "prepared_bf16: prepare: %s", dsops_status_name(st))) {
             p->args.prepared = pb;
-            mp_prepare_call(p);
+            tf_prepare_call(&p->fx);
             st = dsops_mla_prolog_v32(ctx, &p->args);
             tu_check(st == DSOPS_ERR_PARAM, "prepared_bf16_used_for_int8: status %s (%s), expected DSOPS_ERR_PARAM",
                      dsops_status_name(st), dsops_last_error());
             if (st != DSOPS_OK)
                 mp_untouched(p, "prepared_bf16_used_for_int8");
-            mp_restore(p);
+            tf_restore(&p->fx);
             p->args.prepared = NULL;
             dsops_prepared_destroy(pb);
         }
