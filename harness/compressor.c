@@ -1,5 +1,5 @@
 /* compressor (docs/OPERATORS.md §3.4; docs/CASES.md "compressor"): the named cases, their data generator and
- * the bench adapter.
+ * the bench adapter; the adversarial problems of the tests (problems.h) at the end.
  *
  * Vendor cases (vendor_data = 1; PyPTO test data, seed 42):
  *   x                      rand bf16                                            [T, H]
@@ -597,3 +597,228 @@ const bench_family bench_family_compressor = {
     .matmuls_run = cmp_gemms_run,
     .note = cmp_note,
 };
+
+/* ==== adversarial problems (problems.h) ====================================================================
+ * Small compressor problems for tests/test_compressor.c: any variant, sequence layout and table arrangement
+ * (block columns of blocks without a needed position -1, rings, a score table of its own), NaN in every state
+ * row the call must not read, and "grid" data that makes every projection exact in fp32. The test runs the
+ * oracle and the library on them. */
+
+/* 1 if the call needs position u of sequence b: written, or a candidate of a window it closes. */
+static int cp_pos_needed(const cp_spec *s, int b, int64_t u)
+{
+    const int64_t st = s->start[b], n = s->len[b], R = s->v.R;
+    if (u >= st && u < st + n)
+        return 1;
+    if (u < 0 || u >= st)
+        return 0;
+    const int64_t k0 = st / R, k1 = (st + n) / R, w = u / R; /* windows k0 ... k1 - 1 close */
+    return (w >= k0 && w < k1) || (s->v.C == 2 && w + 1 >= k0 && w + 1 < k1);
+}
+
+/* The positions sequence b's tables map: its tokens, and at least s->cover[b]. */
+static int64_t cp_cover(const cp_spec *s, int b)
+{
+    const int64_t e = s->start[b] + s->len[b];
+    return s->cover[b] > e ? s->cover[b] : e;
+}
+
+static int cp_block_needed(const cp_spec *s, int b, int64_t j, int64_t BS)
+{
+    if (!s->minimal)
+        return 1;
+    for (int64_t u = j * BS; u < (j + 1) * BS; u++)
+        if (cp_pos_needed(s, b, u))
+            return 1;
+    return 0;
+}
+
+/* A block table [B, MB] for block size BS: a random permutation of NB physical blocks (one spare that no
+ * sequence maps), -1 in unmapped columns (one extra column at the end of every row). */
+static int32_t *cp_block_table(const cp_spec *s, rng *r, int64_t BS, int64_t *NB_out, int64_t *MB_out)
+{
+    int64_t MB = 1, count = 0;
+    for (int b = 0; b < s->B; b++) {
+        const int64_t nb = (cp_cover(s, b) + BS - 1) / BS;
+        MB = nb + 1 > MB ? nb + 1 : MB;
+        if (s->ring)
+            count += 1;
+        else
+            for (int64_t j = 0; j < nb; j++)
+                count += cp_block_needed(s, b, j, BS);
+    }
+    const int64_t NB = count + 1;
+    int32_t *perm = cases_xcalloc((size_t)NB, 4), *tab = cases_xcalloc((size_t)(s->B * MB), 4);
+    cases_shuffle(r, perm, NB);
+    cases_fill_sentinel(tab, 4, s->B * MB, (uint32_t)-1);
+    for (int b = 0, next = 0; b < s->B; b++) {
+        const int64_t nb = (cp_cover(s, b) + BS - 1) / BS;
+        const int32_t ring_block = s->ring ? perm[next++] : -1;
+        for (int64_t j = 0; j < nb; j++) {
+            if (s->ring)
+                tab[b * MB + j] = ring_block;
+            else if (cp_block_needed(s, b, j, BS))
+                tab[b * MB + j] = perm[next++];
+        }
+    }
+    free(perm);
+    *NB_out = NB, *MB_out = MB;
+    return tab;
+}
+
+/* Element i of a bf16 or fp32 vector becomes v (bf16: rounded). */
+static void cp_put(void *base, dsops_dtype dt, int64_t i, float v)
+{
+    if (dt == DSOPS_FP32)
+        ((float *)base)[i] = v;
+    else
+        ((uint16_t *)base)[i] = cases_bf16_bits(v);
+}
+
+static float cp_round_bf16(float v) { return cases_bf16_value(cases_bf16_bits(v)); }
+
+/* State contents before the call: NaN in every row, then finite values in the rows of positions
+ * 0 ... start - 1 of each sequence (logits -Inf with probability 1/8). */
+static void cp_fill_state(const cp_spec *s, rng *r, float *st, const int32_t *tab, int64_t MB, int64_t NB,
+                          int64_t BS, int64_t CD, int score)
+{
+    for (int64_t i = 0; i < NB * BS * CD; i++)
+        st[i] = NAN;
+    for (int b = 0; b < s->B; b++)
+        for (int64_t u = 0; u < s->start[b]; u++) {
+            const int32_t blk = tab[b * MB + u / BS];
+            if (blk < 0)
+                continue;
+            float *row = st + ((int64_t)blk * BS + u % BS) * CD;
+            for (int64_t c = 0; c < CD; c++) {
+                if (!score)
+                    row[c] = cases_rng_uniform(r, -1, 1);
+                else
+                    row[c] = cases_rng_int(r, 0, 7) == 0 ? -INFINITY : cases_rng_uniform(r, -2, 2);
+            }
+        }
+}
+
+cp_spec cp_spec_make(cp_variant v, int64_t H, int B)
+{
+    cp_spec s;
+    memset(&s, 0, sizeof s);
+    s.v = v, s.H = H, s.B = B;
+    s.layout = DSOPS_COMPRESSOR_PACKED;
+    s.BSS = 128;
+    s.norm_dt = DSOPS_BF16, s.rope_dt = DSOPS_BF16, s.had_dt = DSOPS_BF16;
+    s.mode = DSOPS_ROPE_INTERLEAVED;
+    s.eps = 1e-6f;
+    return s;
+}
+
+cp_problem *cp_make(const cp_spec *s, uint64_t *rng_state)
+{
+    rng r = {*rng_state};
+    cp_problem *p = cases_xcalloc(1, sizeof *p);
+    p->s = *s;
+    const int64_t B = s->B, H = s->H, D = s->v.D, R = s->v.R, CD = s->v.C * D, XS = H + s->x_pad;
+    p->CD = CD;
+    p->cu = cases_xcalloc((size_t)B + 1, 4);
+    p->sp = cases_xcalloc((size_t)B, 4);
+    for (int64_t b = 0; b < B; b++) {
+        p->cu[b] = (int32_t)p->T;
+        p->sp[b] = (int32_t)s->start[b];
+        p->T += s->len[b];
+        p->entries += (s->start[b] + s->len[b]) / R - s->start[b] / R;
+    }
+    p->cu[B] = (int32_t)p->T;
+    const int64_t T = p->T;
+    p->NO = s->NO > 0 ? s->NO : (s->layout == DSOPS_COMPRESSOR_PACKED ? p->entries + 1 : B + 1);
+    const int64_t NO = p->NO;
+
+    /* data first (so that problems differing only in tables or states share them) */
+    p->x = cases_xcalloc((size_t)(T * XS) + 1, 2);
+    cases_fill_sentinel(p->x, 2, T * XS + 1, cases_bf16_bits(NAN)); /* the gaps of a strided x are never read */
+    p->wkv = cases_xcalloc((size_t)(CD * H), 2);
+    p->wg = cases_xcalloc((size_t)(CD * H), 2);
+    p->ape = cases_xcalloc((size_t)(R * CD), 4);
+    const float wamp = 1.0f / sqrtf((float)H);
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t k = 0; k < H; k++)
+            p->x[t * XS + k] = s->real_data ? cases_bf16_bits(cases_rng_uniform(&r, -2, 2))
+                                            : cases_bf16_bits((float)cases_rng_int(&r, -4, 4) / 4.0f);
+    for (int64_t i = 0; i < CD * H; i++) {
+        p->wkv[i] = s->real_data ? cases_bf16_bits(wamp * cases_rng_uniform(&r, -1, 1))
+                                 : cases_bf16_bits((float)cases_rng_int(&r, -32, 32) / 64.0f);
+        p->wg[i] = s->real_data ? cases_bf16_bits(wamp * cases_rng_uniform(&r, -1, 1))
+                                : cases_bf16_bits((float)cases_rng_int(&r, -32, 32) / 64.0f);
+    }
+    for (int64_t i = 0; i < R * CD; i++)
+        p->ape[i] = s->real_data ? cases_rng_uniform(&r, -1, 1) : (float)cases_rng_int(&r, -256, 256) / 256.0f;
+    p->norm = cases_xcalloc((size_t)D, 4);
+    for (int64_t i = 0; i < D; i++)
+        cp_put(p->norm, s->norm_dt, i, cp_round_bf16(cases_rng_uniform(&r, 0.5f, 1.5f)));
+    if (s->v.rotate) {
+        p->had = cases_xcalloc((size_t)(D * D), 4);
+        for (int64_t i = 0; i < D * D; i++)
+            cp_put(p->had, s->had_dt, i, cp_round_bf16(cases_rng_uniform(&r, -1, 1) / sqrtf((float)D)));
+    }
+    p->rc = cases_xcalloc((size_t)(NO * 64), 4);
+    p->rs = cases_xcalloc((size_t)(NO * 64), 4);
+    for (int64_t i = 0; i < NO * 64; i++) {
+        cp_put(p->rc, s->rope_dt, i, cp_round_bf16(cases_rng_uniform(&r, -1, 1)));
+        cp_put(p->rs, s->rope_dt, i, cp_round_bf16(cases_rng_uniform(&r, -1, 1)));
+    }
+
+    /* tables and states */
+    int64_t MB, MB2;
+    p->bt = cp_block_table(s, &r, s->BSS, &p->NB, &MB);
+    const int64_t BSS2 = s->BSS2 > 0 ? s->BSS2 : s->BSS;
+    if (s->BSS2 > 0) {
+        p->bt2 = cp_block_table(s, &r, BSS2, &p->NB2, &MB2);
+    } else {
+        p->bt2 = p->bt, p->NB2 = p->NB, MB2 = MB;
+    }
+    const size_t nkv = (size_t)(p->NB * s->BSS * CD), nsc = (size_t)(p->NB2 * BSS2 * CD);
+    p->kv0 = cases_xcalloc(nkv, 4), p->sc0 = cases_xcalloc(nsc, 4);
+    cp_fill_state(s, &r, p->kv0, p->bt, MB, p->NB, s->BSS, CD, 0);
+    cp_fill_state(s, &r, p->sc0, p->bt2, MB2, p->NB2, BSS2, CD, 1);
+    p->kv = cases_xcalloc(nkv, 4), p->sc = cases_xcalloc(nsc, 4);
+    memcpy(p->kv, p->kv0, nkv * 4), memcpy(p->sc, p->sc0, nsc * 4);
+    p->out = cases_xcalloc((size_t)(NO * D) + 1, 2);
+    p->cnt = cases_xcalloc((size_t)B + 1, 4);
+
+    dsops_compressor_args *a = &p->a;
+    memset(a, 0, sizeof *a);
+    a->x = dsops_tensor_make(p->x, DSOPS_BF16, 2, (int64_t[]){T, H});
+    a->x.stride[0] = XS;
+    a->cu_seqlens_q = dsops_tensor_make(p->cu, DSOPS_INT32, 1, (int64_t[]){B + 1});
+    a->start_pos = dsops_tensor_make(p->sp, DSOPS_INT32, 1, (int64_t[]){B});
+    a->wkv = dsops_tensor_make(p->wkv, DSOPS_BF16, 2, (int64_t[]){CD, H});
+    a->wgate = dsops_tensor_make(p->wg, DSOPS_BF16, 2, (int64_t[]){CD, H});
+    a->ape = dsops_tensor_make(p->ape, DSOPS_FP32, 2, (int64_t[]){R, CD});
+    a->norm_weight = dsops_tensor_make(p->norm, s->norm_dt, 1, (int64_t[]){D});
+    if (s->v.rotate)
+        a->hadamard = dsops_tensor_make(p->had, s->had_dt, 2, (int64_t[]){D, D});
+    a->rope_cos = dsops_tensor_make(p->rc, s->rope_dt, 2, (int64_t[]){NO, 64});
+    a->rope_sin = dsops_tensor_make(p->rs, s->rope_dt, 2, (int64_t[]){NO, 64});
+    a->kv_state = dsops_tensor_make(p->kv, DSOPS_FP32, 3, (int64_t[]){p->NB, s->BSS, CD});
+    a->score_state = dsops_tensor_make(p->sc, DSOPS_FP32, 3, (int64_t[]){p->NB2, BSS2, CD});
+    a->kv_state_block_table = dsops_tensor_make(p->bt, DSOPS_INT32, 2, (int64_t[]){B, MB});
+    a->score_state_block_table = dsops_tensor_make(p->bt2, DSOPS_INT32, 2, (int64_t[]){B, MB2});
+    a->out = dsops_tensor_make(p->out, DSOPS_BF16, 2, (int64_t[]){NO, D});
+    a->out_count = dsops_tensor_make(p->cnt, DSOPS_INT32, 1, (int64_t[]){B});
+    a->dim = 0, a->ratio = 0, a->overlap = -1, a->rotate = -1;
+    a->norm_eps = s->eps;
+    a->rope_mode = s->mode;
+    a->rope_inverse = s->inverse;
+    a->out_layout = s->layout;
+    *rng_state = r.s;
+    return p;
+}
+
+void cp_free(cp_problem *p)
+{
+    if (p->bt2 != p->bt)
+        free(p->bt2);
+    free(p->bt);
+    free(p->x), free(p->wkv), free(p->wg), free(p->out), free(p->cu), free(p->sp), free(p->cnt), free(p->ape);
+    free(p->norm), free(p->had), free(p->rc), free(p->rs), free(p->kv), free(p->sc), free(p->kv0), free(p->sc0);
+    free(p);
+}

@@ -351,4 +351,57 @@ void ip_each_written(const void *args, tf_elem_fn fn, void *ctx);
 /* Their raw bytes, for bitwise comparisons of two runs. Caller frees; *n receives the length. */
 unsigned char *ip_gather(const dsops_indexer_prolog_v32_args *a, size_t *n);
 
+/* ---- compressor (harness/compressor.c) ----------------------------------------------------------- */
+
+#define CP_MAX_B 64
+
+/* A compressor variant: D channels, ratio R, C = 2 with overlap, rotate with a Hadamard matrix. */
+typedef struct cp_variant {
+    const char *name;
+    int64_t D, R, C;
+    int rotate;
+} cp_variant;
+
+typedef struct cp_spec {
+    cp_variant v;
+    int64_t H;
+    int B;
+    int64_t start[CP_MAX_B], len[CP_MAX_B];
+    int64_t cover[CP_MAX_B];      /* positions the tables map at least (later calls of a schedule) */
+    dsops_compressor_layout layout;
+    int64_t NO;                   /* 0: entries + 1 (packed) or B + 1 (row_per_seq) */
+    int64_t BSS, BSS2;            /* BSS2 = 0: the score state shares the kv table array and block size */
+    int ring;                     /* every logical block of a sequence -> one physical block */
+    int minimal;                  /* -1 in the columns of blocks without a needed position */
+    int real_data;                /* x U(-2,2), weights U(-1,1) H^-0.5 (not grid values) */
+    dsops_dtype norm_dt, rope_dt, had_dt;
+    dsops_rope_mode mode;
+    int inverse;
+    float eps;
+    int64_t x_pad;                /* elements between x rows (a strided view) */
+} cp_spec;
+
+typedef struct cp_problem {
+    cp_spec s;
+    int64_t T, CD, NO, entries, NB, NB2;
+    uint16_t *x, *wkv, *wg, *out;      /* x [T, H] (row stride H + x_pad), w [C D, H], out [NO, D] + guard */
+    int32_t *cu, *sp, *bt, *bt2, *cnt; /* [B+1], [B], [B, MB], [B, MB2] (bt2 == bt when shared), [B] + guard */
+    float *ape;                        /* [R, C D] */
+    void *norm, *had, *rc, *rs;        /* [D], [D, D], [NO, 64], [NO, 64] */
+    float *kv, *sc;                    /* states of the library call [NB, BSS, C D], [NB2, BSS2, C D] */
+    float *kv0, *sc0;                  /* the states before the call */
+    dsops_compressor_args a;
+} cp_problem;
+
+/* A spec of B sequences (start and len still 0) with the defaults: packed layout, state block size 128, bf16
+ * norm weight, tables and Hadamard matrix, interleaved rope, eps 1e-6. */
+cp_spec cp_spec_make(cp_variant v, int64_t H, int B);
+/* Builds a problem from the spec, drawing from the splitmix64 generator whose state is *rng_state (advanced;
+ * tu_rng's and cases_internal.h's rng are that generator). Grid data unless real_data: x in {-1, -3/4, ..., 1},
+ * weights multiples of 2^-6 in [-1/2, 1/2], ape multiples of 2^-8 (every projection exact in fp32); state rows of
+ * positions before start random (some logits -Inf), every other row NaN; kv / sc hold copies of kv0 / sc0.
+ * Aborts if memory runs out. */
+cp_problem *cp_make(const cp_spec *s, uint64_t *rng_state);
+void cp_free(cp_problem *p);
+
 #endif

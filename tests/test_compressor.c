@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "cases.h"
+#include "problems.h"
 #include "ref.h"
 #include "run_common.h"
 #include "test_util.h"
@@ -45,7 +46,6 @@ static const tu_tol COARSE_TOL = {0.05, 1.0 / 128, 0};
 
 #define GUARD_BF16 ((uint16_t)0x7fa5u)
 #define GUARD_I32 (-7)
-#define MAXB 64
 
 /* ---- helpers ------------------------------------------------------------------------------------ */
 
@@ -359,7 +359,7 @@ static void run_schedule(const char *label, const dsops_compressor_args *w, cons
 {
     const int64_t B = w->start_pos.shape[0], D = w->out.shape[1], R = w->ape.shape[0];
     const int64_t calls = schedule_calls(w, N);
-    int64_t from[MAXB], n[MAXB];
+    int64_t from[CP_MAX_B], n[CP_MAX_B];
     for (int64_t j = 0; j < calls; j++) {
         schedule_step(w, N, j, from, n);
         ccall c;
@@ -407,7 +407,7 @@ static void steps_vs_oracle(const char *label, const dsops_compressor_args *w, c
     const size_t nkv = numel(&w->kv_state), nsc = numel(&w->score_state);
     float *kv = xdup(kv0, nkv * 4), *sc = xdup(sc0, nsc * 4);
     float *lkv = tu_calloc(nkv, 4), *lsc = tu_calloc(nsc, 4);
-    int64_t from[MAXB], n[MAXB];
+    int64_t from[CP_MAX_B], n[CP_MAX_B];
     for (int64_t j = 0; j < calls; j++) {
         schedule_step(w, N, j, from, n);
         ccall c;
@@ -540,267 +540,12 @@ static void test_case_scenarios(void)
 
 /* ---- small problems ---------------------------------------------------------------------------------- */
 
-typedef struct variant {
-    const char *name;
-    int64_t D, R, C;
-    int rotate;
-} variant;
-
-static const variant V_C4A = {"c4a", 128, 4, 2, 0};
-static const variant V_C4LI = {"c4li", 128, 4, 2, 1};
-static const variant V_C128A = {"c128a", 64, 128, 1, 0};
-
-typedef struct cspec {
-    variant v;
-    int64_t H;
-    int B;
-    int64_t start[MAXB], len[MAXB];
-    int64_t cover[MAXB];          /* positions the tables map at least (later calls of a schedule) */
-    dsops_compressor_layout layout;
-    int64_t NO;                   /* 0: entries + 1 (packed) or B + 1 (row_per_seq) */
-    int64_t BSS, BSS2;            /* BSS2 = 0: the score state shares the kv table array and block size */
-    int ring;                     /* every logical block of a sequence -> one physical block */
-    int minimal;                  /* -1 in the columns of blocks without a needed position */
-    int real_data;                /* x U(-2,2), weights U(-1,1) H^-0.5 (not grid values) */
-    dsops_dtype norm_dt, rope_dt, had_dt;
-    dsops_rope_mode mode;
-    int inverse;
-    float eps;
-    int64_t x_pad;                /* elements between x rows (a strided view) */
-} cspec;
-
-static cspec spec_make(variant v, int64_t H, int B)
-{
-    cspec s;
-    memset(&s, 0, sizeof s);
-    s.v = v, s.H = H, s.B = B;
-    s.layout = DSOPS_COMPRESSOR_PACKED;
-    s.BSS = 128;
-    s.norm_dt = DSOPS_BF16, s.rope_dt = DSOPS_BF16, s.had_dt = DSOPS_BF16;
-    s.mode = DSOPS_ROPE_INTERLEAVED;
-    s.eps = 1e-6f;
-    return s;
-}
-
-typedef struct cprob {
-    cspec s;
-    int64_t T, CD, NO, entries, NB, NB2;
-    uint16_t *x, *wkv, *wg, *out;      /* x [T, H] (row stride H + x_pad), w [C D, H], out [NO, D] + guard */
-    int32_t *cu, *sp, *bt, *bt2, *cnt; /* [B+1], [B], [B, MB], [B, MB2] (bt2 == bt when shared), [B] + guard */
-    float *ape;                        /* [R, C D] */
-    void *norm, *had, *rc, *rs;        /* [D], [D, D], [NO, 64], [NO, 64] */
-    float *kv, *sc;                    /* states of the library call [NB, BSS, C D], [NB2, BSS2, C D] */
-    float *kv0, *sc0;                  /* the states before the call */
-    dsops_compressor_args a;
-} cprob;
-
-/* 1 if the call needs position u of sequence b: written, or a candidate of a window it closes. */
-static int pos_needed(const cspec *s, int b, int64_t u)
-{
-    const int64_t st = s->start[b], n = s->len[b], R = s->v.R;
-    if (u >= st && u < st + n)
-        return 1;
-    if (u < 0 || u >= st)
-        return 0;
-    const int64_t k0 = st / R, k1 = (st + n) / R, w = u / R; /* windows k0 ... k1 - 1 close */
-    return (w >= k0 && w < k1) || (s->v.C == 2 && w + 1 >= k0 && w + 1 < k1);
-}
-
-static int64_t cover_of(const cspec *s, int b)
-{
-    const int64_t e = s->start[b] + s->len[b];
-    return s->cover[b] > e ? s->cover[b] : e;
-}
-
-static int block_needed(const cspec *s, int b, int64_t j, int64_t BS)
-{
-    if (!s->minimal)
-        return 1;
-    for (int64_t u = j * BS; u < (j + 1) * BS; u++)
-        if (pos_needed(s, b, u))
-            return 1;
-    return 0;
-}
-
-/* A block table [B, MB] for block size BS: a random permutation of NB physical blocks (one spare that no
- * sequence maps), -1 in unmapped columns (one extra column at the end of every row). */
-static int32_t *make_table(const cspec *s, int64_t BS, int64_t *NB_out, int64_t *MB_out)
-{
-    int64_t MB = 1, count = 0;
-    for (int b = 0; b < s->B; b++) {
-        const int64_t nb = (cover_of(s, b) + BS - 1) / BS;
-        MB = nb + 1 > MB ? nb + 1 : MB;
-        if (s->ring)
-            count += 1;
-        else
-            for (int64_t j = 0; j < nb; j++)
-                count += block_needed(s, b, j, BS);
-    }
-    const int64_t NB = count + 1;
-    int32_t *perm = tu_calloc((size_t)NB, 4), *tab = tu_calloc((size_t)(s->B * MB), 4);
-    for (int64_t i = 0; i < NB; i++)
-        perm[i] = (int32_t)i;
-    for (int64_t i = NB - 1; i > 0; i--) {
-        int64_t j = tu_rng_int(&rng, 0, i);
-        int32_t t = perm[i];
-        perm[i] = perm[j], perm[j] = t;
-    }
-    fill_i32(tab, (size_t)(s->B * MB), -1);
-    for (int b = 0, next = 0; b < s->B; b++) {
-        const int64_t nb = (cover_of(s, b) + BS - 1) / BS;
-        const int32_t ring_block = s->ring ? perm[next++] : -1;
-        for (int64_t j = 0; j < nb; j++) {
-            if (s->ring)
-                tab[b * MB + j] = ring_block;
-            else if (block_needed(s, b, j, BS))
-                tab[b * MB + j] = perm[next++];
-        }
-    }
-    free(perm);
-    *NB_out = NB, *MB_out = MB;
-    return tab;
-}
-
-static void put_f(void *base, dsops_dtype dt, int64_t i, float v)
-{
-    if (dt == DSOPS_FP32)
-        ((float *)base)[i] = v;
-    else
-        ((uint16_t *)base)[i] = tu_bf16(v);
-}
-
-/* State contents before the call: NaN in every row, then finite values in the rows of positions
- * 0 ... start - 1 of each sequence (logits -Inf with probability 1/8). */
-static void fill_state(const cspec *s, float *st, const int32_t *tab, int64_t MB, int64_t NB, int64_t BS,
-                       int64_t CD, int score)
-{
-    for (int64_t i = 0; i < NB * BS * CD; i++)
-        st[i] = NAN;
-    for (int b = 0; b < s->B; b++)
-        for (int64_t u = 0; u < s->start[b]; u++) {
-            const int32_t blk = tab[b * MB + u / BS];
-            if (blk < 0)
-                continue;
-            float *row = st + ((int64_t)blk * BS + u % BS) * CD;
-            for (int64_t c = 0; c < CD; c++) {
-                if (!score)
-                    row[c] = tu_rng_uniform(&rng, -1, 1);
-                else
-                    row[c] = tu_rng_int(&rng, 0, 7) == 0 ? -INFINITY : tu_rng_uniform(&rng, -2, 2);
-            }
-        }
-}
-
-static cprob *cp_make(const cspec *s)
-{
-    cprob *p = tu_calloc(1, sizeof *p);
-    p->s = *s;
-    const int64_t B = s->B, H = s->H, D = s->v.D, R = s->v.R, CD = s->v.C * D, XS = H + s->x_pad;
-    p->CD = CD;
-    p->cu = tu_calloc((size_t)B + 1, 4);
-    p->sp = tu_calloc((size_t)B, 4);
-    for (int64_t b = 0; b < B; b++) {
-        p->cu[b] = (int32_t)p->T;
-        p->sp[b] = (int32_t)s->start[b];
-        p->T += s->len[b];
-        p->entries += (s->start[b] + s->len[b]) / R - s->start[b] / R;
-    }
-    p->cu[B] = (int32_t)p->T;
-    const int64_t T = p->T;
-    p->NO = s->NO > 0 ? s->NO : (s->layout == DSOPS_COMPRESSOR_PACKED ? p->entries + 1 : B + 1);
-    const int64_t NO = p->NO;
-
-    /* data first (so that problems differing only in tables or states share them) */
-    p->x = tu_calloc((size_t)(T * XS) + 1, 2);
-    fill_u16(p->x, (size_t)(T * XS) + 1, TU_BF16_NAN); /* the gaps of a strided x are never read */
-    p->wkv = tu_calloc((size_t)(CD * H), 2);
-    p->wg = tu_calloc((size_t)(CD * H), 2);
-    p->ape = tu_calloc((size_t)(R * CD), 4);
-    const float wamp = 1.0f / sqrtf((float)H);
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t k = 0; k < H; k++)
-            p->x[t * XS + k] = s->real_data ? tu_bf16(tu_rng_uniform(&rng, -2, 2))
-                                            : tu_bf16((float)tu_rng_int(&rng, -4, 4) / 4.0f);
-    for (int64_t i = 0; i < CD * H; i++) {
-        p->wkv[i] = s->real_data ? tu_bf16(wamp * tu_rng_uniform(&rng, -1, 1))
-                                 : tu_bf16((float)tu_rng_int(&rng, -32, 32) / 64.0f);
-        p->wg[i] = s->real_data ? tu_bf16(wamp * tu_rng_uniform(&rng, -1, 1))
-                                : tu_bf16((float)tu_rng_int(&rng, -32, 32) / 64.0f);
-    }
-    for (int64_t i = 0; i < R * CD; i++)
-        p->ape[i] = s->real_data ? tu_rng_uniform(&rng, -1, 1) : (float)tu_rng_int(&rng, -256, 256) / 256.0f;
-    p->norm = tu_calloc((size_t)D, 4);
-    for (int64_t i = 0; i < D; i++)
-        put_f(p->norm, s->norm_dt, i, tu_round_bf16(tu_rng_uniform(&rng, 0.5f, 1.5f)));
-    if (s->v.rotate) {
-        p->had = tu_calloc((size_t)(D * D), 4);
-        for (int64_t i = 0; i < D * D; i++)
-            put_f(p->had, s->had_dt, i, tu_round_bf16(tu_rng_uniform(&rng, -1, 1) / sqrtf((float)D)));
-    }
-    p->rc = tu_calloc((size_t)(NO * 64), 4);
-    p->rs = tu_calloc((size_t)(NO * 64), 4);
-    for (int64_t i = 0; i < NO * 64; i++) {
-        put_f(p->rc, s->rope_dt, i, tu_round_bf16(tu_rng_uniform(&rng, -1, 1)));
-        put_f(p->rs, s->rope_dt, i, tu_round_bf16(tu_rng_uniform(&rng, -1, 1)));
-    }
-
-    /* tables and states */
-    int64_t MB, MB2;
-    p->bt = make_table(s, s->BSS, &p->NB, &MB);
-    const int64_t BSS2 = s->BSS2 > 0 ? s->BSS2 : s->BSS;
-    if (s->BSS2 > 0) {
-        p->bt2 = make_table(s, BSS2, &p->NB2, &MB2);
-    } else {
-        p->bt2 = p->bt, p->NB2 = p->NB, MB2 = MB;
-    }
-    const size_t nkv = (size_t)(p->NB * s->BSS * CD), nsc = (size_t)(p->NB2 * BSS2 * CD);
-    p->kv0 = tu_calloc(nkv, 4), p->sc0 = tu_calloc(nsc, 4);
-    fill_state(s, p->kv0, p->bt, MB, p->NB, s->BSS, CD, 0);
-    fill_state(s, p->sc0, p->bt2, MB2, p->NB2, BSS2, CD, 1);
-    p->kv = xdup(p->kv0, nkv * 4), p->sc = xdup(p->sc0, nsc * 4);
-    p->out = tu_calloc((size_t)(NO * D) + 1, 2);
-    p->cnt = tu_calloc((size_t)B + 1, 4);
-
-    dsops_compressor_args *a = &p->a;
-    memset(a, 0, sizeof *a);
-    a->x = dsops_tensor_make(p->x, DSOPS_BF16, 2, (int64_t[]){T, H});
-    a->x.stride[0] = XS;
-    a->cu_seqlens_q = dsops_tensor_make(p->cu, DSOPS_INT32, 1, (int64_t[]){B + 1});
-    a->start_pos = dsops_tensor_make(p->sp, DSOPS_INT32, 1, (int64_t[]){B});
-    a->wkv = dsops_tensor_make(p->wkv, DSOPS_BF16, 2, (int64_t[]){CD, H});
-    a->wgate = dsops_tensor_make(p->wg, DSOPS_BF16, 2, (int64_t[]){CD, H});
-    a->ape = dsops_tensor_make(p->ape, DSOPS_FP32, 2, (int64_t[]){R, CD});
-    a->norm_weight = dsops_tensor_make(p->norm, s->norm_dt, 1, (int64_t[]){D});
-    if (s->v.rotate)
-        a->hadamard = dsops_tensor_make(p->had, s->had_dt, 2, (int64_t[]){D, D});
-    a->rope_cos = dsops_tensor_make(p->rc, s->rope_dt, 2, (int64_t[]){NO, 64});
-    a->rope_sin = dsops_tensor_make(p->rs, s->rope_dt, 2, (int64_t[]){NO, 64});
-    a->kv_state = dsops_tensor_make(p->kv, DSOPS_FP32, 3, (int64_t[]){p->NB, s->BSS, CD});
-    a->score_state = dsops_tensor_make(p->sc, DSOPS_FP32, 3, (int64_t[]){p->NB2, BSS2, CD});
-    a->kv_state_block_table = dsops_tensor_make(p->bt, DSOPS_INT32, 2, (int64_t[]){B, MB});
-    a->score_state_block_table = dsops_tensor_make(p->bt2, DSOPS_INT32, 2, (int64_t[]){B, MB2});
-    a->out = dsops_tensor_make(p->out, DSOPS_BF16, 2, (int64_t[]){NO, D});
-    a->out_count = dsops_tensor_make(p->cnt, DSOPS_INT32, 1, (int64_t[]){B});
-    a->dim = 0, a->ratio = 0, a->overlap = -1, a->rotate = -1;
-    a->norm_eps = s->eps;
-    a->rope_mode = s->mode;
-    a->rope_inverse = s->inverse;
-    a->out_layout = s->layout;
-    return p;
-}
-
-static void cp_free(cprob *p)
-{
-    if (p->bt2 != p->bt)
-        free(p->bt2);
-    free(p->bt);
-    free(p->x), free(p->wkv), free(p->wg), free(p->out), free(p->cu), free(p->sp), free(p->cnt), free(p->ape);
-    free(p->norm), free(p->had), free(p->rc), free(p->rs), free(p->kv), free(p->sc), free(p->kv0), free(p->sc0);
-    free(p);
-}
+static const cp_variant V_C4A = {"c4a", 128, 4, 2, 0};
+static const cp_variant V_C4LI = {"c4li", 128, 4, 2, 1};
+static const cp_variant V_C128A = {"c128a", 64, 128, 1, 0};
 
 /* The library's call from the states kv0 / sc0, with out and out_count poisoned. */
-static dsops_status cp_run(cprob *p)
+static dsops_status cp_run(cp_problem *p)
 {
     memcpy(p->kv, p->kv0, numel(&p->a.kv_state) * 4);
     memcpy(p->sc, p->sc0, numel(&p->a.score_state) * 4);
@@ -810,7 +555,7 @@ static dsops_status cp_run(cprob *p)
 }
 
 /* One small problem on every tier against the oracle (coarse bound per call, aggregate per tier). */
-static void cp_check_all_tiers(const char *label, cprob *p)
+static void cp_check_all_tiers(const char *label, cp_problem *p)
 {
     cref r;
     ref_run(&p->a, p->kv0, p->sc0, &r);
@@ -930,7 +675,7 @@ static void test_oracle_by_hand(void)
 
 /* ---- start_pos and S sweep ----------------------------------------------------------------------- */
 
-static void sweep_variant(variant v)
+static void sweep_variant(cp_variant v)
 {
     char what[80];
     snprintf(what, sizeof what, "sweep %s", v.name);
@@ -942,7 +687,7 @@ static void sweep_variant(variant v)
     const int nst = tu_quick() ? 3 : 12;
     for (int si = 0; si < nst; si++)
         for (int64_t S = 1; S <= 9; S += tu_quick() ? 4 : 1) {
-            cspec s = spec_make(v, 64, 2);
+            cp_spec s = cp_spec_make(v, 64, 2);
             s.start[0] = starts[si], s.len[0] = S;
             s.start[1] = starts[si] + 1, s.len[1] = 10 - S;
             s.minimal = 1;
@@ -950,7 +695,7 @@ static void sweep_variant(variant v)
             s.rope_dt = si % 2 ? DSOPS_FP32 : DSOPS_BF16;
             s.norm_dt = S % 2 ? DSOPS_FP32 : DSOPS_BF16;
             s.had_dt = (si + S) % 2 ? DSOPS_FP32 : DSOPS_BF16;
-            cprob *p = cp_make(&s);
+            cp_problem *p = cp_make(&s, &rng.s);
             char l[200];
             snprintf(l, sizeof l, "%s start %lld S %lld + start %lld S %lld", what, (long long)s.start[0],
                      (long long)S, (long long)s.start[1], (long long)s.len[1]);
@@ -966,14 +711,14 @@ static void test_odd_widths(void)
 {
     if (!tu_selected("odd widths"))
         return;
-    static const variant vs[] = {{"c4a D 100", 100, 4, 2, 0}, {"c8 D 67", 67, 8, 1, 0}, {"c4li D 72", 72, 4, 2, 1}};
+    static const cp_variant vs[] = {{"c4a D 100", 100, 4, 2, 0}, {"c8 D 67", 67, 8, 1, 0}, {"c4li D 72", 72, 4, 2, 1}};
     for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++)
         for (int64_t start = 0; start < 12; start += 5) {
-            cspec s = spec_make(vs[i], 48, 2);
+            cp_spec s = cp_spec_make(vs[i], 48, 2);
             s.start[0] = start, s.len[0] = 9;
             s.start[1] = start + 3, s.len[1] = 17;
             s.minimal = 1;
-            cprob *p = cp_make(&s);
+            cp_problem *p = cp_make(&s, &rng.s);
             char l[200];
             snprintf(l, sizeof l, "odd widths %s start %lld", vs[i].name, (long long)start);
             cp_check_all_tiers(l, p);
@@ -995,7 +740,7 @@ static void test_sweeps(void)
 /* Schedules of one problem (start 0 for every sequence, tables covering the whole sequences): prefill N[b]
  * then decode token by token. consistent: the state keeps every position a window reads (no ring shorter
  * than C R), so the schedule must reproduce the one-call result. */
-static void schedule_test(const char *label, cprob *p, const int64_t *N, int consistent)
+static void schedule_test(const char *label, cp_problem *p, const int64_t *N, int consistent)
 {
     const dsops_compressor_args *w = &p->a;
     const int64_t D = p->s.v.D, E = p->entries;
@@ -1034,11 +779,11 @@ static void schedule_test(const char *label, cprob *p, const int64_t *N, int con
 
 /* schedule_test on a problem of spec s whose sequence b holds L[b] tokens from position 0 (tables covering
  * them all): prefill N[b], then decode. */
-static void schedule_case(const char *label, cspec s, const int64_t *L, const int64_t *N, int consistent)
+static void schedule_case(const char *label, cp_spec s, const int64_t *L, const int64_t *N, int consistent)
 {
     for (int b = 0; b < s.B; b++)
         s.start[b] = 0, s.len[b] = L[b], s.cover[b] = L[b];
-    cprob *p = cp_make(&s);
+    cp_problem *p = cp_make(&s, &rng.s);
     schedule_test(label, p, N, consistent);
     cp_free(p);
 }
@@ -1047,13 +792,13 @@ static void test_prefill_decode(void)
 {
     if (!tu_selected("prefill decode"))
         return;
-    const variant vs[3] = {V_C4A, V_C4LI, V_C128A};
+    const cp_variant vs[3] = {V_C4A, V_C4LI, V_C128A};
     for (int vi = 0; vi < 3; vi++) {
-        const variant v = vs[vi];
+        const cp_variant v = vs[vi];
         /* c128a needs more than one window of positions */
         const int64_t L0 = v.R == 128 ? (tu_quick() ? 260 : 300) : 41, L1 = v.R == 128 ? 140 : 23;
         const int64_t N0 = v.R == 128 ? 250 : 13, N1 = v.R == 128 ? 127 : 6;
-        cspec s = spec_make(v, 64, 2);
+        cp_spec s = cp_spec_make(v, 64, 2);
         s.rope_dt = DSOPS_FP32;
         char l[120];
         snprintf(l, sizeof l, "prefill decode %s L %lld, %lld N %lld, %lld", v.name, (long long)L0, (long long)L1,
@@ -1072,15 +817,15 @@ static void test_rings(void)
     /* one 128-row block for 300 positions: later positions win; the state row j must hold the projections of
      * the last position p = j (mod 128), as the same call with a table of distinct blocks leaves them */
     {
-        cspec s = spec_make(V_C4A, 64, 1);
+        cp_spec s = cp_spec_make(V_C4A, 64, 1);
         s.start[0] = 0, s.len[0] = 300;
         s.ring = 1;
         uint64_t data_seed = tu_rng_u64(&rng);
         tu_rng_seed(&rng, data_seed);
-        cprob *p = cp_make(&s);
+        cp_problem *p = cp_make(&s, &rng.s);
         s.ring = 0;
         tu_rng_seed(&rng, data_seed);
-        cprob *q = cp_make(&s); /* the same data, distinct blocks */
+        cp_problem *q = cp_make(&s, &rng.s); /* the same data, distinct blocks */
         cp_check_all_tiers("ring c4a S 300 one block", p);
         const int64_t CD = p->CD;
         for (int isa = 0; isa <= (int)dsops_isa_detected(); isa++) {
@@ -1104,13 +849,13 @@ static void test_rings(void)
         cp_free(p), cp_free(q);
     }
     /* a ring of one block per sequence, then decode: a 128-row ring keeps what c4a reads (consistent) */
-    cspec s = spec_make(V_C4A, 64, 2);
+    cp_spec s = cp_spec_make(V_C4A, 64, 2);
     s.ring = 1;
     schedule_case("ring c4a BSS 128 prefill decode", s, (const int64_t[]){150, 131}, (const int64_t[]){129, 126}, 1);
     /* rings shorter than C R: decode reads rows that later positions overwrote (the state as stored) */
     s.BSS = 4, s.BSS2 = 6;
     schedule_case("ring c4a BSS 4 / 6 prefill decode", s, (const int64_t[]){23, 17}, (const int64_t[]){10, 5}, 0);
-    s = spec_make(V_C128A, 64, 1);
+    s = cp_spec_make(V_C128A, 64, 1);
     s.ring = 1, s.BSS = 64;
     schedule_case("ring c128a BSS 64 prefill decode", s, (const int64_t[]){tu_quick() ? 140 : 270},
                   (const int64_t[]){100}, 0);
@@ -1123,49 +868,40 @@ static void test_layouts_and_params(void)
 {
     if (!tu_selected("layouts"))
         return;
-    /* row_per_seq: sequences with and without an entry, two rows beyond B (each block one labelled case) */
-    {
-        cspec s = spec_make(V_C4A, 64, 5);
-        const int64_t st[5] = {3, 4, 7, 0, 126}, ln[5] = {1, 1, 1, 1, 2}; /* entries 1, 0, 1, 0, 1 */
-        memcpy(s.start, st, sizeof st), memcpy(s.len, ln, sizeof ln);
-        s.layout = DSOPS_COMPRESSOR_ROW_PER_SEQ, s.NO = 7;
-        cprob *p = cp_make(&s);
-        cp_check_all_tiers("layouts row_per_seq c4a", p);
-        cp_free(p);
-    }
-    {
-        cspec s = spec_make(V_C128A, 64, 4);
-        const int64_t st[4] = {127, 0, 254, 300}, ln[4] = {1, 3, 2, 4}; /* entries 1, 0, 1, 0 */
-        memcpy(s.start, st, sizeof st), memcpy(s.len, ln, sizeof ln);
-        s.layout = DSOPS_COMPRESSOR_ROW_PER_SEQ, s.NO = 4;
-        cprob *p = cp_make(&s);
-        cp_check_all_tiers("layouts row_per_seq c128a", p);
-        cp_free(p);
-    }
-    {
-        cspec s = spec_make(V_C4LI, 64, 3);
-        const int64_t st[3] = {0, 1, 2}, ln[3] = {4, 3, 2}; /* window 0 of each (no previous half) */
-        memcpy(s.start, st, sizeof st), memcpy(s.len, ln, sizeof ln);
-        s.layout = DSOPS_COMPRESSOR_ROW_PER_SEQ;
-        cprob *p = cp_make(&s);
-        cp_check_all_tiers("layouts row_per_seq c4li window 0", p);
+    /* row_per_seq: sequences with and without an entry, rows beyond B, window 0 of each (no previous half) */
+    static const struct {
+        const char *label;
+        const cp_variant *v;
+        int B;
+        int64_t start[5], len[5], NO;   /* NO 0: B + 1 */
+    } rows[] = {
+        {"layouts row_per_seq c4a", &V_C4A, 5, {3, 4, 7, 0, 126}, {1, 1, 1, 1, 2}, 7},  /* entries 1, 0, 1, 0, 1 */
+        {"layouts row_per_seq c128a", &V_C128A, 4, {127, 0, 254, 300}, {1, 3, 2, 4}, 4}, /* entries 1, 0, 1, 0 */
+        {"layouts row_per_seq c4li window 0", &V_C4LI, 3, {0, 1, 2}, {4, 3, 2}, 0},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        cp_spec s = cp_spec_make(*rows[i].v, 64, rows[i].B);
+        memcpy(s.start, rows[i].start, sizeof rows[i].start), memcpy(s.len, rows[i].len, sizeof rows[i].len);
+        s.layout = DSOPS_COMPRESSOR_ROW_PER_SEQ, s.NO = rows[i].NO;
+        cp_problem *p = cp_make(&s, &rng.s);
+        cp_check_all_tiers(rows[i].label, p);
         cp_free(p);
     }
     /* calls that close no window: only state writes, every out row zero */
     for (int layout = 0; layout < 2; layout++) {
-        cspec s = spec_make(V_C4A, 64, 2);
+        cp_spec s = cp_spec_make(V_C4A, 64, 2);
         s.start[0] = 0, s.len[0] = 2, s.start[1] = 5, s.len[1] = 2;
         s.layout = layout ? DSOPS_COMPRESSOR_ROW_PER_SEQ : DSOPS_COMPRESSOR_PACKED;
         s.NO = 3;
-        cprob *p = cp_make(&s);
+        cp_problem *p = cp_make(&s, &rng.s);
         cp_check_all_tiers(layout ? "layouts no window closes row_per_seq" : "layouts no window closes packed", p);
         cp_free(p);
     }
     /* window 0 only, in one prefill call (no previous half; positions < 0 are absent) */
     {
-        cspec s = spec_make(V_C4A, 256, 1);
+        cp_spec s = cp_spec_make(V_C4A, 256, 1);
         s.start[0] = 0, s.len[0] = 4;
-        cprob *p = cp_make(&s);
+        cp_problem *p = cp_make(&s, &rng.s);
         cp_check_all_tiers("layouts window 0 prefill c4a H 256", p);
         cp_free(p);
     }
@@ -1174,8 +910,8 @@ static void test_layouts_and_params(void)
         static const char *what[7] = {"explicit dim ratio overlap rotate", "rope half inverse",
                                       "rope interleaved_in_half_out", "norm_eps 0", "strided x",
                                       "out_count absent", "fp32 norm, tables, hadamard"};
-        const variant v = k == 2 ? V_C128A : (k == 0 || k == 6 ? V_C4LI : V_C4A);
-        cspec s = spec_make(v, 64, 2);
+        const cp_variant v = k == 2 ? V_C128A : (k == 0 || k == 6 ? V_C4LI : V_C4A);
+        cp_spec s = cp_spec_make(v, 64, 2);
         s.start[0] = v.R == 128 ? 250 : 5, s.len[0] = 7;
         s.start[1] = 0, s.len[1] = v.R == 128 ? 130 : 9;
         if (k == 1)
@@ -1188,7 +924,7 @@ static void test_layouts_and_params(void)
             s.x_pad = 24;
         if (k == 6)
             s.norm_dt = s.rope_dt = s.had_dt = DSOPS_FP32;
-        cprob *p = cp_make(&s);
+        cp_problem *p = cp_make(&s, &rng.s);
         if (k == 0)
             p->a.dim = (int)v.D, p->a.ratio = (int)v.R, p->a.overlap = 1, p->a.rotate = 1;
         if (k == 5)
@@ -1206,7 +942,7 @@ static void test_layouts_and_params(void)
 /* The call's out and states after it, for rc_check_threads. */
 static unsigned char *cp_run_gather(void *problem, size_t *n, dsops_status *st)
 {
-    cprob *p = problem;
+    cp_problem *p = problem;
     *st = cp_run(p);
     if (*st != DSOPS_OK)
         return NULL;
@@ -1224,7 +960,8 @@ static void test_determinism(void)
         return;
     for (int k = 0; k < 2; k++) {
         /* a prefill of three sequences at different positions; the vendor's decode shape (64 x 2) */
-        cspec s = spec_make(k == 0 ? (variant){"c4a", 512, 4, 2, 0} : V_C4LI, tu_quick() ? 256 : 1024, k ? 64 : 3);
+        cp_spec s = cp_spec_make(k == 0 ? (cp_variant){"c4a", 512, 4, 2, 0} : V_C4LI, tu_quick() ? 256 : 1024,
+                                 k ? 64 : 3);
         if (k == 0) {
             const int64_t st[3] = {0, 255, 1000}, ln[3] = {130, 7, 61};
             memcpy(s.start, st, sizeof st), memcpy(s.len, ln, sizeof ln);
@@ -1234,7 +971,7 @@ static void test_determinism(void)
         }
         s.real_data = 1;
         s.minimal = 1;
-        cprob *p = cp_make(&s);
+        cp_problem *p = cp_make(&s, &rng.s);
         for (int ti = 0; ti <= (int)dsops_isa_detected(); ti++) {
             dsops_context_set_isa(ctx, (dsops_isa)ti);
             char l[120];
