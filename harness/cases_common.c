@@ -768,3 +768,18 @@ unsigned char *cases_gather(cases_each_written_fn each, const void *args, size_t
     *n = g.n;
     return g.buf;
 }
+
+/* ---- uniform buffers (the hc_pre / hc_post problems) ----------------------------------------------- */
+
+void *cases_uniform_buffer(rng *r, dsops_dtype dt, size_t n, float lo, float hi)
+{
+    void *p = cases_xcalloc(n + 1, dsops_dtype_size(dt));
+    for (size_t i = 0; i < n; i++) {
+        float v = cases_rng_uniform(r, lo, hi);
+        if (dt == DSOPS_FP32)
+            ((float *)p)[i] = v;
+        else
+            ((uint16_t *)p)[i] = cases_bf16_bits(v);
+    }
+    return p;
+}

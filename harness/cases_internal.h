@@ -232,4 +232,8 @@ void cases_each_in_cache_row(const dsops_tensor *t, int64_t r, tf_elem_fn fn, vo
 /* The raw bytes of the elements `each` visits (caller frees; *n receives the length). */
 unsigned char *cases_gather(cases_each_written_fn each, const void *args, size_t *n);
 
+/* n values U(lo, hi) of dtype dt (bf16 or fp32, drawn in order from r) and one zero element after them
+ * (a guard); never NULL, the caller frees. */
+void *cases_uniform_buffer(rng *r, dsops_dtype dt, size_t n, float lo, float hi);
+
 #endif

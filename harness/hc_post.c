@@ -55,6 +55,18 @@ enum { STREAM_HC_X = 61, STREAM_HC_RES = 65, STREAM_HC_POST = 66, STREAM_HC_COMB
 
 static void *hcpost_alloc(dsops_hcpost_problem *p, size_t bytes) { return ALLOC_OWNED(p, bytes); }
 
+void hpost_views(dsops_hc_post_args *a, int64_t T, int64_t HC, int64_t H, dsops_dtype xdt, dsops_dtype gdt, void *x,
+                 void *res, void *post, void *comb, void *out)
+{
+    int64_t xs[2] = {T, H}, rs[3] = {T, HC, H}, ps[2] = {T, HC}, cs[3] = {T, HC, HC};
+    memset(a, 0, sizeof *a);
+    a->x = dsops_tensor_make(x, xdt, 2, xs);
+    a->residual = dsops_tensor_make(res, xdt, 3, rs);
+    a->post = dsops_tensor_make(post, gdt, 2, ps);
+    a->comb = dsops_tensor_make(comb, gdt, 3, cs);
+    a->out = dsops_tensor_make(out, xdt, 3, rs);
+}
+
 dsops_hcpost_problem *dsops_hcpost_problem_make(const dsops_hcpost_case *c, uint64_t seed)
 {
     if (!c || c->T < 0 || c->HC < 1 || c->H < 1 || (int64_t)c->HC * c->H > CASES_MAX_RANGE_ROW ||
@@ -82,16 +94,7 @@ dsops_hcpost_problem *dsops_hcpost_problem_make(const dsops_hcpost_case *c, uint
     cases_fill_range(seed, STREAM_HC_POST, T, HC, -amp, amp, c->post_dtype, post);
     cases_fill_range(seed, STREAM_HC_COMB, T, HC * HC, -amp, amp, c->post_dtype, comb);
 
-    dsops_hc_post_args *a = &p->args;
-    memset(a, 0, sizeof *a);
-    int64_t s2[2] = {T, H}, s3[3] = {T, HC, H};
-    a->x = dsops_tensor_make(x, c->x_dtype, 2, s2);
-    a->residual = dsops_tensor_make(res, c->x_dtype, 3, s3);
-    a->out = dsops_tensor_make(out, c->x_dtype, 3, s3);
-    s2[1] = HC;
-    a->post = dsops_tensor_make(post, c->post_dtype, 2, s2);
-    s3[2] = HC;
-    a->comb = dsops_tensor_make(comb, c->post_dtype, 3, s3);
+    hpost_views(&p->args, T, HC, H, c->x_dtype, c->post_dtype, x, res, post, comb, out);
     p->bytes = (double)xe * (double)(T * H + 2 * T * HC * H) + (double)pe * (double)(T * HC + T * HC * HC);
     return p;
 }
@@ -203,3 +206,24 @@ const bench_family bench_family_hc_post = {
     .list_line = hcpost_list_line,
     .vendor = hcpost_vendor,
 };
+
+/* ==== adversarial problems (problems.h) ====================================================================
+ * Small hc_post problems for tests/test_hc.c: any T (0 included), HC and H, bf16 or fp32 x / residual and
+ * post / comb, values U(lo, hi) with one spare element after each input. The test supplies out (in place on a
+ * copy of the residual, or a guarded buffer) and runs the oracle and the library. */
+
+void hpost_make(hpost_problem *p, int64_t T, int64_t HC, int64_t H, dsops_dtype xdt, dsops_dtype gdt, float lo,
+                float hi, uint64_t *rng_state)
+{
+    rng r = {*rng_state};
+    memset(p, 0, sizeof *p);
+    p->T = T, p->HC = HC, p->H = H;
+    p->x = cases_uniform_buffer(&r, xdt, (size_t)(T * H), lo, hi);
+    p->res = cases_uniform_buffer(&r, xdt, (size_t)(T * HC * H), lo, hi);
+    p->post = cases_uniform_buffer(&r, gdt, (size_t)(T * HC), lo, hi);
+    p->comb = cases_uniform_buffer(&r, gdt, (size_t)(T * HC * HC), lo, hi);
+    hpost_views(&p->a, T, HC, H, xdt, gdt, p->x, p->res, p->post, p->comb, NULL);
+    *rng_state = r.s;
+}
+
+void hpost_free(hpost_problem *p) { free(p->x), free(p->res), free(p->post), free(p->comb); }

@@ -1,5 +1,5 @@
 /* hc_pre (spec §3.1; docs/CASES.md "V4": hc_pre): the named cases, their data generator and the bench
- * adapter.
+ * adapter; the adversarial problems of the tests (problems.h) at the end.
  *
  * Data (HC 4, M 24; seed 42 in docs/CASES.md, the caller's seed here):
  *   PyPTO data            x U(-1,1) bf16; hc_fn, hc_scale, hc_base U(-1,1) fp32
@@ -54,6 +54,23 @@ enum { STREAM_HC_X = 61, STREAM_HC_FN = 62, STREAM_HC_SCALE = 63, STREAM_HC_BASE
 
 static void *hcpre_alloc(dsops_hcpre_problem *p, size_t bytes) { return ALLOC_OWNED(p, bytes); }
 
+void hpre_views(dsops_hc_pre_args *a, int64_t T, int64_t HC, int64_t H, void *x, void *fn, void *scale, void *base,
+                void *y, void *post, void *comb, void *pre)
+{
+    const int64_t M = (2 + HC) * HC;
+    int64_t xs[3] = {T, HC, H}, fs[2] = {M, HC * H}, ss = 3, ys[2] = {T, H}, ps[2] = {T, HC}, cs[3] = {T, HC, HC};
+    dsops_hc_pre_init(a, DSOPS_PRESET_V4_FLASH);
+    a->x = dsops_tensor_make(x, DSOPS_BF16, 3, xs);
+    a->hc_fn = dsops_tensor_make(fn, DSOPS_FP32, 2, fs);
+    a->hc_scale = dsops_tensor_make(scale, DSOPS_FP32, 1, &ss);
+    a->hc_base = dsops_tensor_make(base, DSOPS_FP32, 1, &M);
+    a->y = dsops_tensor_make(y, DSOPS_BF16, 2, ys);
+    a->post = dsops_tensor_make(post, DSOPS_FP32, 2, ps);
+    a->comb = dsops_tensor_make(comb, DSOPS_FP32, 3, cs);
+    if (pre)
+        a->pre = dsops_tensor_make(pre, DSOPS_FP32, 2, ps);
+}
+
 dsops_hcpre_problem *dsops_hcpre_problem_make(const dsops_hcpre_case *c, uint64_t seed)
 {
     if (!c || c->T < 0 || c->HC < 1 || c->H < 1 || (int64_t)c->HC * c->H > CASES_MAX_RANGE_ROW)
@@ -88,21 +105,7 @@ dsops_hcpre_problem *dsops_hcpre_problem_make(const dsops_hcpre_case *c, uint64_
         cases_fill_range(seed, STREAM_HC_BASE, 1, M, -1.0f, 1.0f, DSOPS_FP32, base);
     }
 
-    dsops_hc_pre_args *a = &p->args;
-    dsops_hc_pre_init(a, DSOPS_PRESET_V4_FLASH);
-    int64_t s3[3] = {T, HC, H}, s2[2] = {M, K}, s1[1] = {3};
-    a->x = dsops_tensor_make(x, DSOPS_BF16, 3, s3);
-    a->hc_fn = dsops_tensor_make(fn, DSOPS_FP32, 2, s2);
-    a->hc_scale = dsops_tensor_make(scale, DSOPS_FP32, 1, s1);
-    s1[0] = M;
-    a->hc_base = dsops_tensor_make(base, DSOPS_FP32, 1, s1);
-    s2[0] = T, s2[1] = H;
-    a->y = dsops_tensor_make(y, DSOPS_BF16, 2, s2);
-    s2[1] = HC;
-    a->post = dsops_tensor_make(post, DSOPS_FP32, 2, s2);
-    a->pre = dsops_tensor_make(pre, DSOPS_FP32, 2, s2);
-    s3[2] = HC;
-    a->comb = dsops_tensor_make(comb, DSOPS_FP32, 3, s3);
+    hpre_views(&p->args, T, HC, H, x, fn, scale, base, y, post, comb, pre);
     p->flops = 2.0 * (double)T * (double)M * (double)K;
     return p;
 }
@@ -251,3 +254,60 @@ const bench_family bench_family_hc_pre = {
     .list_line = hcpre_list_line,
     .vendor = hcpre_vendor,
 };
+
+/* ==== adversarial problems (problems.h) ====================================================================
+ * Small hc_pre problems for tests/test_hc.c: any T (0 included), HC and H, well- or ill-conditioned data, an
+ * all-zero token, pre absent; one guard element after every output. The test runs the oracle and the library
+ * on them. */
+
+void hc_fill_guard(void *p, dsops_dtype dt, size_t n)
+{
+    if (dt == DSOPS_FP32)
+        cases_fill_sentinel(p, 4, (int64_t)n + 1, HC_GUARD_F32);
+    else
+        cases_fill_sentinel(p, 2, (int64_t)n + 1, HC_GUARD_BF16);
+}
+
+void hpre_make(hpre_problem *p, int64_t T, int64_t HC, int64_t H, hpre_data data, int iters, float norm_eps,
+               int with_pre, int64_t zero_token, uint64_t *rng_state)
+{
+    rng r = {*rng_state};
+    memset(p, 0, sizeof *p);
+    p->T = T, p->HC = HC, p->H = H;
+    const int64_t M = (2 + HC) * HC, K = HC * H;
+    if (data == HPRE_DATA_WC) {
+        p->x = cases_uniform_buffer(&r, DSOPS_BF16, (size_t)(T * K), 0, 2);
+        p->fn = cases_uniform_buffer(&r, DSOPS_FP32, (size_t)(M * K), 0, 1.0f / (4.0f * (float)H));
+        p->scale = cases_uniform_buffer(&r, DSOPS_FP32, 3, 0, 2);
+        p->base = cases_uniform_buffer(&r, DSOPS_FP32, (size_t)M, 0, 2);
+    } else {
+        p->x = cases_uniform_buffer(&r, DSOPS_BF16, (size_t)(T * K), -1, 1);
+        p->fn = cases_uniform_buffer(&r, DSOPS_FP32, (size_t)(M * K), -1, 1);
+        p->scale = cases_uniform_buffer(&r, DSOPS_FP32, 3, -1, 1);
+        p->base = cases_uniform_buffer(&r, DSOPS_FP32, (size_t)M, -1, 1);
+    }
+    if (zero_token >= 0 && zero_token < T)
+        memset((uint16_t *)p->x + zero_token * K, 0, (size_t)K * 2);
+    p->y = cases_xcalloc((size_t)(T * H) + 1, 2);
+    p->post = cases_xcalloc((size_t)(T * HC) + 1, 4);
+    p->comb = cases_xcalloc((size_t)(T * HC * HC) + 1, 4);
+    p->pre = cases_xcalloc((size_t)(T * HC) + 1, 4);
+    hpre_views(&p->a, T, HC, H, p->x, p->fn, p->scale, p->base, p->y, p->post, p->comb, with_pre ? p->pre : NULL);
+    p->a.sinkhorn_iters = iters;
+    p->a.norm_eps = norm_eps;
+    *rng_state = r.s;
+}
+
+void hpre_fill_guards(hpre_problem *p)
+{
+    hc_fill_guard(p->y, DSOPS_BF16, (size_t)(p->T * p->H));
+    hc_fill_guard(p->post, DSOPS_FP32, (size_t)(p->T * p->HC));
+    hc_fill_guard(p->comb, DSOPS_FP32, (size_t)(p->T * p->HC * p->HC));
+    hc_fill_guard(p->pre, DSOPS_FP32, (size_t)(p->T * p->HC));
+}
+
+void hpre_free(hpre_problem *p)
+{
+    free(p->x), free(p->fn), free(p->scale), free(p->base);
+    free(p->y), free(p->post), free(p->comb), free(p->pre);
+}

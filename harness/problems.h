@@ -404,4 +404,56 @@ cp_spec cp_spec_make(cp_variant v, int64_t H, int B);
 cp_problem *cp_make(const cp_spec *s, uint64_t *rng_state);
 void cp_free(cp_problem *p);
 
+/* ---- hc_pre and hc_post (harness/hc_pre.c, harness/hc_post.c) ----------------------------------- */
+
+#define HC_GUARD_F32 0x7fa5a5a5u /* guard patterns of the outputs' elements and the element after them */
+#define HC_GUARD_BF16 0x7fa5u
+
+/* Fills n elements of dtype dt (bf16 or fp32) at p and the one after them with the guard pattern. */
+void hc_fill_guard(void *p, dsops_dtype dt, size_t n);
+
+/* An hc_pre record with the V4 defaults over dense buffers: x [T, HC, H] bf16, hc_fn [(2 + HC) HC, HC H],
+ * hc_scale [3], hc_base [(2 + HC) HC], y [T, H] bf16, post and pre [T, HC], comb [T, HC, HC] (fp32); pre
+ * NULL: absent. */
+void hpre_views(dsops_hc_pre_args *a, int64_t T, int64_t HC, int64_t H, void *x, void *fn, void *scale, void *base,
+                void *y, void *post, void *comb, void *pre);
+/* An hc_post record over dense buffers: x [T, H], residual and out [T, HC, H] of dtype xdt, post [T, HC] and comb
+ * [T, HC, HC] of dtype gdt. */
+void hpost_views(dsops_hc_post_args *a, int64_t T, int64_t HC, int64_t H, dsops_dtype xdt, dsops_dtype gdt, void *x,
+                 void *res, void *post, void *comb, void *out);
+
+typedef enum hpre_data {
+    HPRE_DATA_WC,  /* AscendC: x U(0,2), hc_fn U(0, 1/(4H)), hc_scale and hc_base U(0,2) */
+    HPRE_DATA_ILL  /* PyPTO: every input U(-1,1) (comb ill-conditioned) */
+} hpre_data;
+
+typedef struct hpre_problem {
+    int64_t T, HC, H;
+    void *x, *fn, *scale, *base;   /* the inputs (see hpre_views) */
+    void *y, *post, *comb, *pre;   /* the outputs, each with one guard element after its end */
+    dsops_hc_pre_args a;
+} hpre_problem;
+
+/* Builds an hc_pre problem drawing from the splitmix64 generator whose state is *rng_state (advanced; tu_rng's
+ * and cases_internal.h's rng are that generator): the data in order x, hc_fn, hc_scale, hc_base; token
+ * zero_token (when in [0, T)) of x all zero; sinkhorn_iters and norm_eps as given, pre absent unless with_pre.
+ * Aborts if memory runs out. */
+void hpre_make(hpre_problem *p, int64_t T, int64_t HC, int64_t H, hpre_data data, int iters, float norm_eps,
+               int with_pre, int64_t zero_token, uint64_t *rng_state);
+/* Every output element and the guard after each output (pre's buffer too, present or not) holds the guard. */
+void hpre_fill_guards(hpre_problem *p);
+void hpre_free(hpre_problem *p);
+
+typedef struct hpost_problem {
+    int64_t T, HC, H;
+    void *x, *res, *post, *comb;   /* the inputs (see hpost_views), each with one spare element */
+    dsops_hc_post_args a;          /* out NULL: the caller's */
+} hpost_problem;
+
+/* Builds an hc_post problem, values U(lo, hi) drawn in order x, residual, post, comb from the generator whose
+ * state is *rng_state (advanced). Aborts if memory runs out. */
+void hpost_make(hpost_problem *p, int64_t T, int64_t HC, int64_t H, dsops_dtype xdt, dsops_dtype gdt, float lo,
+                float hi, uint64_t *rng_state);
+void hpost_free(hpost_problem *p);
+
 #endif

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "cases.h"
+#include "problems.h"
 #include "ref.h"
 #include "run_common.h"
 #include "test_util.h"
@@ -36,123 +37,22 @@ static const tu_tol GATE_TOL = {2.5e-5, 0.005, 0.005};
 static const tu_tol POST_BF16_TOL = {1e-4, 1.0 / 128, 0};
 static const tu_tol POST_F32_TOL = {1e-4, 1e-5, 0};
 
-#define GUARD_F32 0x7fa5a5a5u
-#define GUARD_BF16 0x7fa5u
-
 /* ---- helpers ------------------------------------------------------------------------------------ */
-
-/* n values of dtype dt (+ one guard element), uniform in [lo, hi) */
-static void *rand_buf(dsops_dtype dt, size_t n, float lo, float hi)
-{
-    void *p = tu_calloc(n + 1, dsops_dtype_size(dt));
-    for (size_t i = 0; i < n; i++) {
-        float v = tu_rng_uniform(&rng, lo, hi);
-        if (dt == DSOPS_FP32)
-            ((float *)p)[i] = v;
-        else
-            ((uint16_t *)p)[i] = tu_bf16(v);
-    }
-    return p;
-}
-
-/* fills n values and the guard element after them with the guard pattern */
-static void poison(void *p, dsops_dtype dt, size_t n)
-{
-    for (size_t i = 0; i <= n; i++) {
-        if (dt == DSOPS_FP32) {
-            uint32_t g = GUARD_F32;
-            memcpy((char *)p + 4 * i, &g, 4);
-        } else {
-            ((uint16_t *)p)[i] = GUARD_BF16;
-        }
-    }
-}
 
 static int guard_kept(const void *p, dsops_dtype dt, size_t n)
 {
     if (dt == DSOPS_FP32) {
         uint32_t g;
         memcpy(&g, (const char *)p + 4 * n, 4);
-        return g == GUARD_F32;
+        return g == HC_GUARD_F32;
     }
-    return ((const uint16_t *)p)[n] == GUARD_BF16;
+    return ((const uint16_t *)p)[n] == HC_GUARD_BF16;
 }
 
 /* ---- hc_pre ------------------------------------------------------------------------------------- */
 
-typedef enum hc_data { DATA_WC, DATA_ILL } hc_data;
-
-typedef struct pre_problem {
-    int64_t T, HC, H;
-    void *x, *fn, *scale, *base;
-    void *y, *post, *comb, *pre;
-    dsops_hc_pre_args a;
-} pre_problem;
-
-/* An hc_pre record with the V4 defaults over dense buffers: x [T, HC, H] bf16, hc_fn [(2 + HC) HC, HC H],
- * hc_scale [3], hc_base [(2 + HC) HC], y [T, H] bf16, post and pre [T, HC], comb [T, HC, HC] (fp32); pre
- * NULL: absent. */
-static void hc_pre_views(dsops_hc_pre_args *a, int64_t T, int64_t HC, int64_t H, void *x, void *fn, void *scale,
-                         void *base, void *y, void *post, void *comb, void *pre)
-{
-    const int64_t M = (2 + HC) * HC;
-    int64_t xs[3] = {T, HC, H}, fs[2] = {M, HC * H}, ss = 3, ys[2] = {T, H}, ps[2] = {T, HC}, cs[3] = {T, HC, HC};
-    dsops_hc_pre_init(a, DSOPS_PRESET_V4_FLASH);
-    a->x = dsops_tensor_make(x, DSOPS_BF16, 3, xs);
-    a->hc_fn = dsops_tensor_make(fn, DSOPS_FP32, 2, fs);
-    a->hc_scale = dsops_tensor_make(scale, DSOPS_FP32, 1, &ss);
-    a->hc_base = dsops_tensor_make(base, DSOPS_FP32, 1, &M);
-    a->y = dsops_tensor_make(y, DSOPS_BF16, 2, ys);
-    a->post = dsops_tensor_make(post, DSOPS_FP32, 2, ps);
-    a->comb = dsops_tensor_make(comb, DSOPS_FP32, 3, cs);
-    if (pre)
-        a->pre = dsops_tensor_make(pre, DSOPS_FP32, 2, ps);
-}
-
-static void pre_make(pre_problem *p, int64_t T, int64_t HC, int64_t H, hc_data data, int iters, float norm_eps,
-                     int with_pre, int64_t zero_token)
-{
-    memset(p, 0, sizeof *p);
-    p->T = T, p->HC = HC, p->H = H;
-    const int64_t M = (2 + HC) * HC, K = HC * H;
-    if (data == DATA_WC) {
-        p->x = rand_buf(DSOPS_BF16, (size_t)(T * K), 0, 2);
-        p->fn = rand_buf(DSOPS_FP32, (size_t)(M * K), 0, 1.0f / (4.0f * (float)H));
-        p->scale = rand_buf(DSOPS_FP32, 3, 0, 2);
-        p->base = rand_buf(DSOPS_FP32, (size_t)M, 0, 2);
-    } else {
-        p->x = rand_buf(DSOPS_BF16, (size_t)(T * K), -1, 1);
-        p->fn = rand_buf(DSOPS_FP32, (size_t)(M * K), -1, 1);
-        p->scale = rand_buf(DSOPS_FP32, 3, -1, 1);
-        p->base = rand_buf(DSOPS_FP32, (size_t)M, -1, 1);
-    }
-    if (zero_token >= 0 && zero_token < T)
-        memset((uint16_t *)p->x + zero_token * K, 0, (size_t)K * 2);
-    p->y = tu_calloc((size_t)(T * H) + 1, 2);
-    p->post = tu_calloc((size_t)(T * HC) + 1, 4);
-    p->comb = tu_calloc((size_t)(T * HC * HC) + 1, 4);
-    p->pre = tu_calloc((size_t)(T * HC) + 1, 4);
-    hc_pre_views(&p->a, T, HC, H, p->x, p->fn, p->scale, p->base, p->y, p->post, p->comb, with_pre ? p->pre : NULL);
-    p->a.sinkhorn_iters = iters;
-    p->a.norm_eps = norm_eps;
-}
-
-static void pre_poison(pre_problem *p)
-{
-    poison(p->y, DSOPS_BF16, (size_t)(p->T * p->H));
-    poison(p->post, DSOPS_FP32, (size_t)(p->T * p->HC));
-    poison(p->comb, DSOPS_FP32, (size_t)(p->T * p->HC * p->HC));
-    poison(p->pre, DSOPS_FP32, (size_t)(p->T * p->HC));
-}
-
-static void pre_free(pre_problem *p)
-{
-    free(p->x), free(p->fn), free(p->scale), free(p->base);
-    free(p->y), free(p->post), free(p->comb), free(p->pre);
-}
-
 /* Copies the outputs of p into fresh buffers (for comparisons after later calls). */
-static void pre_snapshot(const pre_problem *p, void **y, void **post, void **comb, void **pre)
+static void pre_snapshot(const hpre_problem *p, void **y, void **post, void **comb, void **pre)
 {
     size_t ny = (size_t)(p->T * p->H) + 1, ng = (size_t)(p->T * p->HC) + 1, nc = (size_t)(p->T * p->HC * p->HC) + 1;
     *y = tu_calloc(ny, 2), *post = tu_calloc(ng, 4), *comb = tu_calloc(nc, 4), *pre = tu_calloc(ng, 4);
@@ -162,20 +62,20 @@ static void pre_snapshot(const pre_problem *p, void **y, void **post, void **com
 
 /* One hc_pre problem on every tier against the oracle. comb is compared on well-conditioned data only,
  * and never for the token zero_token when norm_eps = 0 (its Sinkhorn runs on NaN: unspecified). */
-static void pre_case(int64_t T, int64_t HC, int64_t H, hc_data data, int iters, float norm_eps, int with_pre,
+static void pre_case(int64_t T, int64_t HC, int64_t H, hpre_data data, int iters, float norm_eps, int with_pre,
                      int64_t zero_token)
 {
     char label[160];
     snprintf(label, sizeof label, "hc_pre %s T %lld HC %lld H %lld iters %d norm_eps %g%s%s",
-             data == DATA_WC ? "wc" : "ill", (long long)T, (long long)HC, (long long)H, iters, (double)norm_eps,
+             data == HPRE_DATA_WC ? "wc" : "ill", (long long)T, (long long)HC, (long long)H, iters, (double)norm_eps,
              with_pre ? " pre" : "", zero_token >= 0 ? " zero token" : "");
     if (!tu_selected(label))
         return;
     if (tu_quick() && T * HC * H > 16 * 4 * 4096)
         return;
-    pre_problem p;
-    pre_make(&p, T, HC, H, data, iters, norm_eps, with_pre, zero_token);
-    pre_poison(&p);
+    hpre_problem p;
+    hpre_make(&p, T, HC, H, data, iters, norm_eps, with_pre, zero_token, &rng.s);
+    hpre_fill_guards(&p);
     dsops_ref_hc_pre(&p.a);
     void *ry, *rpost, *rcomb, *rpre;
     pre_snapshot(&p, &ry, &rpost, &rcomb, &rpre);
@@ -188,7 +88,7 @@ static void pre_case(int64_t T, int64_t HC, int64_t H, hc_data data, int iters, 
         dsops_context_set_isa(ctx, (dsops_isa)isa);
         char l2[220];
         snprintf(l2, sizeof l2, "%s [%s]", label, dsops_isa_name((dsops_isa)isa));
-        pre_poison(&p);
+        hpre_fill_guards(&p);
         dsops_status st = dsops_hc_pre(ctx, &p.a);
         if (!tu_check(st == DSOPS_OK, "%s: %s (%s)", l2, dsops_status_name(st), dsops_last_error()))
             continue;
@@ -203,10 +103,10 @@ static void pre_case(int64_t T, int64_t HC, int64_t H, hc_data data, int iters, 
         } else {
             size_t kept = 0;
             for (size_t i = 0; i <= ng; i++)
-                kept += ((uint32_t *)p.pre)[i] == GUARD_F32;
+                kept += ((uint32_t *)p.pre)[i] == HC_GUARD_F32;
             tu_check(kept == ng + 1, "%s: pre absent, yet its buffer was written", l2);
         }
-        if (data == DATA_WC) {
+        if (data == HPRE_DATA_WC) {
             snprintf(l3, sizeof l3, "%s comb", l2);
             if (nan_token) {
                 size_t per = (size_t)(HC * HC), z = (size_t)zero_token * per;
@@ -222,20 +122,20 @@ static void pre_case(int64_t T, int64_t HC, int64_t H, hc_data data, int iters, 
             /* ill-conditioned: comb is not compared, but every value must be written */
             int ok = 1;
             for (size_t i = 0; i < nc; i++)
-                ok &= ((uint32_t *)p.comb)[i] != GUARD_F32;
+                ok &= ((uint32_t *)p.comb)[i] != HC_GUARD_F32;
             tu_check(ok, "%s: comb not fully written", l2);
         }
         tu_check(guard_kept(p.y, DSOPS_BF16, ny) && guard_kept(p.post, DSOPS_FP32, ng) &&
                      guard_kept(p.comb, DSOPS_FP32, nc) && guard_kept(p.pre, DSOPS_FP32, ng),
                  "%s: an output was written beyond its end", l2);
         if (T == 0) {
-            tu_check(((uint16_t *)p.y)[0] == GUARD_BF16 && ((uint32_t *)p.post)[0] == GUARD_F32,
+            tu_check(((uint16_t *)p.y)[0] == HC_GUARD_BF16 && ((uint32_t *)p.post)[0] == HC_GUARD_F32,
                      "%s: T = 0 wrote something", l2);
         }
     }
     dsops_context_set_isa(ctx, dsops_isa_detected());
     free(ry), free(rpost), free(rcomb), free(rpre);
-    pre_free(&p);
+    hpre_free(&p);
 }
 
 /* hc_fn = 0 makes every mix exactly 0 on every tier, so pre is the same and y (the weighted sum, mul then
@@ -247,13 +147,13 @@ static void pre_same_y(int64_t T, int64_t HC, int64_t H)
              (long long)H);
     if (!tu_selected(label))
         return;
-    pre_problem p;
-    pre_make(&p, T, HC, H, DATA_ILL, 20, 1e-6f, 1, -1);
+    hpre_problem p;
+    hpre_make(&p, T, HC, H, HPRE_DATA_ILL, 20, 1e-6f, 1, -1, &rng.s);
     memset(p.fn, 0, (size_t)((2 + HC) * HC * HC * H) * 4);
     uint16_t *y0 = tu_calloc((size_t)(T * H), 2);
     for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
         dsops_context_set_isa(ctx, (dsops_isa)isa);
-        pre_poison(&p);
+        hpre_fill_guards(&p);
         dsops_status st = dsops_hc_pre(ctx, &p.a);
         if (!tu_check(st == DSOPS_OK, "%s [%s]: %s (%s)", label, dsops_isa_name((dsops_isa)isa), dsops_status_name(st),
                       dsops_last_error()))
@@ -266,38 +166,38 @@ static void pre_same_y(int64_t T, int64_t HC, int64_t H)
     }
     dsops_context_set_isa(ctx, dsops_isa_detected());
     free(y0);
-    pre_free(&p);
+    hpre_free(&p);
 }
 
 static void test_hc_pre(void)
 {
     /* well conditioned (AscendC data), all outputs compared */
-    pre_case(16, 4, 4096, DATA_WC, 20, 1e-6f, 1, -1);
-    pre_case(127, 4, 64, DATA_WC, 20, 1e-6f, 0, -1);
-    pre_case(1, 4, 4096, DATA_WC, 1, 1e-6f, 1, -1);
-    pre_case(16, 4, 7168, DATA_WC, 20, 1e-6f, 1, -1);
-    pre_case(0, 4, 4096, DATA_WC, 20, 1e-6f, 1, -1);
-    pre_case(16, 1, 64, DATA_WC, 20, 1e-6f, 1, -1);
-    pre_case(16, 2, 64, DATA_WC, 20, 1e-6f, 1, -1);
-    pre_case(127, 3, 64, DATA_WC, 1, 1e-6f, 1, -1);
-    pre_case(16, 4, 64, DATA_WC, 20, 0.0f, 1, 5);  /* all-zero token, norm_eps 0: NaN */
-    pre_case(16, 4, 64, DATA_WC, 20, 1e-6f, 1, 3); /* all-zero token, norm_eps > 0: mix = 0 */
+    pre_case(16, 4, 4096, HPRE_DATA_WC, 20, 1e-6f, 1, -1);
+    pre_case(127, 4, 64, HPRE_DATA_WC, 20, 1e-6f, 0, -1);
+    pre_case(1, 4, 4096, HPRE_DATA_WC, 1, 1e-6f, 1, -1);
+    pre_case(16, 4, 7168, HPRE_DATA_WC, 20, 1e-6f, 1, -1);
+    pre_case(0, 4, 4096, HPRE_DATA_WC, 20, 1e-6f, 1, -1);
+    pre_case(16, 1, 64, HPRE_DATA_WC, 20, 1e-6f, 1, -1);
+    pre_case(16, 2, 64, HPRE_DATA_WC, 20, 1e-6f, 1, -1);
+    pre_case(127, 3, 64, HPRE_DATA_WC, 1, 1e-6f, 1, -1);
+    pre_case(16, 4, 64, HPRE_DATA_WC, 20, 0.0f, 1, 5);  /* all-zero token, norm_eps 0: NaN */
+    pre_case(16, 4, 64, HPRE_DATA_WC, 20, 1e-6f, 1, 3); /* all-zero token, norm_eps > 0: mix = 0 */
     /* ill conditioned (PyPTO data), y and post compared */
-    pre_case(16, 4, 4096, DATA_ILL, 20, 1e-6f, 1, -1);
-    pre_case(127, 4, 4096, DATA_ILL, 20, 1e-6f, 0, -1);
-    pre_case(1, 3, 64, DATA_ILL, 1, 1e-6f, 1, -1);
-    pre_case(16, 2, 64, DATA_ILL, 20, 1e-6f, 1, -1);
+    pre_case(16, 4, 4096, HPRE_DATA_ILL, 20, 1e-6f, 1, -1);
+    pre_case(127, 4, 4096, HPRE_DATA_ILL, 20, 1e-6f, 0, -1);
+    pre_case(1, 3, 64, HPRE_DATA_ILL, 1, 1e-6f, 1, -1);
+    pre_case(16, 2, 64, HPRE_DATA_ILL, 20, 1e-6f, 1, -1);
     /* H not a multiple of 8 or 16 (the kernels' zero-padded last chunk), odd T (a token paired with
      * itself), HC 5 and 6 (M 35, 48: mix groups of 6 partly empty or exactly full), H below one chunk */
-    pre_case(3, 4, 77, DATA_WC, 20, 1e-6f, 1, -1);
-    pre_case(5, 5, 100, DATA_WC, 20, 1e-6f, 1, -1);
-    pre_case(7, 6, 33, DATA_ILL, 20, 1e-6f, 1, -1);
-    pre_case(1, 2, 8, DATA_WC, 20, 1e-6f, 1, -1);
-    pre_case(9, 1, 3, DATA_WC, 20, 1e-6f, 0, -1);
-    pre_case(33, 4, 4100, DATA_WC, 20, 1e-6f, 1, -1);
-    pre_case(5, 4, 1031, DATA_ILL, 20, 1e-6f, 1, -1);
-    pre_case(3, 8, 100, DATA_WC, 20, 1e-6f, 1, -1); /* M 80, 288: many mix groups, the shortest blocks */
-    pre_case(2, 16, 20, DATA_WC, 20, 1e-6f, 1, -1);
+    pre_case(3, 4, 77, HPRE_DATA_WC, 20, 1e-6f, 1, -1);
+    pre_case(5, 5, 100, HPRE_DATA_WC, 20, 1e-6f, 1, -1);
+    pre_case(7, 6, 33, HPRE_DATA_ILL, 20, 1e-6f, 1, -1);
+    pre_case(1, 2, 8, HPRE_DATA_WC, 20, 1e-6f, 1, -1);
+    pre_case(9, 1, 3, HPRE_DATA_WC, 20, 1e-6f, 0, -1);
+    pre_case(33, 4, 4100, HPRE_DATA_WC, 20, 1e-6f, 1, -1);
+    pre_case(5, 4, 1031, HPRE_DATA_ILL, 20, 1e-6f, 1, -1);
+    pre_case(3, 8, 100, HPRE_DATA_WC, 20, 1e-6f, 1, -1); /* M 80, 288: many mix groups, the shortest blocks */
+    pre_case(2, 16, 20, HPRE_DATA_WC, 20, 1e-6f, 1, -1);
     pre_same_y(5, 4, 4096);
     pre_same_y(3, 3, 77);
     pre_same_y(2, 6, 9);
@@ -312,20 +212,13 @@ static void post_case(int64_t T, int64_t HC, int64_t H, dsops_dtype xdt, dsops_d
              (long long)H, dsops_dtype_name(xdt), dsops_dtype_name(gdt), alias ? " out == residual" : "");
     if (!tu_selected(label))
         return;
-    const size_t nx = (size_t)(T * H), nr = (size_t)(T * HC * H), ng = (size_t)(T * HC), nc = (size_t)(T * HC * HC);
-    const size_t esz = dsops_dtype_size(xdt);
-    void *x = rand_buf(xdt, nx, -10, 10), *res = rand_buf(xdt, nr, -10, 10);
-    void *post = rand_buf(gdt, ng, -10, 10), *comb = rand_buf(gdt, nc, -10, 10);
+    const size_t nr = (size_t)(T * HC * H), esz = dsops_dtype_size(xdt);
+    hpost_problem p;
+    hpost_make(&p, T, HC, H, xdt, gdt, -10, 10, &rng.s);
     void *out = tu_calloc(nr + 1, esz), *ref = tu_calloc(nr + 1, esz), *first = tu_calloc(nr + 1, esz);
-    int64_t xs[2] = {T, H}, rs[3] = {T, HC, H}, ps[2] = {T, HC}, cs[3] = {T, HC, HC};
-    dsops_hc_post_args a;
-    memset(&a, 0, sizeof a);
-    a.x = dsops_tensor_make(x, xdt, 2, xs);
-    a.residual = dsops_tensor_make(res, xdt, 3, rs);
-    a.post = dsops_tensor_make(post, gdt, 2, ps);
-    a.comb = dsops_tensor_make(comb, gdt, 3, cs);
-    a.out = dsops_tensor_make(ref, xdt, 3, rs);
-    poison(ref, xdt, nr);
+    dsops_hc_post_args a = p.a;
+    a.out.data = ref;
+    hc_fill_guard(ref, xdt, nr);
     dsops_ref_hc_post(&a);
     const tu_tol tol = xdt == DSOPS_FP32 ? POST_F32_TOL : POST_BF16_TOL;
     for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
@@ -334,11 +227,11 @@ static void post_case(int64_t T, int64_t HC, int64_t H, dsops_dtype xdt, dsops_d
         snprintf(l2, sizeof l2, "%s [%s]", label, dsops_isa_name((dsops_isa)isa));
         dsops_hc_post_args b = a;
         if (alias) {
-            memcpy(out, res, nr * esz);
-            poison((char *)out + nr * esz, xdt, 0); /* only the guard after the end */
+            memcpy(out, p.res, nr * esz);
+            hc_fill_guard((char *)out + nr * esz, xdt, 0); /* only the guard after the end */
             b.residual.data = out;
         } else {
-            poison(out, xdt, nr);
+            hc_fill_guard(out, xdt, nr);
         }
         b.out.data = out;
         dsops_status st = dsops_hc_post(ctx, &b);
@@ -355,7 +248,8 @@ static void post_case(int64_t T, int64_t HC, int64_t H, dsops_dtype xdt, dsops_d
             tu_check(guard_kept(out, xdt, 0), "%s: T = 0 wrote something", l2);
     }
     dsops_context_set_isa(ctx, dsops_isa_detected());
-    free(x), free(res), free(post), free(comb), free(out), free(ref), free(first);
+    free(out), free(ref), free(first);
+    hpost_free(&p);
 }
 
 static void test_hc_post(void)
@@ -410,17 +304,15 @@ static void determinism_case(const det_spec *d)
     const size_t es = d->dt == DSOPS_FP32 ? 4 : 2, nr = (size_t)(d->T * d->HC * d->H);
     for (int isa = DSOPS_ISA_SCALAR; isa <= (int)dsops_isa_detected(); isa++) {
         dsops_context_set_isa(ctx, (dsops_isa)isa);
-        pre_problem p;
-        pre_make(&p, d->pre_T, d->pre_HC, d->pre_H, d->pre_data, 20, 1e-6f, 1, -1);
+        hpre_problem p;
+        hpre_make(&p, d->pre_T, d->pre_HC, d->pre_H, d->pre_data, 20, 1e-6f, 1, -1, &rng.s);
         void *y0 = NULL, *post0 = NULL, *comb0 = NULL, *pre0 = NULL;
-        void *x = rand_buf(d->dt, (size_t)(d->T * d->H), -1, 1), *res = rand_buf(d->dt, nr, -1, 1);
-        void *post = rand_buf(DSOPS_FP32, (size_t)(d->T * d->HC), -1, 1);
-        void *comb = rand_buf(DSOPS_FP32, (size_t)(d->T * d->HC * d->HC), -1, 1);
+        hpost_problem q;
+        hpost_make(&q, d->T, d->HC, d->H, d->dt, DSOPS_FP32, -1, 1, &rng.s);
         void *out[3];
-        int64_t xs[2] = {d->T, d->H}, rs[3] = {d->T, d->HC, d->H}, ps[2] = {d->T, d->HC}, cs[3] = {d->T, d->HC, d->HC};
         for (int k = 0; k < 3; k++) {
             rc_set_threads(ctx, threads[k]);
-            pre_poison(&p);
+            hpre_fill_guards(&p);
             dsops_status st = dsops_hc_pre(ctx, &p.a);
             tu_check(st == DSOPS_OK, "%s: hc_pre with %d threads: %s (%s)", d->label, threads[k], dsops_status_name(st),
                      dsops_last_error());
@@ -433,15 +325,10 @@ static void determinism_case(const det_spec *d)
                              memcmp(p.pre, pre0, (size_t)(p.T * p.HC) * 4) == 0,
                          "%s [%s]: hc_pre differs with %d threads", d->label, dsops_isa_name((dsops_isa)isa), threads[k]);
             out[k] = tu_calloc(nr, es);
+            dsops_hc_post_args a = q.a;
             if (d->in_place)
-                memcpy(out[k], res, nr * es);
-            dsops_hc_post_args a;
-            memset(&a, 0, sizeof a);
-            a.x = dsops_tensor_make(x, d->dt, 2, xs);
-            a.residual = dsops_tensor_make(d->in_place ? out[k] : res, d->dt, 3, rs);
-            a.post = dsops_tensor_make(post, DSOPS_FP32, 2, ps);
-            a.comb = dsops_tensor_make(comb, DSOPS_FP32, 3, cs);
-            a.out = dsops_tensor_make(out[k], d->dt, 3, rs);
+                memcpy(out[k], q.res, nr * es), a.residual.data = out[k];
+            a.out.data = out[k];
             st = dsops_hc_post(ctx, &a);
             tu_check(st == DSOPS_OK, "%s: hc_post with %d threads: %s (%s)", d->label, threads[k], dsops_status_name(st),
                      dsops_last_error());
@@ -451,9 +338,9 @@ static void determinism_case(const det_spec *d)
         }
         for (int k = 0; k < 3; k++)
             free(out[k]);
-        free(x), free(res), free(post), free(comb);
+        hpost_free(&q);
         free(y0), free(post0), free(comb0), free(pre0);
-        pre_free(&p);
+        hpre_free(&p);
     }
     dsops_context_set_isa(ctx, dsops_isa_detected());
     rc_set_threads(ctx, 2);
@@ -465,8 +352,8 @@ static void determinism_case(const det_spec *d)
 static void test_determinism(void)
 {
     static const det_spec specs[] = {
-        {"determinism", 67, 4, 4096, DATA_ILL, 37, 4, 4096, DSOPS_BF16, 0},
-        {"determinism odd shapes", 67, 3, 100, DATA_WC, 37, 17, 1001, DSOPS_FP32, 1},
+        {"determinism", 67, 4, 4096, HPRE_DATA_ILL, 37, 4, 4096, DSOPS_BF16, 0},
+        {"determinism odd shapes", 67, 3, 100, HPRE_DATA_WC, 37, 17, 1001, DSOPS_FP32, 1},
     };
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
         determinism_case(&specs[i]);
@@ -553,7 +440,7 @@ static fixture *make_fixture(void)
         f->post[i] = f->pre[i] = -7.0f;
     for (int i = 0; i < 48; i++)
         f->comb[i] = -7.0f;
-    hc_pre_views(&f->hp, 3, 4, 16, f->x, f->fn, f->scale, f->base, f->y, f->post, f->comb, f->pre);
+    hpre_views(&f->hp, 3, 4, 16, f->x, f->fn, f->scale, f->base, f->y, f->post, f->comb, f->pre);
 
     for (int i = 0; i < 3 * 16; i++) /* bf16 values at the start of the buffers (the fixture's views) */
         ((uint16_t *)f->px)[i] = tu_bf16(tu_rng_uniform(&r, -1, 1));
@@ -563,13 +450,7 @@ static fixture *make_fixture(void)
         f->ppost[i] = tu_rng_uniform(&r, 0, 2);
     for (int i = 0; i < 48; i++)
         f->pcomb[i] = tu_rng_uniform(&r, 0, 1);
-    int64_t pxs[2] = {3, 16}, prs[3] = {3, 4, 16}, ps[2] = {3, 4}, cs[3] = {3, 4, 4}; /* x [T, H], residual [T, HC, H] */
-    memset(&f->ho, 0, sizeof f->ho);
-    f->ho.x = dsops_tensor_make(f->px, DSOPS_BF16, 2, pxs);
-    f->ho.residual = dsops_tensor_make(f->pres, DSOPS_BF16, 3, prs);
-    f->ho.post = dsops_tensor_make(f->ppost, DSOPS_FP32, 2, ps);
-    f->ho.comb = dsops_tensor_make(f->pcomb, DSOPS_FP32, 3, cs);
-    f->ho.out = dsops_tensor_make(f->pout, DSOPS_BF16, 3, prs);
+    hpost_views(&f->ho, 3, 4, 16, DSOPS_BF16, DSOPS_FP32, f->px, f->pres, f->ppost, f->pcomb, f->pout);
     return f;
 }
 
