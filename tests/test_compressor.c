@@ -351,6 +351,16 @@ static void schedule_step(const dsops_compressor_args *w, const int64_t *N, int6
     }
 }
 
+/* Call j of the schedule of w (its tokens in from / n) on the states kv / sc. */
+static void schedule_call(ccall *c, const dsops_compressor_args *w, const int64_t *N, int64_t j, int64_t *from,
+                          int64_t *n, float *kv, float *sc)
+{
+    schedule_step(w, N, j, from, n);
+    call_make(c, w, from, n);
+    c->a.kv_state.data = kv;
+    c->a.score_state.data = sc;
+}
+
 /* Runs the schedule of w on the library (isa >= 0) or the oracle (isa < 0), on the states kv / sc in place.
  * Each call is checked for its status, out_count, the zero extra row and the guards; its entries are copied
  * to out_all at their rows of the one-call packed output [entries of w, D]. */
@@ -361,11 +371,8 @@ static void run_schedule(const char *label, const dsops_compressor_args *w, cons
     const int64_t calls = schedule_calls(w, N);
     int64_t from[CP_MAX_B], n[CP_MAX_B];
     for (int64_t j = 0; j < calls; j++) {
-        schedule_step(w, N, j, from, n);
         ccall c;
-        call_make(&c, w, from, n);
-        c.a.kv_state.data = kv;
-        c.a.score_state.data = sc;
+        schedule_call(&c, w, N, j, from, n, kv, sc);
         if (isa < 0) {
             dsops_ref_compressor(&c.a);
         } else {
@@ -409,11 +416,8 @@ static void steps_vs_oracle(const char *label, const dsops_compressor_args *w, c
     float *lkv = tu_calloc(nkv, 4), *lsc = tu_calloc(nsc, 4);
     int64_t from[CP_MAX_B], n[CP_MAX_B];
     for (int64_t j = 0; j < calls; j++) {
-        schedule_step(w, N, j, from, n);
         ccall c;
-        call_make(&c, w, from, n);
-        c.a.kv_state.data = lkv;
-        c.a.score_state.data = lsc;
+        schedule_call(&c, w, N, j, from, n, lkv, lsc);
         cref r;
         ref_run(&c.a, kv, sc, &r);
         for (int isa = 0; isa <= (int)dsops_isa_detected(); isa++) {
