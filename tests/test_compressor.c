@@ -49,13 +49,6 @@ static const tu_tol COARSE_TOL = {0.05, 1.0 / 128, 0};
 
 /* ---- helpers ------------------------------------------------------------------------------------ */
 
-static void *xdup(const void *src, size_t bytes)
-{
-    void *p = tu_calloc(bytes, 1);
-    memcpy(p, src, bytes);
-    return p;
-}
-
 static size_t numel(const dsops_tensor *t)
 {
     size_t n = 1;
@@ -140,8 +133,8 @@ static void ref_run(const dsops_compressor_args *a, const float *kv_in, const fl
     const size_t nkv = numel(&a->kv_state), nsc = numel(&a->score_state);
     r->out = tu_calloc(nout, 2);
     r->cnt = tu_calloc(B, 4);
-    r->kv = xdup(kv_in, nkv * 4);
-    r->sc = xdup(sc_in, nsc * 4);
+    r->kv = tu_memdup(kv_in, nkv * 4);
+    r->sc = tu_memdup(sc_in, nsc * 4);
     fill_u16(r->out, nout, GUARD_BF16);
     dsops_compressor_args b = *a;
     b.out.data = r->out;
@@ -412,7 +405,7 @@ static void steps_vs_oracle(const char *label, const dsops_compressor_args *w, c
 {
     const int64_t calls = schedule_calls(w, N);
     const size_t nkv = numel(&w->kv_state), nsc = numel(&w->score_state);
-    float *kv = xdup(kv0, nkv * 4), *sc = xdup(sc0, nsc * 4);
+    float *kv = tu_memdup(kv0, nkv * 4), *sc = tu_memdup(sc0, nsc * 4);
     float *lkv = tu_calloc(nkv, 4), *lsc = tu_calloc(nsc, 4);
     int64_t from[CP_MAX_B], n[CP_MAX_B];
     for (int64_t j = 0; j < calls; j++) {
@@ -452,14 +445,14 @@ static void prefill_then_decode(const dsops_cmp_problem *p, const float *kv0, co
         char l[200];
         snprintf(l, sizeof l, "%s: prefill 1023 + decode 1 [%s]", p->c.name, tier_name(isa));
         /* the library's one call */
-        float *kv1 = xdup(kv0, nkv * 4), *sc1 = xdup(sc0, nsc * 4);
+        float *kv1 = tu_memdup(kv0, nkv * 4), *sc1 = tu_memdup(sc0, nsc * 4);
         uint16_t *out1 = tu_calloc((size_t)(E * D), 2);
         dsops_compressor_args one = *w;
         one.kv_state.data = kv1, one.score_state.data = sc1, one.out.data = out1, one.out_count.data = NULL;
         dsops_status st = dsops_compressor(ctx, &one);
         tu_check(st == DSOPS_OK, "%s: the one call: %s", l, dsops_status_name(st));
         /* the two calls */
-        float *kv2 = xdup(kv0, nkv * 4), *sc2 = xdup(sc0, nsc * 4);
+        float *kv2 = tu_memdup(kv0, nkv * 4), *sc2 = tu_memdup(sc0, nsc * 4);
         uint16_t *out2 = tu_calloc((size_t)(E * D), 2);
         run_schedule(l, w, N, isa, kv2, sc2, out2);
         float *a = tu_widen_bf16(out2 + (E - 1) * D, (size_t)D), *b = tu_widen_bf16(out1 + (E - 1) * D, (size_t)D);
@@ -507,7 +500,7 @@ static void run_case_scenarios(const dsops_cmp_case *c)
     dsops_compressor_args *a = &p->args;
     const size_t nkv = numel(&a->kv_state), nsc = numel(&a->score_state), nout = numel(&a->out);
     const int64_t B = c->B;
-    float *kv0 = xdup(a->kv_state.data, nkv * 4), *sc0 = xdup(a->score_state.data, nsc * 4);
+    float *kv0 = tu_memdup(a->kv_state.data, nkv * 4), *sc0 = tu_memdup(a->score_state.data, nsc * 4);
     cref r;
     ref_run(a, kv0, sc0, &r);
     int64_t entries = 0;
@@ -753,7 +746,7 @@ static void schedule_test(const char *label, cp_problem *p, const int64_t *N, in
     ref_run(w, p->kv0, p->sc0, &rw); /* the one call */
     if (consistent) {
         /* the oracle's schedule equals its one call bitwise */
-        float *kv = xdup(p->kv0, nkv * 4), *sc = xdup(p->sc0, nsc * 4);
+        float *kv = tu_memdup(p->kv0, nkv * 4), *sc = tu_memdup(p->sc0, nsc * 4);
         uint16_t *o = tu_calloc((size_t)(E * D), 2);
         run_schedule(label, w, N, -1, kv, sc, o);
         tu_check(memcmp(o, rw.out, (size_t)(E * D) * 2) == 0 && memcmp(kv, rw.kv, nkv * 4) == 0 &&
@@ -765,7 +758,7 @@ static void schedule_test(const char *label, cp_problem *p, const int64_t *N, in
             dsops_context_set_isa(ctx, (dsops_isa)isa);
             char l[260];
             snprintf(l, sizeof l, "%s [%s] schedule vs one call", label, tier_name(isa));
-            kv = xdup(p->kv0, nkv * 4), sc = xdup(p->sc0, nsc * 4);
+            kv = tu_memdup(p->kv0, nkv * 4), sc = tu_memdup(p->sc0, nsc * 4);
             o = tu_calloc((size_t)(E * D), 2);
             run_schedule(l, w, N, isa, kv, sc, o);
             float *a = tu_widen_bf16(o, (size_t)(E * D)), *b = tu_widen_bf16(rw.out, (size_t)(E * D));

@@ -561,6 +561,7 @@ static void test_edge_case(void)
     dsops_cmp_problem_free(p);
 }
 
+/* The same init checks as the other validation programs, with the compressor's own preset defaults. */
 static void test_init_and_null(void)
 {
     if (!tu_selected("init"))
@@ -579,6 +580,7 @@ static void test_init_and_null(void)
     tu_check(dsops_compressor(ctx, NULL) == DSOPS_ERR_NULL, "a NULL args pointer is not DSOPS_ERR_NULL");
 }
 
+/* The order of every validation program: init, the bad rows, the ok rows, then its own cases. */
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 7);

@@ -460,6 +460,7 @@ static fixture *make_fixture(void)
 
 #define FRAG(...) snprintf(frag, VAL_FRAG_MAX, __VA_ARGS__)
 
+/* The mutations and the table below have the form of every validation table (tests/validation.h). */
 /* hc_pre */
 static void hp_null_x(void *problem, char *frag) { fixture *f = problem; f->hp.x.data = NULL; FRAG("x is NULL"); }
 static void hp_null_fn(void *problem, char *frag) { fixture *f = problem; f->hp.hc_fn.data = NULL; FRAG("hc_fn is NULL"); }
@@ -663,6 +664,7 @@ static void test_valid_fixture(void)
     }
 }
 
+/* The same init checks as the other validation programs, with hc_pre's own preset defaults. */
 static void test_init(void)
 {
     if (!tu_selected("init"))
