@@ -489,21 +489,15 @@ static const prolog_checks M4_CHECKS = {m4_compare, m4_shadow_check};
 
 static void m4_run(const char *label, const m4_spec *sp)
 {
-    if (!tu_selected(label))
-        return;
-    m4_problem *p = m4_make(sp, tu_label_seed(label));
-    prolog_run(label, &p->pl, (double)sp->T * sp->N * sp->D * sp->Q < 4e7, &M4_CHECKS);
+    if (tu_selected(label))
+        prolog_run(label, &m4_make(sp, tu_label_seed(label))->pl, (double)sp->T * sp->N * sp->D * sp->Q < 4e7,
+                   &M4_CHECKS);
 }
 
 /* T 5, H 96, Q 80, N 3, D 128 */
 static m4_spec m4_base(int int8)
 {
-    m4_spec s;
-    memset(&s, 0, sizeof s);
-    s.T = 5, s.H = 96, s.Q = 80, s.N = 3, s.D = 128;
-    s.int8 = int8;
-    s.rope_mode = DSOPS_ROPE_INTERLEAVED;
-    return s;
+    return (m4_spec){.T = 5, .H = 96, .Q = 80, .N = 3, .D = 128, .int8 = int8, .rope_mode = DSOPS_ROPE_INTERLEAVED};
 }
 
 static void test_mla_small(void)
@@ -640,22 +634,17 @@ static const prolog_checks I4_CHECKS = {i4_compare, i4_shadow_check};
 
 static void i4_run(const char *label, const i4_spec *sp)
 {
-    if (!tu_selected(label))
-        return;
-    i4_problem *p = i4_make(sp, tu_label_seed(label));
-    prolog_run(label, &p->pl, (double)sp->T * sp->NI * sp->DI * (sp->Q + sp->DI) < 4e7, &I4_CHECKS);
+    if (tu_selected(label))
+        prolog_run(label, &i4_make(sp, tu_label_seed(label))->pl,
+                   (double)sp->T * sp->NI * sp->DI * (sp->Q + sp->DI) < 4e7, &I4_CHECKS);
 }
 
 /* T 5, H 96, Q 80, NI 3, DI 96 (random matrix). The case list below mirrors test_mla_small on purpose: a base
  * spec and one changed field per labelled problem, so that each label reads as its own case. */
 static i4_spec i4_base(void)
 {
-    i4_spec s;
-    memset(&s, 0, sizeof s);
-    s.T = 5, s.H = 96, s.Q = 80, s.NI = 3, s.DI = 96;
-    s.rope_mode = DSOPS_ROPE_INTERLEAVED;
-    s.had = I4_HAD_RANDOM;
-    return s;
+    return (i4_spec){.T = 5, .H = 96, .Q = 80, .NI = 3, .DI = 96, .rope_mode = DSOPS_ROPE_INTERLEAVED,
+                     .had = I4_HAD_RANDOM};
 }
 
 static void test_idx_small(void)
