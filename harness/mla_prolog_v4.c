@@ -105,35 +105,21 @@ dsops_mla4_problem *dsops_mla4_problem_make(const dsops_mla4_case *c, uint64_t s
 
     dsops_mla_prolog_v4_args *a = &p->args;
     mla4_defaults(a, c->H == 7168 ? DSOPS_PRESET_V4_PRO : DSOPS_PRESET_V4_FLASH);
-    int64_t s1[1], s2[2], s3[3];
-    s2[0] = T, s2[1] = H;
-    a->x = dsops_tensor_make(x, DSOPS_BF16, 2, s2);
-    s2[0] = Q;
-    a->wq_a = dsops_tensor_make(wq_a, DSOPS_BF16, 2, s2);
-    s1[0] = Q;
-    a->gamma_cq = dsops_tensor_make(g_cq, DSOPS_BF16, 1, s1);
-    s2[0] = ND, s2[1] = Q;
-    a->wq_b = dsops_tensor_make(wq_b, c->int8 ? DSOPS_INT8 : DSOPS_BF16, 2, s2);
-    if (c->int8) {
-        s1[0] = ND;
-        a->wq_b_scale = dsops_tensor_make(wq_b_scale, DSOPS_FP32, 1, s1);
-    }
-    s2[0] = D, s2[1] = H;
-    a->wkv = dsops_tensor_make(wkv, DSOPS_BF16, 2, s2);
-    s1[0] = D;
-    a->gamma_ckv = dsops_tensor_make(g_ckv, DSOPS_BF16, 1, s1);
-    s2[0] = T, s2[1] = 64;
-    a->rope_cos = dsops_tensor_make(cosb, DSOPS_BF16, 2, s2);
-    a->rope_sin = dsops_tensor_make(sinb, DSOPS_BF16, 2, s2);
-    s3[0] = T, s3[1] = N, s3[2] = D;
-    a->q = dsops_tensor_make(q, DSOPS_BF16, 3, s3);
-    s2[0] = T, s2[1] = D;
-    a->kv = dsops_tensor_make(kv, DSOPS_BF16, 2, s2);
-    s2[0] = T, s2[1] = Q;
-    a->qr = dsops_tensor_make(qr, c->int8 ? DSOPS_INT8 : DSOPS_BF16, 2, s2);
-    if (c->int8) {
-        s1[0] = T;
-        a->qr_scale = dsops_tensor_make(qr_scale, DSOPS_FP32, 1, s1);
+    const dsops_dtype wdt = c->int8 ? DSOPS_INT8 : DSOPS_BF16;
+    a->x = dsops_tensor_make(x, DSOPS_BF16, 2, (int64_t[]){T, H});
+    a->wq_a = dsops_tensor_make(wq_a, DSOPS_BF16, 2, (int64_t[]){Q, H});
+    a->gamma_cq = dsops_tensor_make(g_cq, DSOPS_BF16, 1, (int64_t[]){Q});
+    a->wq_b = dsops_tensor_make(wq_b, wdt, 2, (int64_t[]){ND, Q});
+    a->wkv = dsops_tensor_make(wkv, DSOPS_BF16, 2, (int64_t[]){D, H});
+    a->gamma_ckv = dsops_tensor_make(g_ckv, DSOPS_BF16, 1, (int64_t[]){D});
+    a->rope_cos = dsops_tensor_make(cosb, DSOPS_BF16, 2, (int64_t[]){T, 64});
+    a->rope_sin = dsops_tensor_make(sinb, DSOPS_BF16, 2, (int64_t[]){T, 64});
+    a->q = dsops_tensor_make(q, DSOPS_BF16, 3, (int64_t[]){T, N, D});
+    a->kv = dsops_tensor_make(kv, DSOPS_BF16, 2, (int64_t[]){T, D});
+    a->qr = dsops_tensor_make(qr, wdt, 2, (int64_t[]){T, Q});
+    if (c->int8) { /* the scales of wq_b's rows and of qr's tokens */
+        a->wq_b_scale = dsops_tensor_make(wq_b_scale, DSOPS_FP32, 1, (int64_t[]){ND});
+        a->qr_scale = dsops_tensor_make(qr_scale, DSOPS_FP32, 1, (int64_t[]){T});
     }
 
     p->flops = 2.0 * (double)T * ((double)H * Q + (double)Q * ND + (double)H * D);
