@@ -500,6 +500,8 @@ static m4_spec m4_base(int int8)
     return (m4_spec){.T = 5, .H = 96, .Q = 80, .N = 3, .D = 128, .int8 = int8, .rope_mode = DSOPS_ROPE_INTERLEAVED};
 }
 
+/* A case list, alike in shape to test_idx_small's on purpose: a base spec and one changed field per labelled
+ * problem, so that each label reads as its own case. */
 static void test_mla_small(void)
 {
     char label[160];

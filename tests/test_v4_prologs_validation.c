@@ -204,6 +204,9 @@ static int unchanged(const fixture *f, const char *label, int outputs_only)
 
 /* ---- bad argument sets ------------------------------------------------------------------------------- */
 
+/* One mutator per table row, alike in shape on purpose (as in every validation program): each reads as the rule it
+ * breaks, next to its table entry's status. */
+
 #define FRAG(...) snprintf(frag, VAL_FRAG_MAX, __VA_ARGS__)
 #define M (&f->m)
 #define X (&f->ix)
