@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cases_internal.h"
+#include "ref.h"
 
 /* ---- owned buffers and case tables ------------------------------------------------------------- */
 
@@ -782,4 +783,240 @@ void *cases_uniform_buffer(rng *r, dsops_dtype dt, size_t n, float lo, float hi)
             ((uint16_t *)p)[i] = cases_bf16_bits(v);
     }
     return p;
+}
+
+/* ---- the V4 prologs' problems (mla_prolog_v4.c, indexer_prolog_v4.c) ------------------------------- */
+
+/* The indices of element e (logical row-major order) of a view of rank <= 3. */
+static void v4p_unravel(const dsops_tensor *t, int64_t e, int64_t i[3])
+{
+    i[0] = i[1] = i[2] = 0;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        i[d] = e % t->shape[d];
+        e /= t->shape[d];
+    }
+}
+
+int64_t v4p_numel(const dsops_tensor *t)
+{
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++)
+        n *= t->shape[d];
+    return n;
+}
+
+unsigned char *v4p_elem(const dsops_tensor *t, int64_t e)
+{
+    int64_t i[3];
+    v4p_unravel(t, e, i);
+    return tf_eaddr(t, i[0], i[1], i[2]);
+}
+
+float v4p_get(const dsops_tensor *t, int64_t e)
+{
+    int64_t i[3];
+    v4p_unravel(t, e, i);
+    return tf_getf(t, i[0], i[1], i[2]);
+}
+
+void v4p_set(const dsops_tensor *t, int64_t e, float v)
+{
+    int64_t i[3];
+    v4p_unravel(t, e, i);
+    tf_putf(t, i[0], i[1], i[2], v);
+}
+
+void v4p_sentinel(dsops_dtype dt, unsigned char *pat)
+{
+    const uint32_t f32 = 0x7fa5a5a5u;
+    const uint16_t bf = 0x7fa5u, hf = 0x7ea5u;
+    switch (dt) {
+    case DSOPS_FP32: memcpy(pat, &f32, 4); break;
+    case DSOPS_BF16: memcpy(pat, &bf, 2); break;
+    case DSOPS_FP16: memcpy(pat, &hf, 2); break;
+    default: pat[0] = 0x80; break;
+    }
+}
+
+/* Strides of a [shape] view: dense, or padded (every outer stride larger than the dense one; the inner
+ * stride stays 1, and 1-D views stay dense). Returns the elements the view spans. */
+static int64_t v4p_view_strides(int ndim, const int64_t *shape, int padded, int64_t *stride)
+{
+    int64_t span = 1;
+    stride[ndim - 1] = 1;
+    for (int d = ndim - 2; d >= 0; d--)
+        stride[d] = stride[d + 1] * (shape[d + 1] > 0 ? shape[d + 1] : 1) + (padded ? 3 + 2 * d : 0);
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] == 0)
+            return 0;
+        span += (shape[d] - 1) * stride[d];
+    }
+    return span;
+}
+
+void v4p_buf_poison(v4p_buf *b)
+{
+    unsigned char pat[4];
+    const size_t es = dsops_dtype_size(b->t.dtype);
+    v4p_sentinel(b->t.dtype, pat);
+    for (size_t i = 0; i < b->bytes; i++)
+        b->buf[i] = pat[i % es];
+}
+
+void v4p_buf_make(v4p_buf *b, const char *name, dsops_dtype dt, int ndim, const int64_t *shape, int padded)
+{
+    memset(b, 0, sizeof *b);
+    b->name = name;
+    int64_t stride[3];
+    const int64_t span = v4p_view_strides(ndim, shape, padded, stride);
+    const size_t es = dsops_dtype_size(dt);
+    b->bytes = (size_t)(V4P_LEAD + span + V4P_GUARD) * es;
+    b->buf = cases_xcalloc(b->bytes, 1);
+    b->t = dsops_tensor_make(b->buf + V4P_LEAD * es, dt, ndim, shape);
+    for (int d = 0; d < ndim; d++)
+        b->t.stride[d] = stride[d];
+    v4p_buf_poison(b);
+}
+
+void v4p_buf_free(v4p_buf *b)
+{
+    free(b->buf);
+    b->buf = NULL;
+}
+
+float *v4p_buf_widen(const v4p_buf *b)
+{
+    const int64_t n = v4p_numel(&b->t);
+    float *f = cases_xcalloc((size_t)n, sizeof(float));
+    for (int64_t e = 0; e < n; e++)
+        f[e] = v4p_get(&b->t, e);
+    return f;
+}
+
+unsigned char *v4p_gather(const v4p_problem *pl, size_t *len)
+{
+    size_t total = 0;
+    for (int i = 0; i < pl->nout; i++)
+        total += (size_t)v4p_numel(&pl->out[i].t) * dsops_dtype_size(pl->out[i].t.dtype);
+    unsigned char *g = cases_xcalloc(total + 1, 1);
+    *len = 0;
+    for (int i = 0; i < pl->nout; i++) {
+        const dsops_tensor *t = &pl->out[i].t;
+        const size_t es = dsops_dtype_size(t->dtype);
+        const int64_t n = v4p_numel(t);
+        for (int64_t e = 0; e < n; e++, *len += es)
+            memcpy(g + *len, v4p_elem(t, e), es);
+    }
+    return g;
+}
+
+void v4p_init(v4p_problem *pl, const char *op, void *args, void (*oracle)(const void *args))
+{
+    pl->op = dsops_op_find(op);
+    if (!pl->op || pl->op->init(args, DSOPS_PRESET_V4_FLASH) != DSOPS_OK) {
+        printf("operator %s: no description or no V4 defaults (%s)\n", op, dsops_last_error());
+        exit(1);
+    }
+    pl->args = args;
+    pl->oracle = oracle;
+}
+
+dsops_tensor *v4p_member(const dsops_op_desc *op, void *args, const char *name)
+{
+    for (size_t i = 0; i < op->n_tensors; i++)
+        if (strcmp(op->tensors[i].name, name) == 0)
+            return (dsops_tensor *)((char *)args + op->tensors[i].offset);
+    printf("%s has no tensor %s\n", op->name, name);
+    exit(1);
+}
+
+dsops_tensor v4p_input(v4p_problem *pl, const char *name, dsops_dtype dt, int ndim, const int64_t *shape, int padded)
+{
+    v4p_buf *b = &pl->in[pl->nin++];
+    v4p_buf_make(b, name, dt, ndim, shape, padded);
+    return b->t;
+}
+
+void v4p_output(v4p_problem *pl, const char *name, dsops_dtype dt, int ndim, const int64_t *shape, int padded)
+{
+    v4p_buf *b = &pl->out[pl->nout++];
+    v4p_buf_make(b, name, dt, ndim, shape, padded);
+    *v4p_member(pl->op, pl->args, name) = b->t;
+}
+
+void v4p_free(v4p_problem *pl)
+{
+    for (int i = 0; i < pl->nin; i++)
+        v4p_buf_free(&pl->in[i]);
+    for (int i = 0; i < pl->nout; i++)
+        v4p_buf_free(&pl->out[i]);
+    free(pl);
+}
+
+void v4p_poison_outputs(v4p_problem *pl)
+{
+    for (int i = 0; i < pl->nout; i++)
+        v4p_buf_poison(&pl->out[i]);
+}
+
+void *v4p_record(const v4p_problem *pl, const dsops_prepared *prep)
+{
+    void *b = cases_xcalloc(1, pl->op->args_size);
+    memcpy(b, pl->args, pl->op->args_size);
+    memcpy((char *)b + pl->op->prepared_offset, &prep, sizeof prep);
+    return b;
+}
+
+v4p_ref v4p_reference(const v4p_problem *pl)
+{
+    void *a = v4p_record(pl, NULL);
+    v4p_buf dense[4];
+    for (int i = 0; i < pl->nout; i++) {
+        const v4p_buf *o = &pl->out[i];
+        v4p_buf_make(&dense[i], o->name, o->t.dtype, o->t.ndim, o->t.shape, 0);
+        *v4p_member(pl->op, a, o->name) = dense[i].t;
+    }
+    pl->oracle(a);
+    v4p_ref r = {{NULL, NULL, NULL, NULL}};
+    for (int i = 0; i < pl->nout; i++) {
+        r.v[i] = v4p_buf_widen(&dense[i]);
+        v4p_buf_free(&dense[i]);
+    }
+    free(a);
+    return r;
+}
+
+void v4p_ref_free(v4p_ref *r)
+{
+    for (int i = 0; i < 4; i++)
+        free(r->v[i]);
+}
+
+void v4p_rope_tables(v4p_problem *pl, dsops_dtype dt, int64_t T, int padded, rng *r, dsops_tensor *cos,
+                     dsops_tensor *sin)
+{
+    const int64_t s[2] = {T, 64};
+    *cos = v4p_input(pl, "rope_cos", dt, 2, s, padded);                         /* [T, 64] */
+    *sin = v4p_input(pl, "rope_sin", dt, 2, s, padded);                         /* [T, 64] */
+    cases_fill_view_uniform(cos, r, -1, 1);
+    cases_fill_view_uniform(sin, r, -1, 1);
+}
+
+void v4p_fill_q8_rows(const dsops_tensor *w, const dsops_tensor *scale, rng *r, float amp)
+{
+    const int64_t rows = w->shape[0], cols = w->shape[1];
+    float *v = cases_xcalloc((size_t)cols, sizeof(float));
+    int8_t *q = cases_xcalloc((size_t)cols, 1);
+    for (int64_t i = 0; i < rows; i++) {
+        for (int64_t k = 0; k < cols; k++)
+            v[k] = amp != 0.0f ? dsops_ref_f32_from_bf16(dsops_ref_bf16_from_f32(amp * cases_rng_uniform(r, -1, 1)))
+                               : (cases_rng_next(r) & 1 ? -1.0f : 0.0f);
+        float s;
+        dsops_ref_q8_group(v, cols, q, &s);
+        for (int64_t k = 0; k < cols; k++)
+            *(int8_t *)tf_eaddr(w, i, k, 0) = q[k];
+        v4p_set(scale, i, s);
+    }
+    free(v);
+    free(q);
 }

@@ -236,4 +236,23 @@ unsigned char *cases_gather(cases_each_written_fn each, const void *args, size_t
  * (a guard); never NULL, the caller frees. */
 void *cases_uniform_buffer(rng *r, dsops_dtype dt, size_t n, float lo, float hi);
 
+/* ---- the pieces the V4 prologs' problems (problems.h) share -------------------------------------- */
+
+/* pl for a problem of operator `op` whose call record is args (set to the V4 defaults; exits when op has no
+ * description or no V4 preset). */
+void v4p_init(v4p_problem *pl, const char *op, void *args, void (*oracle)(const void *args));
+/* An input [shape] in its own v4p_buf of pl (sentinel padding: NaN / -128). */
+dsops_tensor v4p_input(v4p_problem *pl, const char *name, dsops_dtype dt, int ndim, const int64_t *shape,
+                       int padded);
+/* An output [shape] in its own v4p_buf of pl, set as the record's member of that name. */
+void v4p_output(v4p_problem *pl, const char *name, dsops_dtype dt, int ndim, const int64_t *shape, int padded);
+/* Inputs rope_cos, rope_sin [T, 64] of dtype dt in their own v4p_bufs of pl, U(-1,1). */
+void v4p_rope_tables(v4p_problem *pl, dsops_dtype dt, int64_t T, int padded, rng *r, dsops_tensor *cos,
+                     dsops_tensor *sin);
+/* Rows of w [rows, cols] int8 = Q8 (spec §2.7) of a row of values; scale [rows] fp32. The values are the
+ * bf16 row amp * U(-1,1), or with amp V4P_SIGN_DATA values from {-1, 0}: Q8 gives {-127, 0} with scale 1/127
+ * (0 for a zero row), the docs/CASES.md sign data. */
+#define V4P_SIGN_DATA 0.0f
+void v4p_fill_q8_rows(const dsops_tensor *w, const dsops_tensor *scale, rng *r, float amp);
+
 #endif

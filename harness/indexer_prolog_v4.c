@@ -1,5 +1,5 @@
-/* indexer_prolog_v4 (spec §3.5; docs/CASES.md "indexer_prolog_v4"): the named cases, their data generator and
- * the bench adapter.
+/* indexer_prolog_v4 (spec §3.5; docs/CASES.md "indexer_prolog_v4"): the named cases, their data generator,
+ * the bench adapter and the adversarial problems of tests/test_v4_prologs.c (problems.h).
  *
  * Data (docs/CASES.md data seed 42):
  *   qr, idx_wq_b         int8 draws from {-1, 0} passed through Q8 per token / per output channel:
@@ -126,29 +126,18 @@ dsops_idxp4_problem *dsops_idxp4_problem_make(const dsops_idxp4_case *c, uint64_
     dsops_indexer_prolog_v4_args *a = &p->args;
     idxp4_defaults(a, DSOPS_PRESET_V4_FLASH);
     a->rope_inverse = 1; /* vendor parameters (spec §5) */
-    int64_t s1[1], s2[2], s3[3];
-    s2[0] = T, s2[1] = Q;
-    a->qr = dsops_tensor_make(qr, DSOPS_INT8, 2, s2);
-    s1[0] = T;
-    a->qr_scale = dsops_tensor_make(qr_scale, DSOPS_FP32, 1, s1);
-    s2[0] = T, s2[1] = H;
-    a->x = dsops_tensor_make(x, DSOPS_BF16, 2, s2);
-    s2[0] = NQ, s2[1] = Q;
-    a->idx_wq_b = dsops_tensor_make(wq_b, DSOPS_INT8, 2, s2);
-    s1[0] = NQ;
-    a->idx_wq_b_scale = dsops_tensor_make(wq_b_scale, DSOPS_FP32, 1, s1);
-    s2[0] = NI, s2[1] = H;
-    a->weights_proj = dsops_tensor_make(wproj, DSOPS_BF16, 2, s2);
-    s2[0] = T, s2[1] = 64;
-    a->rope_cos = dsops_tensor_make(cosb, DSOPS_BF16, 2, s2);
-    a->rope_sin = dsops_tensor_make(sinb, DSOPS_BF16, 2, s2);
-    s2[0] = DI, s2[1] = DI;
-    a->hadamard = dsops_tensor_make(had, DSOPS_BF16, 2, s2);
-    s3[0] = T, s3[1] = NI, s3[2] = DI;
-    a->q_idx = dsops_tensor_make(q_idx, DSOPS_INT8, 3, s3);
-    s2[0] = T, s2[1] = NI;
-    a->q_idx_scale = dsops_tensor_make(q_scale, DSOPS_FP16, 2, s2);
-    a->weights = dsops_tensor_make(weights, DSOPS_FP16, 2, s2);
+    a->qr = dsops_tensor_make(qr, DSOPS_INT8, 2, (int64_t[]){T, Q});
+    a->qr_scale = dsops_tensor_make(qr_scale, DSOPS_FP32, 1, (int64_t[]){T});
+    a->x = dsops_tensor_make(x, DSOPS_BF16, 2, (int64_t[]){T, H});
+    a->idx_wq_b = dsops_tensor_make(wq_b, DSOPS_INT8, 2, (int64_t[]){NQ, Q});
+    a->idx_wq_b_scale = dsops_tensor_make(wq_b_scale, DSOPS_FP32, 1, (int64_t[]){NQ});
+    a->weights_proj = dsops_tensor_make(wproj, DSOPS_BF16, 2, (int64_t[]){NI, H});
+    a->rope_cos = dsops_tensor_make(cosb, DSOPS_BF16, 2, (int64_t[]){T, 64});
+    a->rope_sin = dsops_tensor_make(sinb, DSOPS_BF16, 2, (int64_t[]){T, 64});
+    a->hadamard = dsops_tensor_make(had, DSOPS_BF16, 2, (int64_t[]){DI, DI});
+    a->q_idx = dsops_tensor_make(q_idx, DSOPS_INT8, 3, (int64_t[]){T, NI, DI});
+    a->q_idx_scale = dsops_tensor_make(q_scale, DSOPS_FP16, 2, (int64_t[]){T, NI});
+    a->weights = dsops_tensor_make(weights, DSOPS_FP16, 2, (int64_t[]){T, NI});
 
     p->flops = 2.0 * (double)T * ((double)Q * NQ + (double)H * NI + (double)NI * DI * DI);
     p->weight_bytes = (1.0 + 4.0 / (double)Q) * (double)NQ * Q + 2.0 * (double)NI * H + 2.0 * (double)DI * DI;
@@ -314,3 +303,65 @@ const bench_family bench_family_indexer_prolog_v4 = {
     .matmuls_prepare = idxp4_matmuls_prepare,
     .matmuls_run = idxp4_gemms_run,
 };
+
+/* ---- adversarial problems (problems.h) ------------------------------------------------------------ */
+
+static void i4_oracle(const void *args) { dsops_ref_indexer_prolog_v4(args); }
+
+i4_problem *i4_make(const i4_spec *sp, uint64_t seed)
+{
+    i4_problem *p = cases_xcalloc(1, sizeof *p);
+    v4p_init(&p->pl, "indexer_prolog_v4", &p->a, i4_oracle);
+    p->sp = *sp;
+    rng r = {seed};
+    const int64_t T = sp->T, H = sp->H, Q = sp->Q, NI = sp->NI, DI = sp->DI;
+    const dsops_dtype tdt = sp->table_dtype ? sp->table_dtype : DSOPS_BF16;
+    const dsops_dtype hdt = sp->had_dtype ? sp->had_dtype : DSOPS_BF16;
+    dsops_indexer_prolog_v4_args *a = &p->a;
+    a->rope_mode = sp->rope_mode;
+    a->rope_inverse = sp->rope_inverse;
+    if (sp->weights_scale != 0.0f)
+        a->weights_scale = sp->weights_scale;
+
+    int64_t s[3];
+    s[0] = T, s[1] = Q;
+    a->qr = v4p_input(&p->pl, "qr", DSOPS_INT8, 2, s, sp->padded);                 /* [T, Q] int8 */
+    s[0] = T;
+    a->qr_scale = v4p_input(&p->pl, "qr_scale", DSOPS_FP32, 1, s, 0);              /* [T] fp32 */
+    s[0] = NI * DI, s[1] = Q;
+    a->idx_wq_b = v4p_input(&p->pl, "idx_wq_b", DSOPS_INT8, 2, s, 0);              /* [NI*DI, Q] int8 */
+    s[0] = NI * DI;
+    a->idx_wq_b_scale = v4p_input(&p->pl, "idx_wq_b_scale", DSOPS_FP32, 1, s, 0);  /* [NI*DI] fp32 */
+    if (sp->sign_data) {
+        v4p_fill_q8_rows(&a->qr, &a->qr_scale, &r, V4P_SIGN_DATA);
+        v4p_fill_q8_rows(&a->idx_wq_b, &a->idx_wq_b_scale, &r, V4P_SIGN_DATA);
+    } else {
+        v4p_fill_q8_rows(&a->qr, &a->qr_scale, &r, 1.0f);
+        v4p_fill_q8_rows(&a->idx_wq_b, &a->idx_wq_b_scale, &r, 0.1f);
+    }
+    for (int64_t t = 0; t < sp->zero_tokens && t < T; t++) {
+        for (int64_t k = 0; k < Q; k++)
+            v4p_set(&a->qr, t * Q + k, 0.0f);
+        v4p_set(&a->qr_scale, t, 0.0f);
+    }
+    s[0] = T, s[1] = H;
+    a->x = v4p_input(&p->pl, "x", DSOPS_BF16, 2, s, sp->padded);                   /* [T, H] bf16 */
+    cases_fill_view_uniform(&a->x, &r, -1, 1);
+    s[0] = NI, s[1] = H;
+    a->weights_proj = v4p_input(&p->pl, "weights_proj", DSOPS_BF16, 2, s, 0);      /* [NI, H] bf16 */
+    cases_fill_view_uniform(&a->weights_proj, &r, -0.1f, 0.1f);
+    v4p_rope_tables(&p->pl, tdt, T, sp->padded, &r, &a->rope_cos, &a->rope_sin);
+    s[0] = DI, s[1] = DI;
+    a->hadamard = v4p_input(&p->pl, "hadamard", hdt, 2, s, 0);                     /* [DI, DI] */
+    if (sp->had == I4_HAD_SYLVESTER)
+        dsops_ref_hadamard_matrix(&a->hadamard);
+    else
+        cases_fill_view_uniform(&a->hadamard, &r, -1.0f / sqrtf((float)DI), 1.0f / sqrtf((float)DI));
+
+    s[0] = T, s[1] = NI, s[2] = DI;
+    v4p_output(&p->pl, "q_idx", DSOPS_INT8, 3, s, sp->padded);                    /* [T, NI, DI] int8 */
+    s[0] = T, s[1] = NI;
+    v4p_output(&p->pl, "q_idx_scale", DSOPS_FP16, 2, s, sp->padded);              /* [T, NI] fp16 */
+    v4p_output(&p->pl, "weights", DSOPS_FP16, 2, s, sp->padded);                  /* [T, NI] fp16 */
+    return p;
+}

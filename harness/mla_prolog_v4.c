@@ -1,5 +1,5 @@
-/* mla_prolog_v4 (spec §3.3; docs/CASES.md "mla_prolog_v4"): the named cases, their data generator and the
- * bench adapter.
+/* mla_prolog_v4 (spec §3.3; docs/CASES.md "mla_prolog_v4"): the named cases, their data generator, the
+ * bench adapter and the adversarial problems of tests/test_v4_prologs.c (problems.h).
  *
  * Data (the caller passes the seed; docs/CASES.md: 5):
  *   x                    U(-1,1) bf16                                                  [T, H]
@@ -105,35 +105,21 @@ dsops_mla4_problem *dsops_mla4_problem_make(const dsops_mla4_case *c, uint64_t s
 
     dsops_mla_prolog_v4_args *a = &p->args;
     mla4_defaults(a, c->H == 7168 ? DSOPS_PRESET_V4_PRO : DSOPS_PRESET_V4_FLASH);
-    int64_t s1[1], s2[2], s3[3];
-    s2[0] = T, s2[1] = H;
-    a->x = dsops_tensor_make(x, DSOPS_BF16, 2, s2);
-    s2[0] = Q;
-    a->wq_a = dsops_tensor_make(wq_a, DSOPS_BF16, 2, s2);
-    s1[0] = Q;
-    a->gamma_cq = dsops_tensor_make(g_cq, DSOPS_BF16, 1, s1);
-    s2[0] = ND, s2[1] = Q;
-    a->wq_b = dsops_tensor_make(wq_b, c->int8 ? DSOPS_INT8 : DSOPS_BF16, 2, s2);
-    if (c->int8) {
-        s1[0] = ND;
-        a->wq_b_scale = dsops_tensor_make(wq_b_scale, DSOPS_FP32, 1, s1);
-    }
-    s2[0] = D, s2[1] = H;
-    a->wkv = dsops_tensor_make(wkv, DSOPS_BF16, 2, s2);
-    s1[0] = D;
-    a->gamma_ckv = dsops_tensor_make(g_ckv, DSOPS_BF16, 1, s1);
-    s2[0] = T, s2[1] = 64;
-    a->rope_cos = dsops_tensor_make(cosb, DSOPS_BF16, 2, s2);
-    a->rope_sin = dsops_tensor_make(sinb, DSOPS_BF16, 2, s2);
-    s3[0] = T, s3[1] = N, s3[2] = D;
-    a->q = dsops_tensor_make(q, DSOPS_BF16, 3, s3);
-    s2[0] = T, s2[1] = D;
-    a->kv = dsops_tensor_make(kv, DSOPS_BF16, 2, s2);
-    s2[0] = T, s2[1] = Q;
-    a->qr = dsops_tensor_make(qr, c->int8 ? DSOPS_INT8 : DSOPS_BF16, 2, s2);
-    if (c->int8) {
-        s1[0] = T;
-        a->qr_scale = dsops_tensor_make(qr_scale, DSOPS_FP32, 1, s1);
+    const dsops_dtype wdt = c->int8 ? DSOPS_INT8 : DSOPS_BF16;
+    a->x = dsops_tensor_make(x, DSOPS_BF16, 2, (int64_t[]){T, H});
+    a->wq_a = dsops_tensor_make(wq_a, DSOPS_BF16, 2, (int64_t[]){Q, H});
+    a->gamma_cq = dsops_tensor_make(g_cq, DSOPS_BF16, 1, (int64_t[]){Q});
+    a->wq_b = dsops_tensor_make(wq_b, wdt, 2, (int64_t[]){ND, Q});
+    a->wkv = dsops_tensor_make(wkv, DSOPS_BF16, 2, (int64_t[]){D, H});
+    a->gamma_ckv = dsops_tensor_make(g_ckv, DSOPS_BF16, 1, (int64_t[]){D});
+    a->rope_cos = dsops_tensor_make(cosb, DSOPS_BF16, 2, (int64_t[]){T, 64});
+    a->rope_sin = dsops_tensor_make(sinb, DSOPS_BF16, 2, (int64_t[]){T, 64});
+    a->q = dsops_tensor_make(q, DSOPS_BF16, 3, (int64_t[]){T, N, D});
+    a->kv = dsops_tensor_make(kv, DSOPS_BF16, 2, (int64_t[]){T, D});
+    a->qr = dsops_tensor_make(qr, wdt, 2, (int64_t[]){T, Q});
+    if (c->int8) { /* the scales of wq_b's rows and of qr's tokens */
+        a->wq_b_scale = dsops_tensor_make(wq_b_scale, DSOPS_FP32, 1, (int64_t[]){ND});
+        a->qr_scale = dsops_tensor_make(qr_scale, DSOPS_FP32, 1, (int64_t[]){T});
     }
 
     p->flops = 2.0 * (double)T * ((double)H * Q + (double)Q * ND + (double)H * D);
@@ -317,3 +303,73 @@ const bench_family bench_family_mla_prolog_v4 = {
     .matmuls_prepare = mla4_matmuls_prepare,
     .matmuls_run = mla4_gemms_run,
 };
+
+/* ---- adversarial problems (problems.h) ------------------------------------------------------------ */
+
+static void m4_oracle(const void *args) { dsops_ref_mla_prolog_v4(args); }
+
+m4_problem *m4_make(const m4_spec *sp, uint64_t seed)
+{
+    m4_problem *p = cases_xcalloc(1, sizeof *p);
+    v4p_init(&p->pl, "mla_prolog_v4", &p->a, m4_oracle);
+    p->sp = *sp;
+    rng r = {seed};
+    const int64_t T = sp->T, H = sp->H, Q = sp->Q, N = sp->N, D = sp->D, ND = N * D;
+    const dsops_dtype gdt = sp->gamma_dtype ? sp->gamma_dtype : DSOPS_BF16;
+    const dsops_dtype gkdt = sp->gckv_dtype ? sp->gckv_dtype : gdt;
+    const dsops_dtype tdt = sp->table_dtype ? sp->table_dtype : DSOPS_BF16;
+    dsops_mla_prolog_v4_args *a = &p->a;
+    a->rope_mode = sp->rope_mode;
+    a->rope_inverse = sp->rope_inverse;
+    if (sp->eps_qh > 0)
+        a->eps_qh = sp->eps_qh;
+
+    int64_t s[3];
+    s[0] = T, s[1] = H;
+    a->x = v4p_input(&p->pl, "x", DSOPS_BF16, 2, s, sp->padded);                  /* [T, H] bf16 */
+    cases_fill_view_uniform(&a->x, &r, -1, 1);
+    for (int64_t t = 0; t < sp->zero_tokens && t < T; t++)
+        for (int64_t k = 0; k < H; k++)
+            v4p_set(&a->x, t * H + k, 0.0f);
+    s[0] = Q, s[1] = H;
+    a->wq_a = v4p_input(&p->pl, "wq_a", DSOPS_BF16, 2, s, 0);                     /* [Q, H] bf16 */
+    cases_fill_view_uniform(&a->wq_a, &r, -0.1f, 0.1f);
+    s[0] = Q;
+    a->gamma_cq = v4p_input(&p->pl, "gamma_cq", gdt, 1, s, 0);                    /* [Q] */
+    cases_fill_view_uniform(&a->gamma_cq, &r, sp->zero_gamma_cq ? 0 : -1, sp->zero_gamma_cq ? 0 : 1);
+    s[0] = ND, s[1] = Q;
+    a->wq_b = v4p_input(&p->pl, "wq_b", sp->int8 ? DSOPS_INT8 : DSOPS_BF16, 2, s, 0); /* [N*D, Q] */
+    if (sp->int8) {
+        s[0] = ND;
+        a->wq_b_scale = v4p_input(&p->pl, "wq_b_scale", DSOPS_FP32, 1, s, 0);    /* [N*D] fp32 */
+        if (sp->int8_extreme) {
+            for (int64_t e = 0; e < ND * Q; e++)
+                v4p_set(&a->wq_b, e, cases_rng_next(&r) & 1 ? 127.0f : -128.0f);
+            for (int64_t e = 0; e < ND; e++)
+                v4p_set(&a->wq_b_scale, e, 1e-3f);
+        } else {
+            v4p_fill_q8_rows(&a->wq_b, &a->wq_b_scale, &r, 0.1f);
+        }
+    } else {
+        cases_fill_view_uniform(&a->wq_b, &r, -0.1f, 0.1f);
+    }
+    s[0] = D, s[1] = H;
+    a->wkv = v4p_input(&p->pl, "wkv", DSOPS_BF16, 2, s, 0);                       /* [D, H] bf16 */
+    cases_fill_view_uniform(&a->wkv, &r, -0.1f, 0.1f);
+    s[0] = D;
+    a->gamma_ckv = v4p_input(&p->pl, "gamma_ckv", gkdt, 1, s, 0);                 /* [D] */
+    cases_fill_view_uniform(&a->gamma_ckv, &r, -1, 1);
+    v4p_rope_tables(&p->pl, tdt, T, sp->padded, &r, &a->rope_cos, &a->rope_sin);
+
+    s[0] = T, s[1] = N, s[2] = D;
+    v4p_output(&p->pl, "q", DSOPS_BF16, 3, s, sp->padded);                        /* [T, N, D] bf16 */
+    s[0] = T, s[1] = D;
+    v4p_output(&p->pl, "kv", DSOPS_BF16, 2, s, sp->padded);                       /* [T, D] bf16 */
+    s[0] = T, s[1] = Q;
+    v4p_output(&p->pl, "qr", sp->int8 ? DSOPS_INT8 : DSOPS_BF16, 2, s, sp->padded); /* [T, Q] */
+    if (sp->int8) {
+        s[0] = T;
+        v4p_output(&p->pl, "qr_scale", DSOPS_FP32, 1, s, 0);                     /* [T] fp32 */
+    }
+    return p;
+}

@@ -456,4 +456,125 @@ void hpost_make(hpost_problem *p, int64_t T, int64_t HC, int64_t H, dsops_dtype 
                 float hi, uint64_t *rng_state);
 void hpost_free(hpost_problem *p);
 
+/* ---- mla_prolog_v4, indexer_prolog_v4 (harness/mla_prolog_v4.c, harness/indexer_prolog_v4.c; the pieces
+ * both use in cases_common.c) ------------------------------------------------------------------------ */
+
+#define V4P_LEAD 16   /* sentinel elements before every view of a v4p_buf */
+#define V4P_GUARD 67  /* sentinel elements after it */
+
+/* A buffer holding one view, with sentinel zones before and after it and in its padding: outputs (an
+ * unwritten element cannot pass a comparison, a write outside the view shows) and inputs (a read outside
+ * the elements shows in the results). */
+typedef struct v4p_buf {
+    const char *name;          /* the view's member of the call record */
+    dsops_tensor t;
+    unsigned char *buf;        /* whole buffer */
+    size_t bytes;
+} v4p_buf;
+
+/* Sentinel bits of dtype dt (dsops_dtype_size(dt) bytes into pat): NaN for the float types, -128 for int8
+ * (Q8 never produces it). */
+void v4p_sentinel(dsops_dtype dt, unsigned char *pat);
+/* b holds a [shape] view of dtype dt: dense, or with `padded` every outer stride larger than the dense one
+ * (the inner stride stays 1, 1-D views stay dense); the whole buffer holds the sentinel. */
+void v4p_buf_make(v4p_buf *b, const char *name, dsops_dtype dt, int ndim, const int64_t *shape, int padded);
+void v4p_buf_free(v4p_buf *b);
+/* The whole buffer (view, padding, zones) back to the sentinel. */
+void v4p_buf_poison(v4p_buf *b);
+/* The elements widened to fp32, in logical order (caller frees). */
+float *v4p_buf_widen(const v4p_buf *b);
+
+/* Elements of a view of rank <= 3; element e in logical row-major order: its address, its value as fp32, and
+ * v stored rounded to the view's dtype (int8: truncated). */
+int64_t v4p_numel(const dsops_tensor *t);
+unsigned char *v4p_elem(const dsops_tensor *t, int64_t e);
+float v4p_get(const dsops_tensor *t, int64_t e);
+void v4p_set(const dsops_tensor *t, int64_t e, float v);
+
+/* A problem of mla_prolog_v4 or indexer_prolog_v4 as either operator's description (dsops_op_find) sees it:
+ * the call record, its inputs and its outputs (each named as its member of the record), and the oracle.
+ * The first member of each operator's problem (m4_problem, i4_problem). */
+typedef struct v4p_problem {
+    const dsops_op_desc *op;   /* call, prepare, the record's tensors by name */
+    void *args;                /* the problem's call record */
+    v4p_buf in[16];
+    int nin;
+    v4p_buf out[4];
+    int nout;
+    void (*oracle)(const void *args);
+} v4p_problem;
+
+/* Oracle results, dense and widened to fp32, in the order of the problem's outputs. */
+typedef struct v4p_ref {
+    float *v[4];
+} v4p_ref;
+
+/* The tensor member `name` of a call record of op (exits when op has none). */
+dsops_tensor *v4p_member(const dsops_op_desc *op, void *args, const char *name);
+/* The output bytes of every element (outputs in order, each in logical order), for bitwise comparisons of two
+ * runs. Caller frees; *len receives the length. */
+unsigned char *v4p_gather(const v4p_problem *pl, size_t *len);
+/* Every output buffer back to its sentinel (before a call). */
+void v4p_poison_outputs(v4p_problem *pl);
+/* A copy of the record with `prep` as its prepared object (caller frees). */
+void *v4p_record(const v4p_problem *pl, const dsops_prepared *prep);
+/* The oracle on the record, into dense outputs of the same shapes. */
+v4p_ref v4p_reference(const v4p_problem *pl);
+void v4p_ref_free(v4p_ref *r);
+/* Frees the buffers and the problem that pl heads. */
+void v4p_free(v4p_problem *pl);
+
+typedef struct m4_spec {
+    int T, H, Q, N, D;
+    int int8;                  /* int8 wq_b (Q8 per row of the bf16 draw) */
+    dsops_rope_mode rope_mode;
+    int rope_inverse;
+    dsops_dtype gamma_dtype;   /* gamma_cq and gamma_ckv (0: bf16) */
+    dsops_dtype gckv_dtype;    /* gamma_ckv only, overrides gamma_dtype (0: as gamma_dtype) */
+    dsops_dtype table_dtype;   /* rope_cos, rope_sin (0: bf16) */
+    int padded;                /* x, the tables and the 2-D / 3-D outputs with padded outer strides */
+    int zero_tokens;           /* the first tokens' x rows are all zero */
+    int zero_gamma_cq;         /* gamma_cq = 0: cq = 0 for every token */
+    int int8_extreme;          /* int8 wq_b only -128 / 127 (scales 1e-3) */
+    float eps_qh;              /* 0: the preset's */
+} m4_spec;
+
+typedef struct m4_problem {
+    v4p_problem pl;            /* outputs q, kv, qr, qr_scale (int8) */
+    m4_spec sp;
+    dsops_mla_prolog_v4_args a;
+} m4_problem;
+
+/* x U(-1,1); wq_a, wq_b, wkv U(-0.1,0.1) bf16 (int8 wq_b: Q8 rows of that draw); gammas and tables U(-1,1);
+ * freed with v4p_free(&p->pl). */
+m4_problem *m4_make(const m4_spec *sp, uint64_t seed);
+
+typedef enum i4_had {
+    I4_HAD_RANDOM = 0,         /* U(-1,1) / sqrt(DI) */
+    I4_HAD_SYLVESTER = 1       /* the normalised Sylvester matrix (DI a power of 2) */
+} i4_had;
+
+typedef struct i4_spec {
+    int T, H, Q, NI, DI;
+    dsops_rope_mode rope_mode;
+    int rope_inverse;
+    dsops_dtype table_dtype;   /* 0: bf16 */
+    dsops_dtype had_dtype;     /* 0: bf16 */
+    i4_had had;
+    int padded;                /* qr, x, the tables and the 2-D / 3-D outputs with padded outer strides */
+    int zero_tokens;           /* the first tokens' qr rows are 0 with qr_scale 0 */
+    int sign_data;             /* qr and idx_wq_b from {-1, 0} through Q8 (the docs/CASES.md data) */
+    float weights_scale;       /* 0: the preset's */
+} i4_spec;
+
+typedef struct i4_problem {
+    v4p_problem pl;            /* outputs q_idx, q_idx_scale, weights */
+    i4_spec sp;
+    dsops_indexer_prolog_v4_args a;
+} i4_problem;
+
+/* qr, idx_wq_b Q8 rows of U(-1,1) / U(-0.1,0.1) bf16 draws (or of {-1, 0}), x U(-1,1), weights_proj
+ * U(-0.1,0.1), tables U(-1,1); freed with v4p_free(&p->pl). */
+i4_problem *i4_make(const i4_spec *sp, uint64_t seed);
+
 #endif

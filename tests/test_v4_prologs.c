@@ -17,6 +17,9 @@
  *  - the oracles themselves against an independent fp64 evaluation of the Math on the small problems;
  *  - the case tables of docs/CASES.md ("mla_prolog_v4", "indexer_prolog_v4") and their generated data; the
  *    CI cases themselves run in tests/test_cases.c.
+ * The problems (m4_make, i4_make: guarded views, edge data, the oracle's results) are built in the family files
+ * (harness/mla_prolog_v4.c, harness/indexer_prolog_v4.c, section "adversarial problems"; problems.h); the checks
+ * are here.
  * Usage: test_v4_prologs [label filter]. */
 #include <math.h>
 #include <stdio.h>
@@ -36,9 +39,6 @@ static const tu_tol TOL_INT8 = {1, 0, 0};                     /* int8 qr, q_idx 
 static const tu_tol TOL_QR_SCALE = {2.5e-5, 0.005, 0.005};    /* qr_scale */
 static const tu_tol TOL_IDX = {1e-4, 0.007825, 0.005};        /* q_idx_scale, weights */
 
-#define LEAD 16   /* sentinel elements before every output view */
-#define GUARD 67  /* sentinel elements after every output view */
-
 /* ---- helpers ------------------------------------------------------------------------------------ */
 
 static float f16_value(uint16_t h)
@@ -48,159 +48,16 @@ static float f16_value(uint16_t h)
     return f;
 }
 
-/* Sentinel bits per dtype: NaN for the float types (an unwritten element cannot pass a comparison), -128
- * for int8 (Q8 never produces it). */
-static void sentinel(dsops_dtype dt, unsigned char *pat)
-{
-    const uint32_t f32 = 0x7fa5a5a5u;
-    const uint16_t bf = 0x7fa5u, hf = 0x7ea5u;
-    switch (dt) {
-    case DSOPS_FP32: memcpy(pat, &f32, 4); break;
-    case DSOPS_BF16: memcpy(pat, &bf, 2); break;
-    case DSOPS_FP16: memcpy(pat, &hf, 2); break;
-    default: pat[0] = 0x80; break;
-    }
-}
-
-/* ---- tensor views in test buffers ------------------------------------------------------------------- */
-
-/* Strides of a [shape] view: dense, or padded (every outer stride larger than the dense one; the inner
- * stride stays 1, and 1-D views stay dense). Returns the elements the view spans. */
-static int64_t view_strides(int ndim, const int64_t *shape, int padded, int64_t *stride)
-{
-    int64_t span = 1;
-    stride[ndim - 1] = 1;
-    for (int d = ndim - 2; d >= 0; d--)
-        stride[d] = stride[d + 1] * (shape[d + 1] > 0 ? shape[d + 1] : 1) + (padded ? 3 + 2 * d : 0);
-    for (int d = 0; d < ndim; d++) {
-        if (shape[d] == 0)
-            return 0;
-        span += (shape[d] - 1) * stride[d];
-    }
-    return span;
-}
-
-static unsigned char *elem_at(const dsops_tensor *t, int64_t i0, int64_t i1, int64_t i2)
-{
-    int64_t off = i0 * t->stride[0];
-    if (t->ndim > 1)
-        off += i1 * t->stride[1];
-    if (t->ndim > 2)
-        off += i2 * t->stride[2];
-    return (unsigned char *)t->data + off * (int64_t)dsops_dtype_size(t->dtype);
-}
-
-static int64_t numel(const dsops_tensor *t)
-{
-    int64_t n = 1;
-    for (int d = 0; d < t->ndim; d++)
-        n *= t->shape[d];
-    return n;
-}
-
-/* Element e (logical row-major order) of a view of rank <= 3. */
-static unsigned char *elem_lin(const dsops_tensor *t, int64_t e)
-{
-    int64_t i[3] = {0, 0, 0};
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        i[d] = e % t->shape[d];
-        e /= t->shape[d];
-    }
-    return elem_at(t, i[0], i[1], i[2]);
-}
-
-static float get_f(const dsops_tensor *t, int64_t e)
-{
-    const unsigned char *p = elem_lin(t, e);
-    switch (t->dtype) {
-    case DSOPS_FP32: { float v; memcpy(&v, p, 4); return v; }
-    case DSOPS_BF16: { uint16_t h; memcpy(&h, p, 2); return tu_f32(h); }
-    case DSOPS_FP16: { uint16_t h; memcpy(&h, p, 2); return f16_value(h); }
-    case DSOPS_INT8: return (float)*(const int8_t *)p;
-    default: return NAN;
-    }
-}
-
-static void set_f(const dsops_tensor *t, int64_t e, float v)
-{
-    unsigned char *p = elem_lin(t, e);
-    if (t->dtype == DSOPS_FP32) {
-        memcpy(p, &v, 4);
-    } else if (t->dtype == DSOPS_FP16) {
-        uint16_t h;
-        dsops_fp32_to_fp16(&v, &h, 1);
-        memcpy(p, &h, 2);
-    } else if (t->dtype == DSOPS_INT8) {
-        *(int8_t *)p = (int8_t)v;
-    } else {
-        uint16_t h = tu_bf16(v);
-        memcpy(p, &h, 2);
-    }
-}
-
-/* A buffer holding one view, with sentinel zones before and after it (outputs) or NaN padding (inputs). */
-typedef struct obuf {
-    const char *name;
-    dsops_tensor t;
-    unsigned char *buf;  /* whole buffer */
-    size_t bytes;
-    int owned;
-} obuf;
-
-static void ob_fill_sentinel(unsigned char *p, size_t bytes, dsops_dtype dt)
-{
-    unsigned char pat[4];
-    const size_t es = dsops_dtype_size(dt);
-    sentinel(dt, pat);
-    for (size_t i = 0; i < bytes; i++)
-        p[i] = pat[i % es];
-}
-
-static void ob_make(obuf *o, const char *name, dsops_dtype dt, int ndim, const int64_t *shape, int padded)
-{
-    memset(o, 0, sizeof *o);
-    o->name = name;
-    int64_t stride[3];
-    const int64_t span = view_strides(ndim, shape, padded, stride);
-    const size_t es = dsops_dtype_size(dt);
-    o->bytes = (size_t)(LEAD + span + GUARD) * es;
-    o->buf = tu_calloc(o->bytes, 1);
-    o->owned = 1;
-    ob_fill_sentinel(o->buf, o->bytes, dt);
-    o->t = dsops_tensor_make(o->buf + LEAD * es, dt, ndim, shape);
-    for (int d = 0; d < ndim; d++)
-        o->t.stride[d] = stride[d];
-}
-
-static void ob_free(obuf *o)
-{
-    if (o->owned)
-        free(o->buf);
-    o->buf = NULL;
-}
-
-static void ob_poison(obuf *o) { ob_fill_sentinel(o->buf, o->bytes, o->t.dtype); }
-
-/* The elements widened to fp32, in logical order (caller frees). */
-static float *ob_widen(const obuf *o)
-{
-    const int64_t n = numel(&o->t);
-    float *f = tu_calloc((size_t)n, sizeof(float));
-    for (int64_t e = 0; e < n; e++)
-        f[e] = get_f(&o->t, e);
-    return f;
-}
-
 /* Every element differs from the sentinel (was written). */
-static int ob_all_written(const obuf *o, const char *label)
+static int buf_all_written(const v4p_buf *o, const char *label)
 {
     unsigned char pat[4];
     const size_t es = dsops_dtype_size(o->t.dtype);
-    sentinel(o->t.dtype, pat);
-    const int64_t n = numel(&o->t);
+    v4p_sentinel(o->t.dtype, pat);
+    const int64_t n = v4p_numel(&o->t);
     int64_t missing = 0, first = -1;
     for (int64_t e = 0; e < n; e++)
-        if (memcmp(elem_lin(&o->t, e), pat, es) == 0) {
+        if (memcmp(v4p_elem(&o->t, e), pat, es) == 0) {
             if (first < 0)
                 first = e;
             missing++;
@@ -210,18 +67,18 @@ static int ob_all_written(const obuf *o, const char *label)
 }
 
 /* Every byte of the buffer that is not an element of the view still holds the sentinel. */
-static int ob_outside_kept(const obuf *o, const char *label)
+static int buf_outside_kept(const v4p_buf *o, const char *label)
 {
     unsigned char pat[4];
     const size_t es = dsops_dtype_size(o->t.dtype);
-    sentinel(o->t.dtype, pat);
+    v4p_sentinel(o->t.dtype, pat);
     unsigned char *copy = tu_calloc(o->bytes, 1);
     memcpy(copy, o->buf, o->bytes);
     dsops_tensor v = o->t;
     v.data = copy + ((unsigned char *)o->t.data - o->buf);
-    const int64_t n = numel(&v);
+    const int64_t n = v4p_numel(&v);
     for (int64_t e = 0; e < n; e++)
-        memcpy(elem_lin(&v, e), pat, es);
+        memcpy(v4p_elem(&v, e), pat, es);
     size_t bad = 0, first = 0;
     for (size_t i = 0; i < o->bytes; i++)
         if (copy[i] != pat[i % es]) {
@@ -234,100 +91,18 @@ static int ob_outside_kept(const obuf *o, const char *label)
                     label, o->name, bad, first, o->bytes);
 }
 
-/* Appends the raw bytes of every element (logical order) to *dst (grown as needed). */
-static void ob_gather(const obuf *o, unsigned char **dst, size_t *len)
-{
-    const size_t es = dsops_dtype_size(o->t.dtype);
-    const int64_t n = numel(&o->t);
-    *dst = realloc(*dst, *len + (size_t)n * es + 1);
-    if (!*dst)
-        exit(1);
-    for (int64_t e = 0; e < n; e++)
-        memcpy(*dst + *len + (size_t)e * es, elem_lin(&o->t, e), es);
-    *len += (size_t)n * es;
-}
-
-static unsigned char *gather_all(const obuf *outs, int nout, size_t *len)
-{
-    unsigned char *g = NULL;
-    *len = 0;
-    for (int i = 0; i < nout; i++)
-        ob_gather(&outs[i], &g, len);
-    return g;
-}
-
-/* An input view in a fresh buffer whose padding (and the zones around the view) hold the NaN / -128
- * sentinel, so that a read outside the elements shows in the results. */
-typedef struct inputs {
-    obuf b[16];
-    int n;
-} inputs;
-
-static dsops_tensor in_make(inputs *in, const char *name, dsops_dtype dt, int ndim, const int64_t *shape, int padded)
-{
-    obuf *o = &in->b[in->n++];
-    ob_make(o, name, dt, ndim, shape, padded);
-    return o->t;
-}
-
-static void in_free(inputs *in)
-{
-    for (int i = 0; i < in->n; i++)
-        ob_free(&in->b[i]);
-    in->n = 0;
-}
-
-static void fill_uniform(const dsops_tensor *t, tu_rng *r, float lo, float hi)
-{
-    const int64_t n = numel(t);
-    for (int64_t e = 0; e < n; e++)
-        set_f(t, e, tu_rng_uniform(r, lo, hi));
-}
-
-/* The inputs rope_cos, rope_sin [T, 64] of dtype dt, U(-1,1). */
-static void in_rope_tables(inputs *in, dsops_dtype dt, int64_t T, int padded, tu_rng *r, dsops_tensor *cos,
-                           dsops_tensor *sin)
-{
-    const int64_t s[2] = {T, 64};
-    *cos = in_make(in, "rope_cos", dt, 2, s, padded);                           /* [T, 64] */
-    *sin = in_make(in, "rope_sin", dt, 2, s, padded);                           /* [T, 64] */
-    fill_uniform(cos, r, -1, 1);
-    fill_uniform(sin, r, -1, 1);
-}
-
-/* Rows of w [rows, cols] int8 = Q8 (spec §2.7) of a row of values; scale [rows] fp32. The values are the
- * bf16 row amp * U(-1,1), or with amp 0 values from {-1, 0}: Q8 gives {-127, 0} with scale 1/127 (0 for a
- * zero row), the docs/CASES.md sign data. */
-#define SIGN_DATA 0.0f /* the amp of fill_q8_rows for values from {-1, 0} */
-
-static void fill_q8_rows(const dsops_tensor *w, const dsops_tensor *scale, tu_rng *r, float amp)
-{
-    const int64_t rows = w->shape[0], cols = w->shape[1];
-    float *v = tu_calloc((size_t)cols, sizeof(float));
-    int8_t *q = tu_calloc((size_t)cols, 1);
-    for (int64_t i = 0; i < rows; i++) {
-        for (int64_t k = 0; k < cols; k++)
-            v[k] = amp != 0.0f ? tu_round_bf16(amp * tu_rng_uniform(r, -1, 1)) : (tu_rng_u64(r) & 1 ? -1.0f : 0.0f);
-        float s;
-        dsops_ref_q8_group(v, cols, q, &s);
-        for (int64_t k = 0; k < cols; k++)
-            *(int8_t *)elem_at(w, i, k, 0) = q[k];
-        set_f(scale, i, s);
-    }
-    free(v);
-    free(q);
-}
-
 /* Compares one output (library, widened) with the oracle's (dense, widened). */
-static int compare_out(const char *label, const obuf *o, const float *ref, tu_tol tol)
+static int compare_out(const char *label, const v4p_buf *o, const float *ref, tu_tol tol)
 {
     char l[400];
     snprintf(l, sizeof l, "%s %s", label, o->name);
-    float *f = ob_widen(o);
-    int ok = tu_compare_close(l, f, ref, (size_t)numel(&o->t), tol, NULL);
+    float *f = v4p_buf_widen(o);
+    int ok = tu_compare_close(l, f, ref, (size_t)v4p_numel(&o->t), tol, NULL);
     free(f);
     return ok;
 }
+
+/* ---- the shadow path: an independent fp64 evaluation of the Math (its one copy; it checks the oracles) ---- */
 
 /* fp64 -> bf16 -> fp64, one rounding (the shadow evaluations below). */
 static double rb(double v) { return (double)tu_f32(dsops_ref_bf16_from_f64(v)); }
@@ -357,7 +132,7 @@ static void shadow_rot(const double *x, const double *c, const double *s_in, dso
 static void shadow_tables(const dsops_tensor *cos, const dsops_tensor *sin, int64_t t, double *c, double *s)
 {
     for (int e = 0; e < 64; e++)
-        c[e] = get_f(cos, t * 64 + e), s[e] = get_f(sin, t * 64 + e);
+        c[e] = v4p_get(cos, t * 64 + e), s[e] = v4p_get(sin, t * 64 + e);
 }
 
 /* The rotation of the last 64 of v[0 .. n-1] in place, each result rounded to bf16. */
@@ -391,128 +166,34 @@ static void shadow_q8(const double *v, int64_t n, double *q, double *scale)
  * either operator, as its description (dsops_op_find) sees it
  * ================================================================================================== */
 
-/* Oracle results, dense and widened, in the order of the problem's outputs. */
-typedef struct ref_outs {
-    float *v[4];
-} ref_outs;
-
-typedef struct prolog prolog;
-
-/* A problem of mla_prolog_v4 or indexer_prolog_v4 as the shared runs see it: the operator's description
- * (call, prepare, the record's tensors by name), the call record, its inputs and its outputs (each obuf
- * named as its member of the record), and what differs between the operators. The first member of each
- * operator's problem struct, which the problem's functions convert back. */
-struct prolog {
-    const dsops_op_desc *op;
-    void *args;                /* the problem's call record */
-    inputs in;
-    obuf out[4];
-    int nout;
-    void (*oracle)(const void *args);
-    /* the oracle's results against an independent fp64 evaluation (small problems) */
-    void (*shadow)(const char *label, const prolog *pl, const ref_outs *r);
-    /* the library's outputs on one tier against the oracle's: tolerances and exact edge results */
-    void (*compare)(const char *label, const prolog *pl, const ref_outs *r);
-};
-
-/* pl for a problem of operator `op` whose call record is args (set to the V4 defaults). */
-static void prolog_init(prolog *pl, const char *op, void *args, void (*oracle)(const void *args),
-                        void (*shadow)(const char *, const prolog *, const ref_outs *),
-                        void (*compare)(const char *, const prolog *, const ref_outs *))
-{
-    pl->op = dsops_op_find(op);
-    if (!pl->op || pl->op->init(args, DSOPS_PRESET_V4_FLASH) != DSOPS_OK) {
-        printf("operator %s: no description or no V4 defaults (%s)\n", op, dsops_last_error());
-        exit(1);
-    }
-    pl->args = args;
-    pl->oracle = oracle, pl->shadow = shadow, pl->compare = compare;
-}
-
-/* The tensor member `name` of a call record of op. */
-static dsops_tensor *member(const dsops_op_desc *op, void *args, const char *name)
-{
-    for (size_t i = 0; i < op->n_tensors; i++)
-        if (strcmp(op->tensors[i].name, name) == 0)
-            return (dsops_tensor *)((char *)args + op->tensors[i].offset);
-    printf("%s has no tensor %s\n", op->name, name);
-    exit(1);
-}
-
-/* An output [shape] in a sentinel-framed buffer, set as the record's member of that name. */
-static void prolog_output(prolog *pl, const char *name, dsops_dtype dt, int ndim, const int64_t *shape, int padded)
-{
-    obuf *o = &pl->out[pl->nout++];
-    ob_make(o, name, dt, ndim, shape, padded);
-    *member(pl->op, pl->args, name) = o->t;
-}
-
-/* Frees the buffers and the problem that pl heads. */
-static void prolog_free(prolog *pl)
-{
-    in_free(&pl->in);
-    for (int i = 0; i < pl->nout; i++)
-        ob_free(&pl->out[i]);
-    free(pl);
-}
-
-/* A copy of the record with `prep` as its prepared object (caller frees). */
-static void *prolog_record(const prolog *pl, const dsops_prepared *prep)
-{
-    void *b = tu_calloc(1, pl->op->args_size);
-    memcpy(b, pl->args, pl->op->args_size);
-    memcpy((char *)b + pl->op->prepared_offset, &prep, sizeof prep);
-    return b;
-}
+/* The checks of one operator: the library's outputs on one tier against the oracle's (tolerances and exact
+ * edge results), and the oracle's results against an independent fp64 evaluation (small problems). */
+typedef struct prolog_checks {
+    void (*compare)(const char *label, const v4p_problem *pl, const v4p_ref *r);
+    void (*shadow)(const char *label, const v4p_problem *pl, const v4p_ref *r);
+} prolog_checks;
 
 /* One call of the library with `args` (the record or a variant of it): sentinels in the outputs first. */
-static dsops_status prolog_call(prolog *pl, const void *args)
+static dsops_status prolog_call(v4p_problem *pl, const void *args)
 {
-    for (int i = 0; i < pl->nout; i++)
-        ob_poison(&pl->out[i]);
+    v4p_poison_outputs(pl);
     return pl->op->call(ctx, args);
 }
 
-static dsops_status prolog_call_prepared(prolog *pl, const dsops_prepared *prep)
+static dsops_status prolog_call_prepared(v4p_problem *pl, const dsops_prepared *prep)
 {
-    void *b = prolog_record(pl, prep);
+    void *b = v4p_record(pl, prep);
     const dsops_status st = prolog_call(pl, b);
     free(b);
     return st;
 }
 
-/* The oracle on the record, into dense outputs of the same shapes. */
-static ref_outs prolog_reference(const prolog *pl)
-{
-    void *a = prolog_record(pl, NULL);
-    obuf dense[4];
-    for (int i = 0; i < pl->nout; i++) {
-        const obuf *o = &pl->out[i];
-        ob_make(&dense[i], o->name, o->t.dtype, o->t.ndim, o->t.shape, 0);
-        *member(pl->op, a, o->name) = dense[i].t;
-    }
-    pl->oracle(a);
-    ref_outs r = {{NULL, NULL, NULL, NULL}};
-    for (int i = 0; i < pl->nout; i++) {
-        r.v[i] = ob_widen(&dense[i]);
-        ob_free(&dense[i]);
-    }
-    free(a);
-    return r;
-}
-
-static void ref_free(ref_outs *r)
-{
-    for (int i = 0; i < 4; i++)
-        free(r->v[i]);
-}
-
 /* The oracle's outputs against a shadow evaluation: shadow[i] (fp64, dense) for output i, with tols[i]. */
-static void compare_shadow(const char *label, const prolog *pl, const ref_outs *r, double *const *shadow,
+static void compare_shadow(const char *label, const v4p_problem *pl, const v4p_ref *r, double *const *shadow,
                            const tu_tol *tols)
 {
     for (int i = 0; i < pl->nout; i++) {
-        const size_t n = (size_t)numel(&pl->out[i].t);
+        const size_t n = (size_t)v4p_numel(&pl->out[i].t);
         float *f = tu_calloc(n, sizeof(float));
         for (size_t e = 0; e < n; e++)
             f[e] = (float)shadow[i][e];
@@ -525,21 +206,21 @@ static void compare_shadow(const char *label, const prolog *pl, const ref_outs *
 
 /* A prepared object made from the record's weights, then the call with it: bitwise the results the
  * unprepared call just left, and nothing written outside the outputs. */
-static void check_prepared_equal(const char *label, prolog *pl)
+static void check_prepared_equal(const char *label, v4p_problem *pl)
 {
     size_t n1, n2;
-    unsigned char *g1 = gather_all(pl->out, pl->nout, &n1);
+    unsigned char *g1 = v4p_gather(pl, &n1);
     dsops_prepared *prep = NULL;
     dsops_status st = pl->op->prepare(ctx, pl->args, &prep);
     if (tu_check(st == DSOPS_OK && prep, "%s: prepare: status %s (%s)", label, dsops_status_name(st), dsops_last_error())) {
         st = prolog_call_prepared(pl, prep);
         if (tu_check(st == DSOPS_OK, "%s prepared: status %s (%s)", label, dsops_status_name(st), dsops_last_error())) {
-            unsigned char *g2 = gather_all(pl->out, pl->nout, &n2);
+            unsigned char *g2 = v4p_gather(pl, &n2);
             char l[400];
             snprintf(l, sizeof l, "%s: the prepared call", label);
             tu_check_same_bytes(l, g2, n2, g1, n1, "the unprepared one");
             for (int i = 0; i < pl->nout; i++)
-                ob_outside_kept(&pl->out[i], label);
+                buf_outside_kept(&pl->out[i], label);
             free(g2);
         }
         dsops_prepared_destroy(prep);
@@ -549,37 +230,37 @@ static void check_prepared_equal(const char *label, prolog *pl)
 
 /* The call on the current tier: every output element written, nothing else touched, the operator's
  * comparison with the oracle; then the same with a prepared object. */
-static void prolog_run_tier(prolog *pl, const ref_outs *r, const char *label)
+static void prolog_run_tier(v4p_problem *pl, const v4p_ref *r, const prolog_checks *ck, const char *label)
 {
     dsops_status st = prolog_call(pl, pl->args);
     if (!tu_check(st == DSOPS_OK, "%s: status %s (%s)", label, dsops_status_name(st), dsops_last_error()))
         return;
     for (int i = 0; i < pl->nout; i++) {
-        ob_all_written(&pl->out[i], label);
-        ob_outside_kept(&pl->out[i], label);
+        buf_all_written(&pl->out[i], label);
+        buf_outside_kept(&pl->out[i], label);
     }
-    pl->compare(label, pl, r);
+    ck->compare(label, pl, r);
     check_prepared_equal(label, pl);
 }
 
 /* A labelled problem (made from the label's seed): the oracle, its shadow evaluation when the problem is
  * small, then every tier from scalar up. Frees the problem. */
-static void prolog_run(const char *label, prolog *pl, int small)
+static void prolog_run(const char *label, v4p_problem *pl, int small, const prolog_checks *ck)
 {
-    ref_outs r = prolog_reference(pl);
+    v4p_ref r = v4p_reference(pl);
     if (small)
-        pl->shadow(label, pl, &r);
+        ck->shadow(label, pl, &r);
     char l[300];
     for (int isa = -1; tu_next_tier(ctx, &isa, label, l, sizeof l);)
-        prolog_run_tier(pl, &r, l);
+        prolog_run_tier(pl, &r, ck, l);
     tu_set_tier(ctx, dsops_isa_detected());
-    ref_free(&r);
-    prolog_free(pl);
+    v4p_ref_free(&r);
+    v4p_free(pl);
 }
 
 /* The call with args (a record holding a prepared object that does not fit it) is rejected with
  * DSOPS_ERR_PARAM, naming "prepared", before anything is written. */
-static void expect_prepared_rejected(const char *label, prolog *pl, const void *args)
+static void expect_prepared_rejected(const char *label, v4p_problem *pl, const void *args)
 {
     dsops_status st = prolog_call(pl, args);
     tu_check(st == DSOPS_ERR_PARAM, "%s: status %s (%s), expected DSOPS_ERR_PARAM", label, dsops_status_name(st),
@@ -587,7 +268,7 @@ static void expect_prepared_rejected(const char *label, prolog *pl, const void *
     tu_check(st == DSOPS_OK || strstr(dsops_last_error(), "prepared") != NULL, "%s: message \"%s\" lacks \"prepared\"",
              label, dsops_last_error());
     for (int i = 0; i < pl->nout; i++)
-        ob_outside_kept(&pl->out[i], label); /* nothing written: every byte still the sentinel */
+        buf_outside_kept(&pl->out[i], label); /* nothing written: every byte still the sentinel */
 }
 
 /* Weights that a prepared object packs, in groups swapped together (a weight and its scale). */
@@ -597,13 +278,13 @@ typedef struct weight_group {
 
 /* prep (made from pl's weights) on calls of pl whose weights of one group are other's (same shapes, other
  * memory): each rejected; labels "<what> other <weight>". */
-static void expect_other_weights_rejected(const char *what, prolog *pl, prolog *other, const dsops_prepared *prep,
-                                          const weight_group *groups, int ngroups)
+static void expect_other_weights_rejected(const char *what, v4p_problem *pl, v4p_problem *other,
+                                          const dsops_prepared *prep, const weight_group *groups, int ngroups)
 {
     for (int g = 0; g < ngroups; g++) {
-        void *b = prolog_record(pl, prep);
+        void *b = v4p_record(pl, prep);
         for (int k = 0; k < 2 && groups[g].name[k]; k++)
-            *member(pl->op, b, groups[g].name[k]) = *member(other->op, other->args, groups[g].name[k]);
+            *v4p_member(pl->op, b, groups[g].name[k]) = *v4p_member(other->op, other->args, groups[g].name[k]);
         char l[200];
         snprintf(l, sizeof l, "%s other %s", what, groups[g].name[0]);
         expect_prepared_rejected(l, pl, b);
@@ -614,35 +295,14 @@ static void expect_other_weights_rejected(const char *what, prolog *pl, prolog *
 /* The call's output bytes, for rc_check_threads. */
 static unsigned char *prolog_run_gather(void *problem, size_t *n, dsops_status *st)
 {
-    prolog *pl = problem;
+    v4p_problem *pl = problem;
     *st = prolog_call(pl, pl->args);
-    return *st == DSOPS_OK ? gather_all(pl->out, pl->nout, n) : NULL;
+    return *st == DSOPS_OK ? v4p_gather(pl, n) : NULL;
 }
 
 /* ==================================================================================================
  * mla_prolog_v4
  * ================================================================================================== */
-
-typedef struct m4_spec {
-    int T, H, Q, N, D;
-    int int8;                  /* int8 wq_b (Q8 per row of the bf16 draw) */
-    dsops_rope_mode rope_mode;
-    int rope_inverse;
-    dsops_dtype gamma_dtype;   /* gamma_cq and gamma_ckv (0: bf16) */
-    dsops_dtype gckv_dtype;    /* gamma_ckv only, overrides gamma_dtype (0: as gamma_dtype) */
-    dsops_dtype table_dtype;   /* rope_cos, rope_sin (0: bf16) */
-    int padded;                /* x, the tables and the 2-D / 3-D outputs with padded outer strides */
-    int zero_tokens;           /* the first tokens' x rows are all zero */
-    int zero_gamma_cq;         /* gamma_cq = 0: cq = 0 for every token */
-    int int8_extreme;          /* int8 wq_b only -128 / 127 (scales 1e-3) */
-    float eps_qh;              /* 0: the preset's */
-} m4_spec;
-
-typedef struct m4_problem {
-    prolog pl;                 /* outputs q, kv, qr, qr_scale (int8) */
-    m4_spec sp;
-    dsops_mla_prolog_v4_args a;
-} m4_problem;
 
 /* q[t] from a given qr[t] (and, int8, qr_scale[t]): steps 3 (3'), 4, 5 of §3.3 in the oracle's order (fp32
  * sums in ascending k or exact int32 dots, two fp32 multiplies, fp32 RMSNorm, bf16, rotation). */
@@ -653,18 +313,18 @@ static void m4_q_from_qr(const dsops_mla_prolog_v4_args *a, int64_t t, const dso
     float *qb = tu_calloc((size_t)ND, sizeof(float)), *v = tu_calloc((size_t)D, sizeof(float));
     float c[64], s[64], y[64];
     for (int e = 0; e < 64; e++)
-        c[e] = get_f(&a->rope_cos, t * 64 + e), s[e] = get_f(&a->rope_sin, t * 64 + e);
+        c[e] = v4p_get(&a->rope_cos, t * 64 + e), s[e] = v4p_get(&a->rope_sin, t * 64 + e);
     for (int64_t n = 0; n < ND; n++) {
         if (int8) {
             int32_t dot = 0;
             for (int64_t k = 0; k < Q; k++)
-                dot += (int32_t) * (const int8_t *)elem_at(qr, t, k, 0) *
-                       (int32_t) * (const int8_t *)elem_at(&a->wq_b, n, k, 0);
-            qb[n] = ((float)dot * qs) * get_f(&a->wq_b_scale, n);
+                dot += (int32_t) * (const int8_t *)tf_eaddr(qr, t, k, 0) *
+                       (int32_t) * (const int8_t *)tf_eaddr(&a->wq_b, n, k, 0);
+            qb[n] = ((float)dot * qs) * v4p_get(&a->wq_b_scale, n);
         } else {
             float acc = 0.0f;
             for (int64_t k = 0; k < Q; k++)
-                acc += get_f(qr, t * Q + k) * get_f(&a->wq_b, n * Q + k);
+                acc += v4p_get(qr, t * Q + k) * v4p_get(&a->wq_b, n * Q + k);
             qb[n] = tu_round_bf16(acc);
         }
     }
@@ -688,11 +348,11 @@ static void m4_check_zero_cq(const char *label, const m4_problem *p, int64_t tok
     int64_t bad = 0;
     for (int64_t t = 0; t < tokens; t++) {
         for (int64_t e = 0; e < N * D; e++)
-            bad += get_f(&p->pl.out[0].t, t * N * D + e) != 0.0f;
+            bad += v4p_get(&p->pl.out[0].t, t * N * D + e) != 0.0f;
         for (int64_t e = 0; e < Q; e++)
-            bad += get_f(&p->pl.out[2].t, t * Q + e) != 0.0f;
+            bad += v4p_get(&p->pl.out[2].t, t * Q + e) != 0.0f;
         if (p->pl.nout > 3)
-            bad += get_f(&p->pl.out[3].t, t) != 0.0f;
+            bad += v4p_get(&p->pl.out[3].t, t) != 0.0f;
     }
     tu_check(bad == 0, "%s: %lld values of the all-zero-cq tokens (q, qr, qr_scale) are not 0", label, (long long)bad);
 }
@@ -703,11 +363,11 @@ static void m4_check_zero_cq(const char *label, const m4_problem *p, int64_t tok
  * whole token by ~1e-3 in absolute terms: beyond 1e-4 + 2^-7 |q| for the ~10 % of elements with |q| < 0.1
  * (int8) or for the rotated elements whose random-table rotation cancels (bf16). So q of a token whose qr
  * row differs is compared with the oracle's steps 3-5 applied to the library's qr row. */
-static void m4_compare(const char *label, const prolog *pl, const ref_outs *r)
+static void m4_compare(const char *label, const v4p_problem *pl, const v4p_ref *r)
 {
     const m4_problem *p = (const m4_problem *)pl;
     const dsops_mla_prolog_v4_args *a = &p->a;
-    const obuf *outs = pl->out;
+    const v4p_buf *outs = pl->out;
     const int int8 = p->sp.int8;
     const float *q_ref = r->v[0];
     float *qc = NULL;
@@ -716,14 +376,14 @@ static void m4_compare(const char *label, const prolog *pl, const ref_outs *r)
     for (int64_t t = 0; t < T; t++) {
         int differs = 0;
         for (int64_t k = 0; k < Q && !differs; k++)
-            differs = get_f(&outs[2].t, t * Q + k) != r->v[2][t * Q + k];
+            differs = v4p_get(&outs[2].t, t * Q + k) != r->v[2][t * Q + k];
         if (!differs)
             continue;
         if (!qc) {
             qc = tu_calloc((size_t)(T * ND), sizeof(float));
             memcpy(qc, r->v[0], sizeof(float) * (size_t)(T * ND));
         }
-        m4_q_from_qr(a, t, &outs[2].t, int8 ? get_f(&outs[3].t, t) : 0.0f, qc + t * ND);
+        m4_q_from_qr(a, t, &outs[2].t, int8 ? v4p_get(&outs[3].t, t) : 0.0f, qc + t * ND);
         conditioned++;
     }
     if (qc) {
@@ -753,7 +413,7 @@ static double shadow_proj(const dsops_tensor *x, const dsops_tensor *w, int64_t 
     for (int64_t n = 0; n < rows; n++) {
         double acc = 0;
         for (int64_t k = 0; k < H; k++)
-            acc += (double)get_f(x, t * H + k) * get_f(w, n * H + k);
+            acc += (double)v4p_get(x, t * H + k) * v4p_get(w, n * H + k);
         out[n] = int8 ? acc : rb(acc);
         sumsq += out[n] * out[n];
     }
@@ -762,7 +422,7 @@ static double shadow_proj(const dsops_tensor *x, const dsops_tensor *w, int64_t 
 
 /* An independent fp64 evaluation of §3.3 on a small problem (the oracle's structure: head and dimension
  * mapping, the rotated slice, rounding points, the order of the scale multiplies). */
-static void m4_shadow_check(const char *label, const prolog *pl, const ref_outs *r)
+static void m4_shadow_check(const char *label, const v4p_problem *pl, const v4p_ref *r)
 {
     const dsops_mla_prolog_v4_args *a = pl->args;
     const int64_t T = a->x.shape[0], Q = a->wq_a.shape[0], D = a->wkv.shape[0];
@@ -778,7 +438,7 @@ static void m4_shadow_check(const char *label, const prolog *pl, const ref_outs 
         const double ss = shadow_proj(&a->x, &a->wq_a, t, int8, av);
         const double rq = sqrt(ss / (double)Q + a->eps_cq);
         for (int64_t n = 0; n < Q; n++) {
-            cq[n] = av[n] / rq * get_f(&a->gamma_cq, n);
+            cq[n] = av[n] / rq * v4p_get(&a->gamma_cq, n);
             if (!int8)
                 cq[n] = rb(cq[n]);
         }
@@ -790,8 +450,8 @@ static void m4_shadow_check(const char *label, const prolog *pl, const ref_outs 
             for (int64_t n = 0; n < ND; n++) {
                 double dot = 0;
                 for (int64_t k = 0; k < Q; k++)
-                    dot += (double)oqr[k] * get_f(&a->wq_b, n * Q + k);
-                qb[n] = dot * r->v[3][t] * get_f(&a->wq_b_scale, n);
+                    dot += (double)oqr[k] * v4p_get(&a->wq_b, n * Q + k);
+                qb[n] = dot * r->v[3][t] * v4p_get(&a->wq_b_scale, n);
             }
         } else {
             for (int64_t n = 0; n < Q; n++)
@@ -799,7 +459,7 @@ static void m4_shadow_check(const char *label, const prolog *pl, const ref_outs 
             for (int64_t n = 0; n < ND; n++) {
                 double acc = 0;
                 for (int64_t k = 0; k < Q; k++)
-                    acc += (double)oqr[k] * get_f(&a->wq_b, n * Q + k);
+                    acc += (double)oqr[k] * v4p_get(&a->wq_b, n * Q + k);
                 qb[n] = rb(acc);
             }
         }
@@ -816,7 +476,7 @@ static void m4_shadow_check(const char *label, const prolog *pl, const ref_outs 
         const double sk = shadow_proj(&a->x, &a->wkv, t, int8, v);
         const double rk = sqrt(sk / (double)D + a->eps_ckv);
         for (int64_t d = 0; d < D; d++)
-            v[d] = rb(v[d] / rk * get_f(&a->gamma_ckv, d));
+            v[d] = rb(v[d] / rk * v4p_get(&a->gamma_ckv, d));
         shadow_rot_tail(v, D, c, s, a->rope_mode, a->rope_inverse);
         memcpy(kv + t * D, v, sizeof(double) * (size_t)D);
     }
@@ -825,94 +485,23 @@ static void m4_shadow_check(const char *label, const prolog *pl, const ref_outs 
     free(q), free(kv), free(qr), free(qs), free(av), free(cq), free(qb), free(v);
 }
 
-static void m4_oracle(const void *args) { dsops_ref_mla_prolog_v4(args); }
-
-static m4_problem *m4_make(const m4_spec *sp, uint64_t seed)
-{
-    m4_problem *p = tu_calloc(1, sizeof *p);
-    prolog_init(&p->pl, "mla_prolog_v4", &p->a, m4_oracle, m4_shadow_check, m4_compare);
-    p->sp = *sp;
-    tu_rng r;
-    tu_rng_seed(&r, seed);
-    const int64_t T = sp->T, H = sp->H, Q = sp->Q, N = sp->N, D = sp->D, ND = N * D;
-    const dsops_dtype gdt = sp->gamma_dtype ? sp->gamma_dtype : DSOPS_BF16;
-    const dsops_dtype gkdt = sp->gckv_dtype ? sp->gckv_dtype : gdt;
-    const dsops_dtype tdt = sp->table_dtype ? sp->table_dtype : DSOPS_BF16;
-    dsops_mla_prolog_v4_args *a = &p->a;
-    a->rope_mode = sp->rope_mode;
-    a->rope_inverse = sp->rope_inverse;
-    if (sp->eps_qh > 0)
-        a->eps_qh = sp->eps_qh;
-
-    int64_t s[3];
-    s[0] = T, s[1] = H;
-    a->x = in_make(&p->pl.in, "x", DSOPS_BF16, 2, s, sp->padded);                 /* [T, H] bf16 */
-    fill_uniform(&a->x, &r, -1, 1);
-    for (int64_t t = 0; t < sp->zero_tokens && t < T; t++)
-        for (int64_t k = 0; k < H; k++)
-            set_f(&a->x, t * H + k, 0.0f);
-    s[0] = Q, s[1] = H;
-    a->wq_a = in_make(&p->pl.in, "wq_a", DSOPS_BF16, 2, s, 0);                    /* [Q, H] bf16 */
-    fill_uniform(&a->wq_a, &r, -0.1f, 0.1f);
-    s[0] = Q;
-    a->gamma_cq = in_make(&p->pl.in, "gamma_cq", gdt, 1, s, 0);                   /* [Q] */
-    fill_uniform(&a->gamma_cq, &r, sp->zero_gamma_cq ? 0 : -1, sp->zero_gamma_cq ? 0 : 1);
-    s[0] = ND, s[1] = Q;
-    a->wq_b = in_make(&p->pl.in, "wq_b", sp->int8 ? DSOPS_INT8 : DSOPS_BF16, 2, s, 0); /* [N*D, Q] */
-    if (sp->int8) {
-        s[0] = ND;
-        a->wq_b_scale = in_make(&p->pl.in, "wq_b_scale", DSOPS_FP32, 1, s, 0);   /* [N*D] fp32 */
-        if (sp->int8_extreme) {
-            for (int64_t e = 0; e < ND * Q; e++)
-                set_f(&a->wq_b, e, tu_rng_u64(&r) & 1 ? 127.0f : -128.0f);
-            for (int64_t e = 0; e < ND; e++)
-                set_f(&a->wq_b_scale, e, 1e-3f);
-        } else {
-            fill_q8_rows(&a->wq_b, &a->wq_b_scale, &r, 0.1f);
-        }
-    } else {
-        fill_uniform(&a->wq_b, &r, -0.1f, 0.1f);
-    }
-    s[0] = D, s[1] = H;
-    a->wkv = in_make(&p->pl.in, "wkv", DSOPS_BF16, 2, s, 0);                      /* [D, H] bf16 */
-    fill_uniform(&a->wkv, &r, -0.1f, 0.1f);
-    s[0] = D;
-    a->gamma_ckv = in_make(&p->pl.in, "gamma_ckv", gkdt, 1, s, 0);                /* [D] */
-    fill_uniform(&a->gamma_ckv, &r, -1, 1);
-    in_rope_tables(&p->pl.in, tdt, T, sp->padded, &r, &a->rope_cos, &a->rope_sin);
-
-    s[0] = T, s[1] = N, s[2] = D;
-    prolog_output(&p->pl, "q", DSOPS_BF16, 3, s, sp->padded);                  /* [T, N, D] bf16 */
-    s[0] = T, s[1] = D;
-    prolog_output(&p->pl, "kv", DSOPS_BF16, 2, s, sp->padded);                 /* [T, D] bf16 */
-    s[0] = T, s[1] = Q;
-    prolog_output(&p->pl, "qr", sp->int8 ? DSOPS_INT8 : DSOPS_BF16, 2, s, sp->padded); /* [T, Q] */
-    if (sp->int8) {
-        s[0] = T;
-        prolog_output(&p->pl, "qr_scale", DSOPS_FP32, 1, s, 0);               /* [T] fp32 */
-    }
-    return p;
-}
+static const prolog_checks M4_CHECKS = {m4_compare, m4_shadow_check};
 
 static void m4_run(const char *label, const m4_spec *sp)
 {
-    if (!tu_selected(label))
-        return;
-    m4_problem *p = m4_make(sp, tu_label_seed(label));
-    prolog_run(label, &p->pl, (double)sp->T * sp->N * sp->D * sp->Q < 4e7);
+    if (tu_selected(label))
+        prolog_run(label, &m4_make(sp, tu_label_seed(label))->pl, (double)sp->T * sp->N * sp->D * sp->Q < 4e7,
+                   &M4_CHECKS);
 }
 
 /* T 5, H 96, Q 80, N 3, D 128 */
 static m4_spec m4_base(int int8)
 {
-    m4_spec s;
-    memset(&s, 0, sizeof s);
-    s.T = 5, s.H = 96, s.Q = 80, s.N = 3, s.D = 128;
-    s.int8 = int8;
-    s.rope_mode = DSOPS_ROPE_INTERLEAVED;
-    return s;
+    return (m4_spec){.T = 5, .H = 96, .Q = 80, .N = 3, .D = 128, .int8 = int8, .rope_mode = DSOPS_ROPE_INTERLEAVED};
 }
 
+/* A case list, alike in shape to test_idx_small's on purpose: a base spec and one changed field per labelled
+ * problem, so that each label reads as its own case. */
 static void test_mla_small(void)
 {
     char label[160];
@@ -982,30 +571,9 @@ static void test_mla_small(void)
  * indexer_prolog_v4
  * ================================================================================================== */
 
-typedef enum i4_had { HAD_RANDOM = 0, HAD_SYLVESTER = 1 } i4_had;
-
-typedef struct i4_spec {
-    int T, H, Q, NI, DI;
-    dsops_rope_mode rope_mode;
-    int rope_inverse;
-    dsops_dtype table_dtype;   /* 0: bf16 */
-    dsops_dtype had_dtype;     /* 0: bf16 */
-    i4_had had;                /* random U(-1,1)/sqrt(DI) or the normalised Sylvester matrix (DI a power of 2) */
-    int padded;                /* qr, x, the tables and the 2-D / 3-D outputs with padded outer strides */
-    int zero_tokens;           /* the first tokens' qr rows are 0 with qr_scale 0 */
-    int sign_data;             /* qr and idx_wq_b from {-1, 0} through Q8 (the docs/CASES.md data) */
-    float weights_scale;       /* 0: the preset's */
-} i4_spec;
-
-typedef struct i4_problem {
-    prolog pl;                 /* outputs q_idx, q_idx_scale, weights */
-    i4_spec sp;
-    dsops_indexer_prolog_v4_args a;
-} i4_problem;
-
 /* The library's outputs against the oracle: tolerances, and q_idx / q_idx_scale exactly 0 for the tokens
  * whose qr row is 0. */
-static void i4_compare(const char *label, const prolog *pl, const ref_outs *r)
+static void i4_compare(const char *label, const v4p_problem *pl, const v4p_ref *r)
 {
     const i4_problem *p = (const i4_problem *)pl;
     compare_out(label, &pl->out[0], r->v[0], TOL_INT8);
@@ -1017,15 +585,15 @@ static void i4_compare(const char *label, const prolog *pl, const ref_outs *r)
         int64_t bad = 0;
         const int64_t NI = p->sp.NI, DI = p->sp.DI;
         for (int64_t e = 0; e < zt * NI * DI; e++)
-            bad += get_f(&pl->out[0].t, e) != 0.0f;
+            bad += v4p_get(&pl->out[0].t, e) != 0.0f;
         for (int64_t e = 0; e < zt * NI; e++)
-            bad += get_f(&pl->out[1].t, e) != 0.0f;
+            bad += v4p_get(&pl->out[1].t, e) != 0.0f;
         tu_check(bad == 0, "%s: %lld values of q_idx / q_idx_scale of the zero tokens are not 0", label, (long long)bad);
     }
 }
 
 /* An independent fp64 evaluation of §3.5 on a small problem. */
-static void i4_shadow_check(const char *label, const prolog *pl, const ref_outs *r)
+static void i4_shadow_check(const char *label, const v4p_problem *pl, const v4p_ref *r)
 {
     const dsops_indexer_prolog_v4_args *a = pl->args;
     const int64_t T = a->x.shape[0], H = a->x.shape[1], Q = a->qr.shape[1];
@@ -1040,22 +608,22 @@ static void i4_shadow_check(const char *label, const prolog *pl, const ref_outs 
                 const int64_t n = h * DI + d;
                 double dot = 0;
                 for (int64_t k = 0; k < Q; k++)
-                    dot += (double)get_f(&a->qr, t * Q + k) * get_f(&a->idx_wq_b, n * Q + k);
+                    dot += (double)v4p_get(&a->qr, t * Q + k) * v4p_get(&a->idx_wq_b, n * Q + k);
                 /* (dot * qr_scale) * idx_wq_b_scale: fp32 products, as the Math */
-                u[d] = rb((double)(((float)dot * get_f(&a->qr_scale, t)) * get_f(&a->idx_wq_b_scale, n)));
+                u[d] = rb((double)(((float)dot * v4p_get(&a->qr_scale, t)) * v4p_get(&a->idx_wq_b_scale, n)));
             }
             shadow_rot_tail(u, DI, c, s, a->rope_mode, a->rope_inverse);
             for (int64_t j = 0; j < DI; j++) {
                 double acc = 0;
                 for (int64_t k = 0; k < DI; k++)
-                    acc += u[k] * get_f(&a->hadamard, k * DI + j);
+                    acc += u[k] * v4p_get(&a->hadamard, k * DI + j);
                 hq[j] = rb(acc);
             }
             shadow_q8(hq, DI, qi + (t * NI + h) * DI, &qs[t * NI + h]);
             qs[t * NI + h] = f16_value(dsops_ref_fp16_from_f32((float)qs[t * NI + h]));
             double acc = 0;
             for (int64_t k = 0; k < H; k++)
-                acc += (double)get_f(&a->x, t * H + k) * get_f(&a->weights_proj, h * H + k);
+                acc += (double)v4p_get(&a->x, t * H + k) * v4p_get(&a->weights_proj, h * H + k);
             w[t * NI + h] = f16_value(dsops_ref_fp16_from_f32((float)(rb(acc) * a->weights_scale)));
         }
     }
@@ -1064,85 +632,21 @@ static void i4_shadow_check(const char *label, const prolog *pl, const ref_outs 
     free(qi), free(qs), free(w), free(u), free(hq);
 }
 
-static void i4_oracle(const void *args) { dsops_ref_indexer_prolog_v4(args); }
-
-static i4_problem *i4_make(const i4_spec *sp, uint64_t seed)
-{
-    i4_problem *p = tu_calloc(1, sizeof *p);
-    prolog_init(&p->pl, "indexer_prolog_v4", &p->a, i4_oracle, i4_shadow_check, i4_compare);
-    p->sp = *sp;
-    tu_rng r;
-    tu_rng_seed(&r, seed);
-    const int64_t T = sp->T, H = sp->H, Q = sp->Q, NI = sp->NI, DI = sp->DI;
-    const dsops_dtype tdt = sp->table_dtype ? sp->table_dtype : DSOPS_BF16;
-    const dsops_dtype hdt = sp->had_dtype ? sp->had_dtype : DSOPS_BF16;
-    dsops_indexer_prolog_v4_args *a = &p->a;
-    a->rope_mode = sp->rope_mode;
-    a->rope_inverse = sp->rope_inverse;
-    if (sp->weights_scale != 0.0f)
-        a->weights_scale = sp->weights_scale;
-
-    int64_t s[3];
-    s[0] = T, s[1] = Q;
-    a->qr = in_make(&p->pl.in, "qr", DSOPS_INT8, 2, s, sp->padded);                /* [T, Q] int8 */
-    s[0] = T;
-    a->qr_scale = in_make(&p->pl.in, "qr_scale", DSOPS_FP32, 1, s, 0);             /* [T] fp32 */
-    s[0] = NI * DI, s[1] = Q;
-    a->idx_wq_b = in_make(&p->pl.in, "idx_wq_b", DSOPS_INT8, 2, s, 0);             /* [NI*DI, Q] int8 */
-    s[0] = NI * DI;
-    a->idx_wq_b_scale = in_make(&p->pl.in, "idx_wq_b_scale", DSOPS_FP32, 1, s, 0); /* [NI*DI] fp32 */
-    if (sp->sign_data) {
-        fill_q8_rows(&a->qr, &a->qr_scale, &r, SIGN_DATA);
-        fill_q8_rows(&a->idx_wq_b, &a->idx_wq_b_scale, &r, SIGN_DATA);
-    } else {
-        fill_q8_rows(&a->qr, &a->qr_scale, &r, 1.0f);
-        fill_q8_rows(&a->idx_wq_b, &a->idx_wq_b_scale, &r, 0.1f);
-    }
-    for (int64_t t = 0; t < sp->zero_tokens && t < T; t++) {
-        for (int64_t k = 0; k < Q; k++)
-            set_f(&a->qr, t * Q + k, 0.0f);
-        set_f(&a->qr_scale, t, 0.0f);
-    }
-    s[0] = T, s[1] = H;
-    a->x = in_make(&p->pl.in, "x", DSOPS_BF16, 2, s, sp->padded);                  /* [T, H] bf16 */
-    fill_uniform(&a->x, &r, -1, 1);
-    s[0] = NI, s[1] = H;
-    a->weights_proj = in_make(&p->pl.in, "weights_proj", DSOPS_BF16, 2, s, 0);     /* [NI, H] bf16 */
-    fill_uniform(&a->weights_proj, &r, -0.1f, 0.1f);
-    in_rope_tables(&p->pl.in, tdt, T, sp->padded, &r, &a->rope_cos, &a->rope_sin);
-    s[0] = DI, s[1] = DI;
-    a->hadamard = in_make(&p->pl.in, "hadamard", hdt, 2, s, 0);                    /* [DI, DI] */
-    if (sp->had == HAD_SYLVESTER)
-        dsops_ref_hadamard_matrix(&a->hadamard);
-    else
-        fill_uniform(&a->hadamard, &r, -1.0f / sqrtf((float)DI), 1.0f / sqrtf((float)DI));
-
-    s[0] = T, s[1] = NI, s[2] = DI;
-    prolog_output(&p->pl, "q_idx", DSOPS_INT8, 3, s, sp->padded);               /* [T, NI, DI] int8 */
-    s[0] = T, s[1] = NI;
-    prolog_output(&p->pl, "q_idx_scale", DSOPS_FP16, 2, s, sp->padded);         /* [T, NI] fp16 */
-    prolog_output(&p->pl, "weights", DSOPS_FP16, 2, s, sp->padded);             /* [T, NI] fp16 */
-    return p;
-}
+static const prolog_checks I4_CHECKS = {i4_compare, i4_shadow_check};
 
 static void i4_run(const char *label, const i4_spec *sp)
 {
-    if (!tu_selected(label))
-        return;
-    i4_problem *p = i4_make(sp, tu_label_seed(label));
-    prolog_run(label, &p->pl, (double)sp->T * sp->NI * sp->DI * (sp->Q + sp->DI) < 4e7);
+    if (tu_selected(label))
+        prolog_run(label, &i4_make(sp, tu_label_seed(label))->pl,
+                   (double)sp->T * sp->NI * sp->DI * (sp->Q + sp->DI) < 4e7, &I4_CHECKS);
 }
 
 /* T 5, H 96, Q 80, NI 3, DI 96 (random matrix). The case list below mirrors test_mla_small on purpose: a base
  * spec and one changed field per labelled problem, so that each label reads as its own case. */
 static i4_spec i4_base(void)
 {
-    i4_spec s;
-    memset(&s, 0, sizeof s);
-    s.T = 5, s.H = 96, s.Q = 80, s.NI = 3, s.DI = 96;
-    s.rope_mode = DSOPS_ROPE_INTERLEAVED;
-    s.had = HAD_RANDOM;
-    return s;
+    return (i4_spec){.T = 5, .H = 96, .Q = 80, .NI = 3, .DI = 96, .rope_mode = DSOPS_ROPE_INTERLEAVED,
+                     .had = I4_HAD_RANDOM};
 }
 
 static void test_idx_small(void)
@@ -1151,7 +655,7 @@ static void test_idx_small(void)
     i4_spec s = i4_base();
     i4_run("idx4_h96_q80_ni3_di96_random", &s);
     s.DI = 64;
-    s.had = HAD_SYLVESTER;
+    s.had = I4_HAD_SYLVESTER;
     i4_run("idx4_h96_q80_ni3_di64_sylvester", &s);
     s.DI = 128;
     i4_run("idx4_h96_q80_ni3_di128_sylvester", &s);
@@ -1165,7 +669,7 @@ static void test_idx_small(void)
         for (int inv = 0; inv < 2; inv++) {
             s = i4_base();
             s.DI = 64 + 32 * ((m + inv) % 3); /* 64, 96, 128 */
-            s.had = s.DI == 96 ? HAD_RANDOM : HAD_SYLVESTER;
+            s.had = s.DI == 96 ? I4_HAD_RANDOM : I4_HAD_SYLVESTER;
             s.rope_mode = (dsops_rope_mode)m;
             s.rope_inverse = inv;
             s.table_dtype = inv ? DSOPS_FP32 : DSOPS_BF16;
@@ -1201,7 +705,7 @@ static void test_idx_small(void)
     }
     /* the V4 head dim, several tiles in every dimension */
     s = i4_base();
-    s.T = tu_quick() ? 3 : 9, s.H = 256, s.Q = 192, s.NI = 8, s.DI = 128, s.had = HAD_SYLVESTER;
+    s.T = tu_quick() ? 3 : 9, s.H = 256, s.Q = 192, s.NI = 8, s.DI = 128, s.had = I4_HAD_SYLVESTER;
     i4_run("idx4_h256_q192_ni8_di128", &s);
 }
 
@@ -1232,13 +736,13 @@ static void test_prepared_mismatch(void)
             b.wq_a = p->a.wq_a, b.wq_b = p->a.wq_b, b.wq_b_scale = p->a.wq_b_scale, b.wkv = p->a.wkv;
             st = prolog_call(&q->pl, &b);
             size_t n1 = 0, n2 = 0;
-            unsigned char *g1 = st == DSOPS_OK ? gather_all(q->pl.out, q->pl.nout, &n1) : NULL;
+            unsigned char *g1 = st == DSOPS_OK ? v4p_gather(&q->pl, &n1) : NULL;
             b.prepared = prep;
             dsops_status st2 = prolog_call(&q->pl, &b);
             tu_check(st == DSOPS_OK && st2 == DSOPS_OK, "prepared_mismatch mla reuse with other activations: %s / %s (%s)",
                      dsops_status_name(st), dsops_status_name(st2), dsops_last_error());
             if (g1 && st2 == DSOPS_OK) {
-                unsigned char *g2 = gather_all(q->pl.out, q->pl.nout, &n2);
+                unsigned char *g2 = v4p_gather(&q->pl, &n2);
                 tu_check_same_bytes("prepared_mismatch mla reuse: the prepared result", g2, n2, g1, n1,
                                     "the unprepared one");
                 free(g2);
@@ -1251,11 +755,11 @@ static void test_prepared_mismatch(void)
             ib.prepared = prep;
             expect_prepared_rejected("prepared_mismatch: an mla_prolog_v4 object given to indexer_prolog_v4", &ip->pl,
                                      &ib);
-            prolog_free(&ip->pl);
+            v4p_free(&ip->pl);
             dsops_prepared_destroy(prep);
         }
-        prolog_free(&p->pl);
-        prolog_free(&q->pl);
+        v4p_free(&p->pl);
+        v4p_free(&q->pl);
     }
     /* indexer */
     i4_spec s = i4_base();
@@ -1272,11 +776,11 @@ static void test_prepared_mismatch(void)
         dsops_mla_prolog_v4_args mb = mp->a;
         mb.prepared = prep;
         expect_prepared_rejected("prepared_mismatch: an indexer_prolog_v4 object given to mla_prolog_v4", &mp->pl, &mb);
-        prolog_free(&mp->pl);
+        v4p_free(&mp->pl);
         dsops_prepared_destroy(prep);
     }
-    prolog_free(&p->pl);
-    prolog_free(&q->pl);
+    v4p_free(&p->pl);
+    v4p_free(&q->pl);
 }
 
 /* ==================================================================================================
@@ -1292,21 +796,21 @@ static void test_threads(void)
         if (!tu_set_tier(ctx, tiers[ti]))
             continue;
         for (int v = 0; v < 3; v++) {
-            prolog *pl;
+            v4p_problem *pl;
             if (v < 2) {
                 m4_spec s = m4_base(v);
                 s.T = 13, s.H = 256, s.Q = 192, s.N = 6, s.D = 128;
                 pl = &m4_make(&s, tu_label_seed("threads") + (uint64_t)v)->pl;
             } else {
                 i4_spec s = i4_base();
-                s.T = 13, s.H = 256, s.Q = 192, s.NI = 6, s.DI = 128, s.had = HAD_SYLVESTER;
+                s.T = 13, s.H = 256, s.Q = 192, s.NI = 6, s.DI = 128, s.had = I4_HAD_SYLVESTER;
                 pl = &i4_make(&s, tu_label_seed("threads") + 2)->pl;
             }
             char l[200];
             snprintf(l, sizeof l, "threads %s [%s]", v == 0 ? "mla4 bf16" : (v == 1 ? "mla4 int8" : "idx4"),
                      dsops_isa_name((dsops_isa)tiers[ti]));
             rc_check_threads(ctx, l, prolog_run_gather, pl);
-            prolog_free(pl);
+            v4p_free(pl);
         }
     }
     tu_set_tier(ctx, dsops_isa_detected());

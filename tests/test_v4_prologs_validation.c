@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "problems.h"
 #include "ref.h"
 #include "test_util.h"
 #include "validation.h"
@@ -202,6 +203,9 @@ static int unchanged(const fixture *f, const char *label, int outputs_only)
 }
 
 /* ---- bad argument sets ------------------------------------------------------------------------------- */
+
+/* One mutator per table row, alike in shape on purpose (as in every validation program): each reads as the rule it
+ * breaks, next to its table entry's status. */
 
 #define FRAG(...) snprintf(frag, VAL_FRAG_MAX, __VA_ARGS__)
 #define M (&f->m)
@@ -666,39 +670,13 @@ static const val_ok_case ok_cases[] = {
     {"ok_norm_vectors_stride0_mla_int8", MI, ok_norms_stride0},
 };
 
-static float elem_f(const dsops_tensor *t, int64_t e)
-{
-    int64_t i[3] = {0, 0, 0}, off = 0;
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        i[d] = e % t->shape[d];
-        e /= t->shape[d];
-    }
-    for (int d = 0; d < t->ndim; d++)
-        off += i[d] * t->stride[d];
-    const unsigned char *p = (const unsigned char *)t->data + off * (int64_t)dsops_dtype_size(t->dtype);
-    switch (t->dtype) {
-    case DSOPS_FP32: { float v; memcpy(&v, p, 4); return v; }
-    case DSOPS_BF16: { uint16_t h; memcpy(&h, p, 2); return tu_f32(h); }
-    case DSOPS_FP16: { uint16_t h; float v; memcpy(&h, p, 2); dsops_fp16_to_fp32(&h, &v, 1); return v; }
-    default: return (float)*(const int8_t *)p;
-    }
-}
-
-static int64_t count(const dsops_tensor *t)
-{
-    int64_t n = 1;
-    for (int d = 0; d < t->ndim; d++)
-        n *= t->shape[d];
-    return n;
-}
-
 /* Compares an output view of the library with the same view of the oracle's copy of the fixture. */
 static void compare_view(const char *label, const char *name, const dsops_tensor *lib, const dsops_tensor *ref, tu_tol tol)
 {
-    const int64_t n = count(lib);
+    const int64_t n = v4p_numel(lib);
     float *a = calloc((size_t)(n ? n : 1), 4), *b = calloc((size_t)(n ? n : 1), 4);
     for (int64_t e = 0; e < n; e++)
-        a[e] = elem_f(lib, e), b[e] = elem_f(ref, e);
+        a[e] = v4p_get(lib, e), b[e] = v4p_get(ref, e);
     char l[200];
     snprintf(l, sizeof l, "%s %s", label, name);
     tu_compare_close(l, a, b, (size_t)n, tol, NULL);
@@ -719,13 +697,13 @@ static void compare_q_int8(const char *label, const dsops_mla_prolog_v4_args *li
     for (int64_t t = 0; t < T; t++) {
         int same = 1;
         for (int64_t k = 0; k < Q; k++)
-            same &= elem_f(&lib->qr, t * Q + k) == elem_f(&ref->qr, t * Q + k);
+            same &= v4p_get(&lib->qr, t * Q + k) == v4p_get(&ref->qr, t * Q + k);
         if (!same) {
             skipped++;
             continue;
         }
         for (int64_t e = 0; e < ND; e++, n++)
-            a[n] = elem_f(&lib->q, t * ND + e), b[n] = elem_f(&ref->q, t * ND + e);
+            a[n] = v4p_get(&lib->q, t * ND + e), b[n] = v4p_get(&ref->q, t * ND + e);
     }
     char l[200];
     snprintf(l, sizeof l, "%s q (%lld of %lld tokens)", label, (long long)(T - skipped), (long long)T);
@@ -739,16 +717,9 @@ static void mark_view(const fixture *f, const dsops_tensor *t, unsigned char **m
 {
     if (!t->data)
         return;
-    const int64_t n = count(t), es = (int64_t)dsops_dtype_size(t->dtype);
+    const int64_t n = v4p_numel(t), es = (int64_t)dsops_dtype_size(t->dtype);
     for (int64_t e = 0; e < n; e++) {
-        int64_t i[3] = {0, 0, 0}, off = 0, r = e;
-        for (int d = t->ndim - 1; d >= 0; d--) {
-            i[d] = r % t->shape[d];
-            r /= t->shape[d];
-        }
-        for (int d = 0; d < t->ndim; d++)
-            off += i[d] * t->stride[d];
-        const unsigned char *p = (const unsigned char *)t->data + off * es;
+        const unsigned char *p = v4p_elem(t, e);
         for (int b = 0; b < f->nbuf; b++)
             if (p >= f->buf[b] && p + es <= f->buf[b] + f->len[b])
                 memset(mask[b] + (p - f->buf[b]), 1, (size_t)es);
@@ -897,6 +868,16 @@ static void test_init(void)
              "a NULL args pointer is not DSOPS_ERR_NULL");
 }
 
+/* A prepare refused with `want`, its message naming `field`; an object made all the same is destroyed. */
+static void expect_prepare_rejected(const char *label, dsops_status st, dsops_prepared **p, dsops_status want,
+                                    const char *field)
+{
+    tu_check(st == want && strstr(dsops_last_error(), field), "%s: %s (%s)", label, dsops_status_name(st),
+             dsops_last_error());
+    if (st == DSOPS_OK)
+        dsops_prepared_destroy(*p), *p = NULL;
+}
+
 static void test_prepare_checks(void)
 {
     if (!tu_selected("prepare"))
@@ -905,40 +886,28 @@ static void test_prepare_checks(void)
     dsops_prepared *p = NULL;
     dsops_mla_prolog_v4_args m = f->m;
     m.wq_a.data = NULL;
-    dsops_status st = dsops_mla_prolog_v4_prepare(ctx, &m, &p);
-    tu_check(st == DSOPS_ERR_NULL && strstr(dsops_last_error(), "wq_a"), "prepare_mla_null_wq_a: %s (%s)",
-             dsops_status_name(st), dsops_last_error());
-    if (st == DSOPS_OK)
-        dsops_prepared_destroy(p), p = NULL;
+    expect_prepare_rejected("prepare_mla_null_wq_a", dsops_mla_prolog_v4_prepare(ctx, &m, &p), &p, DSOPS_ERR_NULL,
+                            "wq_a");
     m = f->m;
     m.wkv.dtype = DSOPS_FP16;
-    st = dsops_mla_prolog_v4_prepare(ctx, &m, &p);
-    tu_check(st == DSOPS_ERR_DTYPE && strstr(dsops_last_error(), "wkv"), "prepare_mla_fp16_wkv: %s (%s)",
-             dsops_status_name(st), dsops_last_error());
-    if (st == DSOPS_OK)
-        dsops_prepared_destroy(p), p = NULL;
-    st = dsops_mla_prolog_v4_prepare(ctx, &f->m, NULL);
-    tu_check(st == DSOPS_ERR_NULL, "prepare_mla_null_out: %s", dsops_status_name(st));
-    st = dsops_mla_prolog_v4_prepare(ctx, NULL, &p);
-    tu_check(st == DSOPS_ERR_NULL, "prepare_mla_null_args: %s", dsops_status_name(st));
+    expect_prepare_rejected("prepare_mla_fp16_wkv", dsops_mla_prolog_v4_prepare(ctx, &m, &p), &p, DSOPS_ERR_DTYPE,
+                            "wkv");
+    expect_prepare_rejected("prepare_mla_null_out", dsops_mla_prolog_v4_prepare(ctx, &f->m, NULL), &p,
+                            DSOPS_ERR_NULL, "");
+    expect_prepare_rejected("prepare_mla_null_args", dsops_mla_prolog_v4_prepare(ctx, NULL, &p), &p, DSOPS_ERR_NULL,
+                            "");
     dsops_indexer_prolog_v4_args ix = f->ix;
     ix.idx_wq_b.dtype = DSOPS_BF16;
-    st = dsops_indexer_prolog_v4_prepare(ctx, &ix, &p);
-    tu_check(st == DSOPS_ERR_DTYPE && strstr(dsops_last_error(), "idx_wq_b"), "prepare_idx_bf16_idx_wq_b: %s (%s)",
-             dsops_status_name(st), dsops_last_error());
-    if (st == DSOPS_OK)
-        dsops_prepared_destroy(p), p = NULL;
+    expect_prepare_rejected("prepare_idx_bf16_idx_wq_b", dsops_indexer_prolog_v4_prepare(ctx, &ix, &p), &p,
+                            DSOPS_ERR_DTYPE, "idx_wq_b");
     ix = f->ix;
     ix.weights_proj.data = NULL;
-    st = dsops_indexer_prolog_v4_prepare(ctx, &ix, &p);
-    tu_check(st == DSOPS_ERR_NULL && strstr(dsops_last_error(), "weights_proj"), "prepare_idx_null_weights_proj: %s (%s)",
-             dsops_status_name(st), dsops_last_error());
-    if (st == DSOPS_OK)
-        dsops_prepared_destroy(p), p = NULL;
-    st = dsops_indexer_prolog_v4_prepare(ctx, &f->ix, NULL);
-    tu_check(st == DSOPS_ERR_NULL, "prepare_idx_null_out: %s", dsops_status_name(st));
+    expect_prepare_rejected("prepare_idx_null_weights_proj", dsops_indexer_prolog_v4_prepare(ctx, &ix, &p), &p,
+                            DSOPS_ERR_NULL, "weights_proj");
+    expect_prepare_rejected("prepare_idx_null_out", dsops_indexer_prolog_v4_prepare(ctx, &f->ix, NULL), &p,
+                            DSOPS_ERR_NULL, "");
     /* a valid prepare, then a call whose weights are other memory: DSOPS_ERR_PARAM, nothing written */
-    st = dsops_indexer_prolog_v4_prepare(ctx, &f->ix, &p);
+    dsops_status st = dsops_indexer_prolog_v4_prepare(ctx, &f->ix, &p);
     if (tu_check(st == DSOPS_OK && p, "prepare_idx: %s (%s)", dsops_status_name(st), dsops_last_error())) {
         fixture *o = make_fixture(1);
         ix = f->ix;
