@@ -908,12 +908,8 @@ sp_problem *sp_make(const sp_spec *spec, uint64_t seed)
     a->out.stride[0] = N * Dp, a->out.stride[1] = Dp;
     if (s->lse)
         a->lse = dsops_tensor_make(sp_guarded_view(&p->lse), DSOPS_FP32, 2, (int64_t[]){T, N});
-    a->softmax_scale = s->scale;
-    a->win_size = s->win_size;
-    a->cmp_mode = s->cmp_mode;
-    a->cmp_ratio = s->cmp_ratio;
-    a->p_mode = s->p_mode;
-    a->p_tile = s->p_tile;
+    a->softmax_scale = s->scale, a->win_size = s->win_size, a->cmp_mode = s->cmp_mode;
+    a->cmp_ratio = s->cmp_ratio, a->p_mode = s->p_mode, a->p_tile = s->p_tile;
     return p;
 }
 

@@ -162,211 +162,116 @@ static void run_problem(const char *label, const sp_spec *s)
     sp_free(p);
 }
 
+/* The base problems of each variant: swa (window only), cfa (window and dense compressed entries), scfa (window
+ * and sparse compressed entries with the index zoo). */
 static sp_spec swa_spec(void)
 {
-    sp_spec s;
-    memset(&s, 0, sizeof s);
-    s.B = 3;
-    s.S[0] = 1, s.S[1] = 2, s.S[2] = 3;
-    s.seqused[0] = 300, s.seqused[1] = 50, s.seqused[2] = 128;
-    s.N = 4, s.D = 64;
-    s.win_size = 128;
-    s.cmp_mode = DSOPS_CMP_NONE;
-    s.BSW = 17, s.BSC = 5;
-    s.p_mode = DSOPS_P_NORMALISED;
-    s.p_tile = 128;
-    s.sinks = SP_SINK_RAND;
-    s.lse = 1;
-    return s;
+    return (sp_spec){.B = 3, .S = {1, 2, 3}, .seqused = {300, 50, 128}, .N = 4, .D = 64, .win_size = 128,
+                     .cmp_mode = DSOPS_CMP_NONE, .BSW = 17, .BSC = 5, .p_mode = DSOPS_P_NORMALISED, .p_tile = 128,
+                     .sinks = SP_SINK_RAND, .lse = 1};
 }
 
 static sp_spec cfa_spec(void)
 {
-    sp_spec s = swa_spec();
-    s.B = 5;
-    s.S[0] = 1, s.S[1] = 2, s.S[2] = 3, s.S[3] = 1, s.S[4] = 2;
-    s.seqused[0] = 127, s.seqused[1] = 128, s.seqused[2] = 257, s.seqused[3] = 256, s.seqused[4] = 700;
-    s.N = 3;
-    s.cmp_mode = DSOPS_CMP_DENSE;
-    s.cmp_ratio = 128;
-    s.BSW = 3, s.BSC = 1;
-    s.p_mode = DSOPS_P_TILED;
-    s.p_tile = 128;
-    return s;
+    return (sp_spec){.B = 5, .S = {1, 2, 3, 1, 2}, .seqused = {127, 128, 257, 256, 700}, .N = 3, .D = 64,
+                     .win_size = 128, .cmp_mode = DSOPS_CMP_DENSE, .cmp_ratio = 128, .BSW = 3, .BSC = 1,
+                     .p_mode = DSOPS_P_TILED, .p_tile = 128, .sinks = SP_SINK_RAND, .lse = 1};
 }
 
 static sp_spec scfa_spec(void)
 {
-    sp_spec s = swa_spec();
-    s.B = 4;
-    s.S[0] = 16, s.S[1] = 2, s.S[2] = 1, s.S[3] = 3;
-    s.seqused[0] = 130, s.seqused[1] = 5, s.seqused[2] = 64, s.seqused[3] = 1001;
-    s.cmp_mode = DSOPS_CMP_SPARSE;
-    s.cmp_ratio = 4;
-    s.K = 24;
-    s.BSW = 128, s.BSC = 17;
-    s.idx = SP_IDX_ZOO;
-    s.len = SP_LEN_RAND;
-    return s;
+    return (sp_spec){.B = 4, .S = {16, 2, 1, 3}, .seqused = {130, 5, 64, 1001}, .N = 4, .D = 64, .win_size = 128,
+                     .cmp_mode = DSOPS_CMP_SPARSE, .cmp_ratio = 4, .K = 24, .BSW = 128, .BSC = 17,
+                     .p_mode = DSOPS_P_NORMALISED, .p_tile = 128, .sinks = SP_SINK_RAND, .lse = 1, .idx = SP_IDX_ZOO,
+                     .len = SP_LEN_RAND};
 }
 
-/* A case list: a base spec and the fields one labelled problem changes (the repeated shape is the list). */
+/* One labelled problem: a base spec (swa_spec, cfa_spec, scfa_spec) and the fields it changes, each a statement
+ * on the spec `s`, or (void)0 for none: the case list is one line a problem. */
+#define PROBLEM(base, label, ...)                                                                                 \
+    do {                                                                                                          \
+        sp_spec s = base();                                                                                       \
+        __VA_ARGS__;                                                                                              \
+        run_problem(label, &s);                                                                                   \
+    } while (0)
+
 static void test_adversarial(void)
 {
     char l[200];
-    sp_spec s;
 
     /* swa: short contexts, L multiple of 128, window sizes, block sizes, lse, sinks */
-    s = swa_spec();
-    run_problem("swa base", &s);
-    s = swa_spec();
-    s.B = 4;
-    s.S[0] = 1, s.S[1] = 1, s.S[2] = 2, s.S[3] = 4;
-    s.seqused[0] = 5, s.seqused[1] = 128, s.seqused[2] = 256, s.seqused[3] = 129;
-    s.BSW = 128, s.lse = 0, s.sinks = SP_SINK_NONE;
-    run_problem("swa short and multiples of 128, no lse, no sinks", &s);
+    PROBLEM(swa_spec, "swa base", (void)0);
+    PROBLEM(swa_spec, "swa short and multiples of 128, no lse, no sinks", s.B = 4, s.S[0] = 1, s.S[1] = 1,
+            s.S[2] = 2, s.S[3] = 4, s.seqused[0] = 5, s.seqused[1] = 128, s.seqused[2] = 256, s.seqused[3] = 129,
+            s.BSW = 128, s.lse = 0, s.sinks = SP_SINK_NONE);
     const int wins[4] = {1, 128, 300, 7};
     const int bsws[4] = {1, 3, 128, 17};
     for (int i = 0; i < 4; i++) {
-        s = swa_spec();
-        s.win_size = wins[i], s.BSW = bsws[i];
-        s.seqused[0] = 400;
         snprintf(l, sizeof l, "swa win_size %d BSW %d", wins[i], bsws[i]);
-        run_problem(l, &s);
+        PROBLEM(swa_spec, l, s.win_size = wins[i], s.BSW = bsws[i], s.seqused[0] = 400);
     }
-    s = swa_spec();
-    s.p_mode = DSOPS_P_FP32;
-    run_problem("swa p_mode fp32", &s);
-    s = swa_spec();
-    s.p_mode = DSOPS_P_TILED, s.p_tile = 7;
-    run_problem("swa p_mode tiled 7 (window is one tile)", &s);
-    s = swa_spec();
-    s.unused_pools = 1;
-    run_problem("swa with an unused NaN compressed pool", &s);
-    s = swa_spec();
-    s.pad = 5;
-    run_problem("swa strided views", &s);
+    PROBLEM(swa_spec, "swa p_mode fp32", s.p_mode = DSOPS_P_FP32);
+    PROBLEM(swa_spec, "swa p_mode tiled 7 (window is one tile)", s.p_mode = DSOPS_P_TILED, s.p_tile = 7);
+    PROBLEM(swa_spec, "swa with an unused NaN compressed pool", s.unused_pools = 1);
+    PROBLEM(swa_spec, "swa strided views", s.pad = 5);
 
     /* cfa: dense entries, L multiples of 128, each pool's block size on its own, every p_mode and tile */
-    s = cfa_spec();
-    run_problem("cfa base tiled 128", &s);
+    PROBLEM(cfa_spec, "cfa base tiled 128", (void)0);
     const int ptiles[4] = {1, 3, 7, 128};
     for (int i = 0; i < 4; i++) {
-        s = cfa_spec();
-        s.cmp_ratio = 4, s.p_tile = ptiles[i];
-        s.win_size = i == 3 ? 5 : 128; /* window shorter than the tile */
-        snprintf(l, sizeof l, "cfa ratio 4 tiled p_tile %d win %d", ptiles[i], s.win_size);
-        run_problem(l, &s);
+        const int win = i == 3 ? 5 : 128; /* window shorter than the tile */
+        snprintf(l, sizeof l, "cfa ratio 4 tiled p_tile %d win %d", ptiles[i], win);
+        PROBLEM(cfa_spec, l, s.cmp_ratio = 4, s.p_tile = ptiles[i], s.win_size = win);
     }
-    s = cfa_spec();
-    s.cmp_ratio = 1, s.win_size = 0, s.p_tile = 7, s.seqused[4] = 300;
-    run_problem("cfa ratio 1 no window tiled 7", &s);
-    s = cfa_spec();
-    s.p_mode = DSOPS_P_NORMALISED, s.BSW = 128, s.BSC = 3, s.lse = 0;
-    run_problem("cfa normalised BSW 128 BSC 3 no lse", &s);
-    s = cfa_spec();
-    s.p_mode = DSOPS_P_FP32, s.BSW = 1, s.BSC = 17, s.sinks = SP_SINK_NONE;
-    run_problem("cfa fp32 BSW 1 BSC 17 no sinks", &s);
-    s = cfa_spec();
-    s.win_size = 300, s.p_tile = 128;
-    run_problem("cfa tiled window 300 longer than the tile", &s);
-    s = cfa_spec();
-    s.sinks = SP_SINK_EXTREME;
-    run_problem("cfa tiled extreme sinks", &s);
-    s = cfa_spec();
-    s.pad = 3, s.cmp_ratio = 16, s.BSC = 4;
-    run_problem("cfa strided views ratio 16", &s);
+    PROBLEM(cfa_spec, "cfa ratio 1 no window tiled 7", s.cmp_ratio = 1, s.win_size = 0, s.p_tile = 7,
+            s.seqused[4] = 300);
+    PROBLEM(cfa_spec, "cfa normalised BSW 128 BSC 3 no lse", s.p_mode = DSOPS_P_NORMALISED, s.BSW = 128, s.BSC = 3,
+            s.lse = 0);
+    PROBLEM(cfa_spec, "cfa fp32 BSW 1 BSC 17 no sinks", s.p_mode = DSOPS_P_FP32, s.BSW = 1, s.BSC = 17,
+            s.sinks = SP_SINK_NONE);
+    PROBLEM(cfa_spec, "cfa tiled window 300 longer than the tile", s.win_size = 300, s.p_tile = 128);
+    PROBLEM(cfa_spec, "cfa tiled extreme sinks", s.sinks = SP_SINK_EXTREME);
+    PROBLEM(cfa_spec, "cfa strided views ratio 16", s.pad = 3, s.cmp_ratio = 16, s.BSC = 4);
 
     /* scfa: index zoo, counts, lengths, block sizes, modes */
     const sp_len_kind lens[4] = {SP_LEN_NONE, SP_LEN_RAND, SP_LEN_ZERO, SP_LEN_VENDOR};
     const char *len_names[4] = {"absent", "random", "0", "vendor"};
     for (int i = 0; i < 4; i++) {
-        s = scfa_spec();
-        s.len = lens[i];
         snprintf(l, sizeof l, "scfa zoo cmp_topk_length %s", len_names[i]);
-        run_problem(l, &s);
+        PROBLEM(scfa_spec, l, s.len = lens[i]);
     }
-    s = scfa_spec();
-    s.idx = SP_IDX_VENDOR, s.len = SP_LEN_VENDOR;
-    run_problem("scfa vendor indices and vendor count", &s);
-    s = scfa_spec();
-    s.idx = SP_IDX_VALID, s.len = SP_LEN_NONE, s.BSW = 1, s.BSC = 1;
-    run_problem("scfa valid indices BSW 1 BSC 1", &s);
-    s = scfa_spec();
-    s.BSW = 3, s.BSC = 128, s.p_mode = DSOPS_P_FP32;
-    run_problem("scfa fp32 BSW 3 BSC 128", &s);
-    s = scfa_spec();
-    s.p_mode = DSOPS_P_TILED, s.p_tile = 3;
-    run_problem("scfa tiled 3", &s);
-    s = scfa_spec();
-    s.p_mode = DSOPS_P_TILED, s.p_tile = 1, s.win_size = 0;
-    run_problem("scfa tiled 1 no window", &s);
-    s = scfa_spec();
-    s.win_size = 0, s.len = SP_LEN_NONE;
-    run_problem("scfa no window (lonely rows where no index is valid)", &s);
-    s = scfa_spec();
-    s.win_size = 0, s.unused_pools = 1;
-    run_problem("scfa no window with an unused NaN window pool", &s);
-    s = scfa_spec();
-    s.sinks = SP_SINK_EXTREME, s.N = 14;
-    run_problem("scfa extreme sinks", &s);
-    s = scfa_spec();
-    s.K = 1, s.idx = SP_IDX_VALID, s.len = SP_LEN_NONE;
-    run_problem("scfa K 1", &s);
-    s = scfa_spec();
-    s.B = 1, s.S[0] = 1, s.seqused[0] = 1001, s.N = 20;
-    run_problem("scfa T 1 N 20 (threads share the heads of one token)", &s);
+    PROBLEM(scfa_spec, "scfa vendor indices and vendor count", s.idx = SP_IDX_VENDOR, s.len = SP_LEN_VENDOR);
+    PROBLEM(scfa_spec, "scfa valid indices BSW 1 BSC 1", s.idx = SP_IDX_VALID, s.len = SP_LEN_NONE, s.BSW = 1,
+            s.BSC = 1);
+    PROBLEM(scfa_spec, "scfa fp32 BSW 3 BSC 128", s.BSW = 3, s.BSC = 128, s.p_mode = DSOPS_P_FP32);
+    PROBLEM(scfa_spec, "scfa tiled 3", s.p_mode = DSOPS_P_TILED, s.p_tile = 3);
+    PROBLEM(scfa_spec, "scfa tiled 1 no window", s.p_mode = DSOPS_P_TILED, s.p_tile = 1, s.win_size = 0);
+    PROBLEM(scfa_spec, "scfa no window (lonely rows where no index is valid)", s.win_size = 0, s.len = SP_LEN_NONE);
+    PROBLEM(scfa_spec, "scfa no window with an unused NaN window pool", s.win_size = 0, s.unused_pools = 1);
+    PROBLEM(scfa_spec, "scfa extreme sinks", s.sinks = SP_SINK_EXTREME, s.N = 14);
+    PROBLEM(scfa_spec, "scfa K 1", s.K = 1, s.idx = SP_IDX_VALID, s.len = SP_LEN_NONE);
+    PROBLEM(scfa_spec, "scfa T 1 N 20 (threads share the heads of one token)", s.B = 1, s.S[0] = 1,
+            s.seqused[0] = 1001, s.N = 20);
 
-    /* MTP and prefill: S 2-4, S 64+, L <= 0, empty sequences */
-    s = scfa_spec();
-    s.B = 3;
-    s.S[0] = 64, s.S[1] = 70, s.S[2] = 4;
-    s.seqused[0] = 64, s.seqused[1] = 200, s.seqused[2] = 2; /* seq 2: tokens 0, 1 have L <= 0 */
-    s.N = 2, s.K = 8;
-    run_problem("scfa prefill S 64 / 70 and L <= 0", &s);
-    s = cfa_spec();
-    s.B = 2;
-    s.S[0] = 66, s.S[1] = 3;
-    s.seqused[0] = 400, s.seqused[1] = 1;
-    s.cmp_ratio = 4, s.p_tile = 7, s.N = 2;
-    run_problem("cfa prefill S 66 and L <= 0", &s);
-    s = scfa_spec();
-    s.B = 5;
-    s.S[0] = 0, s.S[1] = 3, s.S[2] = 0, s.S[3] = 2, s.S[4] = 0;
-    s.seqused[0] = 10, s.seqused[1] = 90, s.seqused[2] = 0, s.seqused[3] = 33, s.seqused[4] = 7;
-    run_problem("scfa empty sequences", &s);
-    s = swa_spec();
-    s.S[0] = s.S[1] = s.S[2] = 0;
-    run_problem("swa T 0", &s);
-    s = swa_spec();
-    s.B = 0;
-    run_problem("swa B 0", &s);
-    s = scfa_spec();
-    s.B = 0;
-    run_problem("scfa B 0", &s);
+    /* MTP and prefill: S 2-4, S 64+, L <= 0 (seq 2 of the first: tokens 0, 1), empty sequences */
+    PROBLEM(scfa_spec, "scfa prefill S 64 / 70 and L <= 0", s.B = 3, s.S[0] = 64, s.S[1] = 70, s.S[2] = 4,
+            s.seqused[0] = 64, s.seqused[1] = 200, s.seqused[2] = 2, s.N = 2, s.K = 8);
+    PROBLEM(cfa_spec, "cfa prefill S 66 and L <= 0", s.B = 2, s.S[0] = 66, s.S[1] = 3, s.seqused[0] = 400,
+            s.seqused[1] = 1, s.cmp_ratio = 4, s.p_tile = 7, s.N = 2);
+    PROBLEM(scfa_spec, "scfa empty sequences", s.B = 5, s.S[0] = 0, s.S[1] = 3, s.S[2] = 0, s.S[3] = 2, s.S[4] = 0,
+            s.seqused[0] = 10, s.seqused[1] = 90, s.seqused[2] = 0, s.seqused[3] = 33, s.seqused[4] = 7);
+    PROBLEM(swa_spec, "swa T 0", s.S[0] = s.S[1] = s.S[2] = 0);
+    PROBLEM(swa_spec, "swa B 0", s.B = 0);
+    PROBLEM(scfa_spec, "scfa B 0", s.B = 0);
 
     /* shapes: N 1, D 576, odd D, extreme logits */
-    s = scfa_spec();
-    s.N = 1, s.D = 576;
-    run_problem("scfa N 1 D 576", &s);
-    s = cfa_spec();
-    s.D = 67, s.cmp_ratio = 8;
-    run_problem("cfa D 67", &s);
-    s = swa_spec();
-    s.D = 3, s.N = 5;
-    run_problem("swa D 3", &s);
-    s = scfa_spec();
-    s.qamp = 8, s.scale = 1.0f, s.p_mode = DSOPS_P_FP32;
-    run_problem("scfa extreme logits fp32", &s);
-    s = scfa_spec();
-    s.qamp = 8, s.scale = 1.0f;
-    run_problem("scfa extreme logits normalised", &s);
-    s = cfa_spec();
-    s.qamp = 8, s.scale = 1.0f, s.cmp_ratio = 4, s.p_tile = 7;
-    run_problem("cfa extreme logits tiled", &s);
-    s = swa_spec();
-    s.scale = -0.5f;
-    run_problem("swa negative softmax_scale", &s);
+    PROBLEM(scfa_spec, "scfa N 1 D 576", s.N = 1, s.D = 576);
+    PROBLEM(cfa_spec, "cfa D 67", s.D = 67, s.cmp_ratio = 8);
+    PROBLEM(swa_spec, "swa D 3", s.D = 3, s.N = 5);
+    PROBLEM(scfa_spec, "scfa extreme logits fp32", s.qamp = 8, s.scale = 1.0f, s.p_mode = DSOPS_P_FP32);
+    PROBLEM(scfa_spec, "scfa extreme logits normalised", s.qamp = 8, s.scale = 1.0f);
+    PROBLEM(cfa_spec, "cfa extreme logits tiled", s.qamp = 8, s.scale = 1.0f, s.cmp_ratio = 4, s.p_tile = 7);
+    PROBLEM(swa_spec, "swa negative softmax_scale", s.scale = -0.5f);
 }
 
 /* ---- the oracle on hand-made keys ------------------------------------------------------------------------ */
@@ -489,12 +394,8 @@ static void test_edges(void)
         sp_free(p);
     }
     /* v4_sas_edge_n1_bs1 */
-    s = scfa_spec();
-    s.N = 1, s.BSW = 1, s.BSC = 1;
-    run_problem("v4_sas_edge_n1_bs1 scfa", &s);
-    s = cfa_spec();
-    s.N = 1, s.BSW = 1, s.BSC = 1;
-    run_problem("v4_sas_edge_n1_bs1 cfa", &s);
+    PROBLEM(scfa_spec, "v4_sas_edge_n1_bs1 scfa", s.N = 1, s.BSW = 1, s.BSC = 1);
+    PROBLEM(cfa_spec, "v4_sas_edge_n1_bs1 cfa", s.N = 1, s.BSW = 1, s.BSC = 1);
 
     /* v4_sas_edge_sink_inf and "lse never depends on the sink": on each tier, lse with sinks +Inf, -Inf,
      * random equals lse without sinks bitwise; with +Inf every out value is 0; with -Inf out equals the
