@@ -446,4 +446,17 @@ int sp_guarded_holds(const sp_guarded *g, size_t i);
 /* L of token t of sequence b: the positions it sees (<= 0: none). */
 int64_t sp_token_L(const sp_problem *p, int64_t b, int64_t t);
 
+/* The rows of a sas call that break the exact rules of spec §2.10, judged against the oracle's results (shared by
+ * the family's check in harness/sas.c and tests/test_sas.c): a lonely row (oracle lse +Inf and out all zero) that
+ * is not out +0 / lse +Inf, a row of a +Inf sink (not poisoned) whose out is not all zero, and a row that breaks
+ * the NaN rule (NaN in every element and in lse where the oracle's lse is NaN, no NaN where the oracle's out has
+ * none). How many of each kind, and the first (t * N + h) of each (-1: none yet). */
+typedef struct sas_row_faults {
+    int64_t lonely, sink, nan, first_lonely, first_sink, first_nan;
+} sas_row_faults;
+/* Adds the faults of tokens t0 .. t0+n-1 of the outputs in a (out a view of any strides, lse dense or absent) to
+ * *f, against the oracle's dense ro [n, N, D] and rl [n, N]; start *f at {0, 0, 0, -1, -1, -1}. */
+void sas_find_row_faults(const dsops_sas_args *a, int64_t t0, int64_t n, const uint16_t *ro, const float *rl,
+                         sas_row_faults *f);
+
 #endif

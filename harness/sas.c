@@ -441,11 +441,6 @@ static dsops_status sas_run(dsops_context *ctx, void *p)
     return dsops_sas(ctx, &((dsops_sas_problem *)p)->args);
 }
 
-/* Rows breaking the exact rules: how many of each kind, and the first (t * N + h) of each. */
-typedef struct sas_row_faults {
-    int64_t lonely, sink, nan, first_lonely, first_sink, first_nan;
-} sas_row_faults;
-
 static void sas_note_fault(int64_t *count, int64_t *first, int64_t row)
 {
     if ((*count)++ == 0)
@@ -461,15 +456,15 @@ static const char *sas_first_row(int64_t row, int64_t N, char words[64])
     return words;
 }
 
-/* Rows of tokens t0 .. t0+n-1 of the library's out / lse against the oracle's dense ro [n, N, D], rl [n, N]. */
-static void sas_find_row_faults(const dsops_sas_args *a, int64_t t0, int64_t n, const uint16_t *ro, const float *rl,
-                                sas_row_faults *f)
+void sas_find_row_faults(const dsops_sas_args *a, int64_t t0, int64_t n, const uint16_t *ro, const float *rl,
+                         sas_row_faults *f)
 {
     const int64_t N = a->q.shape[1], D = a->q.shape[2];
     const float *sinks = a->sinks.data; /* [N] or absent */
     for (int64_t i = 0; i < n * N; i++) {
         const int64_t row = t0 * N + i;
-        const uint16_t *got = (const uint16_t *)a->out.data + row * D, *want = ro + i * D;
+        const uint16_t *got = (const uint16_t *)a->out.data + (row / N) * a->out.stride[0] + (row % N) * a->out.stride[1];
+        const uint16_t *want = ro + i * D;
         int want_zero = 1, want_nan = 0, got_zero = 1, got_magnitude = 0, got_nan = 0, got_all_nan = 1;
         for (int64_t d = 0; d < D; d++) {
             const int nan_here = isnan(cases_bf16_value(got[d]));

@@ -69,48 +69,16 @@ static void check_outputs(const char *label, const dsops_sas_args *a, const sp_g
         tu_compare_close(l, sp_guarded_view(lse), ref_lse, (size_t)(T * N), LSE_TOL, NULL);
     }
 
-    /* lonely rows (oracle lse +Inf with an all-zero row): out exactly +0, lse exactly +Inf; rows of a +Inf
-     * sink that are not poisoned: out == 0; poisoned rows (oracle lse NaN): NaN in every element and in lse;
-     * rows whose oracle out holds no NaN hold none */
-    int64_t bad_lonely = -1, bad_sink = -1, bad_nan = -1;
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t h = 0; h < N; h++) {
-            int ref_zero = 1;
-            for (int64_t d = 0; d < D; d++)
-                ref_zero &= ref_out[(t * N + h) * D + d] == 0;
-            const int lonely = isinf(ref_lse[t * N + h]) && ref_lse[t * N + h] > 0 && ref_zero;
-            const int poisoned = isnan(ref_lse[t * N + h]);
-            const float *sk = a->sinks.data;
-            const int inf_sink = sk && isinf(sk[h]) && sk[h] > 0 && !poisoned;
-            int ref_any_nan = 0, any_nan = 0;
-            for (int64_t d = 0; d < D; d++) {
-                uint16_t v = ov[(t * N + h) * Dp + d];
-                if (lonely && v != 0 && bad_lonely < 0)
-                    bad_lonely = t * N + h;
-                if (inf_sink && (v & 0x7fffu) != 0 && bad_sink < 0)
-                    bad_sink = t * N + h;
-                if (poisoned && !isnan(tu_f32(v)) && bad_nan < 0)
-                    bad_nan = t * N + h;
-                ref_any_nan |= isnan(tu_f32(ref_out[(t * N + h) * D + d]));
-                any_nan |= isnan(tu_f32(v));
-            }
-            if (!ref_any_nan && any_nan && bad_nan < 0)
-                bad_nan = t * N + h;
-            if (a->lse.data) {
-                float v = ((const float *)sp_guarded_view(lse))[t * N + h];
-                if (lonely && !(isinf(v) && v > 0) && bad_lonely < 0)
-                    bad_lonely = t * N + h;
-                if (isnan(v) != poisoned && bad_nan < 0)
-                    bad_nan = t * N + h;
-            }
-        }
-    tu_check(bad_lonely < 0, "%s: lonely row (t %lld, h %lld) is not out +0 / lse +Inf", label,
-             (long long)(bad_lonely / (N ? N : 1)), (long long)(bad_lonely % (N ? N : 1)));
-    tu_check(bad_sink < 0, "%s: row (t %lld, h %lld) of a +Inf sink is not 0", label,
-             (long long)(bad_sink / (N ? N : 1)), (long long)(bad_sink % (N ? N : 1)));
-    tu_check(bad_nan < 0, "%s: row (t %lld, h %lld) breaks the NaN rule (NaN throughout where the oracle's lse is NaN, "
-             "no NaN where the oracle has none)", label, (long long)(bad_nan / (N ? N : 1)),
-             (long long)(bad_nan % (N ? N : 1)));
+    /* the exact rules: lonely rows, rows of a +Inf sink, the NaN rule */
+    sas_row_faults f = {0, 0, 0, -1, -1, -1};
+    sas_find_row_faults(a, 0, T, ref_out, ref_lse, &f);
+    const int64_t Nd = N ? N : 1;
+    tu_check(f.lonely == 0, "%s: lonely row (t %lld, h %lld) is not out +0 / lse +Inf", label,
+             (long long)(f.first_lonely / Nd), (long long)(f.first_lonely % Nd));
+    tu_check(f.sink == 0, "%s: row (t %lld, h %lld) of a +Inf sink is not 0", label, (long long)(f.first_sink / Nd),
+             (long long)(f.first_sink % Nd));
+    tu_check(f.nan == 0, "%s: row (t %lld, h %lld) breaks the NaN rule (NaN throughout where the oracle's lse is NaN, "
+             "no NaN where the oracle has none)", label, (long long)(f.first_nan / Nd), (long long)(f.first_nan % Nd));
 
     /* untouched: guards, padding, an absent lse */
     size_t bad = 0;
