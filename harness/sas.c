@@ -23,7 +23,9 @@
  *
  * out and lse have room for one more token after their end that no view covers, so a test can plant
  * guard values there. Each generated row draws from its own generator seeded from (seed, stream, row): the
- * data do not depend on the thread count. */
+ * data do not depend on the thread count.
+ *
+ * The adversarial problems of the tests (problems.h, sp_*) are at the end. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -665,7 +667,7 @@ static void sp_build_pool(rng *r, int64_t B, uint8_t **need, const int64_t *nrow
                 owner[Nn++] = b * MB + c;
         }
     const int64_t NB = Nn + 2;
-    int32_t *perm = cases_xcalloc((size_t)NB, sizeof(int32_t));
+    int32_t *perm = cases_xcalloc((size_t)NB, sizeof(int32_t)); /* [NB] the block of the i-th needed pair */
     cases_shuffle(r, perm, NB);
     static const int32_t junk[4] = {-1, -1, INT32_MAX, INT32_MIN};
     for (int64_t i = 0; i < B * MB; i++) {
@@ -723,9 +725,9 @@ static void sp_make_indices(sp_problem *p, rng *r, int64_t *cnt)
 {
     const sp_spec *s = &p->s;
     const int64_t K = p->K;
-    p->len = cases_xcalloc((size_t)p->T + 1, 4);
-    p->idx = cases_xcalloc((size_t)(p->T * K) + 1, 4);
-    int32_t *vendor_row = cases_xcalloc((size_t)K + 1, 4);
+    p->len = cases_xcalloc((size_t)p->T + 1, 4);          /* [T] */
+    p->idx = cases_xcalloc((size_t)(p->T * K) + 1, 4);    /* [T, K] */
+    int32_t *vendor_row = cases_xcalloc((size_t)K + 1, 4); /* [K] the sequence's docs/CASES.md row */
     for (int64_t b = 0; b < p->B; b++) {
         const int64_t NC = p->used[b] / s->cmp_ratio, S_b = s->S[b];
         /* docs/CASES.md: 0 ... NC-1 then zeros, or the first K of a permutation of 0 ... NC-1 */
@@ -733,7 +735,7 @@ static void sp_make_indices(sp_problem *p, rng *r, int64_t *cnt)
             for (int64_t j = 0; j < K; j++)
                 vendor_row[j] = (int32_t)(j < NC ? j : 0);
         } else {
-            int32_t *perm = cases_xcalloc((size_t)NC, 4);
+            int32_t *perm = cases_xcalloc((size_t)NC, 4); /* [NC] */
             for (int64_t i = 0; i < NC; i++)
                 perm[i] = (int32_t)i;
             for (int64_t i = 0; i < K; i++) {
@@ -814,7 +816,7 @@ sp_problem *sp_make(const sp_spec *spec, uint64_t seed)
     const int sparse = s->cmp_mode == DSOPS_CMP_SPARSE;
     const int64_t K = p->K = sparse ? s->K : 0;
 
-    /* q with NaN padding */
+    /* q [T, N, Dp] with NaN padding */
     p->q = cases_xcalloc((size_t)(T * N * Dp) + 1, 2);
     for (int64_t i = 0; i < T * N * Dp; i++)
         p->q[i] = i % Dp < D ? cases_bf16_bits(cases_rng_uniform(&r, -s->qamp, s->qamp)) : SP_NAN_BF16;
@@ -823,7 +825,7 @@ sp_problem *sp_make(const sp_spec *spec, uint64_t seed)
     if (sparse)
         sp_make_indices(p, &r, cnt);
 
-    /* the rows each pool must provide */
+    /* the rows each pool must provide: per sequence, bitmaps [seqused] (window) and [seqused / ratio] (compressed) */
     uint8_t *wneed[SP_MAX_B], *cneed[SP_MAX_B];
     int64_t wrows[SP_MAX_B], crows[SP_MAX_B];
     for (int64_t b = 0; b < B; b++) {
@@ -856,7 +858,7 @@ sp_problem *sp_make(const sp_spec *spec, uint64_t seed)
         free(wneed[b]), free(cneed[b]);
     free(cnt);
 
-    /* sinks */
+    /* sinks [N] */
     if (s->sinks != SP_SINK_NONE) {
         p->sinks = cases_xcalloc((size_t)N, 4);
         static const float extreme[7] = {INFINITY, -INFINITY, 1e30f, -1e30f, 20.0f, -20.0f, 0.0f};
