@@ -577,4 +577,112 @@ typedef struct i4_problem {
  * U(-0.1,0.1), tables U(-1,1); freed with v4p_free(&p->pl). */
 i4_problem *i4_make(const i4_spec *sp, uint64_t seed);
 
+/* ---- sas (harness/sas.c) ------------------------------------------------------------------------- */
+
+#define SP_MAX_B 8
+
+typedef enum sp_sink_kind {
+    SP_SINK_NONE,
+    SP_SINK_RAND,        /* U(-1, 1) */
+    SP_SINK_POS_INF,     /* every sink +Inf */
+    SP_SINK_NEG_INF,     /* every sink -Inf */
+    SP_SINK_EXTREME      /* by head h % 7: +Inf, -Inf, 1e30, -1e30, 20, -20, 0, then U(-1, 1) */
+} sp_sink_kind;
+
+typedef enum sp_len_kind {
+    SP_LEN_NONE,         /* cmp_topk_length absent */
+    SP_LEN_RAND,         /* random counts in [0, K + 2] */
+    SP_LEN_ZERO,         /* every count 0 */
+    SP_LEN_VENDOR        /* the vendor count max(NC - S_b + 1 + i, 0) */
+} sp_len_kind;
+
+typedef enum sp_idx_kind {
+    SP_IDX_VALID,        /* random valid entries (duplicates possible) */
+    SP_IDX_ZOO,          /* within the count: valid, -1, INT32_MIN, NC and beyond, INT32_MAX, valid but not causal,
+                          * duplicates; past it: valid or junk */
+    SP_IDX_VENDOR,       /* docs/CASES.md rows: 0 ... NC-1 then zeros, or the first K of a permutation */
+    SP_IDX_ALL_INVALID   /* only -1, NC, -3 and INT32_MAX */
+} sp_idx_kind;
+
+typedef struct sp_spec {
+    int B;                  /* sequences (at most SP_MAX_B, 0 allowed) */
+    int S[SP_MAX_B];        /* tokens per sequence */
+    int seqused[SP_MAX_B];  /* seqused_kv per sequence */
+    int N, D;
+    int win_size;
+    dsops_cmp_mode cmp_mode;
+    int cmp_ratio, K;       /* K: sparse top-k width; cmp_ratio below 1 means 1 */
+    int BSW, BSC;           /* block sizes of the pools */
+    dsops_p_mode p_mode;
+    int p_tile;
+    sp_sink_kind sinks;
+    int lse;                /* lse requested */
+    sp_len_kind len;
+    sp_idx_kind idx;
+    float scale;            /* softmax_scale; 0: D^-0.5 */
+    float qamp;             /* q ~ U(-qamp, qamp); 0: 1 */
+    int pad;                /* extra elements per row of q, out and both pools (strided views) */
+    int unused_pools;       /* pass a NaN pool that the mode does not use (win_size 0 / cmp_mode none) */
+} sp_spec;
+
+/* An output buffer of n elements of esz (2 or 4) bytes with one guard element before and after; the view
+ * starts at element 1. Elements the view does not address (guards, padding of strided rows) keep the guard
+ * pattern; the operator must never touch them. */
+typedef struct sp_guarded {
+    void *buf;
+    size_t n, esz;
+} sp_guarded;
+
+#define SP_GUARD_BF16 ((uint16_t)0x7fa5u)
+#define SP_GUARD_F32_BITS 0x7fa5a5a5u
+#define SP_NAN_BF16 ((uint16_t)0x7fc0u) /* every pool row no token reads, and the padding of q */
+
+typedef struct sp_problem {
+    sp_spec s;
+    int64_t T, B, Dp;       /* Dp: D + pad */
+    int64_t NBW, MBW, NBC, MBC, K;
+    uint16_t *q;            /* [T, N, Dp] bf16 (view [T, N, D]) */
+    int32_t *cu;            /* [B+1] */
+    int32_t *used;          /* [B] */
+    uint16_t *ori;          /* [NBW, BSW, Dp] bf16 */
+    int32_t *ori_bt;        /* [B, MBW] */
+    uint16_t *cmp;          /* [NBC, BSC, Dp] bf16 */
+    int32_t *cmp_bt;        /* [B, MBC] */
+    int32_t *idx;           /* [T, K] */
+    int32_t *len;           /* [T] */
+    float *sinks;           /* [N] */
+    sp_guarded out, lse;    /* [T, N, Dp] bf16 (view [T, N, D]); [T, N] fp32 */
+    uint16_t *ref_out;      /* [T, N, D] the oracle's out */
+    float *ref_lse;         /* [T, N] the oracle's lse (always computed) */
+    dsops_sas_args args;
+} sp_problem;
+
+/* Builds a problem from the spec with the given seed (aborts if memory runs out). The reference is not
+ * computed yet. Window and compressed pools: U(-1,1) in the rows some token reads, NaN (SP_NAN_BF16) in every
+ * other row and in two spare blocks; block-table entries no token needs hold -1, junk or another block. */
+sp_problem *sp_make(const sp_spec *spec, uint64_t seed);
+void sp_free(sp_problem *p);
+/* Runs the oracle into ref_out / ref_lse (lse always, for the lonely-row checks). */
+void sp_compute_ref(sp_problem *p);
+/* Fills the whole out / lse buffers (guards and padding included) with the guard pattern. */
+void sp_reset_outputs(sp_problem *p);
+/* The first element of g's view; 1 if element i of g's buffer (guards included) holds the guard pattern. */
+void *sp_guarded_view(const sp_guarded *g);
+int sp_guarded_holds(const sp_guarded *g, size_t i);
+/* L of token t of sequence b: the positions it sees (<= 0: none). */
+int64_t sp_token_L(const sp_problem *p, int64_t b, int64_t t);
+
+/* The rows of a sas call that break the exact rules of spec §2.10, judged against the oracle's results (shared by
+ * the family's check in harness/sas.c and tests/test_sas.c): a lonely row (oracle lse +Inf and out all zero) that
+ * is not out +0 / lse +Inf, a row of a +Inf sink (not poisoned) whose out is not all zero, and a row that breaks
+ * the NaN rule (NaN in every element and in lse where the oracle's lse is NaN, no NaN where the oracle's out has
+ * none). How many of each kind, and the first (t * N + h) of each (-1: none yet). */
+typedef struct sas_row_faults {
+    int64_t lonely, sink, nan, first_lonely, first_sink, first_nan;
+} sas_row_faults;
+/* Adds the faults of tokens t0 .. t0+n-1 of the outputs in a (out a view of any strides, lse dense or absent) to
+ * *f, against the oracle's dense ro [n, N, D] and rl [n, N]; start *f at {0, 0, 0, -1, -1, -1}. */
+void sas_find_row_faults(const dsops_sas_args *a, int64_t t0, int64_t n, const uint16_t *ro, const float *rl,
+                         sas_row_faults *f);
+
 #endif

@@ -23,7 +23,9 @@
  *
  * out and lse have room for one more token after their end that no view covers, so a test can plant
  * guard values there. Each generated row draws from its own generator seeded from (seed, stream, row): the
- * data do not depend on the thread count. */
+ * data do not depend on the thread count.
+ *
+ * The adversarial problems of the tests (problems.h, sp_*) are at the end. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -441,11 +443,6 @@ static dsops_status sas_run(dsops_context *ctx, void *p)
     return dsops_sas(ctx, &((dsops_sas_problem *)p)->args);
 }
 
-/* Rows breaking the exact rules: how many of each kind, and the first (t * N + h) of each. */
-typedef struct sas_row_faults {
-    int64_t lonely, sink, nan, first_lonely, first_sink, first_nan;
-} sas_row_faults;
-
 static void sas_note_fault(int64_t *count, int64_t *first, int64_t row)
 {
     if ((*count)++ == 0)
@@ -461,15 +458,15 @@ static const char *sas_first_row(int64_t row, int64_t N, char words[64])
     return words;
 }
 
-/* Rows of tokens t0 .. t0+n-1 of the library's out / lse against the oracle's dense ro [n, N, D], rl [n, N]. */
-static void sas_find_row_faults(const dsops_sas_args *a, int64_t t0, int64_t n, const uint16_t *ro, const float *rl,
-                                sas_row_faults *f)
+void sas_find_row_faults(const dsops_sas_args *a, int64_t t0, int64_t n, const uint16_t *ro, const float *rl,
+                         sas_row_faults *f)
 {
     const int64_t N = a->q.shape[1], D = a->q.shape[2];
     const float *sinks = a->sinks.data; /* [N] or absent */
     for (int64_t i = 0; i < n * N; i++) {
         const int64_t row = t0 * N + i;
-        const uint16_t *got = (const uint16_t *)a->out.data + row * D, *want = ro + i * D;
+        const uint16_t *got = (const uint16_t *)a->out.data + (row / N) * a->out.stride[0] + (row % N) * a->out.stride[1];
+        const uint16_t *want = ro + i * D;
         int want_zero = 1, want_nan = 0, got_zero = 1, got_magnitude = 0, got_nan = 0, got_all_nan = 1;
         for (int64_t d = 0; d < D; d++) {
             const int nan_here = isnan(cases_bf16_value(got[d]));
@@ -638,3 +635,294 @@ const bench_family bench_family_sas = {
     .vendor = sas_vendor,
     .note = sas_note,
 };
+
+/* ==== adversarial problems (problems.h) ====================================================================
+ * Small sas problems (swa, cfa, scfa) of any shape for tests/test_sas.c: windows, compressed counts and index
+ * zoos, odd block sizes per pool, strided views, NaN in every pool row no token reads, -1 or junk in every
+ * block-table entry no token needs, guard elements around the outputs; and the oracle's results on them. */
+
+/* One pool's needed rows per sequence (bitmaps over logical rows) -> physical blocks (a random permutation
+ * plus two spare blocks), a block table with -1 or junk in the columns nobody needs, and the pool with
+ * U(-1,1) in needed rows and NaN everywhere else. */
+static void sp_build_pool(rng *r, int64_t B, uint8_t **need, const int64_t *nrows, int64_t BS, int64_t D, int64_t Dp,
+                          uint16_t **pool, int32_t **table, int64_t *NB_out, int64_t *MB_out)
+{
+    int64_t MB = 1, Nn = 0;
+    for (int64_t b = 0; b < B; b++) {
+        int64_t cols = 0;
+        for (int64_t p = 0; p < nrows[b]; p++)
+            if (need[b][p])
+                cols = p / BS + 1;
+        if (cols + 1 > MB)
+            MB = cols + 1;             /* one column more than needed: never read */
+    }
+    int32_t *tb = cases_xcalloc((size_t)(B * MB) + 1, 4);                   /* [B, MB] */
+    int64_t *owner = cases_xcalloc((size_t)(B * MB) + 2, sizeof(int64_t)); /* needed (b, col) pairs as b * MB + col */
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t c = 0; c < MB; c++) {
+            int needed = 0;
+            for (int64_t p = c * BS; p < (c + 1) * BS && p < nrows[b]; p++)
+                needed |= need[b][p];
+            if (needed)
+                owner[Nn++] = b * MB + c;
+        }
+    const int64_t NB = Nn + 2;
+    int32_t *perm = cases_xcalloc((size_t)NB, sizeof(int32_t)); /* [NB] the block of the i-th needed pair */
+    cases_shuffle(r, perm, NB);
+    static const int32_t junk[4] = {-1, -1, INT32_MAX, INT32_MIN};
+    for (int64_t i = 0; i < B * MB; i++) {
+        int64_t k = cases_rng_int(r, 0, 4);
+        tb[i] = k < 4 ? junk[k] : (int32_t)cases_rng_int(r, 0, NB - 1); /* unneeded: any value */
+    }
+    uint16_t *pl = cases_xcalloc((size_t)(NB * BS * Dp) + 1, 2);          /* [NB, BS, Dp] */
+    for (int64_t i = 0; i < NB * BS * Dp; i++)
+        pl[i] = SP_NAN_BF16;
+    for (int64_t i = 0; i < Nn; i++) {
+        const int64_t b = owner[i] / MB, c = owner[i] % MB, blk = perm[i];
+        tb[b * MB + c] = (int32_t)blk;
+        for (int64_t row = 0; row < BS; row++) {
+            const int64_t p = c * BS + row;
+            if (p < nrows[b] && need[b][p])
+                for (int64_t d = 0; d < D; d++)
+                    pl[(blk * BS + row) * Dp + d] = cases_bf16_bits(cases_rng_uniform(r, -1, 1));
+        }
+    }
+    free(owner), free(perm);
+    *pool = pl, *table = tb, *NB_out = NB, *MB_out = MB;
+}
+
+int64_t sp_token_L(const sp_problem *p, int64_t b, int64_t t)
+{
+    return (int64_t)p->used[b] - ((int64_t)p->cu[b + 1] - 1 - t);
+}
+
+static int64_t sp_imin(int64_t a, int64_t b) { return a < b ? a : b; }
+
+static sp_guarded sp_guarded_make(size_t n, size_t esz)
+{
+    sp_guarded g = {cases_xcalloc(n + 2, esz), n, esz};
+    return g;
+}
+
+void *sp_guarded_view(const sp_guarded *g) { return (char *)g->buf + g->esz; }
+
+static uint32_t sp_guard_of(const sp_guarded *g) { return g->esz == 2 ? SP_GUARD_BF16 : SP_GUARD_F32_BITS; }
+
+int sp_guarded_holds(const sp_guarded *g, size_t i)
+{
+    return cases_holds_sentinel((const char *)g->buf + i * g->esz, g->esz, 1, sp_guard_of(g));
+}
+
+void sp_reset_outputs(sp_problem *p)
+{
+    cases_fill_sentinel(p->out.buf, p->out.esz, (int64_t)p->out.n + 2, sp_guard_of(&p->out));
+    cases_fill_sentinel(p->lse.buf, p->lse.esz, (int64_t)p->lse.n + 2, sp_guard_of(&p->lse));
+}
+
+/* cmp_topk_length [T] and cmp_indices [T, K] of a sparse problem (entries past each token's count are junk);
+ * cnt[t] receives the entries token t uses. */
+static void sp_make_indices(sp_problem *p, rng *r, int64_t *cnt)
+{
+    const sp_spec *s = &p->s;
+    const int64_t K = p->K;
+    p->len = cases_xcalloc((size_t)p->T + 1, 4);          /* [T] */
+    p->idx = cases_xcalloc((size_t)(p->T * K) + 1, 4);    /* [T, K] */
+    int32_t *vendor_row = cases_xcalloc((size_t)K + 1, 4); /* [K] the sequence's docs/CASES.md row */
+    for (int64_t b = 0; b < p->B; b++) {
+        const int64_t NC = p->used[b] / s->cmp_ratio, S_b = s->S[b];
+        /* docs/CASES.md: 0 ... NC-1 then zeros, or the first K of a permutation of 0 ... NC-1 */
+        if (NC < K) {
+            for (int64_t j = 0; j < K; j++)
+                vendor_row[j] = (int32_t)(j < NC ? j : 0);
+        } else {
+            int32_t *perm = cases_xcalloc((size_t)NC, 4); /* [NC] */
+            for (int64_t i = 0; i < NC; i++)
+                perm[i] = (int32_t)i;
+            for (int64_t i = 0; i < K; i++) {
+                int64_t j = cases_rng_int(r, i, NC - 1);
+                int32_t x = perm[i];
+                perm[i] = perm[j], perm[j] = x;
+                vendor_row[i] = perm[i];
+            }
+            free(perm);
+        }
+        for (int64_t t = p->cu[b]; t < p->cu[b + 1]; t++) {
+            const int64_t i = t - p->cu[b], L = sp_token_L(p, b, t);
+            const int64_t ncmp = (L > 0 ? L : 0) / s->cmp_ratio;
+            switch (s->len) {
+            case SP_LEN_NONE: p->len[t] = -1; break; /* absent: the buffer is not passed */
+            case SP_LEN_RAND: p->len[t] = (int32_t)cases_rng_int(r, 0, K + 2); break;
+            case SP_LEN_ZERO: p->len[t] = 0; break;
+            case SP_LEN_VENDOR: {
+                int64_t v = NC - S_b + 1 + i;
+                p->len[t] = (int32_t)(v > 0 ? v : 0);
+                break;
+            }
+            }
+            cnt[t] = sp_imin(K, ncmp);
+            if (s->len != SP_LEN_NONE)
+                cnt[t] = sp_imin(cnt[t], p->len[t]);
+            for (int64_t j = 0; j < K; j++) {
+                int32_t v;
+                if (s->idx == SP_IDX_VENDOR) {
+                    v = vendor_row[j];
+                } else if (s->idx == SP_IDX_ALL_INVALID) {
+                    const int32_t bad[4] = {-1, (int32_t)NC, -3, INT32_MAX};
+                    v = bad[cases_rng_int(r, 0, 3)];
+                } else if (s->idx == SP_IDX_VALID || j >= cnt[t]) {
+                    v = NC > 0 ? (int32_t)cases_rng_int(r, 0, NC - 1) : -1;
+                    if (s->idx == SP_IDX_ZOO && j >= cnt[t] && cases_rng_int(r, 0, 1)) /* junk, never looked at */
+                        v = cases_rng_int(r, 0, 1) ? INT32_MAX : (int32_t)(NC + cases_rng_int(r, 0, 1000000));
+                } else {
+                    /* the zoo: valid, -1, other negatives, NC and beyond, int32 extremes, valid but not
+                     * causal for this token (n_cmp(L) <= idx < NC), duplicates of the previous entry */
+                    switch (cases_rng_int(r, 0, 11)) {
+                    case 0: v = -1; break;
+                    case 1: v = INT32_MIN; break;
+                    case 2: v = (int32_t)NC; break;
+                    case 3: v = (int32_t)(NC + cases_rng_int(r, 1, 50)); break;
+                    case 4: v = INT32_MAX; break;
+                    case 5: v = ncmp < NC ? (int32_t)cases_rng_int(r, ncmp, NC - 1) : -1; break;
+                    case 6: case 7: v = j > 0 ? p->idx[t * K + j - 1] : 0; break;
+                    default: v = NC > 0 ? (int32_t)cases_rng_int(r, 0, NC - 1) : -1; break;
+                    }
+                }
+                p->idx[t * K + j] = v;
+            }
+        }
+    }
+    free(vendor_row);
+}
+
+sp_problem *sp_make(const sp_spec *spec, uint64_t seed)
+{
+    sp_problem *p = cases_xcalloc(1, sizeof *p);
+    p->s = *spec;
+    sp_spec *s = &p->s;
+    if (s->scale == 0.0f)
+        s->scale = 1.0f / sqrtf((float)s->D);
+    if (s->qamp == 0.0f)
+        s->qamp = 1.0f;
+    if (s->cmp_ratio < 1)
+        s->cmp_ratio = 1;
+    rng r = {seed};
+    const int64_t B = s->B, N = s->N, D = s->D, Dp = D + s->pad;
+    p->B = B, p->Dp = Dp;
+    p->cu = cases_xcalloc((size_t)B + 1, 4);
+    p->used = cases_xcalloc((size_t)B + 1, 4);
+    for (int64_t b = 0; b < B; b++)
+        p->cu[b + 1] = p->cu[b] + s->S[b], p->used[b] = s->seqused[b];
+    const int64_t T = p->T = p->cu[B];
+    const int sparse = s->cmp_mode == DSOPS_CMP_SPARSE;
+    const int64_t K = p->K = sparse ? s->K : 0;
+
+    /* q [T, N, Dp] with NaN padding */
+    p->q = cases_xcalloc((size_t)(T * N * Dp) + 1, 2);
+    for (int64_t i = 0; i < T * N * Dp; i++)
+        p->q[i] = i % Dp < D ? cases_bf16_bits(cases_rng_uniform(&r, -s->qamp, s->qamp)) : SP_NAN_BF16;
+
+    int64_t *cnt = cases_xcalloc((size_t)T + 1, sizeof(int64_t)); /* [T] entries each token uses */
+    if (sparse)
+        sp_make_indices(p, &r, cnt);
+
+    /* the rows each pool must provide: per sequence, bitmaps [seqused] (window) and [seqused / ratio] (compressed) */
+    uint8_t *wneed[SP_MAX_B], *cneed[SP_MAX_B];
+    int64_t wrows[SP_MAX_B], crows[SP_MAX_B];
+    for (int64_t b = 0; b < B; b++) {
+        wrows[b] = p->used[b];
+        crows[b] = p->used[b] / s->cmp_ratio;
+        wneed[b] = cases_xcalloc((size_t)wrows[b] + 1, 1);
+        cneed[b] = cases_xcalloc((size_t)crows[b] + 1, 1);
+        for (int64_t t = p->cu[b]; t < p->cu[b + 1]; t++) {
+            const int64_t L = sp_token_L(p, b, t), Lp = L > 0 ? L : 0;
+            const int64_t w = sp_imin(Lp, s->win_size);
+            for (int64_t pos = L - w; pos < L; pos++)
+                wneed[b][pos] = 1;
+            if (s->cmp_mode == DSOPS_CMP_DENSE)
+                for (int64_t e = 0; e < Lp / s->cmp_ratio; e++)
+                    cneed[b][e] = 1;
+            if (sparse)
+                for (int64_t j = 0; j < cnt[t]; j++) {
+                    int64_t v = p->idx[t * K + j];
+                    if (v >= 0 && v < crows[b])
+                        cneed[b][v] = 1;
+                }
+        }
+    }
+    const int want_ori = s->win_size > 0 || s->unused_pools, want_cmp = s->cmp_mode != DSOPS_CMP_NONE || s->unused_pools;
+    if (want_ori)
+        sp_build_pool(&r, B, wneed, wrows, s->BSW, D, Dp, &p->ori, &p->ori_bt, &p->NBW, &p->MBW);
+    if (want_cmp)
+        sp_build_pool(&r, B, cneed, crows, s->BSC, D, Dp, &p->cmp, &p->cmp_bt, &p->NBC, &p->MBC);
+    for (int64_t b = 0; b < B; b++)
+        free(wneed[b]), free(cneed[b]);
+    free(cnt);
+
+    /* sinks [N] */
+    if (s->sinks != SP_SINK_NONE) {
+        p->sinks = cases_xcalloc((size_t)N, 4);
+        static const float extreme[7] = {INFINITY, -INFINITY, 1e30f, -1e30f, 20.0f, -20.0f, 0.0f};
+        for (int64_t h = 0; h < N; h++) {
+            switch (s->sinks) {
+            case SP_SINK_RAND: p->sinks[h] = cases_rng_uniform(&r, -1, 1); break;
+            case SP_SINK_POS_INF: p->sinks[h] = INFINITY; break;
+            case SP_SINK_NEG_INF: p->sinks[h] = -INFINITY; break;
+            default: p->sinks[h] = h % 7 == 6 ? cases_rng_uniform(&r, -1, 1) : extreme[h % 7]; break;
+            }
+        }
+    }
+
+    p->out = sp_guarded_make((size_t)(T * N * Dp), 2);
+    p->lse = sp_guarded_make((size_t)(T * N), 4);
+    p->ref_out = cases_xcalloc((size_t)(T * N * D) + 1, 2);
+    p->ref_lse = cases_xcalloc((size_t)(T * N) + 1, 4);
+
+    /* args: strided views where pad > 0 */
+    dsops_sas_args *a = &p->args;
+    memset(a, 0, sizeof *a);
+    a->q = dsops_tensor_make(p->q, DSOPS_BF16, 3, (int64_t[]){T, N, D});
+    a->q.stride[0] = N * Dp, a->q.stride[1] = Dp;
+    a->cu_seqlens_q = dsops_tensor_make(p->cu, DSOPS_INT32, 1, (int64_t[]){B + 1});
+    a->seqused_kv = dsops_tensor_make(p->used, DSOPS_INT32, 1, (int64_t[]){B});
+    if (want_ori) {
+        a->ori_kv = dsops_tensor_make(p->ori, DSOPS_BF16, 3, (int64_t[]){p->NBW, s->BSW, D});
+        a->ori_kv.stride[0] = s->BSW * Dp, a->ori_kv.stride[1] = Dp;
+        a->ori_block_table = dsops_tensor_make(p->ori_bt, DSOPS_INT32, 2, (int64_t[]){B, p->MBW});
+    }
+    if (want_cmp) {
+        a->cmp_kv = dsops_tensor_make(p->cmp, DSOPS_BF16, 3, (int64_t[]){p->NBC, s->BSC, D});
+        a->cmp_kv.stride[0] = s->BSC * Dp, a->cmp_kv.stride[1] = Dp;
+        a->cmp_block_table = dsops_tensor_make(p->cmp_bt, DSOPS_INT32, 2, (int64_t[]){B, p->MBC});
+    }
+    if (sparse) {
+        a->cmp_indices = dsops_tensor_make(p->idx, DSOPS_INT32, 2, (int64_t[]){T, K});
+        if (s->len != SP_LEN_NONE)
+            a->cmp_topk_length = dsops_tensor_make(p->len, DSOPS_INT32, 1, (int64_t[]){T});
+    }
+    if (p->sinks)
+        a->sinks = dsops_tensor_make(p->sinks, DSOPS_FP32, 1, (int64_t[]){N});
+    a->out = dsops_tensor_make(sp_guarded_view(&p->out), DSOPS_BF16, 3, (int64_t[]){T, N, D});
+    a->out.stride[0] = N * Dp, a->out.stride[1] = Dp;
+    if (s->lse)
+        a->lse = dsops_tensor_make(sp_guarded_view(&p->lse), DSOPS_FP32, 2, (int64_t[]){T, N});
+    a->softmax_scale = s->scale, a->win_size = s->win_size, a->cmp_mode = s->cmp_mode;
+    a->cmp_ratio = s->cmp_ratio, a->p_mode = s->p_mode, a->p_tile = s->p_tile;
+    return p;
+}
+
+void sp_free(sp_problem *p)
+{
+    free(p->q), free(p->cu), free(p->used), free(p->ori), free(p->ori_bt), free(p->cmp), free(p->cmp_bt);
+    free(p->idx), free(p->len), free(p->sinks), free(p->out.buf), free(p->lse.buf), free(p->ref_out);
+    free(p->ref_lse);
+    free(p);
+}
+
+void sp_compute_ref(sp_problem *p)
+{
+    dsops_sas_args a = p->args;
+    const int64_t T = p->T, N = p->s.N, D = p->s.D;
+    a.out = dsops_tensor_make(p->ref_out, DSOPS_BF16, 3, (int64_t[]){T, N, D});
+    a.lse = dsops_tensor_make(p->ref_lse, DSOPS_FP32, 2, (int64_t[]){T, N});
+    dsops_ref_sas(&a);
+}

@@ -20,6 +20,7 @@
  *    +Inf or -Inf in every pool row nobody reads, against the oracle on the same problem with ordinary values
  *    there;
  *  - determinism: bitwise equal outputs for 1, 2 and 3 threads (scalar and best tier).
+ * The adversarial problems are built in harness/sas.c (problems.h, section "adversarial problems").
  * The named cases of the sas family run in tests/test_cases.c, against the family's check in harness/sas.c.
  * Tolerances (§3.7): out 1e-4 / 2^-7 / 0.005 (normalised, fp32) or 5e-4 / 5e-4 / 0.005 (tiled); lse 1e-6 /
  * 8.01/65536 / 0.005; lonely rows exactly out +0, lse +Inf.
@@ -29,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "problems.h"
 #include "ref.h"
 #include "run_common.h"
 #include "test_util.h"
@@ -39,378 +41,17 @@ static const tu_tol OUT_TOL = {1e-4, 1.0 / 128, 0.005};
 static const tu_tol OUT_TILED_TOL = {5e-4, 5e-4, 0.005};
 static const tu_tol LSE_TOL = {1e-6, 8.01 / 65536, 0.005};
 
-#define GUARD_BF16 ((uint16_t)0x7fa5u)
-#define GUARD_F32 0x7fa5a5a5u
-#define NAN_BF16 ((uint16_t)0x7fc0u)
-
-/* ---- guarded outputs --------------------------------------------------------------------------------- */
-
-/* An output buffer of `n` elements of 2 or 4 bytes with one guard element before and after; the view
- * starts at element 1. Elements the view does not address (guards, padding of strided rows) keep the
- * guard pattern; the operator must never touch them. */
-typedef struct guarded {
-    void *buf;
-    size_t n, esz;
-} guarded;
-
-static guarded guarded_make(size_t n, size_t esz)
-{
-    guarded g = {tu_calloc(n + 2, esz), n, esz};
-    return g;
-}
-
-static void *guarded_view(const guarded *g) { return (char *)g->buf + g->esz; }
-
-static void guarded_poison(const guarded *g)
-{
-    for (size_t i = 0; i < g->n + 2; i++) {
-        if (g->esz == 2) {
-            ((uint16_t *)g->buf)[i] = GUARD_BF16;
-        } else {
-            uint32_t v = GUARD_F32;
-            memcpy((char *)g->buf + 4 * i, &v, 4);
-        }
-    }
-}
-
-static int guarded_is_guard(const guarded *g, size_t i)
-{
-    if (g->esz == 2)
-        return ((const uint16_t *)g->buf)[i] == GUARD_BF16;
-    uint32_t v;
-    memcpy(&v, (const char *)g->buf + 4 * i, 4);
-    return v == GUARD_F32;
-}
-
-/* ---- problems ------------------------------------------------------------------------------------------ */
-
-typedef enum sink_kind { SINK_NONE, SINK_RAND, SINK_POS_INF, SINK_NEG_INF, SINK_EXTREME } sink_kind;
-typedef enum len_kind { LEN_NONE, LEN_RAND, LEN_ZERO, LEN_VENDOR } len_kind;
-typedef enum idx_kind { IDX_VALID, IDX_ZOO, IDX_VENDOR, IDX_ALL_INVALID } idx_kind;
-
-#define MAXB 8
-
-typedef struct sp_spec {
-    int B;
-    int S[MAXB];            /* tokens per sequence */
-    int seqused[MAXB];      /* seqused_kv per sequence */
-    int N, D;
-    int win_size;
-    dsops_cmp_mode cmp_mode;
-    int cmp_ratio, K;       /* K: sparse top-k width */
-    int BSW, BSC;           /* block sizes of the pools */
-    dsops_p_mode p_mode;
-    int p_tile;
-    sink_kind sinks;
-    int lse;                /* lse requested */
-    len_kind len;
-    idx_kind idx;
-    float scale;            /* softmax_scale; 0: D^-0.5 */
-    float qamp;             /* q ~ U(-qamp, qamp); 0: 1 */
-    int pad;                /* extra elements per row of q, out and both pools (strided views) */
-    int unused_pools;       /* pass a NaN pool that the mode does not use (win_size 0 / cmp_mode none) */
-} sp_spec;
-
-typedef struct sp_problem {
-    sp_spec s;
-    int64_t T, B, Dp;
-    int64_t NBW, MBW, NBC, MBC, K;
-    uint16_t *q;            /* [T, N, Dp] bf16 (view [T, N, D]) */
-    int32_t *cu;            /* [B+1] */
-    int32_t *used;          /* [B] */
-    uint16_t *ori;          /* [NBW, BSW, Dp] bf16 */
-    int32_t *ori_bt;        /* [B, MBW] */
-    uint16_t *cmp;          /* [NBC, BSC, Dp] bf16 */
-    int32_t *cmp_bt;        /* [B, MBC] */
-    int32_t *idx;           /* [T, K] */
-    int32_t *len;           /* [T] */
-    float *sinks;           /* [N] */
-    guarded out, lse;       /* [T, N, Dp] bf16 (view [T, N, D]); [T, N] fp32 */
-    uint16_t *ref_out;      /* [T, N, D] the oracle's out */
-    float *ref_lse;         /* [T, N] the oracle's lse (always computed) */
-    dsops_sas_args args;
-} sp_problem;
-
-/* One pool's needed rows per sequence (bitmaps over logical rows) -> physical blocks (a random permutation
- * plus two spare blocks), a block table with -1 or junk in the columns nobody needs, and the pool with
- * U(-1,1) in needed rows and NaN everywhere else. */
-static void build_pool(tu_rng *r, int64_t B, uint8_t **need, const int64_t *nrows, int64_t BS, int64_t D, int64_t Dp,
-                       uint16_t **pool, int32_t **table, int64_t *NB_out, int64_t *MB_out)
-{
-    int64_t MB = 1, Nn = 0;
-    for (int64_t b = 0; b < B; b++) {
-        int64_t cols = 0;
-        for (int64_t p = 0; p < nrows[b]; p++)
-            if (need[b][p])
-                cols = p / BS + 1;
-        if (cols + 1 > MB)
-            MB = cols + 1;             /* one column more than needed: never read */
-    }
-    int32_t *tb = tu_calloc((size_t)(B * MB) + 1, 4);
-    int64_t *owner = tu_calloc((size_t)(B * MB) + 2, sizeof(int64_t)); /* needed (b, col) pairs as b * MB + col */
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t c = 0; c < MB; c++) {
-            int needed = 0;
-            for (int64_t p = c * BS; p < (c + 1) * BS && p < nrows[b]; p++)
-                needed |= need[b][p];
-            if (needed)
-                owner[Nn++] = b * MB + c;
-        }
-    const int64_t NB = Nn + 2;
-    int64_t *perm = tu_calloc((size_t)NB, sizeof(int64_t));
-    for (int64_t i = 0; i < NB; i++)
-        perm[i] = i;
-    for (int64_t i = NB - 1; i > 0; i--) {
-        int64_t j = tu_rng_int(r, 0, i), x = perm[i];
-        perm[i] = perm[j], perm[j] = x;
-    }
-    static const int32_t junk[4] = {-1, -1, 2147483647, -2147483647 - 1};
-    for (int64_t i = 0; i < B * MB; i++) {
-        int64_t k = tu_rng_int(r, 0, 4);
-        tb[i] = k < 4 ? junk[k] : (int32_t)tu_rng_int(r, 0, NB - 1); /* unneeded: any value */
-    }
-    uint16_t *pl = tu_calloc((size_t)(NB * BS * Dp) + 1, 2);
-    for (int64_t i = 0; i < NB * BS * Dp; i++)
-        pl[i] = NAN_BF16;
-    for (int64_t i = 0; i < Nn; i++) {
-        const int64_t b = owner[i] / MB, c = owner[i] % MB, blk = perm[i];
-        tb[b * MB + c] = (int32_t)blk;
-        for (int64_t row = 0; row < BS; row++) {
-            const int64_t p = c * BS + row;
-            if (p < nrows[b] && need[b][p])
-                for (int64_t d = 0; d < D; d++)
-                    pl[(blk * BS + row) * Dp + d] = tu_bf16(tu_rng_uniform(r, -1, 1));
-        }
-    }
-    free(owner), free(perm);
-    *pool = pl, *table = tb, *NB_out = NB, *MB_out = MB;
-}
-
-static int64_t token_L(const sp_problem *p, int64_t b, int64_t t)
-{
-    return (int64_t)p->used[b] - ((int64_t)p->cu[b + 1] - 1 - t);
-}
-
-static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
-
-static sp_problem *sp_make(const sp_spec *spec, uint64_t seed)
-{
-    sp_problem *p = tu_calloc(1, sizeof *p);
-    p->s = *spec;
-    sp_spec *s = &p->s;
-    if (s->scale == 0.0f)
-        s->scale = 1.0f / sqrtf((float)s->D);
-    if (s->qamp == 0.0f)
-        s->qamp = 1.0f;
-    if (s->cmp_ratio < 1)
-        s->cmp_ratio = 1;
-    tu_rng r;
-    tu_rng_seed(&r, seed);
-    const int64_t B = s->B, N = s->N, D = s->D, Dp = D + s->pad;
-    p->B = B, p->Dp = Dp;
-    p->cu = tu_calloc((size_t)B + 1, 4);
-    p->used = tu_calloc((size_t)B + 1, 4);
-    for (int64_t b = 0; b < B; b++)
-        p->cu[b + 1] = p->cu[b] + s->S[b], p->used[b] = s->seqused[b];
-    const int64_t T = p->T = p->cu[B];
-    const int sparse = s->cmp_mode == DSOPS_CMP_SPARSE;
-    const int64_t K = p->K = sparse ? s->K : 0;
-
-    /* q with NaN padding */
-    p->q = tu_calloc((size_t)(T * N * Dp) + 1, 2);
-    for (int64_t i = 0; i < T * N * Dp; i++)
-        p->q[i] = i % Dp < D ? tu_bf16(tu_rng_uniform(&r, -s->qamp, s->qamp)) : NAN_BF16;
-
-    /* cmp_topk_length, then the index rows (entries past each token's count are junk) */
-    int64_t *cnt = tu_calloc((size_t)T + 1, sizeof(int64_t));
-    if (sparse) {
-        p->len = tu_calloc((size_t)T + 1, 4);
-        p->idx = tu_calloc((size_t)(T * K) + 1, 4);
-        int32_t *vendor_row = tu_calloc((size_t)K + 1, 4);
-        for (int64_t b = 0; b < B; b++) {
-            const int64_t NC = p->used[b] / s->cmp_ratio, S_b = s->S[b];
-            /* docs/CASES.md: 0 ... NC-1 then zeros, or the first K of a permutation of 0 ... NC-1 */
-            if (NC < K) {
-                for (int64_t j = 0; j < K; j++)
-                    vendor_row[j] = (int32_t)(j < NC ? j : 0);
-            } else {
-                int32_t *perm = tu_calloc((size_t)NC, 4);
-                for (int64_t i = 0; i < NC; i++)
-                    perm[i] = (int32_t)i;
-                for (int64_t i = 0; i < K; i++) {
-                    int64_t j = tu_rng_int(&r, i, NC - 1);
-                    int32_t x = perm[i];
-                    perm[i] = perm[j], perm[j] = x;
-                    vendor_row[i] = perm[i];
-                }
-                free(perm);
-            }
-            for (int64_t t = p->cu[b]; t < p->cu[b + 1]; t++) {
-                const int64_t i = t - p->cu[b], L = token_L(p, b, t);
-                const int64_t ncmp = (L > 0 ? L : 0) / s->cmp_ratio;
-                switch (s->len) {
-                case LEN_NONE: p->len[t] = -1; break; /* absent: the buffer is not passed */
-                case LEN_RAND: p->len[t] = (int32_t)tu_rng_int(&r, 0, K + 2); break;
-                case LEN_ZERO: p->len[t] = 0; break;
-                case LEN_VENDOR: {
-                    int64_t v = NC - S_b + 1 + i;
-                    p->len[t] = (int32_t)(v > 0 ? v : 0);
-                    break;
-                }
-                }
-                cnt[t] = imin(K, ncmp);
-                if (s->len != LEN_NONE)
-                    cnt[t] = imin(cnt[t], p->len[t]);
-                for (int64_t j = 0; j < K; j++) {
-                    int32_t v;
-                    if (s->idx == IDX_VENDOR) {
-                        v = vendor_row[j];
-                    } else if (s->idx == IDX_ALL_INVALID) {
-                        const int32_t bad[4] = {-1, (int32_t)NC, -3, 2147483647};
-                        v = bad[tu_rng_int(&r, 0, 3)];
-                    } else if (s->idx == IDX_VALID || j >= cnt[t]) {
-                        v = NC > 0 ? (int32_t)tu_rng_int(&r, 0, NC - 1) : -1;
-                        if (s->idx == IDX_ZOO && j >= cnt[t] && tu_rng_int(&r, 0, 1)) /* junk, never looked at */
-                            v = tu_rng_int(&r, 0, 1) ? 2147483647 : (int32_t)(NC + tu_rng_int(&r, 0, 1000000));
-                    } else {
-                        /* the zoo: valid, -1, other negatives, NC and beyond, int32 extremes, valid but not
-                         * causal for this token (n_cmp(L) <= idx < NC), duplicates of the previous entry */
-                        switch (tu_rng_int(&r, 0, 11)) {
-                        case 0: v = -1; break;
-                        case 1: v = -2147483647 - 1; break;
-                        case 2: v = (int32_t)NC; break;
-                        case 3: v = (int32_t)(NC + tu_rng_int(&r, 1, 50)); break;
-                        case 4: v = 2147483647; break;
-                        case 5: v = ncmp < NC ? (int32_t)tu_rng_int(&r, ncmp, NC - 1) : -1; break;
-                        case 6: case 7: v = j > 0 ? p->idx[t * K + j - 1] : 0; break;
-                        default: v = NC > 0 ? (int32_t)tu_rng_int(&r, 0, NC - 1) : -1; break;
-                        }
-                    }
-                    p->idx[t * K + j] = v;
-                }
-            }
-        }
-        free(vendor_row);
-    }
-
-    /* the rows each pool must provide */
-    uint8_t *wneed[MAXB], *cneed[MAXB];
-    int64_t wrows[MAXB], crows[MAXB];
-    for (int64_t b = 0; b < B; b++) {
-        wrows[b] = p->used[b];
-        crows[b] = p->used[b] / s->cmp_ratio;
-        wneed[b] = tu_calloc((size_t)wrows[b] + 1, 1);
-        cneed[b] = tu_calloc((size_t)crows[b] + 1, 1);
-        for (int64_t t = p->cu[b]; t < p->cu[b + 1]; t++) {
-            const int64_t L = token_L(p, b, t), Lp = L > 0 ? L : 0;
-            const int64_t w = imin(Lp, s->win_size);
-            for (int64_t pos = L - w; pos < L; pos++)
-                wneed[b][pos] = 1;
-            if (s->cmp_mode == DSOPS_CMP_DENSE)
-                for (int64_t e = 0; e < Lp / s->cmp_ratio; e++)
-                    cneed[b][e] = 1;
-            if (sparse)
-                for (int64_t j = 0; j < cnt[t]; j++) {
-                    int64_t v = p->idx[t * K + j];
-                    if (v >= 0 && v < crows[b])
-                        cneed[b][v] = 1;
-                }
-        }
-    }
-    const int want_ori = s->win_size > 0 || s->unused_pools, want_cmp = s->cmp_mode != DSOPS_CMP_NONE || s->unused_pools;
-    if (want_ori)
-        build_pool(&r, B, wneed, wrows, s->BSW, D, Dp, &p->ori, &p->ori_bt, &p->NBW, &p->MBW);
-    if (want_cmp)
-        build_pool(&r, B, cneed, crows, s->BSC, D, Dp, &p->cmp, &p->cmp_bt, &p->NBC, &p->MBC);
-    for (int64_t b = 0; b < B; b++)
-        free(wneed[b]), free(cneed[b]);
-    free(cnt);
-
-    /* sinks */
-    if (s->sinks != SINK_NONE) {
-        p->sinks = tu_calloc((size_t)N, 4);
-        static const float extreme[7] = {INFINITY, -INFINITY, 1e30f, -1e30f, 20.0f, -20.0f, 0.0f};
-        for (int64_t h = 0; h < N; h++) {
-            switch (s->sinks) {
-            case SINK_RAND: p->sinks[h] = tu_rng_uniform(&r, -1, 1); break;
-            case SINK_POS_INF: p->sinks[h] = INFINITY; break;
-            case SINK_NEG_INF: p->sinks[h] = -INFINITY; break;
-            default: p->sinks[h] = h % 7 == 6 ? tu_rng_uniform(&r, -1, 1) : extreme[h % 7]; break;
-            }
-        }
-    }
-
-    p->out = guarded_make((size_t)(T * N * Dp), 2);
-    p->lse = guarded_make((size_t)(T * N), 4);
-    p->ref_out = tu_calloc((size_t)(T * N * D) + 1, 2);
-    p->ref_lse = tu_calloc((size_t)(T * N) + 1, 4);
-
-    /* args: strided views where pad > 0 */
-    dsops_sas_args *a = &p->args;
-    memset(a, 0, sizeof *a);
-    a->q = dsops_tensor_make(p->q, DSOPS_BF16, 3, (int64_t[]){T, N, D});
-    a->q.stride[0] = N * Dp, a->q.stride[1] = Dp;
-    a->cu_seqlens_q = dsops_tensor_make(p->cu, DSOPS_INT32, 1, (int64_t[]){B + 1});
-    a->seqused_kv = dsops_tensor_make(p->used, DSOPS_INT32, 1, (int64_t[]){B});
-    if (want_ori) {
-        a->ori_kv = dsops_tensor_make(p->ori, DSOPS_BF16, 3, (int64_t[]){p->NBW, s->BSW, D});
-        a->ori_kv.stride[0] = s->BSW * Dp, a->ori_kv.stride[1] = Dp;
-        a->ori_block_table = dsops_tensor_make(p->ori_bt, DSOPS_INT32, 2, (int64_t[]){B, p->MBW});
-    }
-    if (want_cmp) {
-        a->cmp_kv = dsops_tensor_make(p->cmp, DSOPS_BF16, 3, (int64_t[]){p->NBC, s->BSC, D});
-        a->cmp_kv.stride[0] = s->BSC * Dp, a->cmp_kv.stride[1] = Dp;
-        a->cmp_block_table = dsops_tensor_make(p->cmp_bt, DSOPS_INT32, 2, (int64_t[]){B, p->MBC});
-    }
-    if (sparse) {
-        a->cmp_indices = dsops_tensor_make(p->idx, DSOPS_INT32, 2, (int64_t[]){T, K});
-        if (s->len != LEN_NONE)
-            a->cmp_topk_length = dsops_tensor_make(p->len, DSOPS_INT32, 1, (int64_t[]){T});
-    }
-    if (p->sinks)
-        a->sinks = dsops_tensor_make(p->sinks, DSOPS_FP32, 1, (int64_t[]){N});
-    a->out = dsops_tensor_make(guarded_view(&p->out), DSOPS_BF16, 3, (int64_t[]){T, N, D});
-    a->out.stride[0] = N * Dp, a->out.stride[1] = Dp;
-    if (s->lse)
-        a->lse = dsops_tensor_make(guarded_view(&p->lse), DSOPS_FP32, 2, (int64_t[]){T, N});
-    a->softmax_scale = s->scale;
-    a->win_size = s->win_size;
-    a->cmp_mode = s->cmp_mode;
-    a->cmp_ratio = s->cmp_ratio;
-    a->p_mode = s->p_mode;
-    a->p_tile = s->p_tile;
-    return p;
-}
-
-static void sp_free(sp_problem *p)
-{
-    free(p->q), free(p->cu), free(p->used), free(p->ori), free(p->ori_bt), free(p->cmp), free(p->cmp_bt);
-    free(p->idx), free(p->len), free(p->sinks), free(p->out.buf), free(p->lse.buf), free(p->ref_out);
-    free(p->ref_lse);
-    free(p);
-}
-
-/* The oracle's out and lse (lse always, for the lonely-row checks) into dense buffers. */
-static void sp_reference(sp_problem *p)
-{
-    dsops_sas_args a = p->args;
-    const int64_t T = p->T, N = p->s.N, D = p->s.D;
-    a.out = dsops_tensor_make(p->ref_out, DSOPS_BF16, 3, (int64_t[]){T, N, D});
-    a.lse = dsops_tensor_make(p->ref_lse, DSOPS_FP32, 2, (int64_t[]){T, N});
-    dsops_ref_sas(&a);
-}
-
 /* ---- checks -------------------------------------------------------------------------------------------- */
 
 /* The operator's outputs (in args, out viewed with row stride Dp inside guarded buffers) against the oracle's
  * dense ones: tolerances by p_mode, lonely rows exact, rows of +Inf sinks exactly 0, guards and padding
  * untouched, an absent lse never written. */
-static void check_outputs(const char *label, const dsops_sas_args *a, const guarded *out, const guarded *lse,
+static void check_outputs(const char *label, const dsops_sas_args *a, const sp_guarded *out, const sp_guarded *lse,
                           int64_t Dp, const uint16_t *ref_out, const float *ref_lse)
 {
     const int64_t T = a->q.shape[0], N = a->q.shape[1], D = a->q.shape[2];
     const size_t n = (size_t)(T * N * D);
-    const uint16_t *ov = guarded_view(out);
+    const uint16_t *ov = sp_guarded_view(out);
     float *o = tu_calloc(n + 1, 4), *r = tu_calloc(n + 1, 4);
     for (int64_t t = 0; t < T; t++)
         for (int64_t h = 0; h < N; h++)
@@ -425,63 +66,31 @@ static void check_outputs(const char *label, const dsops_sas_args *a, const guar
 
     if (a->lse.data) {
         snprintf(l, sizeof l, "%s lse", label);
-        tu_compare_close(l, guarded_view(lse), ref_lse, (size_t)(T * N), LSE_TOL, NULL);
+        tu_compare_close(l, sp_guarded_view(lse), ref_lse, (size_t)(T * N), LSE_TOL, NULL);
     }
 
-    /* lonely rows (oracle lse +Inf with an all-zero row): out exactly +0, lse exactly +Inf; rows of a +Inf
-     * sink that are not poisoned: out == 0; poisoned rows (oracle lse NaN): NaN in every element and in lse;
-     * rows whose oracle out holds no NaN hold none */
-    int64_t bad_lonely = -1, bad_sink = -1, bad_nan = -1;
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t h = 0; h < N; h++) {
-            int ref_zero = 1;
-            for (int64_t d = 0; d < D; d++)
-                ref_zero &= ref_out[(t * N + h) * D + d] == 0;
-            const int lonely = isinf(ref_lse[t * N + h]) && ref_lse[t * N + h] > 0 && ref_zero;
-            const int poisoned = isnan(ref_lse[t * N + h]);
-            const float *sk = a->sinks.data;
-            const int inf_sink = sk && isinf(sk[h]) && sk[h] > 0 && !poisoned;
-            int ref_any_nan = 0, any_nan = 0;
-            for (int64_t d = 0; d < D; d++) {
-                uint16_t v = ov[(t * N + h) * Dp + d];
-                if (lonely && v != 0 && bad_lonely < 0)
-                    bad_lonely = t * N + h;
-                if (inf_sink && (v & 0x7fffu) != 0 && bad_sink < 0)
-                    bad_sink = t * N + h;
-                if (poisoned && !isnan(tu_f32(v)) && bad_nan < 0)
-                    bad_nan = t * N + h;
-                ref_any_nan |= isnan(tu_f32(ref_out[(t * N + h) * D + d]));
-                any_nan |= isnan(tu_f32(v));
-            }
-            if (!ref_any_nan && any_nan && bad_nan < 0)
-                bad_nan = t * N + h;
-            if (a->lse.data) {
-                float v = ((const float *)guarded_view(lse))[t * N + h];
-                if (lonely && !(isinf(v) && v > 0) && bad_lonely < 0)
-                    bad_lonely = t * N + h;
-                if (isnan(v) != poisoned && bad_nan < 0)
-                    bad_nan = t * N + h;
-            }
-        }
-    tu_check(bad_lonely < 0, "%s: lonely row (t %lld, h %lld) is not out +0 / lse +Inf", label,
-             (long long)(bad_lonely / (N ? N : 1)), (long long)(bad_lonely % (N ? N : 1)));
-    tu_check(bad_sink < 0, "%s: row (t %lld, h %lld) of a +Inf sink is not 0", label,
-             (long long)(bad_sink / (N ? N : 1)), (long long)(bad_sink % (N ? N : 1)));
-    tu_check(bad_nan < 0, "%s: row (t %lld, h %lld) breaks the NaN rule (NaN throughout where the oracle's lse is NaN, "
-             "no NaN where the oracle has none)", label, (long long)(bad_nan / (N ? N : 1)),
-             (long long)(bad_nan % (N ? N : 1)));
+    /* the exact rules: lonely rows, rows of a +Inf sink, the NaN rule */
+    sas_row_faults f = {0, 0, 0, -1, -1, -1};
+    sas_find_row_faults(a, 0, T, ref_out, ref_lse, &f);
+    const int64_t Nd = N ? N : 1;
+    tu_check(f.lonely == 0, "%s: lonely row (t %lld, h %lld) is not out +0 / lse +Inf", label,
+             (long long)(f.first_lonely / Nd), (long long)(f.first_lonely % Nd));
+    tu_check(f.sink == 0, "%s: row (t %lld, h %lld) of a +Inf sink is not 0", label, (long long)(f.first_sink / Nd),
+             (long long)(f.first_sink % Nd));
+    tu_check(f.nan == 0, "%s: row (t %lld, h %lld) breaks the NaN rule (NaN throughout where the oracle's lse is NaN, "
+             "no NaN where the oracle has none)", label, (long long)(f.first_nan / Nd), (long long)(f.first_nan % Nd));
 
     /* untouched: guards, padding, an absent lse */
     size_t bad = 0;
     for (size_t i = 0; i < out->n + 2; i++) {
         const int in_view = i >= 1 && i <= out->n && (int64_t)((i - 1) % (size_t)Dp) < D;
-        if (!in_view && !guarded_is_guard(out, i))
+        if (!in_view && !sp_guarded_holds(out, i))
             bad++;
     }
     tu_check(bad == 0, "%s: %zu out elements outside the view (guards, padding) written", label, bad);
     bad = 0;
     for (size_t i = 0; i < lse->n + 2; i++)
-        if ((!a->lse.data || i == 0 || i == lse->n + 1) && !guarded_is_guard(lse, i))
+        if ((!a->lse.data || i == 0 || i == lse->n + 1) && !sp_guarded_holds(lse, i))
             bad++;
     tu_check(bad == 0, "%s: %zu lse elements written %s", label, bad, a->lse.data ? "outside the view" : "(lse absent)");
 }
@@ -489,7 +98,7 @@ static void check_outputs(const char *label, const dsops_sas_args *a, const guar
 /* Runs p on the current tier into its own guarded buffers; returns the status. */
 static dsops_status sp_run(sp_problem *p)
 {
-    guarded_poison(&p->out), guarded_poison(&p->lse);
+    sp_reset_outputs(p);
     return dsops_sas(ctx, &p->args);
 }
 
@@ -516,216 +125,121 @@ static void run_problem(const char *label, const sp_spec *s)
     if (!tu_selected(label))
         return;
     sp_problem *p = sp_make(s, tu_label_seed(label));
-    sp_reference(p);
+    sp_compute_ref(p);
     sp_check_tiers(label, p, NULL);
     sp_free(p);
 }
 
+/* The base problems of each variant: swa (window only), cfa (window and dense compressed entries), scfa (window
+ * and sparse compressed entries with the index zoo). */
 static sp_spec swa_spec(void)
 {
-    sp_spec s;
-    memset(&s, 0, sizeof s);
-    s.B = 3;
-    s.S[0] = 1, s.S[1] = 2, s.S[2] = 3;
-    s.seqused[0] = 300, s.seqused[1] = 50, s.seqused[2] = 128;
-    s.N = 4, s.D = 64;
-    s.win_size = 128;
-    s.cmp_mode = DSOPS_CMP_NONE;
-    s.BSW = 17, s.BSC = 5;
-    s.p_mode = DSOPS_P_NORMALISED;
-    s.p_tile = 128;
-    s.sinks = SINK_RAND;
-    s.lse = 1;
-    return s;
+    return (sp_spec){.B = 3, .S = {1, 2, 3}, .seqused = {300, 50, 128}, .N = 4, .D = 64, .win_size = 128,
+                     .cmp_mode = DSOPS_CMP_NONE, .BSW = 17, .BSC = 5, .p_mode = DSOPS_P_NORMALISED, .p_tile = 128,
+                     .sinks = SP_SINK_RAND, .lse = 1};
 }
 
 static sp_spec cfa_spec(void)
 {
-    sp_spec s = swa_spec();
-    s.B = 5;
-    s.S[0] = 1, s.S[1] = 2, s.S[2] = 3, s.S[3] = 1, s.S[4] = 2;
-    s.seqused[0] = 127, s.seqused[1] = 128, s.seqused[2] = 257, s.seqused[3] = 256, s.seqused[4] = 700;
-    s.N = 3;
-    s.cmp_mode = DSOPS_CMP_DENSE;
-    s.cmp_ratio = 128;
-    s.BSW = 3, s.BSC = 1;
-    s.p_mode = DSOPS_P_TILED;
-    s.p_tile = 128;
-    return s;
+    return (sp_spec){.B = 5, .S = {1, 2, 3, 1, 2}, .seqused = {127, 128, 257, 256, 700}, .N = 3, .D = 64,
+                     .win_size = 128, .cmp_mode = DSOPS_CMP_DENSE, .cmp_ratio = 128, .BSW = 3, .BSC = 1,
+                     .p_mode = DSOPS_P_TILED, .p_tile = 128, .sinks = SP_SINK_RAND, .lse = 1};
 }
 
 static sp_spec scfa_spec(void)
 {
-    sp_spec s = swa_spec();
-    s.B = 4;
-    s.S[0] = 16, s.S[1] = 2, s.S[2] = 1, s.S[3] = 3;
-    s.seqused[0] = 130, s.seqused[1] = 5, s.seqused[2] = 64, s.seqused[3] = 1001;
-    s.cmp_mode = DSOPS_CMP_SPARSE;
-    s.cmp_ratio = 4;
-    s.K = 24;
-    s.BSW = 128, s.BSC = 17;
-    s.idx = IDX_ZOO;
-    s.len = LEN_RAND;
-    return s;
+    return (sp_spec){.B = 4, .S = {16, 2, 1, 3}, .seqused = {130, 5, 64, 1001}, .N = 4, .D = 64, .win_size = 128,
+                     .cmp_mode = DSOPS_CMP_SPARSE, .cmp_ratio = 4, .K = 24, .BSW = 128, .BSC = 17,
+                     .p_mode = DSOPS_P_NORMALISED, .p_tile = 128, .sinks = SP_SINK_RAND, .lse = 1, .idx = SP_IDX_ZOO,
+                     .len = SP_LEN_RAND};
 }
 
-/* A case list: a base spec and the fields one labelled problem changes (the repeated shape is the list). */
+/* One labelled problem: a base spec (swa_spec, cfa_spec, scfa_spec) and the fields it changes, each a statement
+ * on the spec `s`, or (void)0 for none: the case list is one line a problem. */
+#define PROBLEM(base, label, ...)                                                                                 \
+    do {                                                                                                          \
+        sp_spec s = base();                                                                                       \
+        __VA_ARGS__;                                                                                              \
+        run_problem(label, &s);                                                                                   \
+    } while (0)
+
 static void test_adversarial(void)
 {
     char l[200];
-    sp_spec s;
 
     /* swa: short contexts, L multiple of 128, window sizes, block sizes, lse, sinks */
-    s = swa_spec();
-    run_problem("swa base", &s);
-    s = swa_spec();
-    s.B = 4;
-    s.S[0] = 1, s.S[1] = 1, s.S[2] = 2, s.S[3] = 4;
-    s.seqused[0] = 5, s.seqused[1] = 128, s.seqused[2] = 256, s.seqused[3] = 129;
-    s.BSW = 128, s.lse = 0, s.sinks = SINK_NONE;
-    run_problem("swa short and multiples of 128, no lse, no sinks", &s);
+    PROBLEM(swa_spec, "swa base", (void)0);
+    PROBLEM(swa_spec, "swa short and multiples of 128, no lse, no sinks", s.B = 4, s.S[0] = 1, s.S[1] = 1,
+            s.S[2] = 2, s.S[3] = 4, s.seqused[0] = 5, s.seqused[1] = 128, s.seqused[2] = 256, s.seqused[3] = 129,
+            s.BSW = 128, s.lse = 0, s.sinks = SP_SINK_NONE);
     const int wins[4] = {1, 128, 300, 7};
     const int bsws[4] = {1, 3, 128, 17};
     for (int i = 0; i < 4; i++) {
-        s = swa_spec();
-        s.win_size = wins[i], s.BSW = bsws[i];
-        s.seqused[0] = 400;
         snprintf(l, sizeof l, "swa win_size %d BSW %d", wins[i], bsws[i]);
-        run_problem(l, &s);
+        PROBLEM(swa_spec, l, s.win_size = wins[i], s.BSW = bsws[i], s.seqused[0] = 400);
     }
-    s = swa_spec();
-    s.p_mode = DSOPS_P_FP32;
-    run_problem("swa p_mode fp32", &s);
-    s = swa_spec();
-    s.p_mode = DSOPS_P_TILED, s.p_tile = 7;
-    run_problem("swa p_mode tiled 7 (window is one tile)", &s);
-    s = swa_spec();
-    s.unused_pools = 1;
-    run_problem("swa with an unused NaN compressed pool", &s);
-    s = swa_spec();
-    s.pad = 5;
-    run_problem("swa strided views", &s);
+    PROBLEM(swa_spec, "swa p_mode fp32", s.p_mode = DSOPS_P_FP32);
+    PROBLEM(swa_spec, "swa p_mode tiled 7 (window is one tile)", s.p_mode = DSOPS_P_TILED, s.p_tile = 7);
+    PROBLEM(swa_spec, "swa with an unused NaN compressed pool", s.unused_pools = 1);
+    PROBLEM(swa_spec, "swa strided views", s.pad = 5);
 
     /* cfa: dense entries, L multiples of 128, each pool's block size on its own, every p_mode and tile */
-    s = cfa_spec();
-    run_problem("cfa base tiled 128", &s);
+    PROBLEM(cfa_spec, "cfa base tiled 128", (void)0);
     const int ptiles[4] = {1, 3, 7, 128};
     for (int i = 0; i < 4; i++) {
-        s = cfa_spec();
-        s.cmp_ratio = 4, s.p_tile = ptiles[i];
-        s.win_size = i == 3 ? 5 : 128; /* window shorter than the tile */
-        snprintf(l, sizeof l, "cfa ratio 4 tiled p_tile %d win %d", ptiles[i], s.win_size);
-        run_problem(l, &s);
+        const int win = i == 3 ? 5 : 128; /* window shorter than the tile */
+        snprintf(l, sizeof l, "cfa ratio 4 tiled p_tile %d win %d", ptiles[i], win);
+        PROBLEM(cfa_spec, l, s.cmp_ratio = 4, s.p_tile = ptiles[i], s.win_size = win);
     }
-    s = cfa_spec();
-    s.cmp_ratio = 1, s.win_size = 0, s.p_tile = 7, s.seqused[4] = 300;
-    run_problem("cfa ratio 1 no window tiled 7", &s);
-    s = cfa_spec();
-    s.p_mode = DSOPS_P_NORMALISED, s.BSW = 128, s.BSC = 3, s.lse = 0;
-    run_problem("cfa normalised BSW 128 BSC 3 no lse", &s);
-    s = cfa_spec();
-    s.p_mode = DSOPS_P_FP32, s.BSW = 1, s.BSC = 17, s.sinks = SINK_NONE;
-    run_problem("cfa fp32 BSW 1 BSC 17 no sinks", &s);
-    s = cfa_spec();
-    s.win_size = 300, s.p_tile = 128;
-    run_problem("cfa tiled window 300 longer than the tile", &s);
-    s = cfa_spec();
-    s.sinks = SINK_EXTREME;
-    run_problem("cfa tiled extreme sinks", &s);
-    s = cfa_spec();
-    s.pad = 3, s.cmp_ratio = 16, s.BSC = 4;
-    run_problem("cfa strided views ratio 16", &s);
+    PROBLEM(cfa_spec, "cfa ratio 1 no window tiled 7", s.cmp_ratio = 1, s.win_size = 0, s.p_tile = 7,
+            s.seqused[4] = 300);
+    PROBLEM(cfa_spec, "cfa normalised BSW 128 BSC 3 no lse", s.p_mode = DSOPS_P_NORMALISED, s.BSW = 128, s.BSC = 3,
+            s.lse = 0);
+    PROBLEM(cfa_spec, "cfa fp32 BSW 1 BSC 17 no sinks", s.p_mode = DSOPS_P_FP32, s.BSW = 1, s.BSC = 17,
+            s.sinks = SP_SINK_NONE);
+    PROBLEM(cfa_spec, "cfa tiled window 300 longer than the tile", s.win_size = 300, s.p_tile = 128);
+    PROBLEM(cfa_spec, "cfa tiled extreme sinks", s.sinks = SP_SINK_EXTREME);
+    PROBLEM(cfa_spec, "cfa strided views ratio 16", s.pad = 3, s.cmp_ratio = 16, s.BSC = 4);
 
     /* scfa: index zoo, counts, lengths, block sizes, modes */
-    const len_kind lens[4] = {LEN_NONE, LEN_RAND, LEN_ZERO, LEN_VENDOR};
+    const sp_len_kind lens[4] = {SP_LEN_NONE, SP_LEN_RAND, SP_LEN_ZERO, SP_LEN_VENDOR};
     const char *len_names[4] = {"absent", "random", "0", "vendor"};
     for (int i = 0; i < 4; i++) {
-        s = scfa_spec();
-        s.len = lens[i];
         snprintf(l, sizeof l, "scfa zoo cmp_topk_length %s", len_names[i]);
-        run_problem(l, &s);
+        PROBLEM(scfa_spec, l, s.len = lens[i]);
     }
-    s = scfa_spec();
-    s.idx = IDX_VENDOR, s.len = LEN_VENDOR;
-    run_problem("scfa vendor indices and vendor count", &s);
-    s = scfa_spec();
-    s.idx = IDX_VALID, s.len = LEN_NONE, s.BSW = 1, s.BSC = 1;
-    run_problem("scfa valid indices BSW 1 BSC 1", &s);
-    s = scfa_spec();
-    s.BSW = 3, s.BSC = 128, s.p_mode = DSOPS_P_FP32;
-    run_problem("scfa fp32 BSW 3 BSC 128", &s);
-    s = scfa_spec();
-    s.p_mode = DSOPS_P_TILED, s.p_tile = 3;
-    run_problem("scfa tiled 3", &s);
-    s = scfa_spec();
-    s.p_mode = DSOPS_P_TILED, s.p_tile = 1, s.win_size = 0;
-    run_problem("scfa tiled 1 no window", &s);
-    s = scfa_spec();
-    s.win_size = 0, s.len = LEN_NONE;
-    run_problem("scfa no window (lonely rows where no index is valid)", &s);
-    s = scfa_spec();
-    s.win_size = 0, s.unused_pools = 1;
-    run_problem("scfa no window with an unused NaN window pool", &s);
-    s = scfa_spec();
-    s.sinks = SINK_EXTREME, s.N = 14;
-    run_problem("scfa extreme sinks", &s);
-    s = scfa_spec();
-    s.K = 1, s.idx = IDX_VALID, s.len = LEN_NONE;
-    run_problem("scfa K 1", &s);
-    s = scfa_spec();
-    s.B = 1, s.S[0] = 1, s.seqused[0] = 1001, s.N = 20;
-    run_problem("scfa T 1 N 20 (threads share the heads of one token)", &s);
+    PROBLEM(scfa_spec, "scfa vendor indices and vendor count", s.idx = SP_IDX_VENDOR, s.len = SP_LEN_VENDOR);
+    PROBLEM(scfa_spec, "scfa valid indices BSW 1 BSC 1", s.idx = SP_IDX_VALID, s.len = SP_LEN_NONE, s.BSW = 1,
+            s.BSC = 1);
+    PROBLEM(scfa_spec, "scfa fp32 BSW 3 BSC 128", s.BSW = 3, s.BSC = 128, s.p_mode = DSOPS_P_FP32);
+    PROBLEM(scfa_spec, "scfa tiled 3", s.p_mode = DSOPS_P_TILED, s.p_tile = 3);
+    PROBLEM(scfa_spec, "scfa tiled 1 no window", s.p_mode = DSOPS_P_TILED, s.p_tile = 1, s.win_size = 0);
+    PROBLEM(scfa_spec, "scfa no window (lonely rows where no index is valid)", s.win_size = 0, s.len = SP_LEN_NONE);
+    PROBLEM(scfa_spec, "scfa no window with an unused NaN window pool", s.win_size = 0, s.unused_pools = 1);
+    PROBLEM(scfa_spec, "scfa extreme sinks", s.sinks = SP_SINK_EXTREME, s.N = 14);
+    PROBLEM(scfa_spec, "scfa K 1", s.K = 1, s.idx = SP_IDX_VALID, s.len = SP_LEN_NONE);
+    PROBLEM(scfa_spec, "scfa T 1 N 20 (threads share the heads of one token)", s.B = 1, s.S[0] = 1,
+            s.seqused[0] = 1001, s.N = 20);
 
-    /* MTP and prefill: S 2-4, S 64+, L <= 0, empty sequences */
-    s = scfa_spec();
-    s.B = 3;
-    s.S[0] = 64, s.S[1] = 70, s.S[2] = 4;
-    s.seqused[0] = 64, s.seqused[1] = 200, s.seqused[2] = 2; /* seq 2: tokens 0, 1 have L <= 0 */
-    s.N = 2, s.K = 8;
-    run_problem("scfa prefill S 64 / 70 and L <= 0", &s);
-    s = cfa_spec();
-    s.B = 2;
-    s.S[0] = 66, s.S[1] = 3;
-    s.seqused[0] = 400, s.seqused[1] = 1;
-    s.cmp_ratio = 4, s.p_tile = 7, s.N = 2;
-    run_problem("cfa prefill S 66 and L <= 0", &s);
-    s = scfa_spec();
-    s.B = 5;
-    s.S[0] = 0, s.S[1] = 3, s.S[2] = 0, s.S[3] = 2, s.S[4] = 0;
-    s.seqused[0] = 10, s.seqused[1] = 90, s.seqused[2] = 0, s.seqused[3] = 33, s.seqused[4] = 7;
-    run_problem("scfa empty sequences", &s);
-    s = swa_spec();
-    s.S[0] = s.S[1] = s.S[2] = 0;
-    run_problem("swa T 0", &s);
-    s = swa_spec();
-    s.B = 0;
-    run_problem("swa B 0", &s);
-    s = scfa_spec();
-    s.B = 0;
-    run_problem("scfa B 0", &s);
+    /* MTP and prefill: S 2-4, S 64+, L <= 0 (seq 2 of the first: tokens 0, 1), empty sequences */
+    PROBLEM(scfa_spec, "scfa prefill S 64 / 70 and L <= 0", s.B = 3, s.S[0] = 64, s.S[1] = 70, s.S[2] = 4,
+            s.seqused[0] = 64, s.seqused[1] = 200, s.seqused[2] = 2, s.N = 2, s.K = 8);
+    PROBLEM(cfa_spec, "cfa prefill S 66 and L <= 0", s.B = 2, s.S[0] = 66, s.S[1] = 3, s.seqused[0] = 400,
+            s.seqused[1] = 1, s.cmp_ratio = 4, s.p_tile = 7, s.N = 2);
+    PROBLEM(scfa_spec, "scfa empty sequences", s.B = 5, s.S[0] = 0, s.S[1] = 3, s.S[2] = 0, s.S[3] = 2, s.S[4] = 0,
+            s.seqused[0] = 10, s.seqused[1] = 90, s.seqused[2] = 0, s.seqused[3] = 33, s.seqused[4] = 7);
+    PROBLEM(swa_spec, "swa T 0", s.S[0] = s.S[1] = s.S[2] = 0);
+    PROBLEM(swa_spec, "swa B 0", s.B = 0);
+    PROBLEM(scfa_spec, "scfa B 0", s.B = 0);
 
     /* shapes: N 1, D 576, odd D, extreme logits */
-    s = scfa_spec();
-    s.N = 1, s.D = 576;
-    run_problem("scfa N 1 D 576", &s);
-    s = cfa_spec();
-    s.D = 67, s.cmp_ratio = 8;
-    run_problem("cfa D 67", &s);
-    s = swa_spec();
-    s.D = 3, s.N = 5;
-    run_problem("swa D 3", &s);
-    s = scfa_spec();
-    s.qamp = 8, s.scale = 1.0f, s.p_mode = DSOPS_P_FP32;
-    run_problem("scfa extreme logits fp32", &s);
-    s = scfa_spec();
-    s.qamp = 8, s.scale = 1.0f;
-    run_problem("scfa extreme logits normalised", &s);
-    s = cfa_spec();
-    s.qamp = 8, s.scale = 1.0f, s.cmp_ratio = 4, s.p_tile = 7;
-    run_problem("cfa extreme logits tiled", &s);
-    s = swa_spec();
-    s.scale = -0.5f;
-    run_problem("swa negative softmax_scale", &s);
+    PROBLEM(scfa_spec, "scfa N 1 D 576", s.N = 1, s.D = 576);
+    PROBLEM(cfa_spec, "cfa D 67", s.D = 67, s.cmp_ratio = 8);
+    PROBLEM(swa_spec, "swa D 3", s.D = 3, s.N = 5);
+    PROBLEM(scfa_spec, "scfa extreme logits fp32", s.qamp = 8, s.scale = 1.0f, s.p_mode = DSOPS_P_FP32);
+    PROBLEM(scfa_spec, "scfa extreme logits normalised", s.qamp = 8, s.scale = 1.0f);
+    PROBLEM(cfa_spec, "cfa extreme logits tiled", s.qamp = 8, s.scale = 1.0f, s.cmp_ratio = 4, s.p_tile = 7);
+    PROBLEM(swa_spec, "swa negative softmax_scale", s.scale = -0.5f);
 }
 
 /* ---- the oracle on hand-made keys ------------------------------------------------------------------------ */
@@ -810,9 +324,9 @@ static void test_edges(void)
      * window-only, exactly as a zero count does */
     if (tu_selected("v4_scfa_edge_kv5_s2")) {
         s = scfa_spec();
-        s.B = 1, s.S[0] = 2, s.seqused[0] = 5, s.K = 512, s.N = 8, s.idx = IDX_VENDOR, s.len = LEN_NONE;
+        s.B = 1, s.S[0] = 2, s.seqused[0] = 5, s.K = 512, s.N = 8, s.idx = SP_IDX_VENDOR, s.len = SP_LEN_NONE;
         run_problem("v4_scfa_edge_kv5_s2 causal count", &s);
-        s.len = LEN_VENDOR;
+        s.len = SP_LEN_VENDOR;
         run_problem("v4_scfa_edge_kv5_s2 vendor count", &s);
         sp_problem *p = sp_make(&s, tu_label_seed("v4_scfa_edge_kv5_s2"));
         tu_check(p->len[0] == 0 && p->len[1] == 1, "v4_scfa_edge_kv5_s2: vendor counts %d, %d, expected 0, 1",
@@ -820,10 +334,10 @@ static void test_edges(void)
         const size_t row = (size_t)(s.N * s.D);
         uint16_t *vendor = tu_calloc(row, 2);
         dsops_status st = sp_run(p);
-        memcpy(vendor, guarded_view(&p->out), row * 2);
+        memcpy(vendor, sp_guarded_view(&p->out), row * 2);
         p->len[0] = 0; /* token 0 window-only */
         dsops_status st2 = sp_run(p);
-        tu_check(st == DSOPS_OK && st2 == DSOPS_OK && memcmp(vendor, guarded_view(&p->out), row * 2) == 0,
+        tu_check(st == DSOPS_OK && st2 == DSOPS_OK && memcmp(vendor, sp_guarded_view(&p->out), row * 2) == 0,
                  "v4_scfa_edge_kv5_s2: token 0 with the vendor count differs from the window-only result (%s, %s)",
                  dsops_status_name(st), dsops_status_name(st2));
         free(vendor);
@@ -832,13 +346,13 @@ static void test_edges(void)
     /* v4_sas_edge_lonely: win_size 0, every index -1 (or otherwise invalid): out +0, lse +Inf everywhere */
     if (tu_selected("v4_sas_edge_lonely")) {
         s = scfa_spec();
-        s.win_size = 0, s.idx = IDX_ALL_INVALID, s.len = LEN_NONE;
+        s.win_size = 0, s.idx = SP_IDX_ALL_INVALID, s.len = SP_LEN_NONE;
         run_problem("v4_sas_edge_lonely", &s);
         sp_problem *p = sp_make(&s, tu_label_seed("v4_sas_edge_lonely"));
         dsops_status st = sp_run(p);
         size_t bad = 0;
-        const uint16_t *o = guarded_view(&p->out);
-        const float *ls = guarded_view(&p->lse);
+        const uint16_t *o = sp_guarded_view(&p->out);
+        const float *ls = sp_guarded_view(&p->lse);
         for (int64_t i = 0; i < p->T * s.N * s.D; i++)
             bad += o[i] != 0;
         for (int64_t i = 0; i < p->T * s.N; i++)
@@ -848,12 +362,8 @@ static void test_edges(void)
         sp_free(p);
     }
     /* v4_sas_edge_n1_bs1 */
-    s = scfa_spec();
-    s.N = 1, s.BSW = 1, s.BSC = 1;
-    run_problem("v4_sas_edge_n1_bs1 scfa", &s);
-    s = cfa_spec();
-    s.N = 1, s.BSW = 1, s.BSC = 1;
-    run_problem("v4_sas_edge_n1_bs1 cfa", &s);
+    PROBLEM(scfa_spec, "v4_sas_edge_n1_bs1 scfa", s.N = 1, s.BSW = 1, s.BSC = 1);
+    PROBLEM(cfa_spec, "v4_sas_edge_n1_bs1 cfa", s.N = 1, s.BSW = 1, s.BSC = 1);
 
     /* v4_sas_edge_sink_inf and "lse never depends on the sink": on each tier, lse with sinks +Inf, -Inf,
      * random equals lse without sinks bitwise; with +Inf every out value is 0; with -Inf out equals the
@@ -863,7 +373,7 @@ static void test_edges(void)
     const dsops_p_mode modes[3] = {DSOPS_P_NORMALISED, DSOPS_P_TILED, DSOPS_P_FP32};
     for (int mi = 0; mi < 3; mi++) {
         s = scfa_spec();
-        s.p_mode = modes[mi], s.p_tile = 5, s.sinks = SINK_RAND;
+        s.p_mode = modes[mi], s.p_tile = 5, s.sinks = SP_SINK_RAND;
         sp_problem *p = sp_make(&s, tu_label_seed("v4_sas_edge_sink_inf"));
         const int64_t T = p->T, N = s.N, no = T * N * p->Dp;
         float *sk = p->sinks;
@@ -874,26 +384,26 @@ static void test_edges(void)
         for (int isa = -1; tu_next_tier(ctx, &isa, mode_label, l, sizeof l);) {
             p->args.sinks.data = NULL;
             dsops_status st = sp_run(p);
-            memcpy(out0, guarded_view(&p->out), (size_t)no * 2);
-            memcpy(lse0, guarded_view(&p->lse), (size_t)(T * N) * 4);
+            memcpy(out0, sp_guarded_view(&p->out), (size_t)no * 2);
+            memcpy(lse0, sp_guarded_view(&p->lse), (size_t)(T * N) * 4);
             p->args.sinks.data = sk;
             const float kinds[3] = {INFINITY, -INFINITY, 0.0f};
             for (int k = 0; k < 3; k++) {
                 for (int64_t h = 0; h < N; h++)
                     sk[h] = k < 2 ? kinds[k] : (float)(h % 3) - 1.0f;
                 dsops_status st2 = sp_run(p);
-                const uint16_t *o = guarded_view(&p->out);
+                const uint16_t *o = sp_guarded_view(&p->out);
                 size_t nz = 0;
                 if (k == 0) {
                     for (int64_t i = 0; i < no; i++)
                         nz += i % p->Dp < s.D && (o[i] & 0x7fffu) != 0;
                 }
                 tu_check(st == DSOPS_OK && st2 == DSOPS_OK &&
-                             memcmp(lse0, guarded_view(&p->lse), (size_t)(T * N) * 4) == 0 && nz == 0 &&
+                             memcmp(lse0, sp_guarded_view(&p->lse), (size_t)(T * N) * 4) == 0 && nz == 0 &&
                              (k != 1 || memcmp(out0, o, (size_t)no * 2) == 0),
                          "%s: sinks %s: status %s, lse %s the no-sink lse, %zu nonzero out values%s", l,
                          k == 0 ? "+Inf" : (k == 1 ? "-Inf" : "{-1, 0, 1}"), dsops_status_name(st2),
-                         memcmp(lse0, guarded_view(&p->lse), (size_t)(T * N) * 4) == 0 ? "equals" : "differs from",
+                         memcmp(lse0, sp_guarded_view(&p->lse), (size_t)(T * N) * 4) == 0 ? "equals" : "differs from",
                          nz, k == 1 && memcmp(out0, o, (size_t)no * 2) != 0 ? ", out differs from the no-sink out" : "");
             }
         }
@@ -1000,8 +510,8 @@ static void pool_replace(sp_problem *p, uint16_t from, uint16_t to)
 /* 1 if row (t, h) of p's output is NaN throughout (want 1), finite (0) or lonely (2). */
 static int sas_row_is(const sp_problem *p, int64_t t, int64_t h, int want)
 {
-    const uint16_t *o = (const uint16_t *)guarded_view(&p->out) + (t * p->s.N + h) * p->Dp;
-    const float l = ((const float *)guarded_view(&p->lse))[t * p->s.N + h];
+    const uint16_t *o = (const uint16_t *)sp_guarded_view(&p->out) + (t * p->s.N + h) * p->Dp;
+    const float l = ((const float *)sp_guarded_view(&p->lse))[t * p->s.N + h];
     int ok = want == 1 ? isnan(l) : (want == 2 ? isinf(l) && l > 0 : isfinite(l));
     for (int64_t d = 0; d < p->s.D; d++)
         ok &= want == 1 ? isnan(tu_f32(o[d])) : (want == 2 ? o[d] == 0 : isfinite(tu_f32(o[d])));
@@ -1058,13 +568,13 @@ static void test_nan_rule(void)
             p->q[(0 * s.N + 2) * Dp + s.D - 1] = tu_bf16(-INFINITY);
             for (int h = 0; h < s.N; h++)
                 p->q[(lonely_t * s.N + h) * Dp] = tu_bf16(NAN);
-            const int64_t pos = token_L(p, key_b, key_t) - 1;
+            const int64_t pos = sp_token_L(p, key_b, key_t) - 1;
             const int64_t key_row = (int64_t)p->ori_bt[key_b * p->MBW + pos / s.BSW] * s.BSW + pos % s.BSW;
             p->ori[key_row * Dp] = 0xffc1; /* a NaN whose bits differ from the unread rows' */
             const uint16_t clean = 0x4040; /* 3.0: no read row holds it (they hold U(-1, 1)) */
-            pool_replace(p, NAN_BF16, clean);
-            sp_reference(p);
-            const uint16_t fills[3] = {NAN_BF16, 0x7f80, 0xff80}; /* NaN, +Inf, -Inf */
+            pool_replace(p, SP_NAN_BF16, clean);
+            sp_compute_ref(p);
+            const uint16_t fills[3] = {SP_NAN_BF16, 0x7f80, 0xff80}; /* NaN, +Inf, -Inf */
             const char *fill_names[3] = {"NaN", "+Inf", "-Inf"};
             uint16_t current = clean;
             for (int f = 0; f < 3; f++) {

@@ -11,15 +11,12 @@
 #include <string.h>
 
 #include "cases.h"
+#include "problems.h" /* the guard patterns and unread-row NaN of the adversarial sas problems */
 #include "ref.h"
 #include "test_util.h"
 #include "validation.h"
 
 static dsops_context *ctx;
-
-#define GUARD_BF16 ((uint16_t)0x7fa5u)
-#define GUARD_F32 0x7fa5a5a5u
-#define NAN_BF16 ((uint16_t)0x7fc0u)
 
 /* The fixture: scfa-like with a window, D 64, N 2, win_size 4, cmp_ratio 2, K 3, BSW 4, BSC 2.
  *   sequence 0: S 2, seqused 10: token 0 (L 9) window 5 ... 8, n_cmp 4; token 1 (L 10) window 6 ... 9,
@@ -111,29 +108,31 @@ static fixture *make_fixture(void)
         for (int row = 0; row < FBSW; row++)
             for (int d = 0; d < FD; d++)
                 f->ori[(blk * FBSW + row) * FD + d] =
-                    ori_row_needed(blk, row) ? tu_bf16(tu_rng_uniform(&r, -1, 1)) : NAN_BF16;
+                    ori_row_needed(blk, row) ? tu_bf16(tu_rng_uniform(&r, -1, 1)) : SP_NAN_BF16;
     for (int blk = 0; blk < FNBC; blk++)
         for (int row = 0; row < FBSC; row++)
             for (int d = 0; d < FD; d++)
                 f->cmp[(blk * FBSC + row) * FD + d] =
-                    cmp_row_needed(blk, row) ? tu_bf16(tu_rng_uniform(&r, -1, 1)) : NAN_BF16;
+                    cmp_row_needed(blk, row) ? tu_bf16(tu_rng_uniform(&r, -1, 1)) : SP_NAN_BF16;
     const int32_t ori_bt[FB * FMBW] = {-1, 2, 0, 3, 1, -1}, cmp_bt[FB * FMBC] = {1, -1, 3, 2, -1, -1};
     const int32_t idx[FT * FK] = {4, -1, 1, 0, 9, 3, 1, 1, 7}, len[FT] = {3, 2, 3};
     memcpy(f->ori_bt, ori_bt, sizeof ori_bt), memcpy(f->cmp_bt, cmp_bt, sizeof cmp_bt);
     memcpy(f->idx, idx, sizeof idx), memcpy(f->len, len, sizeof len);
     f->sinks[0] = 0.5f, f->sinks[1] = -0.25f;
     for (int i = 0; i < FT * FN * FD; i++)
-        f->out[i] = GUARD_BF16;
+        f->out[i] = SP_GUARD_BF16;
     for (int i = 0; i < FT * FN; i++) {
-        uint32_t g = GUARD_F32;
+        uint32_t g = SP_GUARD_F32_BITS;
         memcpy(&f->lse[i], &g, 4);
     }
     for (size_t i = 0; i < sizeof f->tail / 2; i++)
-        f->tail[i] = GUARD_BF16;
+        f->tail[i] = SP_GUARD_BF16;
     bind(f);
     return f;
 }
 
+/* The one-line mutations, the tables, the ops and main below follow the layout every test_*_validation.c shares
+ * (tests/validation.h): what repeats between those programs is that protocol, each row its own field. */
 #define FRAG(...) snprintf(frag, VAL_FRAG_MAX, __VA_ARGS__)
 #define A (f->a)
 
@@ -438,14 +437,14 @@ static void compare(void *problem, void *expected, const val_ok_case *c)
     /* untouched: out past T rows, lse (all of it when absent, past T rows otherwise), the tail */
     int ok = 1;
     for (int64_t i = T * FN * FD; i < FT * FN * FD; i++)
-        ok &= f->out[i] == GUARD_BF16;
+        ok &= f->out[i] == SP_GUARD_BF16;
     for (int64_t i = has_lse ? T * FN : 0; i < FT * FN; i++) {
         uint32_t v;
         memcpy(&v, &f->lse[i], 4);
-        ok &= v == GUARD_F32;
+        ok &= v == SP_GUARD_F32_BITS;
     }
     for (size_t i = 0; i < sizeof f->tail / 2; i++)
-        ok &= f->tail[i] == GUARD_BF16;
+        ok &= f->tail[i] == SP_GUARD_BF16;
     tu_check(ok, "%s: memory outside out / lse written (or lse written while absent)", c->name);
 }
 
@@ -611,7 +610,7 @@ static void test_bad_table_edge(void)
         if (!out || !lse)
             abort();
         for (int64_t i = 0; i < T * N * D; i++)
-            out[i] = GUARD_BF16;
+            out[i] = SP_GUARD_BF16;
         memset(lse, 0xa5, (size_t)(T * N) * 4);
         a.out = dsops_tensor_make(out, DSOPS_BF16, 3, (int64_t[]){T, N, D});
         a.lse = dsops_tensor_make(lse, DSOPS_FP32, 2, (int64_t[]){T, N});
@@ -638,7 +637,7 @@ static void test_bad_table_edge(void)
         const char *msg = dsops_last_error();
         int untouched = 1;
         for (int64_t i = 0; i < T * N * D; i++)
-            untouched &= out[i] == GUARD_BF16;
+            untouched &= out[i] == SP_GUARD_BF16;
         for (int64_t i = 0; i < T * N; i++) {
             uint32_t v;
             memcpy(&v, &lse[i], 4);

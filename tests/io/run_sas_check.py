@@ -30,7 +30,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import runcheck  # noqa: E402
 from runcheck import (both_accept, BF16_NAN, THREADS, bad_calls, bf16_from_f32, compare_close, f32_from_bf16,  # noqa: E402
-                      params_of, ref_run, round_bf16, run, tool_runs, write_safetensors)
+                      help_lists, params_of, ref_run, round_bf16, tool_runs, write_safetensors)
 
 TOL_OUT = (1e-4, 2.0 ** -7, 0.005)      # normalised, fp32
 TOL_OUT_TILED = (5e-4, 5e-4, 0.005)
@@ -354,17 +354,9 @@ def check_errors(chk, args, work, rng):
     both_accept(chk, args, work, "empty", "swa with T = 0 gives empty out and lse", "swa", te,
                 lambda o, m: o["out"][1].shape == (0, 2, 128) and o["lse"][1].shape == (0, 2))
 
-    r = run([args.tool, "run", "--help"], args.verbose)
-    chk.check(r.returncode == 0 and all(s in r.stdout for s in ("\nsas\n", "\nswa\n", "\ncfa\n", "\nscfa\n",
-                                                                "variant", "cmp_mode", "cmp_topk_length")),
-              "dsops run --help lists sas, its variant names, tensors and parameters")
-
-
-def checks(chk, args, work, rng):
-    for c in CASES:
-        check_case(chk, args, work, rng, c)
-    check_errors(chk, args, work, rng)
+    help_lists(chk, args, ("\nsas\n", "\nswa\n", "\ncfa\n", "\nscfa\n", "variant", "cmp_mode", "cmp_topk_length"),
+               "dsops run --help lists sas, its variant names, tensors and parameters")
 
 
 if __name__ == "__main__":
-    sys.exit(runcheck.main(__doc__, "sas", 3707, checks))
+    sys.exit(runcheck.main(__doc__, "sas", 3707, runcheck.cases_then_errors(CASES, check_case, check_errors)))

@@ -466,3 +466,22 @@ def main(doc, name, seed, checks, options=()):
     print("tiers run: %s (the CPU's highest, dsops run's default, and scalar)" % (" ".join(sorted(chk.tiers)) or "none"))
     print("%d passed, %d failed" % (chk.passed, chk.failed))
     return 1 if chk.failed else 0
+
+
+# ---- the parts of a script that every script writes the same way ----------------------------------
+
+
+def cases_then_errors(cases, check_case, check_errors):
+    """The checks function for main of a script that runs check_case(chk, args, work, rng, c) on every case c,
+    then check_errors(chk, args, work, rng)."""
+    def checks(chk, args, work, rng):
+        for c in cases:
+            check_case(chk, args, work, rng, c)
+        check_errors(chk, args, work, rng)
+    return checks
+
+
+def help_lists(chk, args, words, what):
+    """One check: `dsops run --help` exits 0 and its text holds every one of words (what: the check's text)."""
+    r = run([args.tool, "run", "--help"], args.verbose)
+    chk.check(r.returncode == 0 and all(w in r.stdout for w in words), what)
