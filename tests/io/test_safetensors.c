@@ -887,22 +887,20 @@ int main(int argc, char **argv)
         perror("mkdtemp");
         return 1;
     }
-    if (tu_selected("round_trip"))
-        test_round_trip();
-    if (tu_selected("valid"))
-        test_valid_edge_cases();
-    if (tu_selected("malformed"))
-        test_malformed();
-    if (tu_selected("corrupt"))
-        test_corruptions();
-    if (tu_selected("many_entries_memory"))
-        test_many_entries_memory();
-    if (tu_selected("many_entries_time"))
-        test_many_entries_time();
-    if (tu_selected("not_regular"))
-        test_not_regular();
-    if (tu_selected("output_files"))
-        test_output_files();
+    static const struct {
+        const char *label; /* what a filter selects */
+        void (*run)(void);
+    } groups[] = {{"round_trip", test_round_trip},
+                  {"valid", test_valid_edge_cases},
+                  {"malformed", test_malformed},
+                  {"corrupt", test_corruptions},
+                  {"many_entries_memory", test_many_entries_memory},
+                  {"many_entries_time", test_many_entries_time},
+                  {"not_regular", test_not_regular},
+                  {"output_files", test_output_files}};
+    for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++)
+        if (tu_selected(groups[i].label))
+            groups[i].run();
     rmdir(tmpdir);
     return tu_finish();
 }
