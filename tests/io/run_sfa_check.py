@@ -26,8 +26,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import runcheck  # noqa: E402
-from runcheck import (case_checks, check_run_help, both_accept, BF16_NAN, bad_calls, bf16_from_f32,  # noqa: E402
-                      compare_close, f32_from_bf16, ref_run, round_bf16, run, tool_runs, write_mutated,
+from runcheck import (case_checks, check_run_help, paged_block_table, both_accept, BF16_NAN, bad_calls,  # noqa: E402
+                      bf16_from_f32, compare_close, f32_from_bf16, ref_run, round_bf16, run, tool_runs, write_mutated,
                       write_safetensors)
 
 OP = "sparse_flash_attention_v32"
@@ -50,16 +50,7 @@ def build_problem(rng, layout, B, S, seqused, N, Dc, Dr, K, BS, with_topk_length
     T = sum(S)
     cu = np.zeros(B + 1, dtype=np.int32)
     cu[1:] = np.cumsum(S)
-    MB = max(1, max((s + BS - 1) // BS for s in seqused) + 1)  # one spare column per sequence
-    need = [(s + BS - 1) // BS for s in seqused]
-    NB = sum(need) + 3  # spare physical blocks
-    perm = rng.permutation(NB)
-    block_table = np.full((B, MB), -1, dtype=np.int32)
-    k = 0
-    for b in range(B):
-        for j in range(need[b]):
-            block_table[b, j] = perm[k]
-            k += 1
+    block_table, NB = paged_block_table(rng, seqused, BS, 1, 3)
 
     topk = np.full((T, K), -1, dtype=np.int32)
     topk_length = np.zeros(T, dtype=np.int32)

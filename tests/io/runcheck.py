@@ -198,6 +198,22 @@ def latent_caches(layout, lat, rope, NB, BS, nan_rows=()):
     return {"kv_packed": packed.reshape(NB, BS, 656)}
 
 
+def paged_block_table(rng, lengths, BS, spare_columns, spare_blocks, garbage=lambda NB: (-1,)):
+    """A block table for sequences of lengths[b] tokens in blocks of BS, over a pool of NB physical blocks
+    (those needed plus spare_blocks) in random order -> (block_table int32 [B, max blocks + spare_columns], NB).
+    Row b holds its ceil(lengths[b] / BS) blocks, then columns the sequence never needs, which may hold
+    anything: they cycle through garbage(NB)."""
+    blocks = [(n + BS - 1) // BS for n in lengths]
+    B, MB, NB = len(lengths), max(blocks) + spare_columns, sum(blocks) + spare_blocks
+    perm = iter(rng.permutation(NB))
+    fill = garbage(NB)
+    table = np.empty((B, MB), np.int32)
+    for b in range(B):
+        for c in range(MB):
+            table[b, c] = next(perm) if c < blocks[b] else fill[(b + c) % len(fill)]
+    return table, NB
+
+
 def np_rmsnorm(x, w, eps):
     """x [T, W] float32 values of bf16, w [W] float32 or None -> bf16 bits."""
     v = x.astype(np.float64)
