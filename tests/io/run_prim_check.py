@@ -58,7 +58,8 @@ def np_rope_freqs(base, yarn, factor, orig, beta_fast, beta_slow):
 
 
 def np_rope_tables(pos, freq, layout):
-    """-> fp64 cos, sin [T, 64] of the fp32 angles."""
+    """-> fp64 cos, sin [T, 64] of the fp32 angles. (python/tests/test_v32_prims.py has its own copy: the
+    package's tests and these checks do not import one another.)"""
     ang = (pos.astype(np.float32)[:, None] * freq[None, :]).astype(np.float32).astype(np.float64)
     c, s = np.cos(ang), np.sin(ang)
     if layout == "pairs":
