@@ -19,16 +19,8 @@ root=$PWD
 
 # clang with its libFuzzer runtime, OpenMP for clang, and what the library itself needs
 if command -v dpkg >/dev/null 2>&1; then
-  need=()
-  for pkg in cmake make clang libclang-rt-dev libomp-dev libcjson-dev libdnnl-dev; do
-    dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
-  done
-  if [ ${#need[@]} -gt 0 ]; then
-    SUDO=""
-    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
-  fi
+  . scripts/packages.sh
+  install_missing_packages cmake make clang libclang-rt-dev libomp-dev libcjson-dev libdnnl-dev
 fi
 
 echo "== building the fuzz targets (build-fuzz)"

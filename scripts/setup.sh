@@ -4,16 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-need=()
-for pkg in cmake gcc make libcjson-dev libdnnl-dev; do
-  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
-done
-if [ ${#need[@]} -gt 0 ]; then
-  SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"
-fi
+. scripts/packages.sh
+install_missing_packages cmake gcc make libcjson-dev libdnnl-dev
 # NumPy, ml_dtypes and pytest for the Python package and its checks (the python3 on PATH, which pip installs into)
 if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import numpy, ml_dtypes, pytest, scikit_build_core' >/dev/null 2>&1; then
   python3 -m pip install -q numpy ml_dtypes pytest scikit-build-core

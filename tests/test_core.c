@@ -8,40 +8,14 @@
 #include "dsops.h"
 #include "test_util.h"
 
-static float f32_of_bits(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static uint32_t bits_of_f32(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-static uint16_t to_bf16(float f)
-{
-    uint16_t h;
-    dsops_fp32_to_bf16(&f, &h, 1);
-    return h;
-}
-
-static uint16_t to_fp16(float f)
-{
-    uint16_t h;
-    dsops_fp32_to_fp16(&f, &h, 1);
-    return h;
-}
-
-static float from_fp16(uint16_t h)
-{
-    float f;
-    dsops_fp16_to_fp32(&h, &f, 1);
-    return f;
-}
+/* One value through memcpy (a bit cast) or through the library's array conversions under test. */
+#define ONE_VALUE(name, from_type, to_type, statement) \
+    static to_type name(from_type in) { to_type out; statement; return out; }
+ONE_VALUE(f32_of_bits, uint32_t, float, memcpy(&out, &in, 4))
+ONE_VALUE(bits_of_f32, float, uint32_t, memcpy(&out, &in, 4))
+ONE_VALUE(to_bf16, float, uint16_t, dsops_fp32_to_bf16(&in, &out, 1))
+ONE_VALUE(to_fp16, float, uint16_t, dsops_fp32_to_fp16(&in, &out, 1))
+ONE_VALUE(from_fp16, uint16_t, float, dsops_fp16_to_fp32(&in, &out, 1))
 
 /* fp16 rounding computed independently in double: round to nearest even at the target precision */
 static uint16_t fp16_expected(float f)

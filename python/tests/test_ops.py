@@ -13,21 +13,9 @@ import numpy as np
 import pytest
 
 import dsops
+from numpy_spec import BF16, bf, f32, rng
 
-BF16 = dsops.bfloat16
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-
-
-def rng(seed):
-    return np.random.default_rng(seed)
-
-
-def bf(x):
-    return np.asarray(x, np.float32).astype(BF16)
-
-
-def f32(x):
-    return np.asarray(x).astype(np.float32)
 
 
 # ---- rmsnorm ------------------------------------------------------------------------------------------------

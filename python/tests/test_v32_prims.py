@@ -32,31 +32,13 @@ import numpy as np
 import pytest
 
 import dsops
+from numpy_spec import BF16, bf, bits, f32, rbf, rng, rot, sylvester
 
-BF16 = dsops.bfloat16
 V32_SOFTMAX_SCALE = np.float32(192 ** -0.5 * (0.1 * math.log(40) + 1) ** 2)
 V32_WEIGHTS_SCALE = np.float32(1 / math.sqrt(64 * 128))
 
 
 # ---- numbers ------------------------------------------------------------------------------------------------
-
-def rng(seed):
-    return np.random.default_rng(seed)
-
-
-def f32(x):
-    return np.asarray(x).astype(np.float32)
-
-
-def bf(x):
-    """fp32 -> bf16 array (round to nearest even, NaN kept)."""
-    return np.asarray(x, np.float32).astype(BF16)
-
-
-def rbf(x):
-    """The fp32 value of bf16(x)."""
-    return f32(bf(x))
-
 
 def rfp16(x):
     """The fp32 value of fp16(x) (round to nearest even, subnormals kept, |x| >= 65520 -> Inf)."""
@@ -67,10 +49,6 @@ def rfp16(x):
 def mm(a, b):
     """An fp32 result of a sum of products (lin / dot of §2.2, Hadamard of §2.6): summed in fp64, rounded once."""
     return (np.asarray(a, np.float64) @ np.asarray(b, np.float64)).astype(np.float32)
-
-
-def bits(a):
-    return np.ascontiguousarray(a).view(np.uint8)
 
 
 # ---- §1.8 ---------------------------------------------------------------------------------------------------
@@ -160,29 +138,6 @@ def bf16_once(v):
     return np.ldexp(np.rint(m * 256.0), e - 8)
 
 
-def np_rot(x, c, s, mode, inverse=False):
-    """§2.5.1 on the last axis (64 values): two fp32 products and one fp32 add / subtract per output element,
-    table index = output index. x, c, s broadcast."""
-    x, c, s = f32(x), f32(c), f32(s)
-    if inverse:
-        s = -s
-    j = np.arange(32)
-    if mode == "interleaved":
-        ia, ib, oa, ob = 2 * j, 2 * j + 1, 2 * j, 2 * j + 1
-    elif mode == "half":
-        ia, ib, oa, ob = j, j + 32, j, j + 32
-    else:
-        assert mode == "interleaved_in_half_out"
-        ia, ib, oa, ob = 2 * j, 2 * j + 1, j, j + 32
-    shape = np.broadcast_shapes(x.shape, c.shape, s.shape)
-    x, c, s = (np.broadcast_to(a, shape) for a in (x, c, s))
-    y = np.empty(shape, np.float32)
-    with np.errstate(invalid="ignore", over="ignore"):
-        y[..., oa] = x[..., ia] * c[..., oa] - x[..., ib] * s[..., oa]
-        y[..., ob] = x[..., ib] * c[..., ob] + x[..., ia] * s[..., ob]
-    return y
-
-
 def np_q8(v, G):
     """§2.7 over groups of G along the last axis -> (q int8 [..., W], scale fp32 [..., W/G])."""
     v = f32(v)
@@ -217,13 +172,6 @@ def np_layernorm(v, gamma, beta, eps):
     d = (v - mu).astype(np.float32)
     var = np.sum(np.float64(d) * d, -1, keepdims=True).astype(np.float32) / n
     return ((d / np.sqrt(var + np.float32(eps))) * f32(gamma) + f32(beta)).astype(np.float32)
-
-
-def sylvester(d):
-    h = np.ones((1, 1))
-    while h.shape[0] < d:
-        h = np.block([[h, h], [h, -h]])
-    return (h / np.sqrt(d)).astype(np.float32)
 
 
 # ---- rope_tables (§2.5.2) -----------------------------------------------------------------------------------
@@ -300,8 +248,8 @@ def rope_apply_case(seed, T=5, N=3, W=160, table_dtype="bf16"):
 
 def np_rope_apply(x, c, s, offset, mode, inverse):
     y = f32(x).copy()
-    y[..., offset:offset + 64] = np_rot(f32(x)[..., offset:offset + 64], f32(c)[:, None, :], f32(s)[:, None, :],
-                                        mode, inverse)
+    y[..., offset:offset + 64] = rot(f32(x)[..., offset:offset + 64], f32(c)[:, None, :], f32(s)[:, None, :],
+                                     mode, inverse)
     return y
 
 
@@ -565,10 +513,10 @@ def np_mla(a, eps_cq=1e-6, eps_ckv=1e-6, rope_mode="interleaved_in_half_out", ro
     qb = qb.reshape(T, N, G)
     out["q_nope"] = rbf(np.einsum("thi,hic->thc", np.float64(qb[..., :Dqn]),
                                   np.float64(f32(a["w_uk"]))).astype(np.float32))
-    out["q_rope"] = rbf(np_rot(qb[..., Dqn:], c[:, None], s[:, None], rope_mode, rope_inverse))
+    out["q_rope"] = rbf(rot(qb[..., Dqn:], c[:, None], s[:, None], rope_mode, rope_inverse))
     kva = rbf(mm(x, f32(a["wkv_a"]).T))
     out["ckv"] = rbf(np_rmsnorm(kva[:, :Dc], a["gamma_ckv"], eps_ckv))
-    out["krope"] = rbf(np_rot(kva[:, Dc:], c, s, rope_mode, rope_inverse))
+    out["krope"] = rbf(rot(kva[:, Dc:], c, s, rope_mode, rope_inverse))
     return out
 
 
@@ -739,11 +687,11 @@ def np_idx(a, ln_eps=1e-6, weights_scale=V32_WEIGHTS_SCALE, rope_mode="half", ro
     else:
         qb = rbf(mm(f32(a["qr"]), f32(a["idx_wq_b"]).T))
     u = qb.reshape(T, NI, DI).copy()
-    u[..., :64] = rbf(np_rot(u[..., :64], c[:, None], s[:, None], rope_mode, rope_inverse))
+    u[..., :64] = rbf(rot(u[..., :64], c[:, None], s[:, None], rope_mode, rope_inverse))
     hq, hk = a.get("hadamard_q"), a.get("hadamard_k")
     q = rbf(mm(u, f32(hq))) if hq is not None else u                       # v·Hm: sum over the matrix rows
     k = rbf(np_layernorm(mm(x, f32(a["idx_wk"]).T), a["ln_gamma_k"], a["ln_beta_k"], ln_eps))
-    k[:, :64] = rbf(np_rot(k[:, :64], c, s, rope_mode, rope_inverse))
+    k[:, :64] = rbf(rot(k[:, :64], c, s, rope_mode, rope_inverse))
     k = rbf(mm(k, f32(hk))) if hk is not None else k
     w = rbf(mm(x, f32(a["weights_proj"]).T)) * np.float32(weights_scale)
     out = {}

@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 
 import dsops
+from numpy_spec import BF16, bf, bits, f32, rbf, rng, rot, sylvester
 
-BF16 = dsops.bfloat16
 F32 = np.float32
 F64 = np.float64
 
@@ -45,23 +45,6 @@ V4_SCALE = F32(512 ** -0.5)
 
 # ---- numeric helpers ----------------------------------------------------------------------------------------
 
-def rng(seed):
-    return np.random.default_rng(seed)
-
-
-def bf(x):
-    return np.asarray(x, F32).astype(BF16)
-
-
-def f32(x):
-    return np.asarray(x).astype(F32)
-
-
-def rb(x):
-    """Rounded to bf16 (nearest even), as fp32 values."""
-    return f32(bf(x))
-
-
 def lin(a, w):
     """lin(a, W) of §2.2 for rows a [..., K] and W [N, K]: an fp64 sum rounded once to fp32."""
     return (f32(a).astype(F64) @ f32(w).astype(F64).T).astype(F32)
@@ -75,30 +58,10 @@ def rmsnorm(v, w, eps):
     return y * f32(w) if w is not None else y
 
 
-def rot(x, c, s, mode="interleaved", inverse=False):
-    """§2.5.1 on the last axis (64) of x with tables c, s broadcastable to x: two fp32 products and one fp32
-    add / subtract per output element, the table index being the output element's. Unrounded fp32."""
-    x, c, s = f32(x), f32(c), f32(s)
-    if inverse:
-        s = -s
-    j = np.arange(32)
-    if mode == "interleaved":
-        a, b, o1, o2 = 2 * j, 2 * j + 1, 2 * j, 2 * j + 1
-    elif mode == "half":
-        a, b, o1, o2 = j, j + 32, j, j + 32
-    else:  # interleaved_in_half_out
-        a, b, o1, o2 = 2 * j, 2 * j + 1, j, j + 32
-    c, s = np.broadcast_to(c, x.shape), np.broadcast_to(s, x.shape)
-    y = np.empty_like(x)
-    y[..., o1] = x[..., a] * c[..., o1] - x[..., b] * s[..., o1]
-    y[..., o2] = x[..., b] * c[..., o2] + x[..., a] * s[..., o2]
-    return y
-
-
 def rope_tail(y, c, s, mode="interleaved", inverse=False):
     """y (bf16 values) with its last 64 elements replaced by bf16(rot(...))."""
     out = f32(y).copy()
-    out[..., -64:] = rb(rot(out[..., -64:], c, s, mode, inverse))
+    out[..., -64:] = rbf(rot(out[..., -64:], c, s, mode, inverse))
     return out
 
 
@@ -116,14 +79,7 @@ def q8(v):
 
 def hadamard_apply(u, hm):
     """§2.6: bf16(sum_k u[k] * Hm[k][j]) over the last axis of u."""
-    return rb((f32(u).astype(F64) @ f32(hm).astype(F64)).astype(F32))
-
-
-def sylvester(d):
-    h = np.ones((1, 1))
-    while h.shape[0] < d:
-        h = np.block([[h, h], [h, -h]])
-    return (h / np.sqrt(d)).astype(F32)
+    return rbf((f32(u).astype(F64) @ f32(hm).astype(F64)).astype(F32))
 
 
 def tables(r, rows, dtype):
@@ -162,11 +118,6 @@ def check_out(res, name, dtype, shape):
     return x
 
 
-def bits(x):
-    x = np.ascontiguousarray(x)
-    return x.view(np.uint8)
-
-
 # ---- §3.1 hc_pre --------------------------------------------------------------------------------------------
 
 def np_hc_pre(x, hc_fn, hc_scale, hc_base, iters, norm_eps, hc_eps):
@@ -195,7 +146,7 @@ def np_hc_pre(x, hc_fn, hc_scale, hc_base, iters, norm_eps, hc_eps):
     acc = pre[:, 0, None] * xs[:, 0]
     for i in range(1, HC):                                       # step 9: fp32, i ascending
         acc = acc + pre[:, i, None] * xs[:, i]
-    return dict(y=rb(acc), post=post, pre=pre, comb=A)
+    return dict(y=rbf(acc), post=post, pre=pre, comb=A)
 
 
 HC_PRE_CASES = [
@@ -262,7 +213,7 @@ def test_hc_post(xdt, gdt, T, HC, H):
     odt, tol = (BF16, TOL_POST_BF16) if xdt == "bf16" else (F32, TOL_POST_F32)
     ref = np_hc_post(x, residual, post, comb)
     out = check_out(res, "out", odt, (T, HC, H))
-    compare_close(out, rb(ref) if xdt == "bf16" else ref, tol, "out")
+    compare_close(out, rbf(ref) if xdt == "bf16" else ref, tol, "out")
     # out as the exact alias of residual: every stream of (t, d) is read before any is written
     inplace = residual.copy()
     r2 = dsops.hc_post(x=x, residual=inplace, post=post, comb=comb, out=inplace)
@@ -278,7 +229,7 @@ def mla4_case(seed, T, H, Q, N, D, int8, gdt="bf16", tdt="bf16"):
     x[1] = 0                                                       # a zero token: qr = 0 (scale 0), q = 0, kv = 0
     a = dict(x=bf(x), wq_a=bf(r.uniform(-0.1, 0.1, (Q, H))), gamma_cq=as_dtype(r.uniform(0.5, 1.5, Q), gdt),
              wkv=bf(r.uniform(-0.1, 0.1, (D, H))), gamma_ckv=as_dtype(r.uniform(0.5, 1.5, D), gdt))
-    wq_b = rb(r.uniform(-0.1, 0.1, (N * D, Q)))
+    wq_b = rbf(r.uniform(-0.1, 0.1, (N * D, Q)))
     if int8:
         a["wq_b"], a["wq_b_scale"] = q8(wq_b)
     else:
@@ -304,12 +255,12 @@ def np_mla4(a, eps_cq=1e-6, eps_ckv=1e-6, eps_qh=1e-6, mode="interleaved", inver
         qb = (acc * f32(sc)[:, None]) * f32(a["wq_b_scale"])[None, :]
         ka = lin(x, a["wkv"])
     else:
-        e["qr"] = rb(rmsnorm(rb(lin(x, a["wq_a"])), a["gamma_cq"], eps_cq))
-        qb = rb(lin(e["qr"], a["wq_b"]))
-        ka = rb(lin(x, a["wkv"]))
-    qn = rb(rmsnorm(qb.reshape(T, N, D), None, eps_qh))
+        e["qr"] = rbf(rmsnorm(rbf(lin(x, a["wq_a"])), a["gamma_cq"], eps_cq))
+        qb = rbf(lin(e["qr"], a["wq_b"]))
+        ka = rbf(lin(x, a["wkv"]))
+    qn = rbf(rmsnorm(qb.reshape(T, N, D), None, eps_qh))
     e["q"] = rope_tail(qn, c[:, None], s[:, None], mode, inverse)
-    e["kv"] = rope_tail(rb(rmsnorm(ka, a["gamma_ckv"], eps_ckv)), c, s, mode, inverse)
+    e["kv"] = rope_tail(rbf(rmsnorm(ka, a["gamma_ckv"], eps_ckv)), c, s, mode, inverse)
     return e
 
 
@@ -473,7 +424,7 @@ def np_compressor(a, eps=1e-6, mode="interleaved", inverse=False, layout="packed
     out = np.zeros((NO, D), F32)
     if pooled:
         rows = np.array(out_rows)
-        y = rb(rmsnorm(rb(np.concatenate(pooled)), a["norm_weight"], eps))
+        y = rbf(rmsnorm(rbf(np.concatenate(pooled)), a["norm_weight"], eps))
         y = rope_tail(y, f32(a["rope_cos"])[rows], f32(a["rope_sin"])[rows], mode, inverse)
         if "hadamard" in a:
             y = hadamard_apply(y, a["hadamard"])
@@ -543,11 +494,11 @@ def np_idx4(a, weights_scale=None, mode="interleaved", inverse=False):
     DI = a["hadamard"].shape[0]
     NI = a["weights_proj"].shape[0]
     acc = (a["qr"].astype(np.int64) @ a["idx_wq_b"].astype(np.int64).T).astype(F32)
-    qb = rb((acc * f32(a["qr_scale"])[:, None]) * f32(a["idx_wq_b_scale"])[None, :]).reshape(T, NI, DI)
+    qb = rbf((acc * f32(a["qr_scale"])[:, None]) * f32(a["idx_wq_b_scale"])[None, :]).reshape(T, NI, DI)
     u = rope_tail(qb, f32(a["rope_cos"])[:, None], f32(a["rope_sin"])[:, None], mode, inverse)
     q, s = q8(hadamard_apply(u, a["hadamard"]))
     ws = F32(1 / np.sqrt(64 * 128)) if weights_scale is None else F32(weights_scale)
-    w = rb(lin(a["x"], a["weights_proj"]))
+    w = rbf(lin(a["x"], a["weights_proj"]))
     with np.errstate(over="ignore"):
         return dict(q_idx=q, q_idx_scale=s.astype(np.float16), weights=(w * ws).astype(np.float16))
 
@@ -832,13 +783,13 @@ def np_sas(a, p, scale=V4_SCALE):
                 wv = np.where(mask[:, None, lo:hi] & live[..., None], np.exp(st - np.where(live, mn, 0)[..., None]),
                               F32(0)).astype(F32)
                 l = (l * alpha + wv.sum(2, dtype=F64).astype(F32)).astype(F32)
-                pv = np.einsum("tnl,tld->tnd", rb(wv).astype(F64), k64[:, lo:hi]).astype(F32)
+                pv = np.einsum("tnl,tld->tnd", rbf(wv).astype(F64), k64[:, lo:hi]).astype(F32)
                 O = (O * alpha[..., None] + pv).astype(F32)
                 m = mn
             lonely = np.isneginf(m)
             ms = np.where(lonely, F32(0), m)
             den = l + (np.exp(sinks[None] - ms) if sinks is not None else F32(0))
-            out = rb(O / den[..., None])
+            out = rbf(O / den[..., None])
         else:                                                                     # A4, A6
             m = s.max(2)
             lonely = np.isneginf(m)
@@ -848,8 +799,8 @@ def np_sas(a, p, scale=V4_SCALE):
             den = l + (np.exp(sinks[None] - ms) if sinks is not None else F32(0))
             P = (wv / den[..., None]).astype(F32)
             if p_mode == "normalised":
-                P = rb(P)
-            out = rb(np.einsum("tnl,tld->tnd", P.astype(F64), k64).astype(F32))
+                P = rbf(P)
+            out = rbf(np.einsum("tnl,tld->tnd", P.astype(F64), k64).astype(F32))
         lse = (ms + np.log(l)).astype(F32)                                         # A7
     out[lonely] = 0                                                               # A2
     lse[lonely] = np.inf

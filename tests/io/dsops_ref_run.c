@@ -30,114 +30,102 @@ static dsops_tensor scratch_like(const dsops_tensor *t, void **mem)
     return dsops_tensor_make(*mem, t->dtype, t->ndim, t->shape);
 }
 
-static dsops_status ref_sfa(dsops_context *ctx, const void *args)
+/* Dense scratch copy of t (contents included), for in-out caches that validation may see; NULL data when
+ * t is absent. */
+static dsops_tensor scratch_copy(const dsops_tensor *t, void **mem)
 {
-    const dsops_sparse_flash_attention_v32_args *a = args; /* the call record starts with the args struct */
-    dsops_sparse_flash_attention_v32_args v = *a;
-    void *out_mem, *lse_mem;
-    v.out = scratch_like(&a->out, &out_mem);
-    v.lse = scratch_like(&a->lse, &lse_mem);
-    dsops_status st = DSOPS_ERR_NOMEM;
-    if ((a->out.data == NULL || out_mem != NULL) && (a->lse.data == NULL || lse_mem != NULL))
-        st = dsops_sparse_flash_attention_v32(ctx, &v);
-    free(out_mem);
-    free(lse_mem);
-    if (st == DSOPS_OK)
-        dsops_ref_sparse_flash_attention_v32(a);
-    return st;
+    dsops_tensor c = scratch_like(t, mem);
+    if (*mem != NULL) {
+        size_t n = dsops_dtype_size(t->dtype);
+        for (int d = 0; d < t->ndim; d++)
+            n *= (size_t)t->shape[d];
+        memcpy(*mem, t->data, n);
+    }
+    return c;
 }
 
-static dsops_status ref_li(dsops_context *ctx, const void *args)
+/* The tensors a call writes, moved to scratch memory while the library validates the call. */
+typedef struct scratch_set {
+    void *mem[9]; /* one per written tensor: sparse_attention_v32 writes the most, 9 */
+    int n;
+} scratch_set;
+
+/* Points the n tensors *written[i] at scratch memory: the first n_out (outputs) at zeroed memory, the others
+ * (caches and states, which the call reads too) at copies, so that the library validates the same call
+ * without writing the caller's memory. 0 when memory ran out; scratch_free(s) in either case. */
+static int scratch_begin(scratch_set *s, dsops_tensor *const *written, int n, int n_out)
 {
-    const dsops_lightning_indexer_args *a = args; /* the call record starts with the args struct */
-    dsops_lightning_indexer_args v = *a;
-    void *idx_mem, *score_mem;
-    v.topk_indices = scratch_like(&a->topk_indices, &idx_mem);
-    v.topk_scores = scratch_like(&a->topk_scores, &score_mem);
-    dsops_status st = DSOPS_ERR_NOMEM;
-    if ((a->topk_indices.data == NULL || idx_mem != NULL) && (a->topk_scores.data == NULL || score_mem != NULL))
-        st = dsops_lightning_indexer(ctx, &v);
-    free(idx_mem);
-    free(score_mem);
-    if (st == DSOPS_OK)
-        dsops_ref_lightning_indexer(a);
-    return st;
+    int ok = 1;
+    s->n = n;
+    for (int i = 0; i < n; i++) {
+        const dsops_tensor orig = *written[i];
+        *written[i] = i < n_out ? scratch_like(&orig, &s->mem[i]) : scratch_copy(&orig, &s->mem[i]);
+        ok &= orig.data == NULL || s->mem[i] != NULL;
+    }
+    return ok;
 }
 
-/* The shared primitives: the library validates on scratch outputs (scratch caches for cache_store),
- * then the oracle writes the real ones. */
-static dsops_status ref_rmsnorm(dsops_context *ctx, const void *args)
+static void scratch_free(scratch_set *s)
 {
-    const dsops_rmsnorm_args *a = args; /* the call record starts with the args struct */
-    dsops_rmsnorm_args v = *a;
-    void *mem;
-    v.y = scratch_like(&a->y, &mem);
-    dsops_status st = mem != NULL ? dsops_rmsnorm(ctx, &v) : DSOPS_ERR_NOMEM;
-    free(mem);
-    if (st == DSOPS_OK)
-        dsops_ref_rmsnorm(a);
-    return st;
+    for (int i = 0; i < s->n; i++)
+        free(s->mem[i]);
 }
 
-static dsops_status ref_rope_tables(dsops_context *ctx, const void *args)
-{
-    const dsops_rope_tables_args *a = args; /* the call record starts with the args struct */
-    dsops_rope_tables_args v = *a;
-    void *cmem, *smem;
-    v.cos = scratch_like(&a->cos, &cmem);
-    v.sin = scratch_like(&a->sin, &smem);
-    dsops_status st = cmem != NULL && smem != NULL ? dsops_rope_tables(ctx, &v) : DSOPS_ERR_NOMEM;
-    free(cmem);
-    free(smem);
-    if (st == DSOPS_OK)
-        dsops_ref_rope_tables(a);
-    return st;
-}
+/* static dsops_status fn(ctx, args): the library validates the call of args_type on scratch copies of the
+ * tensors it writes (the n_out outputs, then the caches / states, listed as &v.<field>), then, when the library
+ * accepts it, the oracle writes the real ones. */
+#define VALIDATED_ORACLE(fn, args_type, library, oracle, n_out, ...)                                            \
+    static dsops_status fn(dsops_context *ctx, const void *args)                                                \
+    {                                                                                                           \
+        const args_type *a = args; /* the call record starts with the args struct */                            \
+        args_type v = *a;                                                                                       \
+        dsops_tensor *written[] = {__VA_ARGS__};                                                                \
+        scratch_set s;                                                                                          \
+        const int n = (int)(sizeof written / sizeof written[0]);                                                \
+        dsops_status st = scratch_begin(&s, written, n, n_out) ? library(ctx, &v) : DSOPS_ERR_NOMEM;            \
+        scratch_free(&s);                                                                                       \
+        if (st == DSOPS_OK)                                                                                     \
+            oracle(a);                                                                                          \
+        return st;                                                                                              \
+    }
 
-static dsops_status ref_rope_apply(dsops_context *ctx, const void *args)
-{
-    const dsops_rope_apply_args *a = args; /* the call record starts with the args struct */
-    dsops_rope_apply_args v = *a;
-    void *mem;
-    v.y = scratch_like(&a->y, &mem);
-    dsops_status st = mem != NULL ? dsops_rope_apply(ctx, &v) : DSOPS_ERR_NOMEM;
-    free(mem);
-    if (st == DSOPS_OK)
-        dsops_ref_rope_apply(a);
-    return st;
-}
+VALIDATED_ORACLE(ref_sfa, dsops_sparse_flash_attention_v32_args, dsops_sparse_flash_attention_v32,
+                 dsops_ref_sparse_flash_attention_v32, 2, &v.out, &v.lse)
+VALIDATED_ORACLE(ref_li, dsops_lightning_indexer_args, dsops_lightning_indexer, dsops_ref_lightning_indexer, 2,
+                 &v.topk_indices, &v.topk_scores)
 
-static dsops_status ref_quant_q8(dsops_context *ctx, const void *args)
-{
-    const dsops_quant_q8_args *a = args; /* the call record starts with the args struct */
-    dsops_quant_q8_args v = *a;
-    void *qmem, *smem;
-    v.q = scratch_like(&a->q, &qmem);
-    v.scale = scratch_like(&a->scale, &smem);
-    dsops_status st = qmem != NULL && smem != NULL ? dsops_quant_q8(ctx, &v) : DSOPS_ERR_NOMEM;
-    free(qmem);
-    free(smem);
-    if (st == DSOPS_OK)
-        dsops_ref_quant_q8(a);
-    return st;
-}
+/* The shared primitives (cache_store's cache and scale are outputs: it reads neither). */
+VALIDATED_ORACLE(ref_rmsnorm, dsops_rmsnorm_args, dsops_rmsnorm, dsops_ref_rmsnorm, 1, &v.y)
+VALIDATED_ORACLE(ref_rope_tables, dsops_rope_tables_args, dsops_rope_tables, dsops_ref_rope_tables, 2, &v.cos, &v.sin)
+VALIDATED_ORACLE(ref_rope_apply, dsops_rope_apply_args, dsops_rope_apply, dsops_ref_rope_apply, 1, &v.y)
+VALIDATED_ORACLE(ref_quant_q8, dsops_quant_q8_args, dsops_quant_q8, dsops_ref_quant_q8, 2, &v.q, &v.scale)
+VALIDATED_ORACLE(ref_cache_store, dsops_cache_store_args, dsops_cache_store, dsops_ref_cache_store, 2, &v.cache,
+                 &v.cache_scale)
 
-static dsops_status ref_cache_store(dsops_context *ctx, const void *args)
-{
-    const dsops_cache_store_args *a = args; /* the call record starts with the args struct */
-    dsops_cache_store_args v = *a;
-    void *cmem, *smem;
-    v.cache = scratch_like(&a->cache, &cmem);
-    v.cache_scale = scratch_like(&a->cache_scale, &smem);
-    dsops_status st = DSOPS_ERR_NOMEM;
-    if ((a->cache.data == NULL || cmem != NULL) && (a->cache_scale.data == NULL || smem != NULL))
-        st = dsops_cache_store(ctx, &v);
-    free(cmem);
-    free(smem);
-    if (st == DSOPS_OK)
-        dsops_ref_cache_store(a);
-    return st;
-}
+/* The prologs: outputs, then the caches they write. */
+VALIDATED_ORACLE(ref_mla_prolog, dsops_mla_prolog_v32_args, dsops_mla_prolog_v32, dsops_ref_mla_prolog_v32, 4,
+                 &v.q_nope, &v.q_rope, &v.qr, &v.qr_scale, &v.kv_cache, &v.kv_scale_cache, &v.kr_cache,
+                 &v.kv_packed)
+VALIDATED_ORACLE(ref_indexer_prolog, dsops_indexer_prolog_v32_args, dsops_indexer_prolog_v32,
+                 dsops_ref_indexer_prolog_v32, 3, &v.q_idx, &v.q_idx_scale, &v.weights, &v.idx_k_cache,
+                 &v.idx_k_scale_cache)
+
+VALIDATED_ORACLE(ref_hc_pre, dsops_hc_pre_args, dsops_hc_pre, dsops_ref_hc_pre, 4, &v.y, &v.post, &v.comb, &v.pre)
+VALIDATED_ORACLE(ref_hc_post, dsops_hc_post_args, dsops_hc_post, dsops_ref_hc_post, 1, &v.out)
+
+/* The V4 prologs write no cache. */
+VALIDATED_ORACLE(ref_mla_prolog_v4, dsops_mla_prolog_v4_args, dsops_mla_prolog_v4, dsops_ref_mla_prolog_v4, 4, &v.q,
+                 &v.kv, &v.qr, &v.qr_scale)
+VALIDATED_ORACLE(ref_indexer_prolog_v4, dsops_indexer_prolog_v4_args, dsops_indexer_prolog_v4,
+                 dsops_ref_indexer_prolog_v4, 3, &v.q_idx, &v.q_idx_scale, &v.weights)
+
+/* compressor: both states are copied (validation reads the tables, not the states, but a copy keeps the call
+ * identical). */
+VALIDATED_ORACLE(ref_compressor, dsops_compressor_args, dsops_compressor, dsops_ref_compressor, 2, &v.out,
+                 &v.out_count, &v.kv_state, &v.score_state)
+
+/* sas (swa, cfa, scfa). */
+VALIDATED_ORACLE(ref_sas, dsops_sas_args, dsops_sas, dsops_ref_sas, 2, &v.out, &v.lse)
 
 /* sparse_attention_v32: the library validates on scratch outputs and scratch copies of the caches; then the
  * oracle of every stage runs in sequence (spec §4.5) on the real caches and outputs. */
@@ -145,24 +133,11 @@ static dsops_status ref_dia(dsops_context *ctx, const void *args)
 {
     const dsops_sparse_attention_v32_args *a = args; /* the call record starts with the args struct */
     dsops_sparse_attention_v32_args v = *a;
-    dsops_tensor *scratch[9] = {&v.out, &v.topk_indices, &v.lse, &v.kv_cache, &v.kv_scale_cache, &v.kr_cache,
+    dsops_tensor *written[9] = {&v.out, &v.topk_indices, &v.lse, &v.kv_cache, &v.kv_scale_cache, &v.kr_cache,
                                 &v.kv_packed, &v.idx_k_cache, &v.idx_k_scale_cache};
-    void *mem[9];
-    int ok = 1;
-    for (int i = 0; i < 9; i++) {
-        const dsops_tensor orig = *scratch[i];
-        *scratch[i] = scratch_like(&orig, &mem[i]);
-        ok &= orig.data == NULL || mem[i] != NULL;
-        if (i >= 3 && mem[i] != NULL) { /* caches: the same contents, so that validation sees the same call */
-            size_t n = dsops_dtype_size(orig.dtype);
-            for (int d = 0; d < orig.ndim; d++)
-                n *= (size_t)orig.shape[d];
-            memcpy(mem[i], orig.data, n);
-        }
-    }
-    dsops_status st = ok ? dsops_sparse_attention_v32(ctx, &v) : DSOPS_ERR_NOMEM;
-    for (int i = 0; i < 9; i++)
-        free(mem[i]);
+    scratch_set s;
+    dsops_status st = scratch_begin(&s, written, 9, 3) ? dsops_sparse_attention_v32(ctx, &v) : DSOPS_ERR_NOMEM;
+    scratch_free(&s);
     if (st != DSOPS_OK)
         return st;
     dsops_dia_stages *sg = dsops_dia_stages_make(a);
@@ -182,182 +157,6 @@ static dsops_status ref_dia(dsops_context *ctx, const void *args)
     }
     dsops_dia_stages_free(sg);
     return DSOPS_OK;
-}
-
-/* Dense scratch copy of t (contents included), for in-out caches that validation may see; NULL data when
- * t is absent. */
-static dsops_tensor scratch_copy(const dsops_tensor *t, void **mem)
-{
-    dsops_tensor c = scratch_like(t, mem);
-    if (*mem != NULL) {
-        size_t n = dsops_dtype_size(t->dtype);
-        for (int d = 0; d < t->ndim; d++)
-            n *= (size_t)t->shape[d];
-        memcpy(*mem, t->data, n);
-    }
-    return c;
-}
-
-/* The prologs: the library validates on scratch outputs and scratch copies of the caches, then the oracle
- * writes the real outputs and caches. */
-static dsops_status ref_mla_prolog(dsops_context *ctx, const void *args)
-{
-    const dsops_mla_prolog_v32_args *a = args; /* the call record starts with the args struct */
-    dsops_mla_prolog_v32_args v = *a;
-    dsops_tensor *outs[4] = {&v.q_nope, &v.q_rope, &v.qr, &v.qr_scale};
-    dsops_tensor *caches[4] = {&v.kv_cache, &v.kv_scale_cache, &v.kr_cache, &v.kv_packed};
-    void *mem[8];
-    int ok = 1;
-    for (int i = 0; i < 8; i++) {
-        dsops_tensor *t = i < 4 ? outs[i] : caches[i - 4];
-        const dsops_tensor orig = *t;
-        *t = i < 4 ? scratch_like(&orig, &mem[i]) : scratch_copy(&orig, &mem[i]);
-        ok &= orig.data == NULL || mem[i] != NULL;
-    }
-    dsops_status st = ok ? dsops_mla_prolog_v32(ctx, &v) : DSOPS_ERR_NOMEM;
-    for (int i = 0; i < 8; i++)
-        free(mem[i]);
-    if (st == DSOPS_OK)
-        dsops_ref_mla_prolog_v32(a);
-    return st;
-}
-
-static dsops_status ref_indexer_prolog(dsops_context *ctx, const void *args)
-{
-    const dsops_indexer_prolog_v32_args *a = args; /* the call record starts with the args struct */
-    dsops_indexer_prolog_v32_args v = *a;
-    dsops_tensor *outs[3] = {&v.q_idx, &v.q_idx_scale, &v.weights};
-    dsops_tensor *caches[2] = {&v.idx_k_cache, &v.idx_k_scale_cache};
-    void *mem[5];
-    int ok = 1;
-    for (int i = 0; i < 5; i++) {
-        dsops_tensor *t = i < 3 ? outs[i] : caches[i - 3];
-        const dsops_tensor orig = *t;
-        *t = i < 3 ? scratch_like(&orig, &mem[i]) : scratch_copy(&orig, &mem[i]);
-        ok &= orig.data == NULL || mem[i] != NULL;
-    }
-    dsops_status st = ok ? dsops_indexer_prolog_v32(ctx, &v) : DSOPS_ERR_NOMEM;
-    for (int i = 0; i < 5; i++)
-        free(mem[i]);
-    if (st == DSOPS_OK)
-        dsops_ref_indexer_prolog_v32(a);
-    return st;
-}
-
-static dsops_status ref_hc_pre(dsops_context *ctx, const void *args)
-{
-    const dsops_hc_pre_args *a = args; /* the call record starts with the args struct */
-    dsops_hc_pre_args v = *a;
-    dsops_tensor *outs[4] = {&v.y, &v.post, &v.comb, &v.pre};
-    void *mem[4];
-    int ok = 1;
-    for (int i = 0; i < 4; i++) {
-        const dsops_tensor orig = *outs[i];
-        *outs[i] = scratch_like(&orig, &mem[i]);
-        ok &= orig.data == NULL || mem[i] != NULL;
-    }
-    dsops_status st = ok ? dsops_hc_pre(ctx, &v) : DSOPS_ERR_NOMEM;
-    for (int i = 0; i < 4; i++)
-        free(mem[i]);
-    if (st == DSOPS_OK)
-        dsops_ref_hc_pre(a);
-    return st;
-}
-
-static dsops_status ref_hc_post(dsops_context *ctx, const void *args)
-{
-    const dsops_hc_post_args *a = args; /* the call record starts with the args struct */
-    dsops_hc_post_args v = *a;
-    void *omem;
-    v.out = scratch_like(&a->out, &omem);
-    dsops_status st = a->out.data == NULL || omem != NULL ? dsops_hc_post(ctx, &v) : DSOPS_ERR_NOMEM;
-    free(omem);
-    if (st == DSOPS_OK)
-        dsops_ref_hc_post(a);
-    return st;
-}
-
-/* The V4 prologs write no cache: the library validates on scratch outputs, then the oracle writes them. */
-static dsops_status ref_mla_prolog_v4(dsops_context *ctx, const void *args)
-{
-    const dsops_mla_prolog_v4_args *a = args; /* the call record starts with the args struct */
-    dsops_mla_prolog_v4_args v = *a;
-    dsops_tensor *outs[4] = {&v.q, &v.kv, &v.qr, &v.qr_scale};
-    void *mem[4];
-    int ok = 1;
-    for (int i = 0; i < 4; i++) {
-        const dsops_tensor orig = *outs[i];
-        *outs[i] = scratch_like(&orig, &mem[i]);
-        ok &= orig.data == NULL || mem[i] != NULL;
-    }
-    dsops_status st = ok ? dsops_mla_prolog_v4(ctx, &v) : DSOPS_ERR_NOMEM;
-    for (int i = 0; i < 4; i++)
-        free(mem[i]);
-    if (st == DSOPS_OK)
-        dsops_ref_mla_prolog_v4(a);
-    return st;
-}
-
-static dsops_status ref_indexer_prolog_v4(dsops_context *ctx, const void *args)
-{
-    const dsops_indexer_prolog_v4_args *a = args; /* the call record starts with the args struct */
-    dsops_indexer_prolog_v4_args v = *a;
-    dsops_tensor *outs[3] = {&v.q_idx, &v.q_idx_scale, &v.weights};
-    void *mem[3];
-    int ok = 1;
-    for (int i = 0; i < 3; i++) {
-        const dsops_tensor orig = *outs[i];
-        *outs[i] = scratch_like(&orig, &mem[i]);
-        ok &= orig.data == NULL || mem[i] != NULL;
-    }
-    dsops_status st = ok ? dsops_indexer_prolog_v4(ctx, &v) : DSOPS_ERR_NOMEM;
-    for (int i = 0; i < 3; i++)
-        free(mem[i]);
-    if (st == DSOPS_OK)
-        dsops_ref_indexer_prolog_v4(a);
-    return st;
-}
-
-/* compressor: the library validates on scratch outputs and scratch copies of both states (validation reads
- * the tables, not the states, but a copy keeps the call identical); then the oracle updates the real ones. */
-static dsops_status ref_compressor(dsops_context *ctx, const void *args)
-{
-    const dsops_compressor_args *a = args; /* the call record starts with the args struct */
-    dsops_compressor_args v = *a;
-    dsops_tensor *outs[2] = {&v.out, &v.out_count};
-    dsops_tensor *states[2] = {&v.kv_state, &v.score_state};
-    void *mem[4];
-    int ok = 1;
-    for (int i = 0; i < 4; i++) {
-        dsops_tensor *t = i < 2 ? outs[i] : states[i - 2];
-        const dsops_tensor orig = *t;
-        *t = i < 2 ? scratch_like(&orig, &mem[i]) : scratch_copy(&orig, &mem[i]);
-        ok &= orig.data == NULL || mem[i] != NULL;
-    }
-    dsops_status st = ok ? dsops_compressor(ctx, &v) : DSOPS_ERR_NOMEM;
-    for (int i = 0; i < 4; i++)
-        free(mem[i]);
-    if (st == DSOPS_OK)
-        dsops_ref_compressor(a);
-    return st;
-}
-
-/* sas (swa, cfa, scfa): the library validates on scratch outputs, then the oracle writes out and lse. */
-static dsops_status ref_sas(dsops_context *ctx, const void *args)
-{
-    const dsops_sas_args *a = args; /* the call record starts with the args struct */
-    dsops_sas_args v = *a;
-    void *out_mem, *lse_mem;
-    v.out = scratch_like(&a->out, &out_mem);
-    v.lse = scratch_like(&a->lse, &lse_mem);
-    dsops_status st = DSOPS_ERR_NOMEM;
-    if ((a->out.data == NULL || out_mem != NULL) && (a->lse.data == NULL || lse_mem != NULL))
-        st = dsops_sas(ctx, &v);
-    free(out_mem);
-    free(lse_mem);
-    if (st == DSOPS_OK)
-        dsops_ref_sas(a);
-    return st;
 }
 
 int main(int argc, char **argv)

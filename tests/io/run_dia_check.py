@@ -26,9 +26,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import runcheck  # noqa: E402
-from runcheck import (bad_calls, bf16_from_f32, compare_close, f32_from_bf16, latent_caches,  # noqa: E402
-                      packed_int8_fields, q8_rows, read_safetensors, ref_run, run, sylvester, tool_runs, ub, values,
-                      wq_b_entries, write_mutated, write_safetensors)
+from runcheck import (case_checks, check_run_help, paged_block_table, bad_calls, bf16_from_f32,  # noqa: E402
+                      compare_close, f32_from_bf16, latent_caches, packed_int8_fields, q8_rows, read_safetensors,
+                      ref_run, run, sylvester, tool_runs, ub, values, wq_b_entries, write_mutated, write_safetensors)
 
 OP = "sparse_attention_v32"
 OUT_TOL = (1e-4, 0.005, 0.005)
@@ -42,19 +42,7 @@ def build_problem(rng, variant, layout, S, seqused, K, H=128, Q=64, N=2, Dqn=16,
     Dc = 512 if layout == "packed_int8" else 128
     B, T = len(S), sum(S)
     i8 = variant == "int8"
-    blocks = [(u + BS - 1) // BS for u in seqused]
-    MB = max(blocks) + 2
-    NB = sum(blocks) + 1
-    perm = rng.permutation(NB)
-    bt = np.empty((B, MB), np.int32)
-    k = 0
-    for b in range(B):
-        for c in range(MB):
-            if c < blocks[b]:
-                bt[b, c] = perm[k]
-                k += 1
-            else:
-                bt[b, c] = [-1, NB, 1 << 30][(b + c) % 3]
+    bt, NB = paged_block_table(rng, seqused, BS, 2, 1, lambda NB: (-1, NB, 1 << 30))
     cu = np.zeros(B + 1, np.int32)
     cu[1:] = np.cumsum(S)
     ci = []
@@ -228,16 +216,8 @@ def check_errors(chk, args, work, rng):
         o, m = read_safetensors(out_path)
         ok = o["topk_indices"][1].shape == (T, 2048) and m.get("topk") == "2048"
     chk.check(ok, "topk defaults to 2048 (topk_indices [T, 2048])", r.stderr.strip())
-    r = run([args.tool, "run", "--help"], args.verbose)
-    chk.check(r.returncode == 0 and OP in r.stdout and "idx_rope_mode" in r.stdout,
-              "dsops run --help lists sparse_attention_v32 and its parameters")
-
-
-def checks(chk, args, work, rng):
-    for c in CASES:
-        check_case(chk, args, work, rng, c)
-    check_errors(chk, args, work, rng)
+    check_run_help(chk, args, (OP, "idx_rope_mode"), "sparse_attention_v32 and its parameters")
 
 
 if __name__ == "__main__":
-    sys.exit(runcheck.main(__doc__, "dia", 4505, checks))
+    sys.exit(runcheck.main(__doc__, "dia", 4505, case_checks((check_case, CASES), errors=check_errors)))

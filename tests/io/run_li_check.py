@@ -27,8 +27,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import runcheck  # noqa: E402
-from runcheck import (both_accept, BF16_NAN, bad_calls, bf16_from_f32, compare_close, f32_from_bf16, ref_run,  # noqa: E402
-                      run, tool_runs, write_mutated, write_safetensors)
+from runcheck import (case_checks, check_run_help, paged_block_table, both_accept, BF16_NAN, bad_calls,  # noqa: E402
+                      bf16_from_f32, compare_close, f32_from_bf16, ref_run, run, tool_runs, write_mutated,
+                      write_safetensors)
 
 OP = "lightning_indexer"
 SCORE_TOL = (1e-4, 1e-4, 0.005)
@@ -60,19 +61,7 @@ def build_problem(rng, variant, S, seqused, NI, DI, BS, R):
             n.append(max(L, 0) // R)
             m = max(m, n[-1])
         need.append(m)
-    blocks = [(m + BS - 1) // BS for m in need]
-    MB = max(blocks) + 2  # spare columns: never needed, so they may hold anything
-    NB = sum(blocks) + 2  # spare physical blocks
-    perm = rng.permutation(NB)
-    block_table = np.empty((B, MB), dtype=np.int32)
-    k = 0
-    for b in range(B):
-        for c in range(MB):
-            if c < blocks[b]:
-                block_table[b, c] = perm[k]
-                k += 1
-            else:
-                block_table[b, c] = [-1, NB, 1 << 30, -7][(b + c) % 4]
+    block_table, NB = paged_block_table(rng, need, BS, 2, 2, lambda NB: (-1, NB, 1 << 30, -7))
     rows = []
     touched = np.zeros(NB * BS, dtype=bool)
     t = 0
@@ -343,17 +332,9 @@ def check_errors(chk, args, work, rng):
                     lambda o, m: (o["topk_indices"][1].shape == (0, K) and o["topk_scores"][1].shape == (0, K) and
                                   m.get("cmp_ratio") == "1"), ["topk=%d" % K])
     # --help names the operator and its required parameter
-    r = run([args.tool, "run", "--help"], args.verbose)
-    chk.check(r.returncode == 0 and "lightning_indexer" in r.stdout and "topk" in r.stdout and
-              "cmp_ratio" in r.stdout, "dsops run --help lists lightning_indexer, topk and cmp_ratio")
+    check_run_help(chk, args, ("lightning_indexer", "topk", "cmp_ratio"), "lightning_indexer, topk and cmp_ratio")
     # unknown presets, OUT fed back as IN (topk then comes from OUT's metadata): tests/io/run_cases_check.py
 
 
-def checks(chk, args, work, rng):
-    for c in CASES:
-        check_case(chk, args, work, rng, c)
-    check_errors(chk, args, work, rng)
-
-
 if __name__ == "__main__":
-    sys.exit(runcheck.main(__doc__, "li", 3206, checks))
+    sys.exit(runcheck.main(__doc__, "li", 3206, case_checks((check_case, CASES), errors=check_errors)))

@@ -27,7 +27,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import runcheck  # noqa: E402
 from runcheck import (bf16_from_f32, compare_close, f32_from_bf16, np_q8, np_rmsnorm, np_rope_apply,  # noqa: E402
-                      bad_calls, ref_run, same_across_threads, set_args, tool_run, write_safetensors)
+                      bad_calls, ref_run, same_across_threads, set_args, tool_run, write_and_run, write_safetensors)
 
 RMS_TOL = (1e-4, 2.0 ** -7, 0.005)
 Q_TOL = (1, 0, 0)
@@ -58,7 +58,8 @@ def np_rope_freqs(base, yarn, factor, orig, beta_fast, beta_slow):
 
 
 def np_rope_tables(pos, freq, layout):
-    """-> fp64 cos, sin [T, 64] of the fp32 angles."""
+    """-> fp64 cos, sin [T, 64] of the fp32 angles. (python/tests/test_v32_prims.py has its own copy: the
+    package's tests and these checks do not import one another.)"""
     ang = (pos.astype(np.float32)[:, None] * freq[None, :]).astype(np.float32).astype(np.float64)
     c, s = np.cos(ang), np.sin(ang)
     if layout == "pairs":
@@ -82,10 +83,8 @@ def check_rmsnorm(chk, args, work, rng):
         elif wdt == "F32":
             w = rng.uniform(0.5, 1.5, W).astype(np.float32)
             tensors["weight"] = w
-        inp = os.path.join(work, name + ".in.safetensors")
-        write_safetensors(inp, tensors)
         sets = [] if eps is None else ["eps=%r" % eps]
-        t, _ = tool_run(chk, args, name, "rmsnorm", inp, os.path.join(work, name + ".out.safetensors"), sets)
+        inp, t = write_and_run(chk, args, work, name, "rmsnorm", tensors, sets)
         if t is None:
             continue
         chk.check(t["y"][0] == "BF16" and t["y"][1].shape == (T, W), name + ": y is [T, W] BF16")
@@ -128,11 +127,9 @@ def check_quant(chk, args, work, rng):
         else:
             tensors = {"x": x}
             xv = x
-        inp = os.path.join(work, name + ".in.safetensors")
-        write_safetensors(inp, tensors)
         sets = [] if G is None else ["group=%d" % G]
         Gv = G or W
-        t, _ = tool_run(chk, args, name, "quant_q8", inp, os.path.join(work, name + ".out.safetensors"), sets)
+        inp, t = write_and_run(chk, args, work, name, "quant_q8", tensors, sets)
         if t is None:
             continue
         q, s = t["q"][1], t["scale"][1]
@@ -217,10 +214,8 @@ def check_cache_store(chk, args, work, rng):
         else:
             cache = rng.integers(0, 1 << 16, (NB, BS, W)).astype(np.uint16)
             tensors = {"src": ("BF16", src), "cache_index": idx, "cache": ("BF16", cache)}
-        inp = os.path.join(work, name + ".in.safetensors")
-        write_safetensors(inp, tensors)
         sets = [] if G is None else ["group=%d" % G]
-        t, _ = tool_run(chk, args, name, "cache_store", inp, os.path.join(work, name + ".out.safetensors"), sets)
+        inp, t = write_and_run(chk, args, work, name, "cache_store", tensors, sets)
         if t is None:
             continue
         oc = t["cache"][1].reshape(NB * BS, W)

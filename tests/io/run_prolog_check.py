@@ -29,9 +29,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import runcheck  # noqa: E402
-from runcheck import (both_accept, bad_calls, bf16_from_f32, compare_close, compare_outputs, f32_from_bf16,  # noqa: E402
-                      latent_caches, np_q8, np_rmsnorm, packed_int8_fields, param_value, q8_rows, run,
-                      run_both, sylvester, ub, values, wq_b_entries, write_mutated)
+from runcheck import (case_checks, check_run_help, both_accept, bad_calls, bf16_from_f32, compare_close,  # noqa: E402
+                      compare_outputs, f32_from_bf16, latent_caches, np_q8, np_rmsnorm, packed_int8_fields,
+                      param_value, q8_rows, run_both, sylvester, ub, values, wq_b_entries, write_mutated)
 
 MLA = "mla_prolog_v32"
 IDX = "indexer_prolog_v32"
@@ -412,19 +412,9 @@ def check_errors(chk, args, work, rng):
         both_accept(chk, args, work, "empty_" + op, op + " with no tokens gives empty outputs and unchanged caches",
                     op, t, lambda o, m: (o[first][1].shape[0] == 0 and
                                          o[cache][1].tobytes() == tensor_of(base, cache)[1].tobytes()))
-    r = run([args.tool, "run", "--help"], args.verbose)
-    chk.check(r.returncode == 0 and MLA in r.stdout and IDX in r.stdout and "eps_ckv" in r.stdout and
-              "weights_scale" in r.stdout and "qr_scale" in r.stdout,
-              "dsops run --help lists both prologs and their parameters")
-
-
-def checks(chk, args, work, rng):
-    for c in MLA_CASES:
-        check_mla_case(chk, args, work, rng, c)
-    for c in IDX_CASES:
-        check_idx_case(chk, args, work, rng, c)
-    check_errors(chk, args, work, rng)
+    check_run_help(chk, args, (MLA, IDX, "eps_ckv", "weights_scale", "qr_scale"), "both prologs and their parameters")
 
 
 if __name__ == "__main__":
-    sys.exit(runcheck.main(__doc__, "prolog", 4142, checks))
+    sys.exit(runcheck.main(__doc__, "prolog", 4142, case_checks((check_mla_case, MLA_CASES),
+                                                                (check_idx_case, IDX_CASES), errors=check_errors)))

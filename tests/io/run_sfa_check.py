@@ -26,8 +26,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import runcheck  # noqa: E402
-from runcheck import (both_accept, BF16_NAN, bad_calls, bf16_from_f32, compare_close, f32_from_bf16, ref_run,  # noqa: E402
-                      round_bf16, run, tool_runs, write_mutated, write_safetensors)
+from runcheck import (case_checks, check_run_help, paged_block_table, both_accept, BF16_NAN, bad_calls,  # noqa: E402
+                      bf16_from_f32, compare_close, f32_from_bf16, ref_run, round_bf16, run, tool_runs, write_mutated,
+                      write_safetensors)
 
 OP = "sparse_flash_attention_v32"
 OUT_TOL = (1e-4, 0.005, 0.005)
@@ -49,16 +50,7 @@ def build_problem(rng, layout, B, S, seqused, N, Dc, Dr, K, BS, with_topk_length
     T = sum(S)
     cu = np.zeros(B + 1, dtype=np.int32)
     cu[1:] = np.cumsum(S)
-    MB = max(1, max((s + BS - 1) // BS for s in seqused) + 1)  # one spare column per sequence
-    need = [(s + BS - 1) // BS for s in seqused]
-    NB = sum(need) + 3  # spare physical blocks
-    perm = rng.permutation(NB)
-    block_table = np.full((B, MB), -1, dtype=np.int32)
-    k = 0
-    for b in range(B):
-        for j in range(need[b]):
-            block_table[b, j] = perm[k]
-            k += 1
+    block_table, NB = paged_block_table(rng, seqused, BS, 1, 3)
 
     topk = np.full((T, K), -1, dtype=np.int32)
     topk_length = np.zeros(T, dtype=np.int32)
@@ -323,18 +315,10 @@ def check_errors(chk, args, work, rng):
     r = run([args.tool, "run", op, "--in", good], args.verbose)
     chk.check(r.returncode != 0 and "DSOPS_RUN_ERR_USAGE" in r.stderr, "missing --out -> usage error")
     # --help works
-    r = run([args.tool, "run", "--help"], args.verbose)
-    chk.check(r.returncode == 0 and "sparse_flash_attention_v32" in r.stdout and "kv_layout" in r.stdout,
-              "dsops run --help lists the operator and its parameters")
+    check_run_help(chk, args, ("sparse_flash_attention_v32", "kv_layout"), "the operator and its parameters")
     # unknown tensors, --threads, --isa, presets, OUT fed back as IN and OUT == IN: tests/io/run_cases_check.py,
     # for every operator
 
 
-def checks(chk, args, work, rng):
-    for c in CASES:
-        check_case(chk, args, work, rng, c)
-    check_errors(chk, args, work, rng)
-
-
 if __name__ == "__main__":
-    sys.exit(runcheck.main(__doc__, "sfa", 3202, checks))
+    sys.exit(runcheck.main(__doc__, "sfa", 3202, case_checks((check_case, CASES), errors=check_errors)))

@@ -29,9 +29,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import runcheck  # noqa: E402
-from runcheck import (THREADS, bad_calls, bf16_from_f32, compare_close, compare_outputs, f32_from_bf16,  # noqa: E402
-                      np_q8, np_rmsnorm, np_rope_apply, param_value, params_of, run, run_both, sylvester, ub, values,
-                      wq_b_entries, write_safetensors)
+from runcheck import (case_checks, check_run_help, THREADS, bad_calls, bf16_from_f32, compare_close,  # noqa: E402
+                      compare_outputs, f32_from_bf16, np_q8, np_rmsnorm, np_rope_apply, param_value, params_of,
+                      run_both, sylvester, ub, values, wq_b_entries, write_safetensors)
 
 MLA, IDX, CMP = "mla_prolog_v4", "indexer_prolog_v4", "compressor"
 
@@ -438,21 +438,10 @@ def check_errors(chk, args, work, rng):
          [CMP, "--in", files["cmp1"], "--set", "out_layout=row_per_seq"], "DSOPS_ERR_SHAPE", "row_per_seq"),
     ]
     bad_calls(chk, args, work, cases, exit_code=1)
-    r = run([args.tool, "run", "--help"], args.verbose)
-    chk.check(r.returncode == 0 and all(s in r.stdout for s in (MLA, IDX, CMP, "eps_qh", "weights_scale",
-                                                                "out_layout", "score_state_block_table")),
-              "dsops run --help lists the three operators, their tensors and parameters")
-
-
-def checks(chk, args, work, rng):
-    for c in MLA_CASES:
-        check_mla(chk, args, work, rng, c)
-    for c in IDX_CASES:
-        check_idx(chk, args, work, rng, c)
-    for c in CMP_CASES:
-        check_cmp(chk, args, work, rng, c)
-    check_errors(chk, args, work, rng)
+    check_run_help(chk, args, (MLA, IDX, CMP, "eps_qh", "weights_scale", "out_layout", "score_state_block_table"),
+                   "the three operators, their tensors and parameters")
 
 
 if __name__ == "__main__":
-    sys.exit(runcheck.main(__doc__, "v4", 4404, checks))
+    sys.exit(runcheck.main(__doc__, "v4", 4404, case_checks((check_mla, MLA_CASES), (check_idx, IDX_CASES),
+                                                            (check_cmp, CMP_CASES), errors=check_errors)))

@@ -198,6 +198,22 @@ def latent_caches(layout, lat, rope, NB, BS, nan_rows=()):
     return {"kv_packed": packed.reshape(NB, BS, 656)}
 
 
+def paged_block_table(rng, lengths, BS, spare_columns, spare_blocks, garbage=lambda NB: (-1,)):
+    """A block table for sequences of lengths[b] tokens in blocks of BS, over a pool of NB physical blocks
+    (those needed plus spare_blocks) in random order -> (block_table int32 [B, max blocks + spare_columns], NB).
+    Row b holds its ceil(lengths[b] / BS) blocks, then columns the sequence never needs, which may hold
+    anything: they cycle through garbage(NB)."""
+    blocks = [(n + BS - 1) // BS for n in lengths]
+    B, MB, NB = len(lengths), max(blocks) + spare_columns, sum(blocks) + spare_blocks
+    perm = iter(rng.permutation(NB))
+    fill = garbage(NB)
+    table = np.empty((B, MB), np.int32)
+    for b in range(B):
+        for c in range(MB):
+            table[b, c] = next(perm) if c < blocks[b] else fill[(b + c) % len(fill)]
+    return table, NB
+
+
 def np_rmsnorm(x, w, eps):
     """x [T, W] float32 values of bf16, w [W] float32 or None -> bf16 bits."""
     v = x.astype(np.float64)
@@ -227,7 +243,8 @@ def np_q8(v, G):
 
 
 def np_rope_apply(x, c, s, offset, mode, inverse):
-    """x [T, N, W] float32 (bf16 values), c / s [T, 64] float32 -> bf16 bits of y."""
+    """x [T, N, W] float32 (bf16 values), c / s [T, 64] float32 -> bf16 bits of y. (python/tests/numpy_spec.py's
+    rot is the same rotation; it imports the Python package, which these checks run without.)"""
     y = x.copy()
     sl = x[:, :, offset:offset + 64]
     c = c[:, None, :].astype(np.float32)
@@ -318,6 +335,15 @@ def tool_run(chk, args, label, op, inp, out, sets=(), extra=()):
     if meta and "isa" in meta:
         chk.tiers.add(meta["isa"])
     return got, meta
+
+
+def write_and_run(chk, args, work, name, op, tensors, sets=()):
+    """Writes tensors as IN, <work>/<name>.in.safetensors, and runs `dsops run` on it into
+    <work>/<name>.out.safetensors -> (IN's path, tensors of OUT or None when the run failed)."""
+    inp = os.path.join(work, name + ".in.safetensors")
+    write_safetensors(inp, tensors)
+    got, _ = tool_run(chk, args, name, op, inp, os.path.join(work, name + ".out.safetensors"), sets)
+    return inp, got
 
 
 THREADS = (["--threads", "1"], ["--threads", "3"])
@@ -432,6 +458,25 @@ def both_accept(chk, args, work, name, what, op, tensors, judge, sets=()):
         out = os.path.join(work, name + ".out.safetensors")
         r = run(base + [op, "--in", inp, "--out", out] + set_args(sets), args.verbose)
         chk.check(r.returncode == 0 and judge(*read_safetensors(out)), "%s: %s" % (who, what), r.stderr.strip())
+
+
+def check_run_help(chk, args, names, what):
+    """`dsops run --help` exits 0 and its text holds each of names (operators, tensors, parameters). what: the
+    check's text after "dsops run --help lists"."""
+    r = run([args.tool, "run", "--help"], args.verbose)
+    chk.check(r.returncode == 0 and all(n in r.stdout for n in names), "dsops run --help lists " + what)
+
+
+def case_checks(*runs, errors=None):
+    """The checks(chk, args, work, rng) of runcheck.main of a check that runs check_case(chk, args, work, rng, c)
+    for every c of each (check_case, cases) of runs, then errors(chk, args, work, rng) when given."""
+    def checks(chk, args, work, rng):
+        for check_case, cases in runs:
+            for c in cases:
+                check_case(chk, args, work, rng, c)
+        if errors:
+            errors(chk, args, work, rng)
+    return checks
 
 
 # ---- the command line -----------------------------------------------------------------------------

@@ -307,73 +307,83 @@ static unsigned char *make_file(const char *header, size_t header_len, int64_t h
     return b;
 }
 
+/* A file of header h and data_len data bytes (make_file) opened from memory. */
+typedef struct in_memory {
+    unsigned char *bytes;
+    dsops_st_file *f;
+} in_memory;
+
+/* -> dsops_st_open_memory's result; close_in_memory(m) in either case. */
+static int open_in_memory(in_memory *m, const char *h, size_t data_len, const char *name, char *err, size_t err_size)
+{
+    size_t n;
+    m->bytes = make_file(h, strlen(h), -1, data_len, &n);
+    m->f = NULL;
+    return dsops_st_open_memory(m->bytes, n, name, &m->f, err, err_size);
+}
+
+static void close_in_memory(in_memory *m)
+{
+    dsops_st_close(m->f);
+    free(m->bytes);
+}
+
 static void test_valid_edge_cases(void)
 {
     char err[DSOPS_ST_ERRLEN];
-    size_t n;
-    dsops_st_file *f;
+    in_memory m;
 
     /* empty object, no data */
-    unsigned char *b = make_file("{}", 2, -1, 0, &n);
-    tu_check(dsops_st_open_memory(b, n, "empty", &f, err, sizeof err) == 0 && dsops_st_tensor_count(f) == 0,
+    tu_check(open_in_memory(&m, "{}", 0, "empty", err, sizeof err) == 0 && dsops_st_tensor_count(m.f) == 0,
              "empty header accepted: %s", err);
-    dsops_st_close(f);
-    free(b);
+    close_in_memory(&m);
 
     /* trailing spaces and newline, a hole, bytes after the last tensor, metadata only strings */
     const char *h = "{\"__metadata__\":{\"k\":\"v\"},\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}  \n ";
-    b = make_file(h, strlen(h), -1, 20, &n);
-    int rc = dsops_st_open_memory(b, n, "hole", &f, err, sizeof err);
+    int rc = open_in_memory(&m, h, 20, "hole", err, sizeof err);
     tu_check(rc == 0, "gaps and trailing bytes accepted: %s", err);
     if (rc == 0) {
-        const dsops_tensor *t = dsops_st_tensor(f, "a");
+        const dsops_tensor *t = dsops_st_tensor(m.f, "a");
         unsigned char want[8] = {8, 9, 10, 11, 12, 13, 14, 15};
         tu_check(t != NULL && memcmp(t->data, want, 8) == 0, "tensor bytes at their offset");
-        tu_check(dsops_st_metadata(f, "k") && strcmp(dsops_st_metadata(f, "k"), "v") == 0, "metadata read");
+        tu_check(dsops_st_metadata(m.f, "k") && strcmp(dsops_st_metadata(m.f, "k"), "v") == 0, "metadata read");
     }
-    dsops_st_close(f);
-    free(b);
+    close_in_memory(&m);
 
     /* misaligned F32 (data_offsets [1, 9]) is copied into aligned memory */
     h = "{\"u\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
         "\"f\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[1,9]},"
         "\"i\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[9,17]}}";
-    b = make_file(h, strlen(h), -1, 17, &n);
-    rc = dsops_st_open_memory(b, n, "misaligned", &f, err, sizeof err);
+    rc = open_in_memory(&m, h, 17, "misaligned", err, sizeof err);
     tu_check(rc == 0, "misaligned tensors accepted: %s", err);
     if (rc == 0) {
-        const dsops_tensor *t = dsops_st_tensor(f, "f");
+        const dsops_tensor *t = dsops_st_tensor(m.f, "f");
         unsigned char want[8] = {1, 2, 3, 4, 5, 6, 7, 8};
         tu_check(t != NULL && (uintptr_t)t->data % 4 == 0 && memcmp(t->data, want, 8) == 0,
                  "misaligned F32 copied aligned with its bytes");
-        t = dsops_st_tensor(f, "i");
+        t = dsops_st_tensor(m.f, "i");
         unsigned char want8[8] = {9, 10, 11, 12, 13, 14, 15, 16};
         tu_check(t != NULL && (uintptr_t)t->data % 8 == 0 && memcmp(t->data, want8, 8) == 0,
                  "misaligned I64 copied aligned with its bytes");
     }
-    dsops_st_close(f);
-    free(b);
+    close_in_memory(&m);
 
     /* escapes decode to UTF-8 (a surrogate pair to 4 bytes), other keys of an entry are ignored */
     h = "{\"caf\\u00e9\\ud83d\\ude00\\/\\n\":{\"dtype\":\"U8\",\"shape\":[1],\"x\":{\"y\":[true,false,null,-1]},"
         "\"data_offsets\":[0,1]}}";
-    b = make_file(h, strlen(h), -1, 1, &n);
-    rc = dsops_st_open_memory(b, n, "escapes", &f, err, sizeof err);
-    tu_check(rc == 0 && dsops_st_tensor(f, "caf\xc3\xa9\xf0\x9f\x98\x80/\n") != NULL,
+    rc = open_in_memory(&m, h, 1, "escapes", err, sizeof err);
+    tu_check(rc == 0 && dsops_st_tensor(m.f, "caf\xc3\xa9\xf0\x9f\x98\x80/\n") != NULL,
              "escaped name decoded, other keys ignored: %s", err);
-    dsops_st_close(f);
-    free(b);
+    close_in_memory(&m);
 
     /* zero-size tensors may share offsets with others */
     h = "{\"a\":{\"dtype\":\"I32\",\"shape\":[1],\"data_offsets\":[0,4]},"
         "\"z\":{\"dtype\":\"I32\",\"shape\":[0,3],\"data_offsets\":[0,0]},"
         "\"y\":{\"dtype\":\"BF16\",\"shape\":[2,0],\"data_offsets\":[4,4]}}";
-    b = make_file(h, strlen(h), -1, 4, &n);
-    rc = dsops_st_open_memory(b, n, "zero-size", &f, err, sizeof err);
-    tu_check(rc == 0 && dsops_st_tensor(f, "z") != NULL && dsops_st_tensor(f, "z")->data != NULL,
+    rc = open_in_memory(&m, h, 4, "zero-size", err, sizeof err);
+    tu_check(rc == 0 && dsops_st_tensor(m.f, "z") != NULL && dsops_st_tensor(m.f, "z")->data != NULL,
              "zero-size tensors accepted with a non-NULL data pointer: %s", err);
-    dsops_st_close(f);
-    free(b);
+    close_in_memory(&m);
 }
 
 typedef struct bad_case {
@@ -887,22 +897,20 @@ int main(int argc, char **argv)
         perror("mkdtemp");
         return 1;
     }
-    if (tu_selected("round_trip"))
-        test_round_trip();
-    if (tu_selected("valid"))
-        test_valid_edge_cases();
-    if (tu_selected("malformed"))
-        test_malformed();
-    if (tu_selected("corrupt"))
-        test_corruptions();
-    if (tu_selected("many_entries_memory"))
-        test_many_entries_memory();
-    if (tu_selected("many_entries_time"))
-        test_many_entries_time();
-    if (tu_selected("not_regular"))
-        test_not_regular();
-    if (tu_selected("output_files"))
-        test_output_files();
+    static const struct {
+        const char *label; /* what a filter selects */
+        void (*run)(void);
+    } groups[] = {{"round_trip", test_round_trip},
+                  {"valid", test_valid_edge_cases},
+                  {"malformed", test_malformed},
+                  {"corrupt", test_corruptions},
+                  {"many_entries_memory", test_many_entries_memory},
+                  {"many_entries_time", test_many_entries_time},
+                  {"not_regular", test_not_regular},
+                  {"output_files", test_output_files}};
+    for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++)
+        if (tu_selected(groups[i].label))
+            groups[i].run();
     rmdir(tmpdir);
     return tu_finish();
 }
