@@ -1,7 +1,13 @@
 /* What the benchmark registry (bench_registry.c) knows of one operator family, and the helpers the family
  * files (harness/<family>.c) share for their bench adapters; not part of the registry's API. Adding an
  * operator: one harness/<family>.c that defines its cases, generator and `const bench_family
- * bench_family_<x>`, and one line in the family array of bench_registry.c (docs/ADDING.md). */
+ * bench_family_<x>`, and one line in the family array of bench_registry.c (docs/ADDING.md).
+ *
+ * The family files' adapters look alike (a release that frees the family's problem, a matmul-only run over the
+ * family's prepared maps, a check that counts elements outside tolerances, the list line, this initialiser):
+ * they fill the same fields, each with the operator's own tensors, maps, tolerances and words. That likeness is
+ * the registry's format; a generic version would need the per-operator field lists behind switches or offsets,
+ * so each family keeps its own. */
 #ifndef DSOPS_HARNESS_BENCH_FAMILY_H
 #define DSOPS_HARNESS_BENCH_FAMILY_H
 

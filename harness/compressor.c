@@ -375,6 +375,7 @@ fail:
 }
 
 /* ---- bench adapter ------------------------------------------------------------------------------- */
+/* Alike in shape with the other families' adapters: bench_family.h says why each family keeps its own. */
 
 /* compressor: timed with prepared weights (repeated calls write the same state rows and entries, so each
  * call does the same work). --check runs the oracle from the states as generated and compares

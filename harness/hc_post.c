@@ -100,6 +100,7 @@ dsops_hcpost_problem *dsops_hcpost_problem_make(const dsops_hcpost_case *c, uint
 }
 
 /* ---- bench adapter ------------------------------------------------------------------------------- */
+/* Alike in shape with the other families' adapters: bench_family.h says why each family keeps its own. */
 
 /* hc_post: out against the oracle on sampled tokens (bench_check_windows), bf16 1e-4 / 2^-7 / 0, fp32
  * 1e-4 / 1e-5 / 0 (spec §3.2); every token of out finite (the named cases' data give finite values, so a NaN

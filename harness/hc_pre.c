@@ -111,6 +111,7 @@ dsops_hcpre_problem *dsops_hcpre_problem_make(const dsops_hcpre_case *c, uint64_
 }
 
 /* ---- bench adapter ------------------------------------------------------------------------------- */
+/* Alike in shape with the other families' adapters: bench_family.h says why each family keeps its own. */
 
 /* hc_pre: y (1e-4 / 2^-7 / 0.005) and post (2.5e-5 / 0.005 / 0.005) against the oracle on sampled tokens
  * (bench_check_windows); pre and comb too on well-conditioned data (spec §3.1, docs/CASES.md). Every token:

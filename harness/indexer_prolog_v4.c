@@ -145,6 +145,7 @@ dsops_idxp4_problem *dsops_idxp4_problem_make(const dsops_idxp4_case *c, uint64_
 }
 
 /* ---- bench adapter ------------------------------------------------------------------------------- */
+/* Alike in shape with the other families' adapters: bench_family.h says why each family keeps its own. */
 
 /* indexer_prolog_v4: timed with prepared weights (tests/test_cases.c checks the call without them). --check
  * compares q_idx (1 / 0 / 0), q_idx_scale and weights (1e-4 / 0.007825 /
@@ -304,7 +305,7 @@ const bench_family bench_family_indexer_prolog_v4 = {
     .matmuls_run = idxp4_gemms_run,
 };
 
-/* ---- adversarial problems (problems.h) ------------------------------------------------------------ */
+/* ==== adversarial problems (problems.h) ==================================================================== */
 
 static void i4_oracle(const void *args) { dsops_ref_indexer_prolog_v4(args); }
 

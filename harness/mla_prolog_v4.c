@@ -129,6 +129,7 @@ dsops_mla4_problem *dsops_mla4_problem_make(const dsops_mla4_case *c, uint64_t s
 }
 
 /* ---- bench adapter ------------------------------------------------------------------------------- */
+/* Alike in shape with the other families' adapters: bench_family.h says why each family keeps its own. */
 
 /* mla_prolog_v4: timed with prepared weights (tests/test_cases.c checks the call without them). --check
  * compares every output with the oracle at the tolerances of docs/OPERATORS.md §3.3
@@ -304,7 +305,7 @@ const bench_family bench_family_mla_prolog_v4 = {
     .matmuls_run = mla4_gemms_run,
 };
 
-/* ---- adversarial problems (problems.h) ------------------------------------------------------------ */
+/* ==== adversarial problems (problems.h) ==================================================================== */
 
 static void m4_oracle(const void *args) { dsops_ref_mla_prolog_v4(args); }
 

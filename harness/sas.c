@@ -428,6 +428,7 @@ fail:
 }
 
 /* ---- bench adapter ------------------------------------------------------------------------------- */
+/* Alike in shape with the other families' adapters: bench_family.h says why each family keeps its own. */
 
 /* sas (swa, cfa, scfa) against the oracle (docs/OPERATORS.md §3.7, §2.10): out by p_mode (normalised, fp32
  * 1e-4 / 2^-7, tiled 5e-4 / 5e-4) and lse 1e-6 / 8.01/65536, at most 0.5 % of the elements outside each;
