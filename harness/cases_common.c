@@ -176,22 +176,9 @@ void cases_fill_q8_bf16(uint64_t seed, uint64_t stream, int64_t rows, int64_t co
         float v[CASES_MAX_ROW];
         rng r = cases_row_rng(seed, stream, row);
         cases_rng_uniform_pm1(&r, v, (size_t)cols);
-        float amax = 0.0f;
-        for (int64_t k = 0; k < cols; k++) {
-            uint16_t h = cases_bf16_bits(amp * v[k]);
-            uint32_t u = (uint32_t)h << 16;
-            memcpy(&v[k], &u, sizeof u);
-            amax = fabsf(v[k]) > amax ? fabsf(v[k]) : amax;
-        }
-        const float sq = 127.0f / amax;
-        if (amax == 0.0f || isinf(sq)) {
-            memset(dst + row * cols, 0, (size_t)cols);
-            scale[row] = 0.0f;
-            continue;
-        }
         for (int64_t k = 0; k < cols; k++)
-            dst[row * cols + k] = (int8_t)(int)cases_rint_small(v[k] * sq);
-        scale[row] = 1.0f / sq;
+            v[k] = cases_bf16_value(cases_bf16_bits(amp * v[k]));
+        scale[row] = cases_q8_row(v, cols, dst + row * cols);
     }
 }
 
@@ -732,14 +719,14 @@ void cases_rope_tables(tf_fixture *f, dsops_dtype dt, int64_t T, int64_t pad, in
     }
 }
 
-int64_t *cases_compact_index(const dsops_tensor *cache_index, int64_t *nw)
+dsops_tensor cases_compact_index(const dsops_tensor *cache_index, int64_t *nw)
 {
     const int64_t T = cache_index->shape[0];
     int64_t *ci = cases_xcalloc((size_t)(T > 0 ? T : 1), sizeof(int64_t));
     *nw = 0;
     for (int64_t t = 0; t < T; t++)
         ci[t] = tf_get_index(cache_index, t) >= 0 ? (*nw)++ : -1;
-    return ci;
+    return dsops_tensor_make(ci, DSOPS_INT64, 1, &T);
 }
 
 void cases_dense_f32(const dsops_tensor *t, float *dst)
@@ -767,4 +754,19 @@ unsigned char *cases_gather(cases_each_written_fn each, const void *args, size_t
     each(args, tf_gather_fn, &g);
     *n = g.n;
     return g.buf;
+}
+
+float cases_q8_row(const float *v, int64_t n, int8_t *q)
+{
+    float amax = 0.0f;
+    for (int64_t k = 0; k < n; k++)
+        amax = fabsf(v[k]) > amax ? fabsf(v[k]) : amax;
+    const float sq = 127.0f / amax;
+    if (amax == 0.0f || isinf(sq)) {
+        memset(q, 0, (size_t)n);
+        return 0.0f;
+    }
+    for (int64_t k = 0; k < n; k++)
+        q[k] = (int8_t)(int)cases_rint_small(v[k] * sq);
+    return 1.0f / sq;
 }

@@ -224,12 +224,18 @@ void cases_fill_view_uniform(const dsops_tensor *t, rng *r, float lo, float hi);
 void cases_rope_tables(tf_fixture *f, dsops_dtype dt, int64_t T, int64_t pad, int shared, dsops_tensor *cos,
                        dsops_tensor *sin);
 /* The cache_index of the oracle's compact caches: entry t is w for the w-th token that writes a row, -1
- * for the others ([T], at least one element; caller frees); *nw receives the writing tokens. */
-int64_t *cases_compact_index(const dsops_tensor *cache_index, int64_t *nw);
+ * for the others (a dense [T] int64 tensor, at least one element allocated; caller frees its data); *nw
+ * receives the writing tokens. */
+dsops_tensor cases_compact_index(const dsops_tensor *cache_index, int64_t *nw);
 /* Visits every element of row r (block r / BS, slot r % BS) of a cache [NB, BS, W] or [NB, BS] (one element);
  * nothing when the view is absent. */
 void cases_each_in_cache_row(const dsops_tensor *t, int64_t r, tf_elem_fn fn, void *ctx);
 /* The raw bytes of the elements `each` visits (caller frees; *n receives the length). */
 unsigned char *cases_gather(cases_each_written_fn each, const void *args, size_t *n);
+
+/* Q8 of spec §2.7 over one row of finite values v[0 .. n-1]: q[k] = rint(v[k] * 127 / amax) into q; returns the
+ * fp32 scale amax / 127 (as 1 / (127 / amax)), or 0 with q all zero for an all-zero row. The V3.2 generators'
+ * int8 weights and keys. */
+float cases_q8_row(const float *v, int64_t n, int8_t *q);
 
 #endif

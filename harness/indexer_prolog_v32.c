@@ -687,12 +687,8 @@ ip_ref *ip_reference(const dsops_indexer_prolog_v32_args *a)
         ra.q_idx_scale = dsops_tensor_make(cases_xcalloc(tn, 2), DSOPS_FP16, 2, s);
     ra.weights = dsops_tensor_make(cases_xcalloc(tn, 2), int8 ? DSOPS_FP16 : DSOPS_BF16, 2, s);
     /* compact caches: row w of [nw, 1, DI] for the w-th writing token */
-    int64_t nw;
-    int64_t *ci = cases_compact_index(&a->cache_index, &nw);
-    r->nw = nw;
-    s[0] = T;
-    ra.cache_index = dsops_tensor_make(ci, DSOPS_INT64, 1, s);
-    const int64_t rows = nw > 0 ? nw : 1;
+    ra.cache_index = cases_compact_index(&a->cache_index, &r->nw);
+    const int64_t rows = r->nw > 0 ? r->nw : 1;
     s[0] = rows, s[1] = 1, s[2] = DI;
     ra.idx_k_cache = dsops_tensor_make(cases_xcalloc((size_t)(rows * DI), int8 ? 1 : 2), int8 ? DSOPS_INT8 : DSOPS_BF16,
                                        3, s);
@@ -718,7 +714,7 @@ ip_ref *ip_reference(const dsops_indexer_prolog_v32_args *a)
     free(ra.q_idx.data);
     free(ra.q_idx_scale.data);
     free(ra.weights.data);
-    free(ci);
+    free(ra.cache_index.data);
     free(ra.idx_k_cache.data);
     free(ra.idx_k_scale_cache.data);
     return r;

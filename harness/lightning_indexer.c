@@ -137,17 +137,8 @@ static uint16_t li_int8_row(li_data_kind kind, rng *r, int8_t *q, int n)
         }
         return sh;
     }
-    /* V4: Q8 of spec §2.7 (no NaN / Inf can occur in normal draws) */
-    for (int i = 0; i < n; i++)
-        amax = fabsf(v[i]) > amax ? fabsf(v[i]) : amax;
-    float sq = 127.0f / amax;
-    if (amax == 0.0f || isinf(sq)) {
-        memset(q, 0, (size_t)n);
-        return 0;
-    }
-    for (int i = 0; i < n; i++)
-        q[i] = (int8_t)(int)cases_rint_small(v[i] * sq);
-    return cases_fp16_bits(1.0f / sq);
+    /* V4: Q8 of spec §2.7 (no NaN / Inf can occur in normal draws); an all-zero row has scale bits 0 */
+    return cases_fp16_bits(cases_q8_row(v, n, q));
 }
 
 /* One fp8 key row by DeepGEMM's recipe (x = bf16(N(0,1)), s = max(amax, 1e-4) / 448, e4m3(x * (1 / s)));

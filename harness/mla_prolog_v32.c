@@ -649,12 +649,8 @@ mp_ref *mp_reference(const dsops_mla_prolog_v32_args *a)
     if (int8)
         ra.qr_scale = dsops_tensor_make(cases_xcalloc((size_t)(T > 0 ? T : 1), sizeof(float)), DSOPS_FP32, 1, s);
     /* compact caches: row w of [nw, 1, W] for the w-th writing token */
-    int64_t nw;
-    int64_t *ci = cases_compact_index(&a->cache_index, &nw);
-    r->nw = nw;
-    s[0] = T;
-    ra.cache_index = dsops_tensor_make(ci, DSOPS_INT64, 1, s);
-    const int64_t rows = nw > 0 ? nw : 1;
+    ra.cache_index = cases_compact_index(&a->cache_index, &r->nw);
+    const int64_t nw = r->nw, rows = nw > 0 ? nw : 1;
     s[0] = rows, s[1] = 1;
     memset(&ra.kv_cache, 0, sizeof ra.kv_cache);
     memset(&ra.kv_scale_cache, 0, sizeof ra.kv_scale_cache);
@@ -698,7 +694,7 @@ mp_ref *mp_reference(const dsops_mla_prolog_v32_args *a)
     free(ra.q_rope.data);
     free(ra.qr.data);
     free(ra.qr_scale.data);
-    free(ci);
+    free(ra.cache_index.data);
     free(ra.kv_cache.data);
     free(ra.kv_scale_cache.data);
     free(ra.kr_cache.data);

@@ -102,14 +102,7 @@ static int dia_fill_idx_cache(dsops_dia_problem *p, uint64_t seed)
         float v[CASES_MAX_ROW];
         rng r = cases_row_rng(seed, STREAM_DIA_IDXK, row);
         cases_rng_uniform_pm1(&r, v, (size_t)DI);
-        float amax = 0.0f;
-        for (int64_t k = 0; k < DI; k++)
-            amax = fabsf(v[k]) > amax ? fabsf(v[k]) : amax;
-        const float sq = 127.0f / amax; /* the draws are finite; an all-zero row gives q = 0, scale 0 */
-        const int zero = amax == 0.0f || isinf(sq);
-        for (int64_t k = 0; k < DI; k++)
-            key[row * DI + k] = zero ? 0 : (int8_t)(int)cases_rint_small(v[k] * sq);
-        scale[row] = cases_fp16_bits_finite(zero ? 0.0f : 1.0f / sq);
+        scale[row] = cases_fp16_bits_finite(cases_q8_row(v, DI, key + row * DI));
     }
     p->args.idx_k_cache = dsops_tensor_make(key, DSOPS_INT8, 3, s3);
     p->args.idx_k_scale_cache = dsops_tensor_make(scale, DSOPS_FP16, 2, s2);
