@@ -513,10 +513,7 @@ ip_problem *ip_make(const ip_spec *spec, uint64_t seed)
          * then padding; tokens NI rows apart plus `pad` rows' worth of bytes */
         const int64_t rowb = sp->int8 ? DI + 4 : 2 * (DI + 2); /* bytes of one row (even) */
         const int64_t tokb = NI * rowb + 2 * pad;
-        const size_t bytes = (size_t)(T * tokb) + 2 * TF_GUARD;
-        unsigned char *b = tf_own(&p->fx, bytes);
-        tf_add_region(&p->fx, b, bytes, 1, sp->int8 ? DSOPS_INT8 : DSOPS_BF16);
-        unsigned char *base = b + TF_GUARD;
+        unsigned char *base = tf_alloc_region(&p->fx, (size_t)(T * tokb), 1, qdt);
         const int64_t qes = sp->int8 ? 1 : 2;
         s[0] = T, s[1] = NI, s[2] = DI;
         a->q_idx = dsops_tensor_make(base, qdt, 3, s);
@@ -544,10 +541,7 @@ ip_problem *ip_make(const ip_spec *spec, uint64_t seed)
     if ((share & 4) && sp->int8) {
         /* one row per slot: DI int8 key values, the fp16 scale, 2 bytes of padding; 16 bytes between blocks */
         const int64_t rowb = DI + 4, blkb = BS * rowb + 16;
-        const size_t bytes = (size_t)(NB * blkb) + 2 * TF_GUARD;
-        unsigned char *b = tf_own(&p->fx, bytes);
-        tf_add_region(&p->fx, b, bytes, 0, DSOPS_UINT8);
-        unsigned char *base = b + TF_GUARD;
+        unsigned char *base = tf_alloc_region(&p->fx, (size_t)(NB * blkb), 0, DSOPS_UINT8);
         s[0] = NB, s[1] = BS, s[2] = DI;
         a->idx_k_cache = dsops_tensor_make(base, DSOPS_INT8, 3, s);
         a->idx_k_cache.stride[0] = blkb, a->idx_k_cache.stride[1] = rowb;

@@ -525,10 +525,7 @@ mp_problem *mp_make(const mp_spec *spec, uint64_t seed)
         const int int8 = sp->layout == DSOPS_KV_SPLIT_INT8;
         const int64_t rowb = int8 ? Dc + 2 * DR + 4 * G : 2 * (Dc + DR + 4);
         const int64_t blkb = BS * rowb + 16;
-        size_t bytes = (size_t)(NB * blkb) + 2 * TF_GUARD;
-        unsigned char *b = tf_own(&p->fx, bytes);
-        tf_add_region(&p->fx, b, bytes, 0, DSOPS_UINT8);
-        unsigned char *base = b + TF_GUARD;
+        unsigned char *base = tf_alloc_region(&p->fx, (size_t)(NB * blkb), 0, DSOPS_UINT8);
         s[0] = NB, s[1] = BS, s[2] = Dc;
         a->kv_cache = dsops_tensor_make(base, int8 ? DSOPS_INT8 : DSOPS_BF16, 3, s);
         const int64_t es = int8 ? 1 : 2;
