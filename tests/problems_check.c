@@ -147,6 +147,34 @@ void pc_run_threads(const pc_target *t, const char *label)
     dsops_context_destroy(c);
 }
 
+void pc_expect_foreign_prepared(const pc_target *t, const pc_target *from, dsops_context *c, const char *label)
+{
+    dsops_prepared *po = NULL;
+    dsops_status st = from->prepare(c, from->args, &po);
+    if (!tu_check(st == DSOPS_OK && po, "%s: prepare: %s", label, dsops_status_name(st)))
+        return;
+    *t->prepared = po;
+    tf_prepare_call(t->fx);
+    st = t->call(c, t->args);
+    tu_check(st == DSOPS_ERR_PARAM, "%s: status %s (%s), expected DSOPS_ERR_PARAM", label, dsops_status_name(st),
+             dsops_last_error());
+    if (st != DSOPS_OK)
+        regions_untouched(t->fx, label);
+    tf_restore(t->fx);
+    *t->prepared = NULL;
+    dsops_prepared_destroy(po);
+}
+
+void pc_expect_prepare_status(const pc_target *t, dsops_context *c, const void *args, dsops_status want,
+                              const char *label)
+{
+    dsops_prepared *px = NULL;
+    const dsops_status st = t->prepare(c, args, &px);
+    tu_check(st == want, "%s: status %s, expected %s", label, dsops_status_name(st), dsops_status_name(want));
+    if (st == DSOPS_OK)
+        dsops_prepared_destroy(px);
+}
+
 /* ---- sparse_flash_attention_v32 ------------------------------------------------------------------------ */
 
 int tp_compare(const char *label, const dsops_sparse_flash_attention_v32_args *a, const uint16_t *ref_out,

@@ -70,6 +70,13 @@ void pc_run_both(const pc_target *t, dsops_context *c, const char *label);
 /* Determinism: on a context of its own, on the scalar and the best tier, 1, 2 and 3 threads give bitwise the
  * same bytes; labels "<label> [<tier>] threads <n>". */
 void pc_run_threads(const pc_target *t, const char *label);
+/* A prepared object made from another problem (`from`: other dtypes or shapes) used for t's call: the prepare
+ * succeeds, the call returns DSOPS_ERR_PARAM and writes nothing. Two checks; t's `prepared` is reset after. */
+void pc_expect_foreign_prepared(const pc_target *t, const pc_target *from, dsops_context *c, const char *label);
+/* prepare on `args` (t's operator's arguments with a packed weight broken) returns `want`; an object it makes
+ * anyway is destroyed. One check. */
+void pc_expect_prepare_status(const pc_target *t, dsops_context *c, const void *args, dsops_status want,
+                              const char *label);
 
 /* ---- mla_prolog_v32 ------------------------------------------------------------------------------ */
 

@@ -418,41 +418,22 @@ static void test_prepared(void)
         q->args.prepared = NULL;
         mp_ref_free(r);
     }
+    const pc_target t = mp_target(p, NULL);
     /* a bf16-wq_b prepared object used for an int8 call of the same shapes */
     {
         mp_problem *b = base(0, DSOPS_KV_SPLIT_INT8);
-        dsops_prepared *pb = NULL;
-        st = dsops_mla_prolog_v32_prepare(ctx, &b->args, &pb);
-        if (tu_check(st == DSOPS_OK && pb, "prepared_bf16: prepare: %s", dsops_status_name(st))) {
-            p->args.prepared = pb;
-            tf_prepare_call(&p->fx);
-            st = dsops_mla_prolog_v32(ctx, &p->args);
-            tu_check(st == DSOPS_ERR_PARAM, "prepared_bf16_used_for_int8: status %s (%s), expected DSOPS_ERR_PARAM",
-                     dsops_status_name(st), dsops_last_error());
-            if (st != DSOPS_OK)
-                mp_untouched(p, "prepared_bf16_used_for_int8");
-            tf_restore(&p->fx);
-            p->args.prepared = NULL;
-            dsops_prepared_destroy(pb);
-        }
+        const pc_target from = mp_target(b, NULL);
+        pc_expect_foreign_prepared(&t, &from, ctx, "prepared_bf16_used_for_int8");
         mp_free(b);
     }
     /* prepare validates the weights it packs */
     {
         dsops_mla_prolog_v32_args a = p->args;
         a.wq_a.data = NULL;
-        dsops_prepared *px = NULL;
-        st = dsops_mla_prolog_v32_prepare(ctx, &a, &px);
-        tu_check(st == DSOPS_ERR_NULL, "prepare_null_wq_a: status %s, expected DSOPS_ERR_NULL", dsops_status_name(st));
-        if (st == DSOPS_OK)
-            dsops_prepared_destroy(px);
+        pc_expect_prepare_status(&t, ctx, &a, DSOPS_ERR_NULL, "prepare_null_wq_a");
         a = p->args;
         a.wq_b.dtype = DSOPS_FP16;
-        px = NULL;
-        st = dsops_mla_prolog_v32_prepare(ctx, &a, &px);
-        tu_check(st == DSOPS_ERR_DTYPE, "prepare_fp16_wq_b: status %s, expected DSOPS_ERR_DTYPE", dsops_status_name(st));
-        if (st == DSOPS_OK)
-            dsops_prepared_destroy(px);
+        pc_expect_prepare_status(&t, ctx, &a, DSOPS_ERR_DTYPE, "prepare_fp16_wq_b");
         st = dsops_mla_prolog_v32_prepare(ctx, &p->args, NULL);
         tu_check(st == DSOPS_ERR_NULL, "prepare_null_out: status %s, expected DSOPS_ERR_NULL", dsops_status_name(st));
     }
