@@ -165,6 +165,28 @@ void pc_expect_foreign_prepared(const pc_target *t, const pc_target *from, dsops
     dsops_prepared_destroy(po);
 }
 
+void pc_run_prepared_reuse(const pc_target *t, dsops_context *c, dsops_prepared *prep, const char *label)
+{
+    *t->prepared = prep;
+    tf_prepare_call(t->fx);
+    const dsops_status st = t->call(c, t->args);
+    if (tu_check(st == DSOPS_OK, "%s: %s (%s)", label, dsops_status_name(st), dsops_last_error()) && t->ref)
+        t->check(t->problem, t->ref, label);
+    *t->prepared = NULL;
+}
+
+void pc_expect_rejected(const pc_target *t, dsops_context *c, const void *args, dsops_status want, const char *frag,
+                        int may_accept, const char *label)
+{
+    tf_prepare_call(t->fx);
+    const dsops_status st = t->call(c, args);
+    if (may_accept && st == DSOPS_OK)
+        tu_check(1, "%s", label);
+    else if (tu_check_rejected(label, st, want, frag))
+        regions_untouched(t->fx, label);
+    tf_restore(t->fx);
+}
+
 void pc_expect_prepare_status(const pc_target *t, dsops_context *c, const void *args, dsops_status want,
                               const char *label)
 {

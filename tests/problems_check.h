@@ -73,6 +73,14 @@ void pc_run_threads(const pc_target *t, const char *label);
 /* A prepared object made from another problem (`from`: other dtypes or shapes) used for t's call: the prepare
  * succeeds, the call returns DSOPS_ERR_PARAM and writes nothing. Two checks; t's `prepared` is reset after. */
 void pc_expect_foreign_prepared(const pc_target *t, const pc_target *from, dsops_context *c, const char *label);
+/* The call on t's arguments with the prepared object `prep` made from other buffers of the same weights: accepted
+ * and, with t's oracle, within its tolerances. t's `prepared` is reset after. */
+void pc_run_prepared_reuse(const pc_target *t, dsops_context *c, dsops_prepared *prep, const char *label);
+/* The call on `args` (t's arguments with a mutation, e.g. a prepared object with another weight swapped in)
+ * returns `want` with `frag` in the message and writes nothing; with may_accept, DSOPS_OK also passes (one
+ * check). The fixture is restored after. */
+void pc_expect_rejected(const pc_target *t, dsops_context *c, const void *args, dsops_status want, const char *frag,
+                        int may_accept, const char *label);
 /* prepare on `args` (t's operator's arguments with a packed weight broken) returns `want`; an object it makes
  * anyway is destroyed. One check. */
 void pc_expect_prepare_status(const pc_target *t, dsops_context *c, const void *args, dsops_status want,

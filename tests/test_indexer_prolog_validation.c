@@ -473,11 +473,7 @@ static void test_prepared(void)
             if (w == 2) a.weights_proj = q->args.weights_proj;
             if (w == 3) a.hadamard_q = q->args.hadamard_q;
             if (w == 4) a.hadamard_k = q->args.hadamard_k;
-            tf_prepare_call(&p->fx);
-            st = dsops_indexer_prolog_v32(ctx, &a);
-            if (tu_check_rejected(label, st, DSOPS_ERR_PARAM, "prepared"))
-                ip_untouched(p, label);
-            tf_restore(&p->fx);
+            pc_expect_rejected(&t, ctx, &a, DSOPS_ERR_PARAM, "prepared", 0, label);
         }
         /* bf16: a prepared object made with a Hadamard matrix used without it (and the other way round) */
         if (!v) {
@@ -518,12 +514,8 @@ static void test_prepared(void)
             a.weights_proj = p->args.weights_proj, a.hadamard_q = p->args.hadamard_q, a.hadamard_k = p->args.hadamard_k;
             q->args = a;
             ip_ref *r = ip_reference(&q->args);
-            q->args.prepared = prep;
-            tf_prepare_call(&q->fx);
-            st = dsops_indexer_prolog_v32(ctx, &q->args);
-            if (tu_check(st == DSOPS_OK, "%s: %s (%s)", label, dsops_status_name(st), dsops_last_error()))
-                ip_check(q, r, label);
-            q->args.prepared = NULL;
+            const pc_target tq = ip_target(q, r);
+            pc_run_prepared_reuse(&tq, ctx, prep, label);
             ip_ref_free(r);
         }
         /* a prepared object of the other variant (same shapes) */

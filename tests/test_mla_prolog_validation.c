@@ -378,6 +378,7 @@ static void test_prepared(void)
     dsops_status st = dsops_mla_prolog_v32_prepare(ctx, &p->args, &prep);
     if (!tu_check(st == DSOPS_OK && prep, "prepared: prepare failed: %s (%s)", dsops_status_name(st), dsops_last_error()))
         goto done;
+    const pc_target t = mp_target(p, NULL);
 
     /* other weights: each of the four packed weights swapped in turn */
     const char *names[5] = {"wq_a", "wq_b", "w_uk", "wkv_a", "wq_b_scale"};
@@ -391,17 +392,9 @@ static void test_prepared(void)
         if (w == 2) a.w_uk = q->args.w_uk;
         if (w == 3) a.wkv_a = q->args.wkv_a;
         if (w == 4) a.wq_b_scale = q->args.wq_b_scale;
-        tf_prepare_call(&p->fx);
-        st = dsops_mla_prolog_v32(ctx, &a);
-        if (w == 4 && st == DSOPS_OK) {
-            /* the header names wq_a, wq_b, w_uk and wkv_a as the packed weights; a scale vector that is
-             * not packed may legitimately be read per call */
-            tu_check(1, "%s", label);
-        } else {
-            if (tu_check_rejected(label, st, DSOPS_ERR_PARAM, "prepared"))
-                mp_untouched(p, label);
-        }
-        tf_restore(&p->fx);
+        /* the header names wq_a, wq_b, w_uk and wkv_a as the packed weights; a scale vector that is not packed
+         * may legitimately be read per call */
+        pc_expect_rejected(&t, ctx, &a, DSOPS_ERR_PARAM, "prepared", w == 4, label);
     }
     /* the same weights with other activations, outputs and caches: valid */
     {
@@ -410,15 +403,10 @@ static void test_prepared(void)
         a.wkv_a = p->args.wkv_a;
         q->args = a;
         mp_ref *r = mp_reference(&q->args);
-        q->args.prepared = prep;
-        tf_prepare_call(&q->fx);
-        st = dsops_mla_prolog_v32(ctx, &q->args);
-        if (tu_check(st == DSOPS_OK, "prepared_reuse: %s (%s)", dsops_status_name(st), dsops_last_error()))
-            mp_check(q, r, "prepared_reuse");
-        q->args.prepared = NULL;
+        const pc_target tq = mp_target(q, r);
+        pc_run_prepared_reuse(&tq, ctx, prep, "prepared_reuse");
         mp_ref_free(r);
     }
-    const pc_target t = mp_target(p, NULL);
     /* a bf16-wq_b prepared object used for an int8 call of the same shapes */
     {
         mp_problem *b = base(0, DSOPS_KV_SPLIT_INT8);
