@@ -160,8 +160,7 @@ void cases_fill_bf16(uint64_t seed, uint64_t stream, int64_t rows, int64_t cols,
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < rows; row++) {
         float v[CASES_MAX_ROW];
-        rng r = cases_row_rng(seed, stream, row);
-        cases_rng_uniform_pm1(&r, v, (size_t)cols);
+        cases_row_uniform(seed, stream, row, v, cols);
         for (int64_t k = 0; k < cols; k++)
             dst[row * cols + k] = cases_bf16_bits(amp * v[k]);
     }
@@ -174,8 +173,7 @@ void cases_fill_q8_bf16(uint64_t seed, uint64_t stream, int64_t rows, int64_t co
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < rows; row++) {
         float v[CASES_MAX_ROW];
-        rng r = cases_row_rng(seed, stream, row);
-        cases_rng_uniform_pm1(&r, v, (size_t)cols);
+        cases_row_uniform(seed, stream, row, v, cols);
         for (int64_t k = 0; k < cols; k++)
             v[k] = cases_bf16_value(cases_bf16_bits(amp * v[k]));
         scale[row] = cases_q8_row(v, cols, dst + row * cols);
@@ -359,8 +357,7 @@ int cases_fill_latent_cache(void **buffers, int *nbuffers, int capacity, dsops_k
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < rows; row++) {
         float v[CASES_MAX_KV_ROW];
-        rng r = cases_row_rng(seed, stream, row);
-        cases_rng_uniform_pm1(&r, v, (size_t)(Dc + Dr));
+        cases_row_uniform(seed, stream, row, v, Dc + Dr);
         if (packed) {
             if (layout == DSOPS_KV_PACKED_INT8)
                 pack656_row(v, kv + row * 656);
@@ -769,4 +766,10 @@ float cases_q8_row(const float *v, int64_t n, int8_t *q)
     for (int64_t k = 0; k < n; k++)
         q[k] = (int8_t)(int)cases_rint_small(v[k] * sq);
     return 1.0f / sq;
+}
+
+void cases_row_uniform(uint64_t seed, uint64_t stream, int64_t row, float *v, int64_t n)
+{
+    rng r = cases_row_rng(seed, stream, row);
+    cases_rng_uniform_pm1(&r, v, (size_t)n);
 }

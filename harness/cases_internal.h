@@ -238,4 +238,8 @@ unsigned char *cases_gather(cases_each_written_fn each, const void *args, size_t
  * int8 weights and keys. */
 float cases_q8_row(const float *v, int64_t n, int8_t *q);
 
+/* The n values U(-1,1) of row `row`'s generator (cases_row_rng) into v: the first draws of every row-parallel
+ * generator. */
+void cases_row_uniform(uint64_t seed, uint64_t stream, int64_t row, float *v, int64_t n);
+
 #endif

@@ -100,8 +100,7 @@ static int dia_fill_idx_cache(dsops_dia_problem *p, uint64_t seed)
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < rows; row++) {
         float v[CASES_MAX_ROW];
-        rng r = cases_row_rng(seed, STREAM_DIA_IDXK, row);
-        cases_rng_uniform_pm1(&r, v, (size_t)DI);
+        cases_row_uniform(seed, STREAM_DIA_IDXK, row, v, DI);
         scale[row] = cases_fp16_bits_finite(cases_q8_row(v, DI, key + row * DI));
     }
     p->args.idx_k_cache = dsops_tensor_make(key, DSOPS_INT8, 3, s3);
