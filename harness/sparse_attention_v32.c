@@ -312,6 +312,8 @@ dsops_dia_stages *dsops_dia_stages_make(const dsops_sparse_attention_v32_args *a
     dsops_tensor t_weights = dsops_tensor_make(weights, i8 ? DSOPS_FP16 : DSOPS_BF16, 2, sni);
     dsops_tensor t_topk = dsops_tensor_make(topk, DSOPS_INT32, 2, sk);
 
+    /* Each stage's arguments from the fused call's tensors and the intermediates above, member by member: the
+     * stages share tensors, not a struct layout, so the four lists below are alike in shape only. */
     dsops_mla_prolog_v32_args *m = &s->mla;
     dsops_mla_prolog_v32_init(m, DSOPS_PRESET_V32);
     m->x = a->x;

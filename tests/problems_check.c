@@ -115,6 +115,13 @@ void pc_run_both(const pc_target *t, dsops_context *c, const char *label)
     free(g2);
 }
 
+void pc_run_tiers(const pc_target *t, dsops_context *c, const char *label)
+{
+    char l[300];
+    for (int isa = -1; tu_next_tier(c, &isa, label, l, sizeof l);)
+        pc_run_both(t, c, l);
+}
+
 void pc_run_threads(const pc_target *t, const char *label)
 {
     dsops_context *c = NULL;

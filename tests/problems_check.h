@@ -67,6 +67,8 @@ typedef struct pc_target {
 /* The call without and then with a prepared object on the context's tier: both against the oracle, and
  * bitwise equal to each other. */
 void pc_run_both(const pc_target *t, dsops_context *c, const char *label);
+/* pc_run_both on every tier of the context (tu_next_tier), under the labels "<label> [<tier>]". */
+void pc_run_tiers(const pc_target *t, dsops_context *c, const char *label);
 /* Determinism: on a context of its own, on the scalar and the best tier, 1, 2 and 3 threads give bitwise the
  * same bytes; labels "<label> [<tier>] threads <n>". */
 void pc_run_threads(const pc_target *t, const char *label);

@@ -216,6 +216,8 @@ static void alias_cache_index(void *problem, char *frag)
 #define I8 1
 #define BF 0
 
+/* The rule table (validation.h): its rows look like every validation program's rows, in shape only; each is
+ * one rule of this operator's fields. */
 static const val_bad_case bad_cases[] = {
     {"null_x", I8, DSOPS_ERR_NULL, null_x},
     {"null_qr", BF, DSOPS_ERR_NULL, null_qr},

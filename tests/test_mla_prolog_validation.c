@@ -207,6 +207,8 @@ static void alias_scale_index(void *problem, char *frag)
 #define PK VARIANT(1, DSOPS_KV_PACKED_INT8)
 #define BP VARIANT(0, DSOPS_KV_PACKED_INT8)
 
+/* The rule table (validation.h): its rows look like every validation program's rows, in shape only; each is
+ * one rule of this operator's fields. */
 static const val_bad_case bad_cases[] = {
     {"null_x", BF, DSOPS_ERR_NULL, null_x},
     {"null_wq_a", BF, DSOPS_ERR_NULL, null_wq_a},
