@@ -773,3 +773,22 @@ void cases_row_uniform(uint64_t seed, uint64_t stream, int64_t row, float *v, in
     rng r = cases_row_rng(seed, stream, row);
     cases_rng_uniform_pm1(&r, v, (size_t)n);
 }
+
+void cases_fill_int8_row(const dsops_tensor *t, int64_t i, rng *r, int extreme)
+{
+    for (int64_t k = 0; k < t->shape[1]; k++) {
+        int v = extreme ? ((cases_rng_next(r) & 1) ? 127 : -128) : (int)cases_rng_int(r, -128, 127);
+        *(int8_t *)tf_eaddr(t, i, k, 0) = (int8_t)v;
+    }
+}
+
+void cases_fill_cache_elems(const dsops_tensor *t, int64_t b, int64_t o, int64_t n, rng *r, int nan)
+{
+    const int floats = t->dtype == DSOPS_BF16 || t->dtype == DSOPS_FP16 || t->dtype == DSOPS_FP32;
+    for (int64_t c = 0; c < n; c++) {
+        if (floats)
+            tf_putf(t, b, o, c, nan ? NAN : cases_rng_uniform(r, -1, 1));
+        else
+            *tf_eaddr(t, b, o, c) = nan ? 0xff : (uint8_t)cases_rng_next(r);
+    }
+}

@@ -242,4 +242,10 @@ float cases_q8_row(const float *v, int64_t n, int8_t *q);
  * generator. */
 void cases_row_uniform(uint64_t seed, uint64_t stream, int64_t row, float *v, int64_t n);
 
+/* Row i of an int8 view [rows, cols]: uniform in [-128, 127], or with `extreme` only -128 / 127 (one draw a value). */
+void cases_fill_int8_row(const dsops_tensor *t, int64_t i, rng *r, int extreme);
+/* Elements (b, o, 0 .. n-1) of a cache view (a [NB, BS] view: n 1): a float dtype gets U(-1,1) or NaN, a byte
+ * dtype a random byte or 0xff (int8 -1, e4m3 NaN), by `nan`; one draw an element when not `nan`. */
+void cases_fill_cache_elems(const dsops_tensor *t, int64_t b, int64_t o, int64_t n, rng *r, int nan);
+
 #endif

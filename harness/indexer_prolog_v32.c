@@ -436,10 +436,7 @@ const bench_family bench_family_indexer_prolog_v32 = {
 static void fill_int8(const dsops_tensor *t, rng *r, int extreme)
 {
     for (int64_t i = 0; i < t->shape[0]; i++)
-        for (int64_t k = 0; k < t->shape[1]; k++) {
-            int v = extreme ? ((cases_rng_next(r) & 1) ? 127 : -128) : (int)cases_rng_int(r, -128, 127);
-            *(int8_t *)tf_eaddr(t, i, k, 0) = (int8_t)v;
-        }
+        cases_fill_int8_row(t, i, r, extreme);
 }
 
 /* ---- problem builder ------------------------------------------------------------------------------- */
@@ -612,14 +609,9 @@ ip_problem *ip_make(const ip_spec *spec, uint64_t seed)
     /* cache rows: random, or NaN (int8: -1 with NaN scales) */
     for (int64_t b = 0; b < NB; b++)
         for (int64_t o = 0; o < BS; o++) {
-            for (int64_t d = 0; d < DI; d++) {
-                if (sp->int8)
-                    *tf_eaddr(&a->idx_k_cache, b, o, d) = sp->nan_cache ? 0xff : (uint8_t)cases_rng_next(&r);
-                else
-                    tf_putf(&a->idx_k_cache, b, o, d, sp->nan_cache ? NAN : cases_rng_uniform(&r, -1, 1));
-            }
+            cases_fill_cache_elems(&a->idx_k_cache, b, o, DI, &r, sp->nan_cache);
             if (sp->int8)
-                tf_putf(&a->idx_k_scale_cache, b, o, 0, sp->nan_cache ? NAN : cases_rng_uniform(&r, -1, 1));
+                cases_fill_cache_elems(&a->idx_k_scale_cache, b, o, 1, &r, sp->nan_cache);
         }
 
     cases_cache_indices(&r, NB * BS, T, (cases_index_mode)sp->index_mode, p->cache_index);

@@ -424,17 +424,11 @@ static void fill_cache_rows(mp_problem *p, rng *r)
                 }
                 continue;
             }
-            for (int64_t c = 0; c < Dc; c++) {
-                if (a->kv_cache.dtype == DSOPS_BF16)
-                    tf_putf(&a->kv_cache, b, o, c, sp->nan_cache ? NAN : cases_rng_uniform(r, -1, 1));
-                else
-                    *tf_eaddr(&a->kv_cache, b, o, c) = sp->nan_cache ? 0xff : (uint8_t)cases_rng_next(r);
-            }
+            cases_fill_cache_elems(&a->kv_cache, b, o, Dc, r, sp->nan_cache);
             if (a->kv_scale_cache.data)
                 for (int64_t g = 0; g < G; g++)
                     tf_putf(&a->kv_scale_cache, b, o, g, sp->nan_cache ? NAN : cases_rng_uniform(r, 0, 0.02f));
-            for (int64_t e = 0; e < DR; e++)
-                tf_putf(&a->kr_cache, b, o, e, sp->nan_cache ? NAN : cases_rng_uniform(r, -1, 1));
+            cases_fill_cache_elems(&a->kr_cache, b, o, DR, r, sp->nan_cache);
         }
 }
 
@@ -558,10 +552,7 @@ mp_problem *mp_make(const mp_spec *spec, uint64_t seed)
     cases_fill_view_uniform(&a->w_uk, &r, -0.1f, 0.1f);
     if (sp->int8_wq_b) {
         for (int64_t n = 0; n < NG; n++) {
-            for (int64_t k = 0; k < Q; k++) {
-                int v = sp->int8_extreme ? ((cases_rng_next(&r) & 1) ? 127 : -128) : (int)cases_rng_int(&r, -128, 127);
-                *(int8_t *)tf_eaddr(&a->wq_b, n, k, 0) = (int8_t)v;
-            }
+            cases_fill_int8_row(&a->wq_b, n, &r, sp->int8_extreme);
             float sc = cases_rng_uniform(&r, 2e-4f, 2e-3f);
             tf_putf(&a->wq_b_scale, n, 0, 0, (n % 7 == 3) ? -sc : sc); /* some negative scales */
         }
