@@ -792,3 +792,19 @@ void cases_fill_cache_elems(const dsops_tensor *t, int64_t b, int64_t o, int64_t
             *tf_eaddr(t, b, o, c) = nan ? 0xff : (uint8_t)cases_rng_next(r);
     }
 }
+
+int cases_fill_block_table(rng *r, int B, const int *seqused, int R, int64_t BS, int64_t NB, int64_t MB, int32_t *bt)
+{
+    int32_t *perm = malloc(sizeof(int32_t) * (size_t)(NB > 0 ? NB : 1));
+    if (!perm)
+        return 0;
+    cases_shuffle(r, perm, NB);
+    for (int64_t b = 0, next = 0; b < B; b++) {
+        const int64_t nb = (seqused[b] / R + BS - 1) / BS;
+        for (int64_t j = 0; j < MB; j++)
+            bt[b * MB + j] = j < nb ? perm[next + j] : -1;
+        next += nb;
+    }
+    free(perm);
+    return 1;
+}

@@ -248,4 +248,9 @@ void cases_fill_int8_row(const dsops_tensor *t, int64_t i, rng *r, int extreme);
  * dtype a random byte or 0xff (int8 -1, e4m3 NaN), by `nan`; one draw an element when not `nan`. */
 void cases_fill_cache_elems(const dsops_tensor *t, int64_t b, int64_t o, int64_t n, rng *r, int nan);
 
+/* The block table [B, MB] of the named attention cases: sequence b holds ceil(floor(seqused[b] / R) / BS) blocks,
+ * the next ones of a random permutation of the NB physical blocks (one shuffle from r), in its first columns,
+ * and -1 in the others. 1, or 0 when memory runs out. */
+int cases_fill_block_table(rng *r, int B, const int *seqused, int R, int64_t BS, int64_t NB, int64_t MB, int32_t *bt);
+
 #endif

@@ -127,7 +127,6 @@ dsops_dia_problem *dsops_dia_problem_make(const dsops_dia_case *c, uint64_t seed
                   K = c->K, BS = c->BS;
     const int64_t NG = N * (Dqn + 64), KV = Dc + 64, NQ = NI * DI;
     const int i8 = c->int8;
-    int32_t *perm = NULL;
     dsops_sparse_attention_v32_args *a = &p->args;
     dsops_sparse_attention_v32_init(a, DSOPS_PRESET_V32);
     a->topk = c->K;
@@ -157,16 +156,11 @@ dsops_dia_problem *dsops_dia_problem_make(const dsops_dia_case *c, uint64_t seed
     int32_t *su = dia_alloc(p, sizeof(int32_t) * (size_t)(B + 1));  /* [B] */
     int32_t *bt = dia_alloc(p, sizeof(int32_t) * (size_t)(B * MB + 1)); /* [B, MB] */
     int64_t *ci = dia_alloc(p, sizeof(int64_t) * (size_t)(T + 1));  /* [T] */
-    perm = malloc(sizeof(int32_t) * (size_t)NB);
-    if (!cu || !su || !bt || !ci || !perm)
+    if (!cu || !su || !bt || !ci || !cases_fill_block_table(&r, B, c->seqused, 1, BS, NB, MB, bt))
         goto fail;
-    cases_shuffle(&r, perm, NB);
     cu[0] = 0;
-    for (int64_t b = 0, next = 0, t = 0; b < B; b++) {
-        const int64_t nb = (c->seqused[b] + BS - 1) / BS, S = dia_tokens(c, (int)b);
-        for (int64_t j = 0; j < MB; j++)
-            bt[b * MB + j] = j < nb ? perm[next + j] : -1;
-        next += nb;
+    for (int64_t b = 0, t = 0; b < B; b++) {
+        const int64_t S = dia_tokens(c, (int)b);
         su[b] = c->seqused[b];
         cu[b + 1] = cu[b] + (int32_t)S;
         for (int64_t i = 0; i < S; i++, t++) {
@@ -176,8 +170,6 @@ dsops_dia_problem *dsops_dia_problem_make(const dsops_dia_case *c, uint64_t seed
             p->attended += L < K ? L : K;
         }
     }
-    free(perm);
-    perm = NULL;
     p->block_table = bt;
 
     /* weights and activations, then the caches */
@@ -255,7 +247,6 @@ dsops_dia_problem *dsops_dia_problem_make(const dsops_dia_case *c, uint64_t seed
     return p;
 
 fail:
-    free(perm);
     dsops_dia_problem_free(p);
     return NULL;
 }
