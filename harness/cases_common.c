@@ -161,8 +161,7 @@ void cases_fill_bf16(uint64_t seed, uint64_t stream, int64_t rows, int64_t cols,
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < rows; row++) {
         float v[CASES_MAX_ROW];
-        rng r = cases_row_rng(seed, stream, row);
-        cases_rng_uniform_pm1(&r, v, (size_t)cols);
+        cases_row_uniform(seed, stream, row, v, cols);
         for (int64_t k = 0; k < cols; k++)
             dst[row * cols + k] = cases_bf16_bits(amp * v[k]);
     }
@@ -175,24 +174,10 @@ void cases_fill_q8_bf16(uint64_t seed, uint64_t stream, int64_t rows, int64_t co
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < rows; row++) {
         float v[CASES_MAX_ROW];
-        rng r = cases_row_rng(seed, stream, row);
-        cases_rng_uniform_pm1(&r, v, (size_t)cols);
-        float amax = 0.0f;
-        for (int64_t k = 0; k < cols; k++) {
-            uint16_t h = cases_bf16_bits(amp * v[k]);
-            uint32_t u = (uint32_t)h << 16;
-            memcpy(&v[k], &u, sizeof u);
-            amax = fabsf(v[k]) > amax ? fabsf(v[k]) : amax;
-        }
-        const float sq = 127.0f / amax;
-        if (amax == 0.0f || isinf(sq)) {
-            memset(dst + row * cols, 0, (size_t)cols);
-            scale[row] = 0.0f;
-            continue;
-        }
+        cases_row_uniform(seed, stream, row, v, cols);
         for (int64_t k = 0; k < cols; k++)
-            dst[row * cols + k] = (int8_t)(int)cases_rint_small(v[k] * sq);
-        scale[row] = 1.0f / sq;
+            v[k] = cases_bf16_value(cases_bf16_bits(amp * v[k]));
+        scale[row] = cases_q8_row(v, cols, dst + row * cols);
     }
 }
 
@@ -373,8 +358,7 @@ int cases_fill_latent_cache(void **buffers, int *nbuffers, int capacity, dsops_k
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < rows; row++) {
         float v[CASES_MAX_KV_ROW];
-        rng r = cases_row_rng(seed, stream, row);
-        cases_rng_uniform_pm1(&r, v, (size_t)(Dc + Dr));
+        cases_row_uniform(seed, stream, row, v, Dc + Dr);
         if (packed) {
             if (layout == DSOPS_KV_PACKED_INT8)
                 pack656_row(v, kv + row * 656);
@@ -733,14 +717,14 @@ void cases_rope_tables(tf_fixture *f, dsops_dtype dt, int64_t T, int64_t pad, in
     }
 }
 
-int64_t *cases_compact_index(const dsops_tensor *cache_index, int64_t *nw)
+dsops_tensor cases_compact_index(const dsops_tensor *cache_index, int64_t *nw)
 {
     const int64_t T = cache_index->shape[0];
     int64_t *ci = cases_xcalloc((size_t)(T > 0 ? T : 1), sizeof(int64_t));
     *nw = 0;
     for (int64_t t = 0; t < T; t++)
         ci[t] = tf_get_index(cache_index, t) >= 0 ? (*nw)++ : -1;
-    return ci;
+    return dsops_tensor_make(ci, DSOPS_INT64, 1, &T);
 }
 
 void cases_dense_f32(const dsops_tensor *t, float *dst)
@@ -1019,4 +1003,60 @@ void v4p_fill_q8_rows(const dsops_tensor *w, const dsops_tensor *scale, rng *r, 
     }
     free(v);
     free(q);
+}
+
+float cases_q8_row(const float *v, int64_t n, int8_t *q)
+{
+    float amax = 0.0f;
+    for (int64_t k = 0; k < n; k++)
+        amax = fabsf(v[k]) > amax ? fabsf(v[k]) : amax;
+    const float sq = 127.0f / amax;
+    if (amax == 0.0f || isinf(sq)) {
+        memset(q, 0, (size_t)n);
+        return 0.0f;
+    }
+    for (int64_t k = 0; k < n; k++)
+        q[k] = (int8_t)(int)cases_rint_small(v[k] * sq);
+    return 1.0f / sq;
+}
+
+void cases_row_uniform(uint64_t seed, uint64_t stream, int64_t row, float *v, int64_t n)
+{
+    rng r = cases_row_rng(seed, stream, row);
+    cases_rng_uniform_pm1(&r, v, (size_t)n);
+}
+
+void cases_fill_int8_row(const dsops_tensor *t, int64_t i, rng *r, int extreme)
+{
+    for (int64_t k = 0; k < t->shape[1]; k++) {
+        int v = extreme ? ((cases_rng_next(r) & 1) ? 127 : -128) : (int)cases_rng_int(r, -128, 127);
+        *(int8_t *)tf_eaddr(t, i, k, 0) = (int8_t)v;
+    }
+}
+
+void cases_fill_cache_elems(const dsops_tensor *t, int64_t b, int64_t o, int64_t n, rng *r, int nan)
+{
+    const int floats = t->dtype == DSOPS_BF16 || t->dtype == DSOPS_FP16 || t->dtype == DSOPS_FP32;
+    for (int64_t c = 0; c < n; c++) {
+        if (floats)
+            tf_putf(t, b, o, c, nan ? NAN : cases_rng_uniform(r, -1, 1));
+        else
+            *tf_eaddr(t, b, o, c) = nan ? 0xff : (uint8_t)cases_rng_next(r);
+    }
+}
+
+int cases_fill_block_table(rng *r, int B, const int *seqused, int R, int64_t BS, int64_t NB, int64_t MB, int32_t *bt)
+{
+    int32_t *perm = malloc(sizeof(int32_t) * (size_t)(NB > 0 ? NB : 1));
+    if (!perm)
+        return 0;
+    cases_shuffle(r, perm, NB);
+    for (int64_t b = 0, next = 0; b < B; b++) {
+        const int64_t nb = (seqused[b] / R + BS - 1) / BS;
+        for (int64_t j = 0; j < MB; j++)
+            bt[b * MB + j] = j < nb ? perm[next + j] : -1;
+        next += nb;
+    }
+    free(perm);
+    return 1;
 }

@@ -224,8 +224,9 @@ void cases_fill_view_uniform(const dsops_tensor *t, rng *r, float lo, float hi);
 void cases_rope_tables(tf_fixture *f, dsops_dtype dt, int64_t T, int64_t pad, int shared, dsops_tensor *cos,
                        dsops_tensor *sin);
 /* The cache_index of the oracle's compact caches: entry t is w for the w-th token that writes a row, -1
- * for the others ([T], at least one element; caller frees); *nw receives the writing tokens. */
-int64_t *cases_compact_index(const dsops_tensor *cache_index, int64_t *nw);
+ * for the others (a dense [T] int64 tensor, at least one element allocated; caller frees its data); *nw
+ * receives the writing tokens. */
+dsops_tensor cases_compact_index(const dsops_tensor *cache_index, int64_t *nw);
 /* Visits every element of row r (block r / BS, slot r % BS) of a cache [NB, BS, W] or [NB, BS] (one element);
  * nothing when the view is absent. */
 void cases_each_in_cache_row(const dsops_tensor *t, int64_t r, tf_elem_fn fn, void *ctx);
@@ -254,5 +255,25 @@ void v4p_rope_tables(v4p_problem *pl, dsops_dtype dt, int64_t T, int padded, rng
  * (0 for a zero row), the docs/CASES.md sign data. */
 #define V4P_SIGN_DATA 0.0f
 void v4p_fill_q8_rows(const dsops_tensor *w, const dsops_tensor *scale, rng *r, float amp);
+
+/* Q8 of spec §2.7 over one row of finite values v[0 .. n-1]: q[k] = rint(v[k] * 127 / amax) into q; returns the
+ * fp32 scale amax / 127 (as 1 / (127 / amax)), or 0 with q all zero for an all-zero row. The V3.2 generators'
+ * int8 weights and keys. */
+float cases_q8_row(const float *v, int64_t n, int8_t *q);
+
+/* The n values U(-1,1) of row `row`'s generator (cases_row_rng) into v: the first draws of every row-parallel
+ * generator. */
+void cases_row_uniform(uint64_t seed, uint64_t stream, int64_t row, float *v, int64_t n);
+
+/* Row i of an int8 view [rows, cols]: uniform in [-128, 127], or with `extreme` only -128 / 127 (one draw a value). */
+void cases_fill_int8_row(const dsops_tensor *t, int64_t i, rng *r, int extreme);
+/* Elements (b, o, 0 .. n-1) of a cache view (a [NB, BS] view: n 1): a float dtype gets U(-1,1) or NaN, a byte
+ * dtype a random byte or 0xff (int8 -1, e4m3 NaN), by `nan`; one draw an element when not `nan`. */
+void cases_fill_cache_elems(const dsops_tensor *t, int64_t b, int64_t o, int64_t n, rng *r, int nan);
+
+/* The block table [B, MB] of the named attention cases: sequence b holds ceil(floor(seqused[b] / R) / BS) blocks,
+ * the next ones of a random permutation of the NB physical blocks (one shuffle from r), in its first columns,
+ * and -1 in the others. 1, or 0 when memory runs out. */
+int cases_fill_block_table(rng *r, int B, const int *seqused, int R, int64_t BS, int64_t NB, int64_t MB, int32_t *bt);
 
 #endif

@@ -230,3 +230,10 @@ int tf_first_change(const tf_fixture *f, int *region, size_t *byte)
     }
     return 0;
 }
+
+unsigned char *tf_alloc_region(tf_fixture *f, size_t bytes, int out, dsops_dtype dt)
+{
+    unsigned char *b = tf_own(f, bytes + 2 * TF_GUARD);
+    tf_add_region(f, b, bytes + 2 * TF_GUARD, out, dt);
+    return b + TF_GUARD;
+}

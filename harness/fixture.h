@@ -41,6 +41,9 @@ void *tf_own(tf_fixture *f, size_t bytes);
 void tf_adopt(tf_fixture *f, void *m);
 /* Registers bytes [ptr, ptr + n) as a checked region; its sentinel pattern follows dt. */
 void tf_add_region(tf_fixture *f, void *ptr, size_t n, int out, dsops_dtype dt);
+/* A zeroed buffer of `bytes` between two TF_GUARD guard zones, registered whole as a checked region (sentinel
+ * pattern of dt): the start of its usable bytes, for views laid out by hand that share one buffer. */
+unsigned char *tf_alloc_region(tf_fixture *f, size_t bytes, int out, dsops_dtype dt);
 /* Frees the snapshots and the owned allocations (not f itself). */
 void tf_free(tf_fixture *f);
 

@@ -436,10 +436,7 @@ const bench_family bench_family_indexer_prolog_v32 = {
 static void fill_int8(const dsops_tensor *t, rng *r, int extreme)
 {
     for (int64_t i = 0; i < t->shape[0]; i++)
-        for (int64_t k = 0; k < t->shape[1]; k++) {
-            int v = extreme ? ((cases_rng_next(r) & 1) ? 127 : -128) : (int)cases_rng_int(r, -128, 127);
-            *(int8_t *)tf_eaddr(t, i, k, 0) = (int8_t)v;
-        }
+        cases_fill_int8_row(t, i, r, extreme);
 }
 
 /* ---- problem builder ------------------------------------------------------------------------------- */
@@ -513,10 +510,7 @@ ip_problem *ip_make(const ip_spec *spec, uint64_t seed)
          * then padding; tokens NI rows apart plus `pad` rows' worth of bytes */
         const int64_t rowb = sp->int8 ? DI + 4 : 2 * (DI + 2); /* bytes of one row (even) */
         const int64_t tokb = NI * rowb + 2 * pad;
-        const size_t bytes = (size_t)(T * tokb) + 2 * TF_GUARD;
-        unsigned char *b = tf_own(&p->fx, bytes);
-        tf_add_region(&p->fx, b, bytes, 1, sp->int8 ? DSOPS_INT8 : DSOPS_BF16);
-        unsigned char *base = b + TF_GUARD;
+        unsigned char *base = tf_alloc_region(&p->fx, (size_t)(T * tokb), 1, qdt);
         const int64_t qes = sp->int8 ? 1 : 2;
         s[0] = T, s[1] = NI, s[2] = DI;
         a->q_idx = dsops_tensor_make(base, qdt, 3, s);
@@ -544,10 +538,7 @@ ip_problem *ip_make(const ip_spec *spec, uint64_t seed)
     if ((share & 4) && sp->int8) {
         /* one row per slot: DI int8 key values, the fp16 scale, 2 bytes of padding; 16 bytes between blocks */
         const int64_t rowb = DI + 4, blkb = BS * rowb + 16;
-        const size_t bytes = (size_t)(NB * blkb) + 2 * TF_GUARD;
-        unsigned char *b = tf_own(&p->fx, bytes);
-        tf_add_region(&p->fx, b, bytes, 0, DSOPS_UINT8);
-        unsigned char *base = b + TF_GUARD;
+        unsigned char *base = tf_alloc_region(&p->fx, (size_t)(NB * blkb), 0, DSOPS_UINT8);
         s[0] = NB, s[1] = BS, s[2] = DI;
         a->idx_k_cache = dsops_tensor_make(base, DSOPS_INT8, 3, s);
         a->idx_k_cache.stride[0] = blkb, a->idx_k_cache.stride[1] = rowb;
@@ -618,14 +609,9 @@ ip_problem *ip_make(const ip_spec *spec, uint64_t seed)
     /* cache rows: random, or NaN (int8: -1 with NaN scales) */
     for (int64_t b = 0; b < NB; b++)
         for (int64_t o = 0; o < BS; o++) {
-            for (int64_t d = 0; d < DI; d++) {
-                if (sp->int8)
-                    *tf_eaddr(&a->idx_k_cache, b, o, d) = sp->nan_cache ? 0xff : (uint8_t)cases_rng_next(&r);
-                else
-                    tf_putf(&a->idx_k_cache, b, o, d, sp->nan_cache ? NAN : cases_rng_uniform(&r, -1, 1));
-            }
+            cases_fill_cache_elems(&a->idx_k_cache, b, o, DI, &r, sp->nan_cache);
             if (sp->int8)
-                tf_putf(&a->idx_k_scale_cache, b, o, 0, sp->nan_cache ? NAN : cases_rng_uniform(&r, -1, 1));
+                cases_fill_cache_elems(&a->idx_k_scale_cache, b, o, 1, &r, sp->nan_cache);
         }
 
     cases_cache_indices(&r, NB * BS, T, (cases_index_mode)sp->index_mode, p->cache_index);
@@ -687,12 +673,8 @@ ip_ref *ip_reference(const dsops_indexer_prolog_v32_args *a)
         ra.q_idx_scale = dsops_tensor_make(cases_xcalloc(tn, 2), DSOPS_FP16, 2, s);
     ra.weights = dsops_tensor_make(cases_xcalloc(tn, 2), int8 ? DSOPS_FP16 : DSOPS_BF16, 2, s);
     /* compact caches: row w of [nw, 1, DI] for the w-th writing token */
-    int64_t nw;
-    int64_t *ci = cases_compact_index(&a->cache_index, &nw);
-    r->nw = nw;
-    s[0] = T;
-    ra.cache_index = dsops_tensor_make(ci, DSOPS_INT64, 1, s);
-    const int64_t rows = nw > 0 ? nw : 1;
+    ra.cache_index = cases_compact_index(&a->cache_index, &r->nw);
+    const int64_t rows = r->nw > 0 ? r->nw : 1;
     s[0] = rows, s[1] = 1, s[2] = DI;
     ra.idx_k_cache = dsops_tensor_make(cases_xcalloc((size_t)(rows * DI), int8 ? 1 : 2), int8 ? DSOPS_INT8 : DSOPS_BF16,
                                        3, s);
@@ -718,7 +700,7 @@ ip_ref *ip_reference(const dsops_indexer_prolog_v32_args *a)
     free(ra.q_idx.data);
     free(ra.q_idx_scale.data);
     free(ra.weights.data);
-    free(ci);
+    free(ra.cache_index.data);
     free(ra.idx_k_cache.data);
     free(ra.idx_k_scale_cache.data);
     return r;

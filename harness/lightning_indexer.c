@@ -137,17 +137,8 @@ static uint16_t li_int8_row(li_data_kind kind, rng *r, int8_t *q, int n)
         }
         return sh;
     }
-    /* V4: Q8 of spec §2.7 (no NaN / Inf can occur in normal draws) */
-    for (int i = 0; i < n; i++)
-        amax = fabsf(v[i]) > amax ? fabsf(v[i]) : amax;
-    float sq = 127.0f / amax;
-    if (amax == 0.0f || isinf(sq)) {
-        memset(q, 0, (size_t)n);
-        return 0;
-    }
-    for (int i = 0; i < n; i++)
-        q[i] = (int8_t)(int)cases_rint_small(v[i] * sq);
-    return cases_fp16_bits(1.0f / sq);
+    /* V4: Q8 of spec §2.7 (no NaN / Inf can occur in normal draws); an all-zero row has scale bits 0 */
+    return cases_fp16_bits(cases_q8_row(v, n, q));
 }
 
 /* One fp8 key row by DeepGEMM's recipe (x = bf16(N(0,1)), s = max(amax, 1e-4) / 448, e4m3(x * (1 / s)));
@@ -211,22 +202,14 @@ dsops_li_problem *dsops_li_problem_make(const dsops_li_case *c, uint64_t seed)
     int32_t *cu = li_alloc(p, sizeof(int32_t) * (size_t)(B + 1));               /* [B+1] */
     int32_t *su = li_alloc(p, sizeof(int32_t) * (size_t)(B > 0 ? B : 1));       /* [B] */
     int32_t *bt = li_alloc(p, sizeof(int32_t) * (size_t)(B * MB));              /* [B, MB] */
-    int32_t *perm = malloc(sizeof(int32_t) * (size_t)NB);
-    if (!cu || !su || !bt || !perm)
+    if (!cu || !su || !bt)
         goto fail;
     for (int b = 0; b <= B; b++)
         cu[b] = b * S;
     for (int b = 0; b < B; b++)
         su[b] = c->seqused[b];
-    cases_shuffle(&r, perm, NB);
-    for (int b = 0, next = 0; b < B; b++) {
-        int64_t nb = (c->seqused[b] / R + BS - 1) / BS;
-        for (int64_t j = 0; j < MB; j++)
-            bt[b * MB + j] = j < nb ? perm[next + j] : -1;
-        next += (int)nb;
-    }
-    free(perm);
-    perm = NULL;
+    if (!cases_fill_block_table(&r, B, c->seqused, R, BS, NB, MB, bt))
+        goto fail;
 
     /* queries and weights: one generator per (token, head) row and one per token for the weights */
     const size_t esz = c->int8 || c->fp8 ? 1 : 2;
@@ -339,7 +322,6 @@ dsops_li_problem *dsops_li_problem_make(const dsops_li_case *c, uint64_t seed)
     return p;
 
 fail:
-    free(perm);
     dsops_li_problem_free(p);
     return NULL;
 }

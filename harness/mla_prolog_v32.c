@@ -424,17 +424,11 @@ static void fill_cache_rows(mp_problem *p, rng *r)
                 }
                 continue;
             }
-            for (int64_t c = 0; c < Dc; c++) {
-                if (a->kv_cache.dtype == DSOPS_BF16)
-                    tf_putf(&a->kv_cache, b, o, c, sp->nan_cache ? NAN : cases_rng_uniform(r, -1, 1));
-                else
-                    *tf_eaddr(&a->kv_cache, b, o, c) = sp->nan_cache ? 0xff : (uint8_t)cases_rng_next(r);
-            }
+            cases_fill_cache_elems(&a->kv_cache, b, o, Dc, r, sp->nan_cache);
             if (a->kv_scale_cache.data)
                 for (int64_t g = 0; g < G; g++)
                     tf_putf(&a->kv_scale_cache, b, o, g, sp->nan_cache ? NAN : cases_rng_uniform(r, 0, 0.02f));
-            for (int64_t e = 0; e < DR; e++)
-                tf_putf(&a->kr_cache, b, o, e, sp->nan_cache ? NAN : cases_rng_uniform(r, -1, 1));
+            cases_fill_cache_elems(&a->kr_cache, b, o, DR, r, sp->nan_cache);
         }
 }
 
@@ -525,10 +519,7 @@ mp_problem *mp_make(const mp_spec *spec, uint64_t seed)
         const int int8 = sp->layout == DSOPS_KV_SPLIT_INT8;
         const int64_t rowb = int8 ? Dc + 2 * DR + 4 * G : 2 * (Dc + DR + 4);
         const int64_t blkb = BS * rowb + 16;
-        size_t bytes = (size_t)(NB * blkb) + 2 * TF_GUARD;
-        unsigned char *b = tf_own(&p->fx, bytes);
-        tf_add_region(&p->fx, b, bytes, 0, DSOPS_UINT8);
-        unsigned char *base = b + TF_GUARD;
+        unsigned char *base = tf_alloc_region(&p->fx, (size_t)(NB * blkb), 0, DSOPS_UINT8);
         s[0] = NB, s[1] = BS, s[2] = Dc;
         a->kv_cache = dsops_tensor_make(base, int8 ? DSOPS_INT8 : DSOPS_BF16, 3, s);
         const int64_t es = int8 ? 1 : 2;
@@ -561,10 +552,7 @@ mp_problem *mp_make(const mp_spec *spec, uint64_t seed)
     cases_fill_view_uniform(&a->w_uk, &r, -0.1f, 0.1f);
     if (sp->int8_wq_b) {
         for (int64_t n = 0; n < NG; n++) {
-            for (int64_t k = 0; k < Q; k++) {
-                int v = sp->int8_extreme ? ((cases_rng_next(&r) & 1) ? 127 : -128) : (int)cases_rng_int(&r, -128, 127);
-                *(int8_t *)tf_eaddr(&a->wq_b, n, k, 0) = (int8_t)v;
-            }
+            cases_fill_int8_row(&a->wq_b, n, &r, sp->int8_extreme);
             float sc = cases_rng_uniform(&r, 2e-4f, 2e-3f);
             tf_putf(&a->wq_b_scale, n, 0, 0, (n % 7 == 3) ? -sc : sc); /* some negative scales */
         }
@@ -649,12 +637,8 @@ mp_ref *mp_reference(const dsops_mla_prolog_v32_args *a)
     if (int8)
         ra.qr_scale = dsops_tensor_make(cases_xcalloc((size_t)(T > 0 ? T : 1), sizeof(float)), DSOPS_FP32, 1, s);
     /* compact caches: row w of [nw, 1, W] for the w-th writing token */
-    int64_t nw;
-    int64_t *ci = cases_compact_index(&a->cache_index, &nw);
-    r->nw = nw;
-    s[0] = T;
-    ra.cache_index = dsops_tensor_make(ci, DSOPS_INT64, 1, s);
-    const int64_t rows = nw > 0 ? nw : 1;
+    ra.cache_index = cases_compact_index(&a->cache_index, &r->nw);
+    const int64_t nw = r->nw, rows = nw > 0 ? nw : 1;
     s[0] = rows, s[1] = 1;
     memset(&ra.kv_cache, 0, sizeof ra.kv_cache);
     memset(&ra.kv_scale_cache, 0, sizeof ra.kv_scale_cache);
@@ -698,7 +682,7 @@ mp_ref *mp_reference(const dsops_mla_prolog_v32_args *a)
     free(ra.q_rope.data);
     free(ra.qr.data);
     free(ra.qr_scale.data);
-    free(ci);
+    free(ra.cache_index.data);
     free(ra.kv_cache.data);
     free(ra.kv_scale_cache.data);
     free(ra.kr_cache.data);

@@ -100,16 +100,8 @@ static int dia_fill_idx_cache(dsops_dia_problem *p, uint64_t seed)
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < rows; row++) {
         float v[CASES_MAX_ROW];
-        rng r = cases_row_rng(seed, STREAM_DIA_IDXK, row);
-        cases_rng_uniform_pm1(&r, v, (size_t)DI);
-        float amax = 0.0f;
-        for (int64_t k = 0; k < DI; k++)
-            amax = fabsf(v[k]) > amax ? fabsf(v[k]) : amax;
-        const float sq = 127.0f / amax; /* the draws are finite; an all-zero row gives q = 0, scale 0 */
-        const int zero = amax == 0.0f || isinf(sq);
-        for (int64_t k = 0; k < DI; k++)
-            key[row * DI + k] = zero ? 0 : (int8_t)(int)cases_rint_small(v[k] * sq);
-        scale[row] = cases_fp16_bits_finite(zero ? 0.0f : 1.0f / sq);
+        cases_row_uniform(seed, STREAM_DIA_IDXK, row, v, DI);
+        scale[row] = cases_fp16_bits_finite(cases_q8_row(v, DI, key + row * DI));
     }
     p->args.idx_k_cache = dsops_tensor_make(key, DSOPS_INT8, 3, s3);
     p->args.idx_k_scale_cache = dsops_tensor_make(scale, DSOPS_FP16, 2, s2);
@@ -135,7 +127,6 @@ dsops_dia_problem *dsops_dia_problem_make(const dsops_dia_case *c, uint64_t seed
                   K = c->K, BS = c->BS;
     const int64_t NG = N * (Dqn + 64), KV = Dc + 64, NQ = NI * DI;
     const int i8 = c->int8;
-    int32_t *perm = NULL;
     dsops_sparse_attention_v32_args *a = &p->args;
     dsops_sparse_attention_v32_init(a, DSOPS_PRESET_V32);
     a->topk = c->K;
@@ -165,16 +156,11 @@ dsops_dia_problem *dsops_dia_problem_make(const dsops_dia_case *c, uint64_t seed
     int32_t *su = dia_alloc(p, sizeof(int32_t) * (size_t)(B + 1));  /* [B] */
     int32_t *bt = dia_alloc(p, sizeof(int32_t) * (size_t)(B * MB + 1)); /* [B, MB] */
     int64_t *ci = dia_alloc(p, sizeof(int64_t) * (size_t)(T + 1));  /* [T] */
-    perm = malloc(sizeof(int32_t) * (size_t)NB);
-    if (!cu || !su || !bt || !ci || !perm)
+    if (!cu || !su || !bt || !ci || !cases_fill_block_table(&r, B, c->seqused, 1, BS, NB, MB, bt))
         goto fail;
-    cases_shuffle(&r, perm, NB);
     cu[0] = 0;
-    for (int64_t b = 0, next = 0, t = 0; b < B; b++) {
-        const int64_t nb = (c->seqused[b] + BS - 1) / BS, S = dia_tokens(c, (int)b);
-        for (int64_t j = 0; j < MB; j++)
-            bt[b * MB + j] = j < nb ? perm[next + j] : -1;
-        next += nb;
+    for (int64_t b = 0, t = 0; b < B; b++) {
+        const int64_t S = dia_tokens(c, (int)b);
         su[b] = c->seqused[b];
         cu[b + 1] = cu[b] + (int32_t)S;
         for (int64_t i = 0; i < S; i++, t++) {
@@ -184,8 +170,6 @@ dsops_dia_problem *dsops_dia_problem_make(const dsops_dia_case *c, uint64_t seed
             p->attended += L < K ? L : K;
         }
     }
-    free(perm);
-    perm = NULL;
     p->block_table = bt;
 
     /* weights and activations, then the caches */
@@ -263,7 +247,6 @@ dsops_dia_problem *dsops_dia_problem_make(const dsops_dia_case *c, uint64_t seed
     return p;
 
 fail:
-    free(perm);
     dsops_dia_problem_free(p);
     return NULL;
 }
@@ -320,6 +303,8 @@ dsops_dia_stages *dsops_dia_stages_make(const dsops_sparse_attention_v32_args *a
     dsops_tensor t_weights = dsops_tensor_make(weights, i8 ? DSOPS_FP16 : DSOPS_BF16, 2, sni);
     dsops_tensor t_topk = dsops_tensor_make(topk, DSOPS_INT32, 2, sk);
 
+    /* Each stage's arguments from the fused call's tensors and the intermediates above, member by member: the
+     * stages share tensors, not a struct layout, so the four lists below are alike in shape only. */
     dsops_mla_prolog_v32_args *m = &s->mla;
     dsops_mla_prolog_v32_init(m, DSOPS_PRESET_V32);
     m->x = a->x;

@@ -193,20 +193,15 @@ dsops_sfa_problem *dsops_sfa_problem_make(const dsops_sfa_case *c, uint64_t seed
     int32_t *cu = problem_alloc(p, sizeof(int32_t) * (size_t)(B + 1));  /* [B+1] */
     int32_t *su = problem_alloc(p, sizeof(int32_t) * (size_t)(B > 0 ? B : 1)); /* [B] */
     int32_t *bt = problem_alloc(p, sizeof(int32_t) * (size_t)(B * MB)); /* [B, MB] */
-    int32_t *perm = malloc(sizeof(int32_t) * (size_t)(NB > max_used ? NB : max_used) + 4);
+    int32_t *perm = malloc(sizeof(int32_t) * (size_t)max_used + 4); /* the index rows' partial Fisher-Yates */
     if (!cu || !su || !bt || !perm)
         goto fail;
     for (int b = 0; b <= B; b++)
         cu[b] = b * S;
     for (int b = 0; b < B; b++)
         su[b] = c->seqused[b];
-    cases_shuffle(&r, perm, NB);
-    for (int b = 0, next = 0; b < B; b++) {
-        int64_t nb = (c->seqused[b] + BS - 1) / BS;
-        for (int64_t j = 0; j < MB; j++)
-            bt[b * MB + j] = j < nb ? perm[next + j] : -1;
-        next += (int)nb;
-    }
+    if (!cases_fill_block_table(&r, B, c->seqused, 1, BS, NB, MB, bt))
+        goto fail;
 
     /* queries: [b, s, N, Dc + Dr] drawn row by row, split into q_nope [T, N, Dc] and q_rope [T, N, Dr] */
     uint16_t *qn = problem_alloc(p, sizeof(uint16_t) * (size_t)(T * N * Dc));

@@ -115,6 +115,13 @@ void pc_run_both(const pc_target *t, dsops_context *c, const char *label)
     free(g2);
 }
 
+void pc_run_tiers(const pc_target *t, dsops_context *c, const char *label)
+{
+    char l[300];
+    for (int isa = -1; tu_next_tier(c, &isa, label, l, sizeof l);)
+        pc_run_both(t, c, l);
+}
+
 void pc_run_threads(const pc_target *t, const char *label)
 {
     dsops_context *c = NULL;
@@ -145,6 +152,56 @@ void pc_run_threads(const pc_target *t, const char *label)
         free(first);
     }
     dsops_context_destroy(c);
+}
+
+void pc_expect_foreign_prepared(const pc_target *t, const pc_target *from, dsops_context *c, const char *label)
+{
+    dsops_prepared *po = NULL;
+    dsops_status st = from->prepare(c, from->args, &po);
+    if (!tu_check(st == DSOPS_OK && po, "%s: prepare: %s", label, dsops_status_name(st)))
+        return;
+    *t->prepared = po;
+    tf_prepare_call(t->fx);
+    st = t->call(c, t->args);
+    tu_check(st == DSOPS_ERR_PARAM, "%s: status %s (%s), expected DSOPS_ERR_PARAM", label, dsops_status_name(st),
+             dsops_last_error());
+    if (st != DSOPS_OK)
+        regions_untouched(t->fx, label);
+    tf_restore(t->fx);
+    *t->prepared = NULL;
+    dsops_prepared_destroy(po);
+}
+
+void pc_run_prepared_reuse(const pc_target *t, dsops_context *c, dsops_prepared *prep, const char *label)
+{
+    *t->prepared = prep;
+    tf_prepare_call(t->fx);
+    const dsops_status st = t->call(c, t->args);
+    if (tu_check(st == DSOPS_OK, "%s: %s (%s)", label, dsops_status_name(st), dsops_last_error()) && t->ref)
+        t->check(t->problem, t->ref, label);
+    *t->prepared = NULL;
+}
+
+void pc_expect_rejected(const pc_target *t, dsops_context *c, const void *args, dsops_status want, const char *frag,
+                        int may_accept, const char *label)
+{
+    tf_prepare_call(t->fx);
+    const dsops_status st = t->call(c, args);
+    if (may_accept && st == DSOPS_OK)
+        tu_check(1, "%s", label);
+    else if (tu_check_rejected(label, st, want, frag))
+        regions_untouched(t->fx, label);
+    tf_restore(t->fx);
+}
+
+void pc_expect_prepare_status(const pc_target *t, dsops_context *c, const void *args, dsops_status want,
+                              const char *label)
+{
+    dsops_prepared *px = NULL;
+    const dsops_status st = t->prepare(c, args, &px);
+    tu_check(st == want, "%s: status %s, expected %s", label, dsops_status_name(st), dsops_status_name(want));
+    if (st == DSOPS_OK)
+        dsops_prepared_destroy(px);
 }
 
 /* ---- sparse_flash_attention_v32 ------------------------------------------------------------------------ */

@@ -67,9 +67,26 @@ typedef struct pc_target {
 /* The call without and then with a prepared object on the context's tier: both against the oracle, and
  * bitwise equal to each other. */
 void pc_run_both(const pc_target *t, dsops_context *c, const char *label);
+/* pc_run_both on every tier of the context (tu_next_tier), under the labels "<label> [<tier>]". */
+void pc_run_tiers(const pc_target *t, dsops_context *c, const char *label);
 /* Determinism: on a context of its own, on the scalar and the best tier, 1, 2 and 3 threads give bitwise the
  * same bytes; labels "<label> [<tier>] threads <n>". */
 void pc_run_threads(const pc_target *t, const char *label);
+/* A prepared object made from another problem (`from`: other dtypes or shapes) used for t's call: the prepare
+ * succeeds, the call returns DSOPS_ERR_PARAM and writes nothing. Two checks; t's `prepared` is reset after. */
+void pc_expect_foreign_prepared(const pc_target *t, const pc_target *from, dsops_context *c, const char *label);
+/* The call on t's arguments with the prepared object `prep` made from other buffers of the same weights: accepted
+ * and, with t's oracle, within its tolerances. t's `prepared` is reset after. */
+void pc_run_prepared_reuse(const pc_target *t, dsops_context *c, dsops_prepared *prep, const char *label);
+/* The call on `args` (t's arguments with a mutation, e.g. a prepared object with another weight swapped in)
+ * returns `want` with `frag` in the message and writes nothing; with may_accept, DSOPS_OK also passes (one
+ * check). The fixture is restored after. */
+void pc_expect_rejected(const pc_target *t, dsops_context *c, const void *args, dsops_status want, const char *frag,
+                        int may_accept, const char *label);
+/* prepare on `args` (t's operator's arguments with a packed weight broken) returns `want`; an object it makes
+ * anyway is destroyed. One check. */
+void pc_expect_prepare_status(const pc_target *t, dsops_context *c, const void *args, dsops_status want,
+                              const char *label);
 
 /* ---- mla_prolog_v32 ------------------------------------------------------------------------------ */
 

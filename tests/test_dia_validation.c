@@ -218,6 +218,10 @@ static void test_edge_small(void)
 
 /* ---- the validation table -------------------------------------------------------------------------- */
 
+/* Each rule is a row written in place (a = A, one change, expect_fail): the fused call's arguments come in pairs
+ * of problems (bf16 / int8) and shared stage state, so the rows stay here; alike in shape only, each is the rule
+ * of one field. */
+
 static void test_table(void)
 {
     dsops_dia_case cb = small_case("table_bf16", 0, DSOPS_KV_SPLIT_BF16);

@@ -30,9 +30,7 @@ static void run_problem(const char *label, const ip_spec *sp)
     ip_problem *p = ip_make(sp, tu_label_seed(label));
     ip_ref *r = ip_reference(&p->args);
     const pc_target t = ip_target(p, r);
-    char l[300];
-    for (int isa = -1; tu_next_tier(ctx, &isa, label, l, sizeof l);)
-        pc_run_both(&t, ctx, l);
+    pc_run_tiers(&t, ctx, label);
     ip_ref_free(r);
     ip_free(p);
 }

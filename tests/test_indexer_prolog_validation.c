@@ -216,6 +216,8 @@ static void alias_cache_index(void *problem, char *frag)
 #define I8 1
 #define BF 0
 
+/* The rule table (validation.h): its rows look like every validation program's rows, in shape only; each is
+ * one rule of this operator's fields. */
 static const val_bad_case bad_cases[] = {
     {"null_x", I8, DSOPS_ERR_NULL, null_x},
     {"null_qr", BF, DSOPS_ERR_NULL, null_qr},
@@ -459,6 +461,7 @@ static void test_prepared(void)
             ip_free(q);
             continue;
         }
+        const pc_target t = ip_target(p, NULL);
         /* other weights: each packed weight swapped in turn (the header names idx_wq_b, idx_wk, weights_proj
          * and the Hadamard matrices as packed) */
         static const char *names[5] = {"idx_wq_b", "idx_wk", "weights_proj", "hadamard_q", "hadamard_k"};
@@ -472,11 +475,7 @@ static void test_prepared(void)
             if (w == 2) a.weights_proj = q->args.weights_proj;
             if (w == 3) a.hadamard_q = q->args.hadamard_q;
             if (w == 4) a.hadamard_k = q->args.hadamard_k;
-            tf_prepare_call(&p->fx);
-            st = dsops_indexer_prolog_v32(ctx, &a);
-            if (tu_check_rejected(label, st, DSOPS_ERR_PARAM, "prepared"))
-                ip_untouched(p, label);
-            tf_restore(&p->fx);
+            pc_expect_rejected(&t, ctx, &a, DSOPS_ERR_PARAM, "prepared", 0, label);
         }
         /* bf16: a prepared object made with a Hadamard matrix used without it (and the other way round) */
         if (!v) {
@@ -517,12 +516,8 @@ static void test_prepared(void)
             a.weights_proj = p->args.weights_proj, a.hadamard_q = p->args.hadamard_q, a.hadamard_k = p->args.hadamard_k;
             q->args = a;
             ip_ref *r = ip_reference(&q->args);
-            q->args.prepared = prep;
-            tf_prepare_call(&q->fx);
-            st = dsops_indexer_prolog_v32(ctx, &q->args);
-            if (tu_check(st == DSOPS_OK, "%s: %s (%s)", label, dsops_status_name(st), dsops_last_error()))
-                ip_check(q, r, label);
-            q->args.prepared = NULL;
+            const pc_target tq = ip_target(q, r);
+            pc_run_prepared_reuse(&tq, ctx, prep, label);
             ip_ref_free(r);
         }
         /* a prepared object of the other variant (same shapes) */
@@ -530,20 +525,8 @@ static void test_prepared(void)
             char label[100];
             snprintf(label, sizeof label, "prepared_%s_used_for_%s", v ? "bf16" : "int8", v ? "int8" : "bf16");
             ip_problem *o = base(!v);
-            dsops_prepared *po = NULL;
-            st = dsops_indexer_prolog_v32_prepare(ctx, &o->args, &po);
-            if (tu_check(st == DSOPS_OK && po, "%s: prepare: %s", label, dsops_status_name(st))) {
-                p->args.prepared = po;
-                tf_prepare_call(&p->fx);
-                st = dsops_indexer_prolog_v32(ctx, &p->args);
-                tu_check(st == DSOPS_ERR_PARAM, "%s: status %s (%s), expected DSOPS_ERR_PARAM", label,
-                         dsops_status_name(st), dsops_last_error());
-                if (st != DSOPS_OK)
-                    ip_untouched(p, label);
-                tf_restore(&p->fx);
-                p->args.prepared = NULL;
-                dsops_prepared_destroy(po);
-            }
+            const pc_target from = ip_target(o, NULL);
+            pc_expect_foreign_prepared(&t, &from, ctx, label);
             ip_free(o);
         }
         /* a prepared object of another operator */
@@ -554,48 +537,22 @@ static void test_prepared(void)
             s.T = 5, s.H = 256, s.Q = 128, s.NI = 2, s.DI = 128, s.BS = 16, s.NB = 4, s.int8 = 1;
             s.ln_eps = 1e-6f, s.weights_scale = 1.0f, s.rope_mode = DSOPS_ROPE_HALF;
             ip_problem *o = ip_make(&s, 5);
-            dsops_prepared *po = NULL;
-            st = dsops_indexer_prolog_v32_prepare(ctx, &o->args, &po);
-            if (tu_check(st == DSOPS_OK && po, "prepared_other_shapes: prepare: %s", dsops_status_name(st))) {
-                p->args.prepared = po;
-                tf_prepare_call(&p->fx);
-                st = dsops_indexer_prolog_v32(ctx, &p->args);
-                tu_check(st == DSOPS_ERR_PARAM, "prepared_other_shapes: status %s (%s), expected DSOPS_ERR_PARAM",
-                         dsops_status_name(st), dsops_last_error());
-                if (st != DSOPS_OK)
-                    ip_untouched(p, "prepared_other_shapes");
-                tf_restore(&p->fx);
-                p->args.prepared = NULL;
-                dsops_prepared_destroy(po);
-            }
+            const pc_target from = ip_target(o, NULL);
+            pc_expect_foreign_prepared(&t, &from, ctx, "prepared_other_shapes");
             ip_free(o);
         }
         /* prepare validates the weights it packs */
         {
             dsops_indexer_prolog_v32_args a = p->args;
             a.idx_wq_b.data = NULL;
-            dsops_prepared *px = NULL;
-            st = dsops_indexer_prolog_v32_prepare(ctx, &a, &px);
-            tu_check(st == DSOPS_ERR_NULL, "prepare_null_idx_wq_b: status %s, expected DSOPS_ERR_NULL",
-                     dsops_status_name(st));
-            if (st == DSOPS_OK)
-                dsops_prepared_destroy(px);
+            pc_expect_prepare_status(&t, ctx, &a, DSOPS_ERR_NULL, "prepare_null_idx_wq_b");
             a = p->args;
             a.idx_wq_b.dtype = DSOPS_FP16;
-            px = NULL;
-            st = dsops_indexer_prolog_v32_prepare(ctx, &a, &px);
-            tu_check(st == DSOPS_ERR_DTYPE, "prepare_fp16_idx_wq_b: status %s, expected DSOPS_ERR_DTYPE",
-                     dsops_status_name(st));
-            if (st == DSOPS_OK)
-                dsops_prepared_destroy(px);
+            pc_expect_prepare_status(&t, ctx, &a, DSOPS_ERR_DTYPE, "prepare_fp16_idx_wq_b");
             a = p->args;
             a.idx_wk.shape[1] -= 1;
-            px = NULL;
-            st = dsops_indexer_prolog_v32_prepare(ctx, &a, &px);
-            tu_check(st == DSOPS_ERR_SHAPE, "prepare_idx_wk_h: status %s, expected DSOPS_ERR_SHAPE",
-                     dsops_status_name(st));
-            if (st == DSOPS_OK)
-                dsops_prepared_destroy(px);
+            pc_expect_prepare_status(&t, ctx, &a, DSOPS_ERR_SHAPE, "prepare_idx_wk_h");
+            dsops_prepared *px = NULL;
             st = dsops_indexer_prolog_v32_prepare(ctx, &p->args, NULL);
             tu_check(st == DSOPS_ERR_NULL, "prepare_null_out: status %s, expected DSOPS_ERR_NULL", dsops_status_name(st));
             st = dsops_indexer_prolog_v32_prepare(ctx, NULL, &px);

@@ -254,6 +254,8 @@ static void alias_scores_topk_tail(void *problem, char *frag)
 #define I8 1
 #define BF 0
 
+/* The rule table (validation.h): its rows look like every validation program's rows, in shape only; each is
+ * one rule of this operator's fields. */
 /* variant: int8 (1) or bf16 (0) */
 static const val_bad_case bad_cases[] = {
     {"null_q_idx", I8, DSOPS_ERR_NULL, null_q},

@@ -28,9 +28,7 @@ static void run_problem(const char *label, const mp_spec *sp)
     mp_problem *p = mp_make(sp, tu_label_seed(label));
     mp_ref *r = mp_reference(&p->args);
     const pc_target t = mp_target(p, r);
-    char l[300];
-    for (int isa = -1; tu_next_tier(ctx, &isa, label, l, sizeof l);)
-        pc_run_both(&t, ctx, l);
+    pc_run_tiers(&t, ctx, label);
     mp_ref_free(r);
     mp_free(p);
 }

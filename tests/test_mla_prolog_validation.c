@@ -207,6 +207,8 @@ static void alias_scale_index(void *problem, char *frag)
 #define PK VARIANT(1, DSOPS_KV_PACKED_INT8)
 #define BP VARIANT(0, DSOPS_KV_PACKED_INT8)
 
+/* The rule table (validation.h): its rows look like every validation program's rows, in shape only; each is
+ * one rule of this operator's fields. */
 static const val_bad_case bad_cases[] = {
     {"null_x", BF, DSOPS_ERR_NULL, null_x},
     {"null_wq_a", BF, DSOPS_ERR_NULL, null_wq_a},
@@ -378,6 +380,7 @@ static void test_prepared(void)
     dsops_status st = dsops_mla_prolog_v32_prepare(ctx, &p->args, &prep);
     if (!tu_check(st == DSOPS_OK && prep, "prepared: prepare failed: %s (%s)", dsops_status_name(st), dsops_last_error()))
         goto done;
+    const pc_target t = mp_target(p, NULL);
 
     /* other weights: each of the four packed weights swapped in turn */
     const char *names[5] = {"wq_a", "wq_b", "w_uk", "wkv_a", "wq_b_scale"};
@@ -391,17 +394,9 @@ static void test_prepared(void)
         if (w == 2) a.w_uk = q->args.w_uk;
         if (w == 3) a.wkv_a = q->args.wkv_a;
         if (w == 4) a.wq_b_scale = q->args.wq_b_scale;
-        tf_prepare_call(&p->fx);
-        st = dsops_mla_prolog_v32(ctx, &a);
-        if (w == 4 && st == DSOPS_OK) {
-            /* the header names wq_a, wq_b, w_uk and wkv_a as the packed weights; a scale vector that is
-             * not packed may legitimately be read per call */
-            tu_check(1, "%s", label);
-        } else {
-            if (tu_check_rejected(label, st, DSOPS_ERR_PARAM, "prepared"))
-                mp_untouched(p, label);
-        }
-        tf_restore(&p->fx);
+        /* the header names wq_a, wq_b, w_uk and wkv_a as the packed weights; a scale vector that is not packed
+         * may legitimately be read per call */
+        pc_expect_rejected(&t, ctx, &a, DSOPS_ERR_PARAM, "prepared", w == 4, label);
     }
     /* the same weights with other activations, outputs and caches: valid */
     {
@@ -410,49 +405,25 @@ static void test_prepared(void)
         a.wkv_a = p->args.wkv_a;
         q->args = a;
         mp_ref *r = mp_reference(&q->args);
-        q->args.prepared = prep;
-        tf_prepare_call(&q->fx);
-        st = dsops_mla_prolog_v32(ctx, &q->args);
-        if (tu_check(st == DSOPS_OK, "prepared_reuse: %s (%s)", dsops_status_name(st), dsops_last_error()))
-            mp_check(q, r, "prepared_reuse");
-        q->args.prepared = NULL;
+        const pc_target tq = mp_target(q, r);
+        pc_run_prepared_reuse(&tq, ctx, prep, "prepared_reuse");
         mp_ref_free(r);
     }
     /* a bf16-wq_b prepared object used for an int8 call of the same shapes */
     {
         mp_problem *b = base(0, DSOPS_KV_SPLIT_INT8);
-        dsops_prepared *pb = NULL;
-        st = dsops_mla_prolog_v32_prepare(ctx, &b->args, &pb);
-        if (tu_check(st == DSOPS_OK && pb, "prepared_bf16: prepare: %s", dsops_status_name(st))) {
-            p->args.prepared = pb;
-            tf_prepare_call(&p->fx);
-            st = dsops_mla_prolog_v32(ctx, &p->args);
-            tu_check(st == DSOPS_ERR_PARAM, "prepared_bf16_used_for_int8: status %s (%s), expected DSOPS_ERR_PARAM",
-                     dsops_status_name(st), dsops_last_error());
-            if (st != DSOPS_OK)
-                mp_untouched(p, "prepared_bf16_used_for_int8");
-            tf_restore(&p->fx);
-            p->args.prepared = NULL;
-            dsops_prepared_destroy(pb);
-        }
+        const pc_target from = mp_target(b, NULL);
+        pc_expect_foreign_prepared(&t, &from, ctx, "prepared_bf16_used_for_int8");
         mp_free(b);
     }
     /* prepare validates the weights it packs */
     {
         dsops_mla_prolog_v32_args a = p->args;
         a.wq_a.data = NULL;
-        dsops_prepared *px = NULL;
-        st = dsops_mla_prolog_v32_prepare(ctx, &a, &px);
-        tu_check(st == DSOPS_ERR_NULL, "prepare_null_wq_a: status %s, expected DSOPS_ERR_NULL", dsops_status_name(st));
-        if (st == DSOPS_OK)
-            dsops_prepared_destroy(px);
+        pc_expect_prepare_status(&t, ctx, &a, DSOPS_ERR_NULL, "prepare_null_wq_a");
         a = p->args;
         a.wq_b.dtype = DSOPS_FP16;
-        px = NULL;
-        st = dsops_mla_prolog_v32_prepare(ctx, &a, &px);
-        tu_check(st == DSOPS_ERR_DTYPE, "prepare_fp16_wq_b: status %s, expected DSOPS_ERR_DTYPE", dsops_status_name(st));
-        if (st == DSOPS_OK)
-            dsops_prepared_destroy(px);
+        pc_expect_prepare_status(&t, ctx, &a, DSOPS_ERR_DTYPE, "prepare_fp16_wq_b");
         st = dsops_mla_prolog_v32_prepare(ctx, &p->args, NULL);
         tu_check(st == DSOPS_ERR_NULL, "prepare_null_out: status %s, expected DSOPS_ERR_NULL", dsops_status_name(st));
     }

@@ -190,6 +190,8 @@ static void alias_out_lse_partial(void *problem, char *frag)
 #define PK DSOPS_KV_PACKED_INT8
 #define F8 DSOPS_KV_FLASHMLA_FP8
 
+/* The rule table (validation.h): its rows look like every validation program's rows, in shape only; each is
+ * one rule of this operator's fields. */
 /* variant: the kv layout */
 static const val_bad_case bad_cases[] = {
     {"null_q_nope", I8, DSOPS_ERR_NULL, null_q_nope},
