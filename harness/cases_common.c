@@ -1005,6 +1005,8 @@ void v4p_fill_q8_rows(const dsops_tensor *w, const dsops_tensor *scale, rng *r, 
     free(q);
 }
 
+/* ---- rows, int8 weights, cache rows and block tables of the V3.2 and V4 generators --------------- */
+
 float cases_q8_row(const float *v, int64_t n, int8_t *q)
 {
     float amax = 0.0f;

@@ -258,7 +258,7 @@ void v4p_fill_q8_rows(const dsops_tensor *w, const dsops_tensor *scale, rng *r, 
 
 /* Q8 of spec §2.7 over one row of finite values v[0 .. n-1]: q[k] = rint(v[k] * 127 / amax) into q; returns the
  * fp32 scale amax / 127 (as 1 / (127 / amax)), or 0 with q all zero for an all-zero row. The V3.2 generators'
- * int8 weights and keys. */
+ * int8 weights and keys, and the V4 indexer prolog's. */
 float cases_q8_row(const float *v, int64_t n, int8_t *q);
 
 /* The n values U(-1,1) of row `row`'s generator (cases_row_rng) into v: the first draws of every row-parallel

@@ -213,6 +213,7 @@ fail:
 }
 
 /* ---- bench adapter ------------------------------------------------------------------------------- */
+/* Alike in shape with the other families' adapters: bench_family.h says why each family keeps its own. */
 
 /* indexer_prolog_v32: timed with prepared weights (packed once, outside the timing; tests/test_cases.c checks
  * the call without them). --check compares q_idx, q_idx_scale, weights and the

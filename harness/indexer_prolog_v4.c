@@ -40,22 +40,6 @@ void dsops_idxp4_problem_free(dsops_idxp4_problem *p) { if (p) cases_problem_rel
 enum { V4P_STREAM_X = 1, V4P_STREAM_COS = 7, V4P_STREAM_SIN = 8, V4P_STREAM_QR = 9, V4P_STREAM_IWQB = 10,
        V4P_STREAM_WPROJ = 11, V4P_STREAM_HAD = 12 };
 
-/* Q8 of spec §2.7 over one row of finite values v[0 .. n-1]: q and the fp32 scale. */
-static float v4p_q8_row(const float *v, int64_t n, int8_t *q)
-{
-    float amax = 0.0f;
-    for (int64_t k = 0; k < n; k++)
-        amax = fabsf(v[k]) > amax ? fabsf(v[k]) : amax;
-    const float sq = 127.0f / amax;
-    if (amax == 0.0f || isinf(sq)) {
-        memset(q, 0, (size_t)n);
-        return 0.0f;
-    }
-    for (int64_t k = 0; k < n; k++)
-        q[k] = (int8_t)(int)rintf(v[k] * sq);
-    return 1.0f / sq;
-}
-
 /* Each row int8 draws from {-1, 0} (equally likely), quantised per row by Q8: {-127, 0} and 1/127. */
 static void v4p_fill_q8_sign(uint64_t seed, uint64_t stream, int64_t rows, int64_t cols, int8_t *dst, float *scale)
 {
@@ -68,7 +52,7 @@ static void v4p_fill_q8_sign(uint64_t seed, uint64_t stream, int64_t rows, int64
             for (int64_t j = k; j < cols && j < k + 64; j++)
                 v[j] = (bits >> (j - k)) & 1u ? -1.0f : 0.0f;
         }
-        scale[row] = v4p_q8_row(v, cols, dst + row * cols);
+        scale[row] = cases_q8_row(v, cols, dst + row * cols);
     }
 }
 

@@ -327,6 +327,7 @@ fail:
 }
 
 /* ---- bench adapter ------------------------------------------------------------------------------- */
+/* Alike in shape with the other families' adapters: bench_family.h says why each family keeps its own. */
 
 /* lightning_indexer against the oracle by compare_topk with max_miss 1 and the refinements of the note in
  * docs/OPERATORS.md §1.8: per token, as many leading valid entries as the oracle's row and only -1 (score

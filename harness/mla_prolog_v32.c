@@ -133,6 +133,7 @@ fail:
 }
 
 /* ---- bench adapter ------------------------------------------------------------------------------- */
+/* Alike in shape with the other families' adapters: bench_family.h says why each family keeps its own. */
 
 /* mla_prolog_v32: timed with prepared weights (packed once, outside the timing; tests/test_cases.c checks the
  * call without them). --check compares every output and the cache rows at cache_index with the oracle at the

@@ -1,9 +1,11 @@
-/* Adversarial problems of the V3.2 operators, for the tests: small, any shape, layout and view arrangement, with the
+/* Adversarial problems of every operator, for the tests: small, any shape, layout and view arrangement, with the
  * edge data the named cases (cases.h) leave out (invalid-index zoos, garbage in unused block-table entries, NaN in
  * unread cache rows, exact ties, strided and shared views, guard zones around the outputs), and the oracle's
  * results on them. Each operator's builder sits in its family file beside its named cases (harness/<op>.c,
- * section "adversarial problems"); the pieces they share are in cases_common.c. The tests judge a library call
- * on them (tests/problems_check.h). */
+ * section "adversarial problems"), declared here under a heading of its own; the pieces several builders share
+ * (row and cache fills, Q8 rows, block tables, the V4 prologs' guarded buffers v4p_*) are in cases_common.c. The
+ * tests judge a library call on them: the checks two programs share in tests/problems_check.h, the others in
+ * the operator's test. */
 #ifndef DSOPS_HARNESS_PROBLEMS_H
 #define DSOPS_HARNESS_PROBLEMS_H
 

@@ -395,6 +395,7 @@ dsops_dia_stages *dsops_dia_stages_make(const dsops_sparse_attention_v32_args *a
 }
 
 /* ---- bench adapter ------------------------------------------------------------------------------- */
+/* Alike in shape with the other families' adapters: bench_family.h says why each family keeps its own. */
 
 
 

@@ -317,6 +317,7 @@ fail:
 }
 
 /* ---- bench adapter ------------------------------------------------------------------------------- */
+/* Alike in shape with the other families' adapters: bench_family.h says why each family keeps its own. */
 
 /* sparse_flash_attention_v32 against the oracle (docs/OPERATORS.md §4.4, §2.10): out 1e-4 / 0.005 / 0.005
  * (tiled p_mode: atol 5e-4), lse 1e-6 / 8.01/65536 / 0.005, and per row exactly: a lonely row (no key to
