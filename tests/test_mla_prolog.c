@@ -267,8 +267,8 @@ static void test_threads(void)
     }
 }
 
-/* The same sections, in the same order, as tests/test_indexer_prolog.c (the V3.2 prologs share one checklist); what each
- * section builds is this operator's own. */
+/* The same sections, in the same order, as tests/test_indexer_prolog.c (the V3.2 prologs share one
+ * checklist); what each section builds is this operator's own. */
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 5);
