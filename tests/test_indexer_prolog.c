@@ -216,6 +216,7 @@ static void test_views(void)
     }
 }
 
+/* A case list, alike in shape on purpose: a base spec and the fields of one edge per labelled problem. */
 static void test_edges(void)
 {
     char label[100];

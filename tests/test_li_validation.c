@@ -38,6 +38,8 @@ static lp_problem *base(int int8)
     return lp_make(&s, 1234);
 }
 
+/* One mutator per table row, alike in shape on purpose (as in every validation program): each reads as the rule it
+ * breaks, next to its table entry's status. */
 #define FRAG(...) snprintf(frag, VAL_FRAG_MAX, __VA_ARGS__)
 #define A (&p->args)
 
