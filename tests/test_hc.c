@@ -458,6 +458,8 @@ static fixture *make_fixture(void)
     return f;
 }
 
+/* The one-line mutations and the table below follow the layout every test_*_validation.c shares
+ * (tests/validation.h): what repeats between those programs is that protocol, each row its own field. */
 #define FRAG(...) snprintf(frag, VAL_FRAG_MAX, __VA_ARGS__)
 
 /* The mutations and the table below have the form of every validation table (tests/validation.h). */

@@ -158,6 +158,8 @@ static dsops_status call(dsops_context *c, void *problem)
     return DSOPS_ERR_PARAM;
 }
 
+/* The one-line mutations, the tables, the ops and main below follow the layout every test_*_validation.c shares
+ * (tests/validation.h): what repeats between those programs is that protocol, each row its own field. */
 #define FRAG(...) snprintf(frag, VAL_FRAG_MAX, __VA_ARGS__)
 
 /* ---- rmsnorm ---------------------------------------------------------------------------------------- */
