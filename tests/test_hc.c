@@ -754,6 +754,7 @@ static void test_prepared(void)
     dsops_hcpre_problem_free(p);
 }
 
+/* The usual test main (tests/test_util.h): seed, one context, the sections in order, the tally. */
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 20251130);

@@ -730,6 +730,7 @@ static void test_make_overflowing_shape(void)
     tu_check_rejected("make_overflowing_shape rope_apply", dsops_rope_apply(ctx, &a), DSOPS_ERR_SHAPE, "");
 }
 
+/* The order of every validation program (tests/validation.h): init, the bad rows, the ok rows and its own cases. */
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 7);
