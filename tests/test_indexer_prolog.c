@@ -22,7 +22,8 @@
 
 static dsops_context *ctx;
 
-/* On every tier: the call without and with a prepared object, against the oracle and each other. */
+/* On every tier: the call without and with a prepared object, against the oracle and each other. The same
+ * skeleton as tests/test_mla_prolog.c's over its own mp_* types: one template for both V3.2 prolog tests. */
 static void run_problem(const char *label, const ip_spec *sp)
 {
     if (!tu_selected(label))
