@@ -178,6 +178,8 @@ static int64_t parse_factor(expr *e)
     return s ? s->value : 1;
 }
 
+/* parse_product and parse_sum: one loop per precedence level, alike in shape as in any recursive-descent
+ * parser (each its own operators and arithmetic). */
 static int64_t parse_product(expr *e)
 {
     int64_t v = parse_factor(e);

@@ -110,6 +110,8 @@ static fixture *make_fixture(void)
     return f;
 }
 
+/* The one-line mutations, the tables, the ops and main below follow the layout every test_*_validation.c shares
+ * (tests/validation.h): what repeats between those programs is that protocol, each row its own field. */
 #define FRAG(...) snprintf(frag, VAL_FRAG_MAX, __VA_ARGS__)
 #define A (f->a)
 

@@ -35,7 +35,8 @@ static int context_threads(int caller_id)
 #endif
 }
 
-/* A small sparse attention problem; every caller builds its own copy from the same seed. */
+/* A small sparse attention problem; every caller builds its own copy from the same seed. (Its spec reads like
+ * the operator tests' base specs, in shape only: these fields are this test's own.) */
 static tp_problem *make_problem(void)
 {
     tp_spec s;

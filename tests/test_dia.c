@@ -262,6 +262,7 @@ static void test_named_cases(void)
             run_named_case(&cs[i]);
 }
 
+/* The usual test main (tests/test_util.h): seed, one context, the sections in order, the tally. */
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 42);

@@ -550,6 +550,7 @@ static void test_empty(void)
     }
 }
 
+/* The usual test main (tests/test_util.h): seed, one context, the sections in order, the tally. */
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 42);

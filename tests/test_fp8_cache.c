@@ -347,6 +347,7 @@ static void test_validation(void)
     free(before);
 }
 
+/* The usual test main (tests/test_util.h): seed, one context, the sections in order, the tally. */
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 656);

@@ -458,6 +458,8 @@ static fixture *make_fixture(void)
     return f;
 }
 
+/* The one-line mutations and the table below follow the layout every test_*_validation.c shares
+ * (tests/validation.h): what repeats between those programs is that protocol, each row its own field. */
 #define FRAG(...) snprintf(frag, VAL_FRAG_MAX, __VA_ARGS__)
 
 /* The mutations and the table below have the form of every validation table (tests/validation.h). */
@@ -752,6 +754,7 @@ static void test_prepared(void)
     dsops_hcpre_problem_free(p);
 }
 
+/* The usual test main (tests/test_util.h): seed, one context, the sections in order, the tally. */
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 20251130);

@@ -22,7 +22,8 @@
 
 static dsops_context *ctx;
 
-/* On every tier: the call without and with a prepared object, against the oracle and each other. */
+/* On every tier: the call without and with a prepared object, against the oracle and each other. The same
+ * skeleton as tests/test_mla_prolog.c's over its own mp_* types: one template for both V3.2 prolog tests. */
 static void run_problem(const char *label, const ip_spec *sp)
 {
     if (!tu_selected(label))
@@ -33,6 +34,14 @@ static void run_problem(const char *label, const ip_spec *sp)
     pc_run_tiers(&t, ctx, label);
     ip_ref_free(r);
     ip_free(p);
+}
+
+/* On every tier, labelled "<name>_int8" or "<name>_bf16" after the spec's variant. */
+static void run_variant(const char *name, const ip_spec *s)
+{
+    char label[100];
+    snprintf(label, sizeof label, "%s_%s", name, s->int8 ? "int8" : "bf16");
+    run_problem(label, s);
 }
 
 /* ---- small problems -------------------------------------------------------------------------------- */
@@ -138,12 +147,10 @@ static void test_rope_and_dtypes(void)
     for (int v = 0; v < 2; v++) {
         ip_spec s = base_spec(v);
         s.ln_eps = 0.75f;
-        snprintf(label, sizeof label, "ln_eps_large_%s", v ? "int8" : "bf16");
-        run_problem(label, &s);
+        run_variant("ln_eps_large", &s);
         s = base_spec(v);
         s.ln_eps = 0.0f;
-        snprintf(label, sizeof label, "ln_eps_zero_%s", v ? "int8" : "bf16");
-        run_problem(label, &s);
+        run_variant("ln_eps_zero", &s);
         static const float ws[3] = {0.0f, -0.3f, 1.0f};
         for (int k = 0; k < 3; k++) {
             s = base_spec(v);
@@ -183,39 +190,34 @@ static void test_tokens_and_blocks(void)
     for (int v = 0; v < 2; v++) {
         ip_spec s = base_spec(v);
         s.index_mode = IP_IDX_NONE;
-        snprintf(label, sizeof label, "no_cache_write_%s", v ? "int8" : "bf16");
-        run_problem(label, &s);
+        run_variant("no_cache_write", &s);
     }
 }
 
 static void test_views(void)
 {
-    char label[100];
     for (int v = 0; v < 2; v++) {
         ip_spec s = base_spec(v);
         s.strided = 1;
         s.T = 6;
-        snprintf(label, sizeof label, "strided_%s", v ? "int8" : "bf16");
-        run_problem(label, &s);
+        run_variant("strided", &s);
         /* views that interleave without sharing an element (spec V9 forbids overlapping elements) */
         s.strided = 2;
         s.share = 1 | 2 | 4;
-        snprintf(label, sizeof label, "shared_views_%s", v ? "int8" : "bf16");
-        run_problem(label, &s);
+        run_variant("shared_views", &s);
         s.share = 1;
-        snprintf(label, sizeof label, "shared_q_views_%s", v ? "int8" : "bf16");
-        run_problem(label, &s);
+        run_variant("shared_q_views", &s);
         if (v) {
             s.share = 4;
             run_problem("shared_cache_rows_int8", &s);
         }
         s.share = 2;
         s.table_dtype = DSOPS_FP32;
-        snprintf(label, sizeof label, "shared_tables_fp32_%s", v ? "int8" : "bf16");
-        run_problem(label, &s);
+        run_variant("shared_tables_fp32", &s);
     }
 }
 
+/* A case list, alike in shape on purpose: a base spec and the fields of one edge per labelled problem. */
 static void test_edges(void)
 {
     char label[100];
@@ -224,8 +226,7 @@ static void test_edges(void)
         ip_spec s = base_spec(v);
         s.zero_qr = 2;
         s.index_mode = IP_IDX_ALL;
-        snprintf(label, sizeof label, "zero_qr_rows_%s", v ? "int8" : "bf16");
-        run_problem(label, &s);
+        run_variant("zero_qr_rows", &s);
         /* all-zero x rows with beta 0: the key is 0 (zero Q8 groups), weights 0; with eps 0 the norm is
          * 0 / 0 = NaN (int8: q 0, scale NaN) */
         for (int e = 0; e < 2; e++) {
@@ -241,13 +242,11 @@ static void test_edges(void)
         s = base_spec(v);
         s.zero_x = 3;
         s.index_mode = IP_IDX_ALL;
-        snprintf(label, sizeof label, "zero_x_rows_beta_%s", v ? "int8" : "bf16");
-        run_problem(label, &s);
+        run_variant("zero_x_rows_beta", &s);
         /* NaN in every cache row: untouched rows must keep their NaN bytes */
         s = base_spec(v);
         s.nan_cache = 1;
-        snprintf(label, sizeof label, "nan_cache_%s", v ? "int8" : "bf16");
-        run_problem(label, &s);
+        run_variant("nan_cache", &s);
     }
     /* key amax so small that fp32(127 / amax) overflows: q 0, scale 0 */
     {
@@ -308,8 +307,7 @@ static void test_edges(void)
         ip_spec s = base_spec(v);
         s.T = 0;
         s.NB = 2;
-        snprintf(label, sizeof label, "empty_t0_%s", v ? "int8" : "bf16");
-        run_problem(label, &s);
+        run_variant("empty_t0", &s);
     }
 }
 
@@ -331,6 +329,8 @@ static void test_threads(void)
     }
 }
 
+/* The same sections, in the same order, as tests/test_mla_prolog.c (the V3.2 prologs share one
+ * checklist); what each section builds is this operator's own. */
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 7);

@@ -79,6 +79,7 @@ static lp_spec base_spec(int v)
     return s;
 }
 
+/* Two case lists alike in shape only: block sizes change BS, ratios change cmp_ratio and the sequence lengths. */
 static void test_block_sizes_and_ratios(void)
 {
     static const int bss[] = {1, 3, 17, 130};
@@ -360,6 +361,7 @@ static void test_views_and_outputs(void)
     }
 }
 
+/* The usual test main (tests/test_util.h): seed, one context, the sections in order, the tally. */
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 42);

@@ -38,6 +38,8 @@ static lp_problem *base(int int8)
     return lp_make(&s, 1234);
 }
 
+/* One mutator per table row, alike in shape on purpose (as in every validation program): each reads as the rule it
+ * breaks, next to its table entry's status. */
 #define FRAG(...) snprintf(frag, VAL_FRAG_MAX, __VA_ARGS__)
 #define A (&p->args)
 
@@ -493,6 +495,7 @@ static void test_init(void)
 /* a NULL context uses a temporary one with the environment defaults */
 static const val_ok_case null_context_cases[] = {{"null_context", I8, NULL}};
 
+/* The order of every validation program (tests/validation.h): init, the bad rows, the ok rows and its own cases. */
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 42);

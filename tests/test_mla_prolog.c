@@ -20,7 +20,8 @@
 
 static dsops_context *ctx;
 
-/* On every tier: the call without and with a prepared object, against the oracle and each other. */
+/* On every tier: the call without and with a prepared object, against the oracle and each other. The same
+ * skeleton as tests/test_indexer_prolog.c's over its own ip_* types: one template for both V3.2 prolog tests. */
 static void run_problem(const char *label, const mp_spec *sp)
 {
     if (!tu_selected(label))
@@ -31,6 +32,22 @@ static void run_problem(const char *label, const mp_spec *sp)
     pc_run_tiers(&t, ctx, label);
     mp_ref_free(r);
     mp_free(p);
+}
+
+/* On every tier, labelled "<name>_<layout>". */
+static void run_on_layout(const char *name, const mp_spec *s)
+{
+    char label[100];
+    snprintf(label, sizeof label, "%s_%s", name, cases_layout_name(s->layout));
+    run_problem(label, s);
+}
+
+/* On every tier, labelled "<name>_<int8|bf16 wq_b>_<layout>". */
+static void run_on_variant(const char *name, const mp_spec *s)
+{
+    char label[100];
+    snprintf(label, sizeof label, "%s_%s_%s", name, s->int8_wq_b ? "int8" : "bf16", cases_layout_name(s->layout));
+    run_problem(label, s);
 }
 
 /* ---- small problems -------------------------------------------------------------------------------- */
@@ -61,8 +78,7 @@ static void test_variants(void)
         for (int l = 0; l < 4; l++) {
             char label[100];
             mp_spec s = base_spec(w, (dsops_kv_layout)l);
-            snprintf(label, sizeof label, "variant_%s_%s", w ? "int8" : "bf16", cases_layout_name((dsops_kv_layout)l));
-            run_problem(label, &s);
+            run_on_variant("variant", &s);
             s.index_mode = MP_IDX_ALL;
             s.eps_cq = s.eps_ckv = 1e-5f;
             snprintf(label, sizeof label, "variant_%s_%s_all_rows_eps1e-5", w ? "int8" : "bf16",
@@ -99,12 +115,10 @@ static void test_rope_and_dtypes(void)
         }
     /* large eps: the placement of eps inside the square root matters */
     for (int l = 0; l < 4; l++) {
-        char label[100];
         mp_spec s = base_spec(l == 2, (dsops_kv_layout)l);
         s.eps_cq = 0.7f;
         s.eps_ckv = 2.5f;
-        snprintf(label, sizeof label, "eps_large_%s", cases_layout_name((dsops_kv_layout)l));
-        run_problem(label, &s);
+        run_on_layout("eps_large", &s);
     }
 }
 
@@ -134,11 +148,9 @@ static void test_tokens_and_blocks(void)
             run_problem(label, &s);
         }
     for (int l = 0; l < 4; l++) {
-        char label[100];
         mp_spec s = base_spec(l == 1, (dsops_kv_layout)l);
         s.index_mode = MP_IDX_NONE;
-        snprintf(label, sizeof label, "no_cache_write_%s", cases_layout_name((dsops_kv_layout)l));
-        run_problem(label, &s);
+        run_on_layout("no_cache_write", &s);
     }
 }
 
@@ -146,28 +158,20 @@ static void test_views(void)
 {
     for (int w = 0; w < 2; w++)
         for (int l = 0; l < 4; l++) {
-            char label[100];
             mp_spec s = base_spec(w, (dsops_kv_layout)l);
             s.strided = 1;
             s.T = 6;
-            snprintf(label, sizeof label, "strided_%s_%s", w ? "int8" : "bf16", cases_layout_name((dsops_kv_layout)l));
-            run_problem(label, &s);
+            run_on_variant("strided", &s);
             if (l == DSOPS_KV_PACKED_INT8)
                 continue;
             /* views that interleave without sharing an element (spec V9 forbids overlapping elements) */
             s.strided = 2;
             s.share = 2 | 4;
-            snprintf(label, sizeof label, "shared_cache_views_%s_%s", w ? "int8" : "bf16",
-                     cases_layout_name((dsops_kv_layout)l));
-            run_problem(label, &s);
+            run_on_variant("shared_cache_views", &s);
             s.share = 1;
-            snprintf(label, sizeof label, "shared_q_views_%s_%s", w ? "int8" : "bf16",
-                     cases_layout_name((dsops_kv_layout)l));
-            run_problem(label, &s);
+            run_on_variant("shared_q_views", &s);
             s.share = 1 | 8;
-            snprintf(label, sizeof label, "shared_q_views_token_padding_%s_%s", w ? "int8" : "bf16",
-                     cases_layout_name((dsops_kv_layout)l));
-            run_problem(label, &s);
+            run_on_variant("shared_q_views_token_padding", &s);
         }
     /* split_int8 views into a buffer of packed_int8 rows (Dc 512) */
     mp_spec s = base_spec(1, DSOPS_KV_SPLIT_INT8);
@@ -194,8 +198,7 @@ static void test_edges(void)
         /* NaN in every cache row: untouched rows must keep their NaN bytes */
         mp_spec s = base_spec(l == 2, (dsops_kv_layout)l);
         s.nan_cache = 1;
-        snprintf(label, sizeof label, "nan_cache_%s", cases_layout_name((dsops_kv_layout)l));
-        run_problem(label, &s);
+        run_on_layout("nan_cache", &s);
     }
     /* amax so small that fp32(127 / amax) overflows: q 0, scale 0 (qr and the int8 cache groups) */
     for (int l = 1; l < 3; l++) {
@@ -203,8 +206,7 @@ static void test_edges(void)
         s.gamma_dtype = DSOPS_FP32;
         s.tiny_gamma = 1;
         s.index_mode = MP_IDX_ALL;
-        snprintf(label, sizeof label, "tiny_amax_%s", cases_layout_name((dsops_kv_layout)l));
-        run_problem(label, &s);
+        run_on_layout("tiny_amax", &s);
     }
     {
         mp_spec s = base_spec(1, DSOPS_KV_SPLIT_INT8);
@@ -244,8 +246,7 @@ static void test_edges(void)
         mp_spec s = base_spec(l == 1, (dsops_kv_layout)l);
         s.T = 0;
         s.NB = 2;
-        snprintf(label, sizeof label, "empty_t0_%s", cases_layout_name((dsops_kv_layout)l));
-        run_problem(label, &s);
+        run_on_layout("empty_t0", &s);
     }
 }
 
@@ -267,6 +268,8 @@ static void test_threads(void)
     }
 }
 
+/* The same sections, in the same order, as tests/test_indexer_prolog.c (the V3.2 prologs share one
+ * checklist); what each section builds is this operator's own. */
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 5);

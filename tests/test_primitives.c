@@ -400,6 +400,7 @@ static void test_rope_tables(void)
 
 /* x [T, N, W] with head stride W + pad; tables random (prim_rope_modes: element by element) of dtype
  * tdt; y dense or in place. */
+/* The oracle-then-in-place steps are rmsnorm_case's in shape only: each fills its own argument struct. */
 static void rope_apply_case(int64_t T, int64_t N, int64_t W, int64_t pad, int offset, dsops_dtype tdt, int in_place)
 {
     for (int mode = 0; mode < 3; mode++)

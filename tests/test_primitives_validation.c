@@ -158,6 +158,8 @@ static dsops_status call(dsops_context *c, void *problem)
     return DSOPS_ERR_PARAM;
 }
 
+/* The one-line mutations, the tables, the ops and main below follow the layout every test_*_validation.c shares
+ * (tests/validation.h): what repeats between those programs is that protocol, each row its own field. */
 #define FRAG(...) snprintf(frag, VAL_FRAG_MAX, __VA_ARGS__)
 
 /* ---- rmsnorm ---------------------------------------------------------------------------------------- */
@@ -728,6 +730,7 @@ static void test_make_overflowing_shape(void)
     tu_check_rejected("make_overflowing_shape rope_apply", dsops_rope_apply(ctx, &a), DSOPS_ERR_SHAPE, "");
 }
 
+/* The order of every validation program (tests/validation.h): init, the bad rows, the ok rows and its own cases. */
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 7);

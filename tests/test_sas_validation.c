@@ -690,6 +690,7 @@ static void test_init_and_null(void)
     tu_check(dsops_sas(ctx, NULL) == DSOPS_ERR_NULL, "a NULL args pointer is not DSOPS_ERR_NULL");
 }
 
+/* The order of every validation program (tests/validation.h): init, the bad rows, the ok rows and its own cases. */
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 7);

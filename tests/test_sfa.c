@@ -49,6 +49,14 @@ static const char *layout_name(dsops_kv_layout l)
     return names[l];
 }
 
+/* run_problem under the label "<name>_<layout>". */
+static void run_on_layout(const char *name, const tp_spec *sp)
+{
+    char label[100];
+    snprintf(label, sizeof label, "%s_%s", name, layout_name(sp->layout));
+    run_problem(label, sp);
+}
+
 /* A mixed problem: three sequences with prefill and decode tokens, lengths below and above K. */
 static tp_spec base_spec(dsops_kv_layout layout)
 {
@@ -88,24 +96,20 @@ static void test_block_sizes(void)
 static void test_index_modes(void)
 {
     for (int l = 0; l < 4; l++) {
-        char label[100];
         tp_spec s = base_spec((dsops_kv_layout)l);
         s.index_mode = TP_IDX_VALID;
         s.BS = 16;
-        snprintf(label, sizeof label, "valid_dups_%s", layout_name((dsops_kv_layout)l));
-        run_problem(label, &s);
+        run_on_layout("valid_dups", &s);
 
         s = base_spec((dsops_kv_layout)l);
         s.index_mode = TP_IDX_INVALID;
-        snprintf(label, sizeof label, "all_invalid_%s", layout_name((dsops_kv_layout)l));
-        run_problem(label, &s);
+        run_on_layout("all_invalid", &s);
 
         s = base_spec((dsops_kv_layout)l);
         s.index_mode = TP_IDX_CASE;
         s.K = 64;
         s.BS = 32;
-        snprintf(label, sizeof label, "case_rows_%s", layout_name((dsops_kv_layout)l));
-        run_problem(label, &s);
+        run_on_layout("case_rows", &s);
 
         /* zero-length sequences: S_b = 0, seqused 0, and S_b > seqused (L <= 0 for early tokens) */
         s = base_spec((dsops_kv_layout)l);
@@ -114,41 +118,35 @@ static void test_index_modes(void)
         for (int b = 0; b < 6; b++)
             s.S[b] = S[b], s.seqused[b] = U[b];
         s.index_mode = TP_IDX_VALID;
-        snprintf(label, sizeof label, "zero_len_%s", layout_name((dsops_kv_layout)l));
-        run_problem(label, &s);
+        run_on_layout("zero_len", &s);
 
         s = base_spec((dsops_kv_layout)l);
         s.with_topk_length = 1;
         s.S[0] = 5, s.S[1] = 4, s.S[2] = 6;
-        snprintf(label, sizeof label, "topk_length_%s", layout_name((dsops_kv_layout)l));
-        run_problem(label, &s);
+        run_on_layout("topk_length", &s);
     }
 }
 
 static void test_poison(void)
 {
     for (int l = 0; l < 4; l++) {
-        char label[100];
         tp_spec s = base_spec((dsops_kv_layout)l);
         s.nan_fill = 1;
         s.extra_blocks = 2;
         s.garbage_table = 1;
-        snprintf(label, sizeof label, "nan_unused_%s", layout_name((dsops_kv_layout)l));
-        run_problem(label, &s);
+        run_on_layout("nan_unused", &s);
 
         s.with_topk_length = 1;
         s.S[0] = 4, s.S[1] = 4, s.S[2] = 4;
         s.p_mode = DSOPS_P_TILED;
         s.p_tile = 7;
-        snprintf(label, sizeof label, "nan_unused_len_tiled_%s", layout_name((dsops_kv_layout)l));
-        run_problem(label, &s);
+        run_on_layout("nan_unused_len_tiled", &s);
 
         if (l != DSOPS_KV_SPLIT_BF16) {
             s = base_spec((dsops_kv_layout)l);
             s.int8_extreme = 1;
             s.index_mode = TP_IDX_VALID;
-            snprintf(label, sizeof label, "int8_extreme_%s", layout_name((dsops_kv_layout)l));
-            run_problem(label, &s);
+            run_on_layout("int8_extreme", &s);
         }
     }
 }
@@ -235,32 +233,26 @@ static void test_shapes(void)
 static void test_strided_and_modes(void)
 {
     for (int l = 0; l < 4; l++) {
-        char label[100];
         tp_spec s = base_spec((dsops_kv_layout)l);
         s.strided_q = s.strided_kv = s.strided_out = 1;
         s.nan_fill = 1;
-        snprintf(label, sizeof label, "strided_all_%s", layout_name((dsops_kv_layout)l));
-        run_problem(label, &s);
+        run_on_layout("strided_all", &s);
 
         s.with_lse = 0;
-        snprintf(label, sizeof label, "strided_all_nolse_%s", layout_name((dsops_kv_layout)l));
-        run_problem(label, &s);
+        run_on_layout("strided_all_nolse", &s);
 
         s = base_spec((dsops_kv_layout)l);
         s.strided_q = 1;
-        snprintf(label, sizeof label, "strided_q_%s", layout_name((dsops_kv_layout)l));
-        run_problem(label, &s);
+        run_on_layout("strided_q", &s);
 
         s = base_spec((dsops_kv_layout)l);
         s.strided_out = 1;
         s.with_lse = 1;
-        snprintf(label, sizeof label, "strided_out_%s", layout_name((dsops_kv_layout)l));
-        run_problem(label, &s);
+        run_on_layout("strided_out", &s);
 
         s = base_spec((dsops_kv_layout)l);
         s.with_lse = 0;
-        snprintf(label, sizeof label, "no_lse_%s", layout_name((dsops_kv_layout)l));
-        run_problem(label, &s);
+        run_on_layout("no_lse", &s);
     }
     /* a packed_int8-compatible byte buffer read through split_int8 views */
     {
@@ -291,12 +283,10 @@ static void test_strided_and_modes(void)
         }
     /* sinks of +Inf, -Inf and NaN (heads 0-2) and finite ones, the default mode */
     for (int l = 0; l < 4; l++) {
-        char label[100];
         tp_spec s = base_spec((dsops_kv_layout)l);
         s.N = 5;
         s.with_sinks = 2;
-        snprintf(label, sizeof label, "sinks_%s", layout_name((dsops_kv_layout)l));
-        run_problem(label, &s);
+        run_on_layout("sinks", &s);
     }
 }
 
@@ -473,19 +463,17 @@ static void test_max_logits(void)
 static void test_empty(void)
 {
     for (int l = 0; l < 4; l++) {
-        char label[100];
         tp_spec s = base_spec((dsops_kv_layout)l);
         s.S[0] = s.S[1] = s.S[2] = 0; /* T = 0 */
-        snprintf(label, sizeof label, "empty_t0_%s", layout_name((dsops_kv_layout)l));
-        run_problem(label, &s);
+        run_on_layout("empty_t0", &s);
 
         s = base_spec((dsops_kv_layout)l);
         s.B = 0; /* B = 0, T = 0 */
-        snprintf(label, sizeof label, "empty_b0_%s", layout_name((dsops_kv_layout)l));
-        run_problem(label, &s);
+        run_on_layout("empty_b0", &s);
     }
 }
 
+/* The usual test main (tests/test_util.h): seed, one context, the sections in order, the tally. */
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 42);

@@ -394,6 +394,7 @@ static void test_init(void)
 /* a NULL context uses a temporary one with the environment defaults */
 static const val_ok_case null_context_cases[] = {{"null_context", BF, NULL}};
 
+/* The order of every validation program (tests/validation.h): init, the bad rows, the ok rows and its own cases. */
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 42);

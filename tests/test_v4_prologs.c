@@ -494,6 +494,14 @@ static void m4_run(const char *label, const m4_spec *sp)
                    &M4_CHECKS);
 }
 
+/* m4_run labelled "mla4_<int8|bf16>_<what>" after the spec's variant. */
+static void m4_run_variant(const char *what, const m4_spec *sp)
+{
+    char label[160];
+    snprintf(label, sizeof label, "mla4_%s_%s", sp->int8 ? "int8" : "bf16", what);
+    m4_run(label, sp);
+}
+
 /* T 5, H 96, Q 80, N 3, D 128 */
 static m4_spec m4_base(int int8)
 {
@@ -508,11 +516,9 @@ static void test_mla_small(void)
     for (int w = 0; w < 2; w++) {
         const char *v = w ? "int8" : "bf16";
         m4_spec s = m4_base(w);
-        snprintf(label, sizeof label, "mla4_%s_h96_q80_n3_d128", v);
-        m4_run(label, &s);
+        m4_run_variant("h96_q80_n3_d128", &s);
         s.D = 65; /* Dn = 1 */
-        snprintf(label, sizeof label, "mla4_%s_h96_q80_n3_d65", v);
-        m4_run(label, &s);
+        m4_run_variant("h96_q80_n3_d65", &s);
         for (int m = 0; m < 3; m++)
             for (int inv = 0; inv < 2; inv++) {
                 s = m4_base(w);
@@ -525,29 +531,23 @@ static void test_mla_small(void)
             }
         s = m4_base(w);
         s.gamma_dtype = DSOPS_FP32;
-        snprintf(label, sizeof label, "mla4_%s_gamma_fp32", v);
-        m4_run(label, &s);
+        m4_run_variant("gamma_fp32", &s);
         s.gckv_dtype = DSOPS_BF16;
         s.table_dtype = DSOPS_FP32;
-        snprintf(label, sizeof label, "mla4_%s_gamma_cq_fp32_gamma_ckv_bf16_tables_fp32", v);
-        m4_run(label, &s);
+        m4_run_variant("gamma_cq_fp32_gamma_ckv_bf16_tables_fp32", &s);
         s = m4_base(w);
         s.padded = 1;
         s.T = 6;
-        snprintf(label, sizeof label, "mla4_%s_padded_views", v);
-        m4_run(label, &s);
+        m4_run_variant("padded_views", &s);
         s = m4_base(w);
         s.zero_tokens = 2;
-        snprintf(label, sizeof label, "mla4_%s_zero_tokens", v);
-        m4_run(label, &s);
+        m4_run_variant("zero_tokens", &s);
         s = m4_base(w);
         s.zero_gamma_cq = 1;
-        snprintf(label, sizeof label, "mla4_%s_gamma_cq_zero", v);
-        m4_run(label, &s);
+        m4_run_variant("gamma_cq_zero", &s);
         s = m4_base(w);
         s.eps_qh = 0.5f;
-        snprintf(label, sizeof label, "mla4_%s_eps_qh_0.5", v);
-        m4_run(label, &s);
+        m4_run_variant("eps_qh_0.5", &s);
         static const int Ts[3] = {0, 1, 17};
         for (int i = 0; i < 3; i++) {
             s = m4_base(w);
@@ -559,8 +559,7 @@ static void test_mla_small(void)
         /* the V4 head dim with several tiles in every dimension */
         s = m4_base(w);
         s.T = tu_quick() ? 3 : 7, s.H = 256, s.Q = 192, s.N = 2, s.D = 512;
-        snprintf(label, sizeof label, "mla4_%s_h256_q192_n2_d512", v);
-        m4_run(label, &s);
+        m4_run_variant("h256_q192_n2_d512", &s);
     }
     m4_spec s = m4_base(1);
     s.int8_extreme = 1;

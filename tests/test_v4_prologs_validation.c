@@ -950,6 +950,7 @@ static void test_hc_pre_huge_hc(void)
     tu_check_rejected("hc_pre_huge_hc", dsops_hc_pre(ctx, &a), DSOPS_ERR_SHAPE, "overflows");
 }
 
+/* The order of every validation program (tests/validation.h): init, the bad rows, the ok rows and its own cases. */
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, 42);

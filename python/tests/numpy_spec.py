@@ -41,7 +41,8 @@ def sylvester(d):
 
 def rot(x, c, s, mode="interleaved", inverse=False):
     """§2.5.1 on the last axis (64 values): two fp32 products and one fp32 add / subtract per output element,
-    table index = output index. x, c, s broadcast; unrounded fp32."""
+    table index = output index. x, c, s broadcast; unrounded fp32. (tests/io/runcheck.py's np_rope_apply picks
+    the same element pairs: those checks run without the dsops package this module imports, so each keeps one.)"""
     x, c, s = f32(x), f32(c), f32(s)
     if inverse:
         s = -s

@@ -239,7 +239,8 @@ def mla4_case(seed, T, H, Q, N, D, int8, gdt="bf16", tdt="bf16"):
 
 
 def np_mla4(a, eps_cq=1e-6, eps_ckv=1e-6, eps_qh=1e-6, mode="interleaved", inverse=False, lib_qr=None):
-    """§3.3 -> dict of expected values; lib_qr = (qr, qr_scale) of the library feeds q in the int8 variant."""
+    """§3.3 -> dict of expected values; lib_qr = (qr, qr_scale) of the library feeds q in the int8 variant.
+    (Its first lines read the dimensions like test_v32_prims.np_idx, in shape only: each from its own weights.)"""
     x = f32(a["x"])
     T = x.shape[0]
     D = a["wkv"].shape[0]

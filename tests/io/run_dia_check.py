@@ -195,6 +195,7 @@ def check_errors(chk, args, work, rng):
     dup = t["cache_index"].copy()
     dup[1] = dup[0]
     dup_ci = variant("dup", lambda v: v.__setitem__("cache_index", dup))
+    # runcheck.bad_calls rows (label, argv, status): alike in shape in every run_*_check.py, each its operator's own
     cases = [
         ("topk 0", [OP, "--in", good, "--set", "topk=0"], "DSOPS_ERR_PARAM"),
         ("topk beyond 2^24", [OP, "--in", good, "--set", "topk=16777217"], "DSOPS_ERR_UNSUPPORTED"),

@@ -295,6 +295,7 @@ def check_errors(chk, args, work, rng):
     meta_zero = variant("meta_zero", p, lambda t: None, {"topk": "0"})
 
     k = ["--set", "topk=8"]
+    # runcheck.bad_calls rows (label, argv, status): alike in shape in every run_*_check.py, each its operator's own
     cases = [
         ("missing --set topk", [OP, "--in", good], "DSOPS_RUN_ERR_USAGE"),
         ("missing --set topk with other --set", [OP, "--in", good, "--set", "cmp_ratio=1"], "DSOPS_RUN_ERR_USAGE"),

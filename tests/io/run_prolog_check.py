@@ -378,6 +378,7 @@ def check_errors(chk, args, work, rng):
     idx_dup = variant(ti, "idx_dup", lambda v: v.__setitem__("cache_index", dup_of(ti)))
     idx_no_had = variant(ti, "idx_no_had", lambda v: v.pop("hadamard_k"))
     idx_no_scale = variant(ti, "idx_no_scale", lambda v: v.pop("idx_k_scale_cache"))
+    # runcheck.bad_calls rows (label, argv, status): alike in shape in every run_*_check.py, each its operator's own
     cases = [
         ("mla: cache_index repeated", [MLA, "--in", mla_dup], "DSOPS_ERR_INDEX"),
         ("mla: cache_index beyond NB*BS", [MLA, "--in", mla_far], "DSOPS_ERR_INDEX"),

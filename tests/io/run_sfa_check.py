@@ -277,6 +277,7 @@ def check_errors(chk, args, work, rng):
         f.write(struct.pack("<Q", 1 << 40) + b"{}")
 
     op = OP
+    # runcheck.bad_calls rows (label, argv, status): alike in shape in every run_*_check.py, each its operator's own
     cases = [
         ("truncated file", [op, "--in", truncated], "DSOPS_RUN_ERR_IO"),
         ("JSON garbage", [op, "--in", garbage], "DSOPS_RUN_ERR_IO"),

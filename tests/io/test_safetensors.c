@@ -396,6 +396,7 @@ typedef struct bad_case {
 
 #define T32(off) "{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":" off "}"
 
+/* One row per malformed header, alike in shape only: each row is its own header text and expected message. */
 static const bad_case bad_cases[] = {
     {"header length beyond the file", "{}", 1000, 0, "beyond the end"},
     {"header length absurd", "{}", INT64_MAX, 0, "larger than"},
