@@ -39,11 +39,12 @@ struct bench_family {
     int (*selects)(const char *what, const void *c);
     /* optional: the vendor's published time of case c and its label */
     void (*vendor)(const void *c, double *us, const char **label);
-    /* optional, both or neither: the problem's matmuls alone on its prepared maps (bench_matmuls).
-     * matmuls_prepare keeps linear_run in problem p (0), or says in why that the prepared object lacks the
-     * expected maps (1); matmuls_run then runs the matmuls through it. */
-    int (*matmuls_prepare)(void *p, bench_linear_run_fn linear_run, char *why, size_t cap);
+    /* optional: the problem's matmuls alone on its prepared maps (bench_matmuls), through the runner that
+     * bench_matmuls stores first in problem p (a row's run gets p alone): a family with this row starts its
+     * problem with a bench_linear_run_fn. matmuls_check, optional: 0, or 1 with why when the prepared object
+     * lacks the expected maps (families whose make_problem does not check them). */
     dsops_status (*matmuls_run)(dsops_context *ctx, void *p);
+    int (*matmuls_check)(const void *p, char *why, size_t cap);
     /* optional: a line about what one call of the problem does, or "" */
     void (*note)(const bench_problem *bp, char *note, size_t cap);
 };

@@ -29,6 +29,41 @@ struct dsops_sfa_composite {
 
 static float to_bf16_value(float f) { return cases_bf16_value(cases_bf16_bits(f)); }
 
+/* One token t of composite c with the buffers of slot w: 0, or 1 when a GEMM failed; with max_diff (sfa only),
+ * the largest |out - operator's out| of the token into it. */
+typedef int (*composite_token_fn)(void *c, int64_t t, int w, float *max_diff);
+
+/* Tokens over the threads, each GEMM single-threaded (decode has more tokens than cores); with fewer tokens than
+ * threads, one token at a time with oneDNN's threads inside its GEMMs. Both baselines run this way. */
+static int run_tokens(void *c, int64_t T, int threads, composite_token_fn token, float *max_diff)
+{
+    int bad = 0;
+    if (T >= threads) {
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) reduction(| : bad)
+        for (int64_t t = 0; t < T; t++) {
+#ifdef _OPENMP
+            omp_set_num_threads(1);
+            int w = omp_get_thread_num();
+#else
+            int w = 0;
+#endif
+            float md = 0.0f;
+            bad |= token(c, t, w, max_diff ? &md : NULL);
+            if (max_diff) {
+#pragma omp critical(dsops_composite_diff)
+                *max_diff = md > *max_diff ? md : *max_diff;
+            }
+        }
+    } else {
+#ifdef _OPENMP
+        omp_set_num_threads(threads);
+#endif
+        for (int64_t t = 0; t < T; t++)
+            bad |= token(c, t, 0, max_diff);
+    }
+    return bad;
+}
+
 dsops_sfa_composite *dsops_sfa_composite_make(const dsops_sfa_problem *p)
 {
     const dsops_sparse_flash_attention_v32_args *a = &p->args;
@@ -77,8 +112,9 @@ void dsops_sfa_composite_free(dsops_sfa_composite *c)
 }
 
 /* One token: gather, S = scale Q K^T, softmax, O = P V, out = bf16(O). Buffers of slot `w`. */
-static int run_token(const dsops_sfa_composite *c, int64_t t, int w, float *out_max_diff)
+static int run_token(void *cv, int64_t t, int w, float *out_max_diff)
 {
+    const dsops_sfa_composite *c = cv;
     const dsops_sparse_flash_attention_v32_args *a = &c->p->args;
     const int32_t *cu = a->cu_seqlens_q.data, *used = a->seqused_kv.data, *bt = a->block_table.data;
     int64_t B = a->cu_seqlens_q.shape[0] - 1, MB = a->block_table.shape[1], BS = a->key_nope.shape[1];
@@ -147,46 +183,15 @@ static int run_token(const dsops_sfa_composite *c, int64_t t, int w, float *out_
     return 0;
 }
 
-/* Tokens over the threads, each GEMM single-threaded (decode has more tokens than cores); with fewer tokens than
- * threads, one token at a time with oneDNN's threads inside its GEMMs. */
-static int run_all(const dsops_sfa_composite *c, int threads, float *max_diff)
-{
-    int bad = 0;
-    if (c->T >= threads) {
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) reduction(| : bad)
-        for (int64_t t = 0; t < c->T; t++) {
-#ifdef _OPENMP
-            omp_set_num_threads(1);
-            int w = omp_get_thread_num();
-#else
-            int w = 0;
-#endif
-            float md = 0.0f;
-            bad |= run_token(c, t, w, max_diff ? &md : NULL);
-            if (max_diff) {
-#pragma omp critical(dsops_composite_diff)
-                *max_diff = md > *max_diff ? md : *max_diff;
-            }
-        }
-    } else {
-#ifdef _OPENMP
-        omp_set_num_threads(threads);
-#endif
-        for (int64_t t = 0; t < c->T; t++)
-            bad |= run_token(c, t, 0, max_diff);
-    }
-    return bad;
-}
-
 dsops_status dsops_sfa_composite_run(dsops_sfa_composite *c, int threads)
 {
-    return run_all(c, threads, NULL) ? DSOPS_ERR_UNSUPPORTED : DSOPS_OK;
+    return run_tokens(c, c->T, threads, run_token, NULL) ? DSOPS_ERR_UNSUPPORTED : DSOPS_OK;
 }
 
 float dsops_sfa_composite_max_diff(dsops_sfa_composite *c, int threads)
 {
     float md = 0.0f;
-    if (run_all(c, threads, &md))
+    if (run_tokens(c, c->T, threads, run_token, &md))
         return INFINITY;
     return md;
 }
@@ -344,8 +349,10 @@ static void li_select(li_pair *v, int64_t lo, int64_t hi, int64_t k)
     }
 }
 
-static int li_token(dsops_li_composite *c, int64_t t, int w)
+static int li_token(void *cv, int64_t t, int w, float *max_diff)
 {
+    (void)max_diff; /* no per-token comparison here */
+    dsops_li_composite *c = cv;
     const dsops_lightning_indexer_args *a = &c->p->args;
     const int64_t b = li_seq_of(a, t), n = li_visible(a, b, t), NI = c->NI, DI = c->DI, K = c->K;
     const int64_t BS = a->key_cache.shape[1], MB = a->block_table.shape[1];
@@ -413,28 +420,9 @@ static int li_token(dsops_li_composite *c, int64_t t, int w)
 
 dsops_status dsops_li_composite_run(dsops_li_composite *c, int threads)
 {
-    int bad = 0;
     if (threads > c->slots)
         threads = c->slots;
-    if (c->T >= threads) {
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) reduction(| : bad)
-        for (int64_t t = 0; t < c->T; t++) {
-#ifdef _OPENMP
-            omp_set_num_threads(1);
-            int w = omp_get_thread_num();
-#else
-            int w = 0;
-#endif
-            bad |= li_token(c, t, w);
-        }
-    } else {
-#ifdef _OPENMP
-        omp_set_num_threads(threads);
-#endif
-        for (int64_t t = 0; t < c->T; t++)
-            bad |= li_token(c, t, 0);
-    }
-    return bad ? DSOPS_ERR_UNSUPPORTED : DSOPS_OK;
+    return run_tokens(c, c->T, threads, li_token, NULL) ? DSOPS_ERR_UNSUPPORTED : DSOPS_OK;
 }
 
 const float *dsops_li_composite_scores(const dsops_li_composite *c) { return c->top; }

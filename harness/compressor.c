@@ -383,11 +383,11 @@ fail:
  * 0.005, and each state 1e-3 / 1e-3 / 0 over the whole tensor with every row the call does not write
  * bitwise unchanged. A second row times the two projections alone. */
 typedef struct cmp_bench {
+    bench_linear_run_fn linear_run; /* first: the matmul-only row's runner, set by bench_matmuls */
     dsops_cmp_problem *p;
     dsops_prepared *prep;
     float *kv_state0, *score_state0; /* the states as generated, before any call */
     void *y;                   /* fp32 results of the matmul-only row */
-    bench_linear_run_fn linear_run; /* the matmul-only row's runner (matmuls_prepare) */
 } cmp_bench;
 
 enum { CMP_MAP_WKV, CMP_MAP_WGATE, CMP_MAP_COUNT };
@@ -575,11 +575,9 @@ static void cmp_vendor(const void *cv, double *us, const char **label)
     *us = ((const dsops_cmp_case *)cv)->vendor_us, *label = ((const dsops_cmp_case *)cv)->vendor;
 }
 
-static int cmp_matmuls_prepare(void *pv, bench_linear_run_fn linear_run, char *why, size_t cap)
+static int cmp_matmuls_check(const void *pv, char *why, size_t cap)
 {
-    cmp_bench *b = pv;
-    b->linear_run = linear_run;
-    return bench_prepared_has_maps(b->prep, CMP_MAP_COUNT, why, cap);
+    return bench_prepared_has_maps(((const cmp_bench *)pv)->prep, CMP_MAP_COUNT, why, cap);
 }
 
 static const void *cmp_table(int *count) { return dsops_cmp_cases(count); }
@@ -594,8 +592,8 @@ const bench_family bench_family_compressor = {
     .words = cmp_words,
     .list_line = cmp_list_line,
     .vendor = cmp_vendor,
-    .matmuls_prepare = cmp_matmuls_prepare,
     .matmuls_run = cmp_gemms_run,
+    .matmuls_check = cmp_matmuls_check,
     .note = cmp_note,
 };
 

@@ -220,11 +220,11 @@ fail:
  * key cache rows at cache_index with the oracle at the tolerances of docs/OPERATORS.md §4.2. A second row
  * times the same matmuls alone. */
 typedef struct idxp_bench {
+    bench_linear_run_fn linear_run; /* first: the matmul-only row's runner, set by bench_matmuls */
     dsops_idxp_problem *p;
     dsops_prepared *prep;
     void *hx;                  /* [T*NI, DI] stand-in Hadamard operand, in the matrices' dtype */
     void *y;                   /* fp32 / int32 results of the matmul-only row */
-    bench_linear_run_fn linear_run; /* the matmul-only row's runner (matmuls_prepare) */
 } idxp_bench;
 
 /* The maps of an indexer_prolog_v32 prepared object, in its order (absent Hadamard matrix: no map). */
@@ -402,13 +402,6 @@ static void idxp_list_line(const void *cv, const char *not_ci)
            not_ci);
 }
 
-static int idxp_matmuls_prepare(void *pv, bench_linear_run_fn linear_run, char *why, size_t cap)
-{
-    (void)why, (void)cap; /* the maps were checked when the problem was made */
-    ((idxp_bench *)pv)->linear_run = linear_run;
-    return 0;
-}
-
 static const void *idxp_table(int *count) { return dsops_idxp_cases(count); }
 
 const bench_family bench_family_indexer_prolog_v32 = {
@@ -420,7 +413,6 @@ const bench_family bench_family_indexer_prolog_v32 = {
     .make_problem = idxp_make_problem,
     .words = idxp_words,
     .list_line = idxp_list_line,
-    .matmuls_prepare = idxp_matmuls_prepare,
     .matmuls_run = idxp_gemms_run,
 };
 

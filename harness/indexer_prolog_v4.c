@@ -136,11 +136,11 @@ dsops_idxp4_problem *dsops_idxp4_problem_make(const dsops_idxp4_case *c, uint64_
  * 0.005; docs/OPERATORS.md §3.5) with the oracle. A second row times the same matmuls alone (idx_wq_b,
  * weights_proj and the Hadamard map). */
 typedef struct idxp4_bench {
+    bench_linear_run_fn linear_run; /* first: the matmul-only row's runner, set by bench_matmuls */
     dsops_idxp4_problem *p;
     dsops_prepared *prep;
     void *hx;                  /* [T*NI, DI] stand-in Hadamard operand, in the matrix's dtype */
     void *y;                   /* int32 / fp32 results of the matmul-only row */
-    bench_linear_run_fn linear_run; /* the matmul-only row's runner (matmuls_prepare) */
 } idxp4_bench;
 
 /* The maps of an indexer_prolog_v4 prepared object, in its order. */
@@ -266,11 +266,9 @@ static void idxp4_vendor(const void *cv, double *us, const char **label)
     *us = ((const dsops_idxp4_case *)cv)->vendor_us, *label = ((const dsops_idxp4_case *)cv)->vendor;
 }
 
-static int idxp4_matmuls_prepare(void *pv, bench_linear_run_fn linear_run, char *why, size_t cap)
+static int idxp4_matmuls_check(const void *pv, char *why, size_t cap)
 {
-    idxp4_bench *b = pv;
-    b->linear_run = linear_run;
-    return bench_prepared_has_maps(b->prep, IDXP4_MAP_COUNT, why, cap);
+    return bench_prepared_has_maps(((const idxp4_bench *)pv)->prep, IDXP4_MAP_COUNT, why, cap);
 }
 
 static const void *idxp4_table(int *count) { return dsops_idxp4_cases(count); }
@@ -285,8 +283,8 @@ const bench_family bench_family_indexer_prolog_v4 = {
     .words = idxp4_words,
     .list_line = idxp4_list_line,
     .vendor = idxp4_vendor,
-    .matmuls_prepare = idxp4_matmuls_prepare,
     .matmuls_run = idxp4_gemms_run,
+    .matmuls_check = idxp4_matmuls_check,
 };
 
 /* ==== adversarial problems (problems.h) ==================================================================== */

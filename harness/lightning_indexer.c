@@ -855,6 +855,8 @@ lp_problem *lp_make(const lp_spec *spec, uint64_t seed)
     return p;
 }
 
+/* Free, sentinels and oracle: the life cycle of sparse_flash_attention_v32.c's tp_* problems on this operator's
+ * own buffers and outputs; alike but for those, so each operator keeps its own (problems.h). */
 void lp_free(lp_problem *p)
 {
     if (!p)

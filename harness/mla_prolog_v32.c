@@ -139,10 +139,10 @@ fail:
  * call without them). --check compares every output and the cache rows at cache_index with the oracle at the
  * tolerances of docs/OPERATORS.md §4.1. A second row times the same matmuls alone. */
 typedef struct mlap_bench {
+    bench_linear_run_fn linear_run; /* first: the matmul-only row's runner, set by bench_matmuls */
     dsops_mlap_problem *p;
     dsops_prepared *prep;
     void *x2, *y;              /* stand-in activations and fp32 results for the matmul-only row */
-    bench_linear_run_fn linear_run; /* the matmul-only row's runner (matmuls_prepare) */
 } mlap_bench;
 
 static dsops_status mlap_run(dsops_context *ctx, void *pv)
@@ -337,13 +337,6 @@ static void mlap_list_line(const void *cv, const char *not_ci)
            c->H, c->Q, c->N, c->int8_wq_b ? "int8" : "bf16", cases_layout_name(c->layout), not_ci);
 }
 
-static int mlap_matmuls_prepare(void *pv, bench_linear_run_fn linear_run, char *why, size_t cap)
-{
-    (void)why, (void)cap; /* the maps were checked when the problem was made */
-    ((mlap_bench *)pv)->linear_run = linear_run;
-    return 0;
-}
-
 static const void *mlap_table(int *count) { return dsops_mlap_cases(count); }
 
 const bench_family bench_family_mla_prolog_v32 = {
@@ -355,7 +348,6 @@ const bench_family bench_family_mla_prolog_v32 = {
     .make_problem = mlap_make_problem,
     .words = mlap_words,
     .list_line = mlap_list_line,
-    .matmuls_prepare = mlap_matmuls_prepare,
     .matmuls_run = mlap_gemms_run,
 };
 

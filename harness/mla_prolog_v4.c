@@ -136,10 +136,10 @@ dsops_mla4_problem *dsops_mla4_problem_make(const dsops_mla4_case *c, uint64_t s
  * (q, kv, bf16 qr 1e-4 / 2^-7 / 0.005; int8 qr 1 / 0 / 0; qr_scale 2.5e-5 / 0.005 / 0.005; int8 variant:
  * see mla4_check). A second row times the same matmuls alone. */
 typedef struct mla4_bench {
+    bench_linear_run_fn linear_run; /* first: the matmul-only row's runner, set by bench_matmuls */
     dsops_mla4_problem *p;
     dsops_prepared *prep;
     void *y;                   /* fp32 / int32 results of the matmul-only row */
-    bench_linear_run_fn linear_run; /* the matmul-only row's runner (matmuls_prepare) */
 } mla4_bench;
 
 /* The maps of an mla_prolog_v4 prepared object, in its order. */
@@ -282,11 +282,9 @@ static void mla4_vendor(const void *cv, double *us, const char **label)
     *us = ((const dsops_mla4_case *)cv)->vendor_us, *label = ((const dsops_mla4_case *)cv)->vendor;
 }
 
-static int mla4_matmuls_prepare(void *pv, bench_linear_run_fn linear_run, char *why, size_t cap)
+static int mla4_matmuls_check(const void *pv, char *why, size_t cap)
 {
-    mla4_bench *b = pv;
-    b->linear_run = linear_run;
-    return bench_prepared_has_maps(b->prep, MLA4_MAP_COUNT, why, cap);
+    return bench_prepared_has_maps(((const mla4_bench *)pv)->prep, MLA4_MAP_COUNT, why, cap);
 }
 
 static const void *mla4_table(int *count) { return dsops_mla4_cases(count); }
@@ -301,8 +299,8 @@ const bench_family bench_family_mla_prolog_v4 = {
     .words = mla4_words,
     .list_line = mla4_list_line,
     .vendor = mla4_vendor,
-    .matmuls_prepare = mla4_matmuls_prepare,
     .matmuls_run = mla4_gemms_run,
+    .matmuls_check = mla4_matmuls_check,
 };
 
 /* ==== adversarial problems (problems.h) ==================================================================== */
