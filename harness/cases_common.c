@@ -812,8 +812,8 @@ void v4p_set(const dsops_tensor *t, int64_t e, float v)
 
 void v4p_sentinel(dsops_dtype dt, unsigned char *pat)
 {
-    const uint32_t f32 = 0x7fa5a5a5u;
-    const uint16_t bf = 0x7fa5u, hf = 0x7ea5u;
+    const uint32_t f32 = CASES_GUARD_F32;
+    const uint16_t bf = CASES_GUARD_BF16, hf = 0x7ea5u; /* fp16: a NaN too */
     switch (dt) {
     case DSOPS_FP32: memcpy(pat, &f32, 4); break;
     case DSOPS_BF16: memcpy(pat, &bf, 2); break;

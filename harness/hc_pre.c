@@ -264,9 +264,9 @@ const bench_family bench_family_hc_pre = {
 void hc_fill_guard(void *p, dsops_dtype dt, size_t n)
 {
     if (dt == DSOPS_FP32)
-        cases_fill_sentinel(p, 4, (int64_t)n + 1, HC_GUARD_F32);
+        cases_fill_sentinel(p, 4, (int64_t)n + 1, CASES_GUARD_F32);
     else
-        cases_fill_sentinel(p, 2, (int64_t)n + 1, HC_GUARD_BF16);
+        cases_fill_sentinel(p, 2, (int64_t)n + 1, CASES_GUARD_BF16);
 }
 
 void hpre_make(hpre_problem *p, int64_t T, int64_t HC, int64_t H, hpre_data data, int iters, float norm_eps,

@@ -37,6 +37,11 @@ void cases_fill_sentinel(void *buf, size_t esz, int64_t n, uint32_t sentinel);
 /* 1 if every element still holds the sentinel. */
 int cases_holds_sentinel(const void *buf, size_t esz, int64_t n, uint32_t sentinel);
 
+/* The guard pattern of outputs' unwritten elements and of the zones around them: a NaN in fp32 and bf16, so an
+ * element the call should have written fails every comparison. */
+#define CASES_GUARD_F32 0x7fa5a5a5u
+#define CASES_GUARD_BF16 ((uint16_t)0x7fa5u)
+
 /* The elements an operator's call may write, in a fixed order (outputs, then addressed cache rows). */
 typedef void (*cases_each_written_fn)(const void *args, tf_elem_fn fn, void *ctx);
 
@@ -408,8 +413,6 @@ void cp_free(cp_problem *p);
 
 /* ---- hc_pre and hc_post (harness/hc_pre.c, harness/hc_post.c) ----------------------------------- */
 
-#define HC_GUARD_F32 0x7fa5a5a5u /* guard patterns of the outputs' elements and the element after them */
-#define HC_GUARD_BF16 0x7fa5u
 
 /* Fills n elements of dtype dt (bf16 or fp32) at p and the one after them with the guard pattern. */
 void hc_fill_guard(void *p, dsops_dtype dt, size_t n);
@@ -635,8 +638,6 @@ typedef struct sp_guarded {
     size_t n, esz;
 } sp_guarded;
 
-#define SP_GUARD_BF16 ((uint16_t)0x7fa5u)
-#define SP_GUARD_F32_BITS 0x7fa5a5a5u
 #define SP_NAN_BF16 ((uint16_t)0x7fc0u) /* every pool row no token reads, and the padding of q */
 
 typedef struct sp_problem {

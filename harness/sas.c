@@ -707,7 +707,7 @@ static sp_guarded sp_guarded_make(size_t n, size_t esz)
 
 void *sp_guarded_view(const sp_guarded *g) { return (char *)g->buf + g->esz; }
 
-static uint32_t sp_guard_of(const sp_guarded *g) { return g->esz == 2 ? SP_GUARD_BF16 : SP_GUARD_F32_BITS; }
+static uint32_t sp_guard_of(const sp_guarded *g) { return g->esz == 2 ? CASES_GUARD_BF16 : CASES_GUARD_F32; }
 
 int sp_guarded_holds(const sp_guarded *g, size_t i)
 {

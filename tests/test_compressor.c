@@ -44,7 +44,6 @@ static const tu_tol OUT_TOL = {1e-4, 1.0 / 128, 0.005};
 static const tu_tol STATE_TOL = {1e-3, 1e-3, 0};
 static const tu_tol COARSE_TOL = {0.05, 1.0 / 128, 0};
 
-#define GUARD_BF16 ((uint16_t)0x7fa5u)
 #define GUARD_I32 (-7)
 
 /* ---- helpers ------------------------------------------------------------------------------------ */
@@ -135,7 +134,7 @@ static void ref_run(const dsops_compressor_args *a, const float *kv_in, const fl
     r->cnt = tu_calloc(B, 4);
     r->kv = tu_memdup(kv_in, nkv * 4);
     r->sc = tu_memdup(sc_in, nsc * 4);
-    fill_u16(r->out, nout, GUARD_BF16);
+    fill_u16(r->out, nout, CASES_GUARD_BF16);
     dsops_compressor_args b = *a;
     b.out.data = r->out;
     b.out_count = dsops_tensor_make(r->cnt, DSOPS_INT32, 1, (int64_t[]){(int64_t)B});
@@ -244,7 +243,7 @@ static void check_call(const char *label, const dsops_compressor_args *a, const 
     }
     free(o), free(rf);
     if (guarded)
-        tu_check(out[NO * D] == GUARD_BF16, "%s: out written beyond its end", label);
+        tu_check(out[NO * D] == CASES_GUARD_BF16, "%s: out written beyond its end", label);
     compare_state(label, a, 0, a->kv_state.data, kv_in, r->kv);
     compare_state(label, a, 1, a->score_state.data, sc_in, r->sc);
 }
@@ -307,7 +306,7 @@ static void call_make(ccall *c, const dsops_compressor_args *w, const int64_t *f
     c->a.rope_sin = dsops_tensor_make(c->rs, w->rope_sin.dtype, 2, (int64_t[]){NO, 64});
     c->a.out = dsops_tensor_make(c->out, DSOPS_BF16, 2, (int64_t[]){NO, D});
     c->a.out_count = dsops_tensor_make(c->cnt, DSOPS_INT32, 1, (int64_t[]){B});
-    fill_u16(c->out, (size_t)(NO * D) + 1, GUARD_BF16);
+    fill_u16(c->out, (size_t)(NO * D) + 1, CASES_GUARD_BF16);
     fill_i32(c->cnt, (size_t)B + 1, GUARD_I32);
 }
 
@@ -381,7 +380,7 @@ static void run_schedule(const char *label, const dsops_compressor_args *w, cons
         for (int64_t b = 0; b < B; b++)
             cnt_ok &= c.cnt[b] == (from[b] + n[b]) / R - from[b] / R;
         tu_check(cnt_ok, "%s [%s] call %lld: out_count wrong", label, who, (long long)j);
-        int zero_ok = c.out[(c.entries + 1) * D] == GUARD_BF16;
+        int zero_ok = c.out[(c.entries + 1) * D] == CASES_GUARD_BF16;
         for (int64_t d = 0; d < D; d++)
             zero_ok &= c.out[c.entries * D + d] == 0;
         tu_check(zero_ok, "%s [%s] call %lld: the extra out row is not +0 or out written beyond its end", label,
@@ -416,7 +415,7 @@ static void steps_vs_oracle(const char *label, const dsops_compressor_args *w, c
         for (int isa = 0; isa <= (int)dsops_isa_detected(); isa++) {
             dsops_context_set_isa(ctx, (dsops_isa)isa);
             memcpy(lkv, kv, nkv * 4), memcpy(lsc, sc, nsc * 4);
-            fill_u16(c.out, numel(&c.a.out) + 1, GUARD_BF16);
+            fill_u16(c.out, numel(&c.a.out) + 1, CASES_GUARD_BF16);
             fill_i32(c.cnt, (size_t)c.a.start_pos.shape[0] + 1, GUARD_I32);
             char l[260];
             snprintf(l, sizeof l, "%s step %lld [%s]", label, (long long)j, tier_name(isa));
@@ -511,7 +510,7 @@ static void run_case_scenarios(const dsops_cmp_case *c)
         snprintf(l, sizeof l, "%s packed [%s]", c->name, tier_name((int)dsops_isa_detected()));
         a->out_layout = DSOPS_COMPRESSOR_PACKED;
         memcpy(a->kv_state.data, kv0, nkv * 4), memcpy(a->score_state.data, sc0, nsc * 4);
-        fill_u16(a->out.data, nout, GUARD_BF16);
+        fill_u16(a->out.data, nout, CASES_GUARD_BF16);
         fill_i32(a->out_count.data, (size_t)B, GUARD_I32);
         dsops_status st = dsops_compressor(ctx, a);
         if (tu_check(st == DSOPS_OK, "%s: %s (%s)", l, dsops_status_name(st), dsops_last_error()))
@@ -546,7 +545,7 @@ static dsops_status cp_run(cp_problem *p)
 {
     memcpy(p->kv, p->kv0, numel(&p->a.kv_state) * 4);
     memcpy(p->sc, p->sc0, numel(&p->a.score_state) * 4);
-    fill_u16(p->out, (size_t)(p->NO * p->s.v.D) + 1, GUARD_BF16);
+    fill_u16(p->out, (size_t)(p->NO * p->s.v.D) + 1, CASES_GUARD_BF16);
     fill_i32(p->cnt, (size_t)p->s.B + 1, GUARD_I32);
     return dsops_compressor(ctx, &p->a);
 }
@@ -609,7 +608,7 @@ static void test_oracle_by_hand(void)
             kv[(1 * BS + u) * CD + c] = (float)(u + 1) + (float)c / 128.0f;
             sc[(1 * BS + u) * CD + c] = (float)((u + c) % 3) - 1.0f;
         }
-    fill_u16(out, 2 * D, GUARD_BF16);
+    fill_u16(out, 2 * D, CASES_GUARD_BF16);
     dsops_compressor_args a;
     memset(&a, 0, sizeof a);
     a.x = dsops_tensor_make(x, DSOPS_BF16, 2, (int64_t[]){2, 1});

@@ -11,13 +11,13 @@
 #include <string.h>
 
 #include "cases.h"
+#include "problems.h"
 #include "ref.h"
 #include "test_util.h"
 #include "validation.h"
 
 static dsops_context *ctx;
 
-#define GUARD_BF16 ((uint16_t)0x7fa5u)
 
 /* The fixture: a c4li-like call with D 64 (C 2, R 4, Hadamard), H 32, state block size 4.
  *   sequence 0: start 5, 3 tokens (positions 5, 6, 7): closes window 1, reads positions 0 ... 4 from the
@@ -99,7 +99,7 @@ static fixture *make_fixture(void)
     const int32_t bt[FB * FMB] = {3, 0, -1, 2, -1, -1}, bt2[FB * FMB] = {1, 4, -1, 0, -1, -1};
     memcpy(f->bt, bt, sizeof bt), memcpy(f->bt2, bt2, sizeof bt2);
     for (int i = 0; i < FNO * FD; i++)
-        f->out[i] = GUARD_BF16;
+        f->out[i] = CASES_GUARD_BF16;
     f->cnt[0] = f->cnt[1] = -7;
     for (int i = 0; i < FNB * FBS * FCD; i++) {
         f->kv[i] = tu_rng_uniform(&r, -1, 1);

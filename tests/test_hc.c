@@ -45,9 +45,9 @@ static int guard_kept(const void *p, dsops_dtype dt, size_t n)
     if (dt == DSOPS_FP32) {
         uint32_t g;
         memcpy(&g, (const char *)p + 4 * n, 4);
-        return g == HC_GUARD_F32;
+        return g == CASES_GUARD_F32;
     }
-    return ((const uint16_t *)p)[n] == HC_GUARD_BF16;
+    return ((const uint16_t *)p)[n] == CASES_GUARD_BF16;
 }
 
 /* ---- hc_pre ------------------------------------------------------------------------------------- */
@@ -104,7 +104,7 @@ static void pre_case(int64_t T, int64_t HC, int64_t H, hpre_data data, int iters
         } else {
             size_t kept = 0;
             for (size_t i = 0; i <= ng; i++)
-                kept += ((uint32_t *)p.pre)[i] == HC_GUARD_F32;
+                kept += ((uint32_t *)p.pre)[i] == CASES_GUARD_F32;
             tu_check(kept == ng + 1, "%s: pre absent, yet its buffer was written", l2);
         }
         if (data == HPRE_DATA_WC) {
@@ -123,14 +123,14 @@ static void pre_case(int64_t T, int64_t HC, int64_t H, hpre_data data, int iters
             /* ill-conditioned: comb is not compared, but every value must be written */
             int ok = 1;
             for (size_t i = 0; i < nc; i++)
-                ok &= ((uint32_t *)p.comb)[i] != HC_GUARD_F32;
+                ok &= ((uint32_t *)p.comb)[i] != CASES_GUARD_F32;
             tu_check(ok, "%s: comb not fully written", l2);
         }
         tu_check(guard_kept(p.y, DSOPS_BF16, ny) && guard_kept(p.post, DSOPS_FP32, ng) &&
                      guard_kept(p.comb, DSOPS_FP32, nc) && guard_kept(p.pre, DSOPS_FP32, ng),
                  "%s: an output was written beyond its end", l2);
         if (T == 0) {
-            tu_check(((uint16_t *)p.y)[0] == HC_GUARD_BF16 && ((uint32_t *)p.post)[0] == HC_GUARD_F32,
+            tu_check(((uint16_t *)p.y)[0] == CASES_GUARD_BF16 && ((uint32_t *)p.post)[0] == CASES_GUARD_F32,
                      "%s: T = 0 wrote something", l2);
         }
     }
@@ -462,7 +462,6 @@ static fixture *make_fixture(void)
  * (tests/validation.h): what repeats between those programs is that protocol, each row its own field. */
 #define FRAG(...) snprintf(frag, VAL_FRAG_MAX, __VA_ARGS__)
 
-/* The mutations and the table below have the form of every validation table (tests/validation.h). */
 /* hc_pre */
 static void hp_null_x(void *problem, char *frag) { fixture *f = problem; f->hp.x.data = NULL; FRAG("x is NULL"); }
 static void hp_null_fn(void *problem, char *frag) { fixture *f = problem; f->hp.hc_fn.data = NULL; FRAG("hc_fn is NULL"); }

@@ -120,13 +120,13 @@ static fixture *make_fixture(void)
     memcpy(f->idx, idx, sizeof idx), memcpy(f->len, len, sizeof len);
     f->sinks[0] = 0.5f, f->sinks[1] = -0.25f;
     for (int i = 0; i < FT * FN * FD; i++)
-        f->out[i] = SP_GUARD_BF16;
+        f->out[i] = CASES_GUARD_BF16;
     for (int i = 0; i < FT * FN; i++) {
-        uint32_t g = SP_GUARD_F32_BITS;
+        uint32_t g = CASES_GUARD_F32;
         memcpy(&f->lse[i], &g, 4);
     }
     for (size_t i = 0; i < sizeof f->tail / 2; i++)
-        f->tail[i] = SP_GUARD_BF16;
+        f->tail[i] = CASES_GUARD_BF16;
     bind(f);
     return f;
 }
@@ -437,14 +437,14 @@ static void compare(void *problem, void *expected, const val_ok_case *c)
     /* untouched: out past T rows, lse (all of it when absent, past T rows otherwise), the tail */
     int ok = 1;
     for (int64_t i = T * FN * FD; i < FT * FN * FD; i++)
-        ok &= f->out[i] == SP_GUARD_BF16;
+        ok &= f->out[i] == CASES_GUARD_BF16;
     for (int64_t i = has_lse ? T * FN : 0; i < FT * FN; i++) {
         uint32_t v;
         memcpy(&v, &f->lse[i], 4);
-        ok &= v == SP_GUARD_F32_BITS;
+        ok &= v == CASES_GUARD_F32;
     }
     for (size_t i = 0; i < sizeof f->tail / 2; i++)
-        ok &= f->tail[i] == SP_GUARD_BF16;
+        ok &= f->tail[i] == CASES_GUARD_BF16;
     tu_check(ok, "%s: memory outside out / lse written (or lse written while absent)", c->name);
 }
 
@@ -610,7 +610,7 @@ static void test_bad_table_edge(void)
         if (!out || !lse)
             abort();
         for (int64_t i = 0; i < T * N * D; i++)
-            out[i] = SP_GUARD_BF16;
+            out[i] = CASES_GUARD_BF16;
         memset(lse, 0xa5, (size_t)(T * N) * 4);
         a.out = dsops_tensor_make(out, DSOPS_BF16, 3, (int64_t[]){T, N, D});
         a.lse = dsops_tensor_make(lse, DSOPS_FP32, 2, (int64_t[]){T, N});
@@ -637,7 +637,7 @@ static void test_bad_table_edge(void)
         const char *msg = dsops_last_error();
         int untouched = 1;
         for (int64_t i = 0; i < T * N * D; i++)
-            untouched &= out[i] == SP_GUARD_BF16;
+            untouched &= out[i] == CASES_GUARD_BF16;
         for (int64_t i = 0; i < T * N; i++) {
             uint32_t v;
             memcpy(&v, &lse[i], 4);
